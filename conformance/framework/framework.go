@@ -1,0 +1,76 @@
+// Package framework is the thin core every conformance spec uses: one wrapper
+// that tags a spec as conformance and names the SPEC.md clause it checks, the
+// frozen set of labels, and the paths of the binaries under test. Helpers for
+// processes, images and cases live beside it and are never imported by it.
+package framework
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/onsi/ginkgo/v2"
+)
+
+// Labels. They are registered here once; specs use these values, never
+// ad-hoc strings, so --label-filter expressions stay meaningful.
+var (
+	// Fakeproc specs drive a supervisor against fake /proc trees: no
+	// privileges, no real signal, any OS.
+	Fakeproc = ginkgo.Label("fakeproc")
+	// Local specs start real processes on the Linux host.
+	Local = ginkgo.Label("local")
+	// Root specs need uid 0 (for --user); they skip themselves otherwise.
+	Root = ginkgo.Label("root")
+	// Docker specs run inside containers of the test images.
+	Docker = ginkgo.Label("docker")
+)
+
+// ConformanceIt declares a spec that certifies one clause of SPEC.md. The
+// clause ("2 stop rules", "5 events mode", ...) becomes part of the spec's
+// text and a label, so reports can cite it and filters can select it.
+func ConformanceIt(clause, text string, args ...any) bool {
+	ginkgo.GinkgoHelper()
+	args = append(args, ginkgo.Label("conformance", ClauseLabel(clause)))
+	return ginkgo.It(fmt.Sprintf("[Conformance] [SPEC §%s] %s", clause, text), args...)
+}
+
+// ClauseLabel turns a clause into a label: "2 stop rules" -> "spec:2-stop-rules".
+func ClauseLabel(clause string) string {
+	return "spec:" + strings.Join(strings.Fields(strings.ToLower(clause)), "-")
+}
+
+// Binaries holds the paths of the executables under test, built once per
+// suite run and handed to every parallel process.
+type Binaries struct {
+	// Warden is the supervisor under test: $SANDPROOF_WARDEN when set,
+	// otherwise the project's own build.
+	Warden string `json:"warden"`
+	// FixtureDir holds one static binary per fixtures/cmd/<name>.
+	FixtureDir string `json:"fixture_dir"`
+}
+
+// Bin is set by the suite's SynchronizedBeforeSuite.
+var Bin Binaries
+
+// Fixture returns the path of the fixture program name (fixtures/cmd/<name>).
+func Fixture(name string) string {
+	ginkgo.GinkgoHelper()
+	p := filepath.Join(Bin.FixtureDir, name)
+	if _, err := os.Stat(p); err != nil {
+		ginkgo.Fail(fmt.Sprintf("fixture %q was not built: %v (have: %s)", name, err, strings.Join(fixtureNames(), ", ")))
+	}
+	return p
+}
+
+func fixtureNames() []string {
+	entries, _ := os.ReadDir(Bin.FixtureDir)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	sort.Strings(names)
+	return names
+}

@@ -1,0 +1,258 @@
+package proc
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// DefaultRoot is where the kernel's proc filesystem is mounted.
+const DefaultRoot = "/proc"
+
+// maxStatSize bounds a stat read: a real stat line is under 1 KiB even with a
+// 16-byte crafted name, so anything longer is not a kernel's.
+const maxStatSize = 4096
+
+// ErrGone means the process vanished (or never existed); callers treat it as
+// "already dead", not as a failure.
+var ErrGone = errors.New("process gone")
+
+// FS is a proc root: the real /proc or a fake tree with the same files.
+type FS struct {
+	Root string
+}
+
+// NewFS returns the proc root at root; "" means /proc.
+func NewFS(root string) FS {
+	if root == "" {
+		root = DefaultRoot
+	}
+	return FS{Root: root}
+}
+
+// IsReal reports whether this is the kernel's /proc, where signals are real.
+func (fs FS) IsReal() bool { return fs.Root == DefaultRoot }
+
+// Check verifies that the proc root can be read at all: a supervisor that
+// cannot see processes must refuse to launch rather than confirm a cleanup
+// it cannot observe.
+func (fs FS) Check() error {
+	pids, err := fs.PIDs()
+	if err != nil {
+		return err
+	}
+	if len(pids) == 0 {
+		return fmt.Errorf("read proc root %q: no processes listed", fs.Root)
+	}
+	return nil
+}
+
+// PIDs lists the numeric entries of the proc root. Non-numeric names (self,
+// sys, a crafted "12a") are skipped.
+func (fs FS) PIDs() ([]int, error) {
+	d, err := os.Open(fs.Root)
+	if err != nil {
+		return nil, fmt.Errorf("open proc root: %w", err)
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return nil, fmt.Errorf("read proc root %q: %w", fs.Root, err)
+	}
+	pids := make([]int, 0, len(names))
+	for _, name := range names {
+		if name == "" || name[0] < '1' || name[0] > '9' {
+			continue
+		}
+		v, ok := parseUint([]byte(name))
+		if !ok || v > 1<<31-1 {
+			continue
+		}
+		pids = append(pids, int(v))
+	}
+	return pids, nil
+}
+
+// readSmall reads a whole file of at most limit bytes into buf (grown if
+// needed) with one open and as few reads as it takes, without a stat: proc
+// files report size 0.
+func readSmall(path string, buf []byte, limit int) ([]byte, error) {
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer syscall.Close(fd)
+	buf = buf[:0]
+	for {
+		if len(buf) == cap(buf) {
+			if cap(buf) >= limit {
+				return buf, nil
+			}
+			nb := make([]byte, len(buf), min(2*cap(buf)+512, limit))
+			copy(nb, buf)
+			buf = nb
+		}
+		n, err := syscall.Read(fd, buf[len(buf):cap(buf)])
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			return buf, nil
+		}
+		buf = buf[:len(buf)+n]
+	}
+}
+
+func gone(err error) bool {
+	return errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ESRCH) || errors.Is(err, syscall.ENOTDIR)
+}
+
+// Stat reads /proc/PID/stat. A vanished process gives ErrGone.
+func (fs FS) Stat(pid int) (Stat, error) {
+	var buf [512]byte
+	return fs.stat(pid, buf[:0])
+}
+
+func (fs FS) stat(pid int, buf []byte) (Stat, error) {
+	path := fs.Root + "/" + strconv.Itoa(pid) + "/stat"
+	data, err := readSmall(path, buf, maxStatSize)
+	if err != nil {
+		if gone(err) {
+			return Stat{}, ErrGone
+		}
+		return Stat{}, fmt.Errorf("read %s: %w", path, err)
+	}
+	if len(data) == 0 {
+		// A process that exited between open and read leaves an empty file.
+		return Stat{}, ErrGone
+	}
+	st, err := ParseStat(data)
+	if err != nil {
+		return Stat{}, err
+	}
+	if st.PID != pid {
+		return Stat{}, fmt.Errorf("%w: %s names pid %d", ErrBadStat, path, st.PID)
+	}
+	return st, nil
+}
+
+// Scan reads the stat of every process. Entries that vanish or do not parse
+// are skipped: a crafted or racing entry must never abort a stop.
+func (fs FS) Scan() ([]Stat, error) {
+	pids, err := fs.PIDs()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Stat, 0, len(pids))
+	buf := make([]byte, 0, 512)
+	for _, pid := range pids {
+		st, err := fs.stat(pid, buf)
+		if err != nil {
+			continue
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+// EnvironLimit bounds how much of a process's environment is read. The marker
+// is placed first, so a small bound finds it in any environment we set up.
+const EnvironLimit = 1 << 20
+
+// Environ reads /proc/PID/environ, at most limit bytes and for at most
+// timeout: the read takes the target's mm lock, and a process stuck in D
+// state must not hang the scan. A timed-out read is abandoned (its goroutine
+// finishes when the kernel lets it) and reported as an error.
+func (fs FS) Environ(pid int, limit int, timeout time.Duration) ([]byte, error) {
+	path := fs.Root + "/" + strconv.Itoa(pid) + "/environ"
+	type result struct {
+		data []byte
+		err  error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		data, err := readSmall(path, make([]byte, 0, 4096), limit)
+		ch <- result{data, err}
+	}()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case r := <-ch:
+		if r.err != nil && gone(r.err) {
+			return nil, ErrGone
+		}
+		if r.err != nil {
+			return nil, fmt.Errorf("read %s: %w", path, r.err)
+		}
+		return r.data, nil
+	case <-timer.C:
+		return nil, fmt.Errorf("read %s: timed out after %v", path, timeout)
+	}
+}
+
+// MarkerVar is the environment variable that carries the launch ids.
+const MarkerVar = "WARDEN_LAUNCH"
+
+// LaunchIDs returns the launch ids in the WARDEN_LAUNCH variable of a NUL
+// separated environment block, or nil when it has none.
+func LaunchIDs(environ []byte) []string {
+	prefix := []byte(MarkerVar + "=")
+	for len(environ) > 0 {
+		entry := environ
+		if i := bytes.IndexByte(environ, 0); i >= 0 {
+			entry, environ = environ[:i], environ[i+1:]
+		} else {
+			environ = nil
+		}
+		if bytes.HasPrefix(entry, prefix) {
+			var ids []string
+			for _, id := range bytes.Split(entry[len(prefix):], []byte{':'}) {
+				if len(id) > 0 {
+					ids = append(ids, string(id))
+				}
+			}
+			return ids
+		}
+	}
+	return nil
+}
+
+// CarriesLaunch reports whether the environment carries launch id in its
+// WARDEN_LAUNCH list.
+func CarriesLaunch(environ []byte, id string) bool {
+	for _, got := range LaunchIDs(environ) {
+		if got == id {
+			return true
+		}
+	}
+	return false
+}
+
+// Uptime returns the seconds since boot from PROC_ROOT/uptime, the clock that
+// start times in stat count from (in clock ticks).
+func (fs FS) Uptime() (float64, error) {
+	data, err := readSmall(fs.Root+"/uptime", make([]byte, 0, 128), 4096)
+	if err != nil {
+		return 0, err
+	}
+	f := bytes.Fields(data)
+	if len(f) == 0 {
+		return 0, fmt.Errorf("invalid uptime %q", data)
+	}
+	v, err := strconv.ParseFloat(string(f[0]), 64)
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("invalid uptime %q", data)
+	}
+	return v, nil
+}
+
+// ClockTicks is the kernel's USER_HZ, fixed at 100 on every Linux ABI Go
+// supports; stat start times count in it.
+const ClockTicks = 100

@@ -1,0 +1,280 @@
+// Package stop computes a launch's reached set from the process table and
+// stops it: TERM, then KILL after the grace, rescanning on every round until
+// nothing reached is alive or a bounded wait ends (SPEC.md section 2, stop
+// rules). It reads processes through proc.FS and signals through a
+// Signaller, so the same code runs on the real /proc and on fakeproc trees.
+package stop
+
+import (
+	"bytes"
+	"errors"
+	"time"
+
+	"github.com/sandproof/sandproof/runner/proc"
+)
+
+// Why a process was reached; the receipt's reached[].why.
+const (
+	WhyGroup      = "group"
+	WhyDescendant = "descendant"
+	WhyOrphan     = "orphan"
+	WhyMarker     = "marker"
+)
+
+// Member is one process in a receipt list.
+type Member struct {
+	PID       int    `json:"pid"`
+	StartTime uint64 `json:"start_time"`
+	Comm      string `json:"comm"`
+	Why       string `json:"why,omitempty"`
+	// State is the stat state seen last ("Z" for a zombie); survivors carry
+	// it so a reader can tell a stuck process from a live one.
+	State string `json:"state,omitempty"`
+}
+
+// Identity returns the member's (pid, start time).
+func (m Member) Identity() proc.Identity { return proc.Identity{PID: m.PID, StartTime: m.StartTime} }
+
+// Launch describes what a stop must reach.
+type Launch struct {
+	// ID is the launch id carried in WARDEN_LAUNCH.
+	ID string
+	// Self is the supervisor's pid: its children are adopted orphans, and it
+	// is never signalled.
+	Self int
+	// Harness is the harness process; zero when it never started.
+	Harness proc.Identity
+	// Since is the start time (clock ticks) of the launch: only processes
+	// started at or after it can carry its marker, so only theirs environ is
+	// read. Zero reads every process's environment.
+	Since uint64
+	// Services are declared services: they, their descendants and processes
+	// carrying ServiceMarker are preserved, never reached.
+	Services []proc.Identity
+	// ServiceMarker is the value of WARDEN_SERVICE that the supervisor puts
+	// into each service's environment; "" for none.
+	ServiceMarker string
+}
+
+// ServiceVar marks the environment of declared services and what they start,
+// so a service's double-forked helper is still recognised as the service's.
+const ServiceVar = "WARDEN_SERVICE"
+
+// Scanner computes reached sets for one launch, remembering across rounds
+// the members of the harness's process group it has seen, since a group may
+// only be followed while its leader or a recorded member still holds its id.
+type Scanner struct {
+	FS     proc.FS
+	Launch Launch
+	// EnvironTimeout bounds each environ read; zero means 100 ms.
+	EnvironTimeout time.Duration
+	// ServicesOnly turns the scanner around for `stop --services`: the
+	// preserved set (declared services and what belongs to them) becomes the
+	// reached set, and nothing else is reached.
+	ServicesOnly bool
+
+	groupMembers map[proc.Identity]bool
+}
+
+// Snapshot is one round's view.
+type Snapshot struct {
+	// Reached are the live (non-zombie) processes the stop must end.
+	Reached []Member
+	// Unverified started after the launch, could not have their environ
+	// read, and are not otherwise reached.
+	Unverified []Member
+	// Preserved are declared services and what belongs to them.
+	Preserved []Member
+	// Stats is the whole table of the round, by pid.
+	Stats map[int]proc.Stat
+}
+
+// Scan reads the process table and computes the reached set.
+func (s *Scanner) Scan() (*Snapshot, error) {
+	stats, err := s.FS.Scan()
+	if err != nil {
+		return nil, err
+	}
+	return s.compute(stats), nil
+}
+
+func (s *Scanner) compute(stats []proc.Stat) *Snapshot {
+	if s.groupMembers == nil {
+		s.groupMembers = map[proc.Identity]bool{}
+	}
+	l := s.Launch
+	byPID := make(map[int]proc.Stat, len(stats))
+	children := make(map[int][]int, len(stats)/2)
+	for _, st := range stats {
+		byPID[st.PID] = st
+		children[st.PPID] = append(children[st.PPID], st.PID)
+	}
+	snap := &Snapshot{Stats: byPID}
+
+	// Preserved first: services, their descendants, and whatever carries the
+	// service marker; none of them may be reached.
+	preserved := map[int]bool{}
+	var queue []int
+	for _, svc := range l.Services {
+		if st, ok := byPID[svc.PID]; ok && st.StartTime == svc.StartTime {
+			preserved[svc.PID] = true
+			queue = append(queue, svc.PID)
+		}
+	}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, c := range children[p] {
+			if !preserved[c] && c != l.Self {
+				preserved[c] = true
+				queue = append(queue, c)
+			}
+		}
+	}
+
+	reached := map[int]string{}
+	add := func(pid int, why string) {
+		if pid == l.Self || preserved[pid] {
+			return
+		}
+		if _, ok := reached[pid]; !ok {
+			reached[pid] = why
+		}
+	}
+
+	// The harness and its process group.
+	if l.Harness.PID > 0 {
+		g := l.Harness.PID
+		if st, ok := byPID[g]; ok && st.StartTime == l.Harness.StartTime {
+			add(g, WhyGroup)
+		}
+		groupHeld := false
+		if st, ok := byPID[g]; ok && st.StartTime == l.Harness.StartTime && st.PGID == g {
+			groupHeld = true // the recorded leader still holds the id
+		}
+		if !groupHeld {
+			for id := range s.groupMembers {
+				if st, ok := byPID[id.PID]; ok && st.StartTime == id.StartTime && st.PGID == g {
+					groupHeld = true // a recorded member still holds it
+					break
+				}
+			}
+		}
+		// A different process that now leads a group with the same id has
+		// taken the id over: its group is not ours.
+		if st, ok := byPID[g]; ok && st.StartTime != l.Harness.StartTime && st.PGID == g {
+			groupHeld = false
+		}
+		for _, st := range stats {
+			if st.PGID != g {
+				continue
+			}
+			id := st.Identity()
+			if groupHeld || s.groupMembers[id] {
+				s.groupMembers[id] = true
+				add(st.PID, WhyGroup)
+			}
+		}
+	}
+	// Orphans the supervisor adopted as subreaper.
+	for _, c := range children[l.Self] {
+		add(c, WhyOrphan)
+	}
+	s.descend(reached, preserved, children, add)
+
+	// Marker: only processes that started after the launch can carry its
+	// id, and only those not reached already need their environ read.
+	timeout := s.EnvironTimeout
+	if timeout == 0 {
+		timeout = 100 * time.Millisecond
+	}
+	var unverified []proc.Stat
+	markerFound := false
+	for _, st := range stats {
+		if st.StartTime < l.Since || st.PID == l.Self || preserved[st.PID] || st.Dead() {
+			continue
+		}
+		if _, ok := reached[st.PID]; ok {
+			continue
+		}
+		env, err := s.FS.Environ(st.PID, proc.EnvironLimit, timeout)
+		if errors.Is(err, proc.ErrGone) {
+			continue
+		}
+		if err != nil {
+			unverified = append(unverified, st)
+			continue
+		}
+		if l.ServiceMarker != "" && hasService(env, l.ServiceMarker) && !proc.CarriesLaunch(env, l.ID) {
+			preserved[st.PID] = true
+			continue
+		}
+		if proc.CarriesLaunch(env, l.ID) {
+			add(st.PID, WhyMarker)
+			markerFound = true
+		}
+	}
+	if markerFound {
+		s.descend(reached, preserved, children, add)
+	}
+
+	if s.ServicesOnly {
+		for pid := range preserved {
+			if st := byPID[pid]; !st.Dead() {
+				snap.Reached = append(snap.Reached, Member{PID: pid, StartTime: st.StartTime, Comm: st.Comm, Why: "service", State: string(st.State)})
+			}
+		}
+		sortMembers(snap.Reached)
+		return snap
+	}
+	for pid := range preserved {
+		st := byPID[pid]
+		snap.Preserved = append(snap.Preserved, Member{PID: pid, StartTime: st.StartTime, Comm: st.Comm, State: string(st.State)})
+	}
+	for pid, why := range reached {
+		st := byPID[pid]
+		if st.Dead() {
+			continue // zombies count as dead
+		}
+		snap.Reached = append(snap.Reached, Member{PID: pid, StartTime: st.StartTime, Comm: st.Comm, Why: why, State: string(st.State)})
+	}
+	for _, st := range unverified {
+		if _, ok := reached[st.PID]; ok {
+			continue
+		}
+		snap.Unverified = append(snap.Unverified, Member{PID: st.PID, StartTime: st.StartTime, Comm: st.Comm, State: string(st.State)})
+	}
+	sortMembers(snap.Reached)
+	sortMembers(snap.Unverified)
+	sortMembers(snap.Preserved)
+	return snap
+}
+
+// descend adds every descendant of a reached process.
+func (s *Scanner) descend(reached map[int]string, preserved map[int]bool, children map[int][]int, add func(int, string)) {
+	var queue []int
+	for pid := range reached {
+		queue = append(queue, pid)
+	}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, c := range children[p] {
+			if _, ok := reached[c]; ok || c == s.Launch.Self || preserved[c] {
+				continue
+			}
+			add(c, WhyDescendant)
+			queue = append(queue, c)
+		}
+	}
+}
+
+func hasService(environ []byte, marker string) bool {
+	want := []byte(ServiceVar + "=" + marker)
+	for _, entry := range bytes.Split(environ, []byte{0}) {
+		if bytes.HasPrefix(entry, []byte(ServiceVar+"=")) {
+			return bytes.Equal(entry, want)
+		}
+	}
+	return false
+}

@@ -1,0 +1,198 @@
+package stop
+
+import (
+	"context"
+	"sort"
+	"syscall"
+	"time"
+
+	"github.com/sandproof/sandproof/runner/proc"
+)
+
+// Clock is the time source of a stop; fakeproc substitutes a simulated one.
+type Clock interface {
+	Now() time.Time
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+
+// Engine stops one launch.
+type Engine struct {
+	Scanner   *Scanner
+	Signaller Signaller
+	// Grace is the time between TERM and KILL.
+	Grace time.Duration
+	// KillWait bounds the wait for KILLed processes to vanish; zero means 5 s.
+	KillWait time.Duration
+	// Round is the longest pause between two rescans; zero means 20 ms.
+	Round time.Duration
+	// Clock defaults to the real clock (monotonic readings).
+	Clock Clock
+	// Pause waits between rounds. The default polls the processes signalled
+	// so far and returns as soon as all are gone or Round has passed;
+	// fakeproc replaces it with a step of its simulated kernel.
+	Pause func(ctx context.Context, round int, alive []Member)
+	// OnRound, when set, sees every round's snapshot (for tracing and specs).
+	OnRound func(round int, snap *Snapshot)
+}
+
+// Result is what a stop observed.
+type Result struct {
+	// Reached lists every process reached in any round, first sighting.
+	Reached []Member
+	// Survivors were still alive when the bounded wait ended.
+	Survivors []Member
+	// Unverified and Preserved are from the last round.
+	Unverified []Member
+	Preserved  []Member
+	// Confirmed is true when a round found nothing reached alive.
+	Confirmed bool
+	// Rounds counts full rescans.
+	Rounds  int
+	Seconds float64
+	// Err is the last scan error, if scanning itself failed.
+	Err error
+}
+
+// Run stops the launch: it rescans at the start and on every round, sends
+// TERM (with CONT to stopped processes) to everything reached, KILL to what
+// is still alive once the grace has passed, and returns when a round finds
+// nothing alive or KillWait after the KILL has passed.
+func (e *Engine) Run(ctx context.Context) Result {
+	clock := e.Clock
+	if clock == nil {
+		clock = realClock{}
+	}
+	killWait := e.KillWait
+	if killWait == 0 {
+		killWait = 5 * time.Second
+	}
+	start := clock.Now()
+	killAt := start.Add(e.Grace)
+	endAt := killAt.Add(killWait)
+	sent := map[proc.Identity]syscall.Signal{}
+	seen := map[proc.Identity]bool{}
+	var res Result
+	for round := 0; ; round++ {
+		snap, err := e.Scanner.Scan()
+		res.Rounds = round + 1
+		if err != nil {
+			res.Err = err
+			if clock.Now().After(endAt) || ctx.Err() != nil {
+				break
+			}
+			e.pause(ctx, round, nil)
+			continue
+		}
+		if e.OnRound != nil {
+			e.OnRound(round, snap)
+		}
+		res.Unverified, res.Preserved = snap.Unverified, snap.Preserved
+		for _, m := range snap.Reached {
+			if !seen[m.Identity()] {
+				seen[m.Identity()] = true
+				res.Reached = append(res.Reached, m)
+			}
+		}
+		if len(snap.Reached) == 0 {
+			res.Confirmed = true
+			res.Err = nil
+			break
+		}
+		now := clock.Now()
+		if now.After(endAt) || ctx.Err() != nil {
+			res.Survivors = snap.Reached
+			break
+		}
+		sig := syscall.SIGTERM
+		if !now.Before(killAt) {
+			sig = syscall.SIGKILL
+		}
+		for _, m := range snap.Reached {
+			id := m.Identity()
+			if prev, ok := sent[id]; ok && prev == sig && sig == syscall.SIGTERM {
+				// TERM once; a stopped process gets CONT again so the
+				// pending TERM can be handled.
+				if m.State == "T" || m.State == "t" {
+					e.send(id, syscall.SIGCONT)
+				}
+				continue
+			}
+			if e.send(id, sig) {
+				sent[id] = sig
+				if sig == syscall.SIGTERM && (m.State == "T" || m.State == "t") {
+					e.send(id, syscall.SIGCONT)
+				}
+			}
+		}
+		e.pause(ctx, round, snap.Reached)
+	}
+	res.Seconds = clock.Now().Sub(start).Seconds()
+	sortMembers(res.Reached)
+	return res
+}
+
+// send signals one process after making sure the pid still names it. It
+// returns false when the process is gone or the pid was reused.
+func (e *Engine) send(id proc.Identity, sig syscall.Signal) bool {
+	h, err := e.Signaller.Open(id)
+	if err != nil {
+		return false
+	}
+	defer h.Close()
+	// Re-read the start time only now that the process is pinned: a pid
+	// reused before Open shows a different start time here, and one reused
+	// after Open cannot be reached through the handle.
+	st, err := e.Scanner.FS.Stat(id.PID)
+	if err != nil || st.StartTime != id.StartTime {
+		return false
+	}
+	err = h.Signal(sig)
+	return err == nil
+}
+
+func (e *Engine) pause(ctx context.Context, round int, alive []Member) {
+	if e.Pause != nil {
+		e.Pause(ctx, round, alive)
+		return
+	}
+	roundLen := e.Round
+	if roundLen == 0 {
+		roundLen = 20 * time.Millisecond
+	}
+	deadline := time.Now().Add(roundLen)
+	// Poll the known members' stat files, which is cheap, and return for a
+	// full rescan once all of them are gone or the round is over.
+	step := 500 * time.Microsecond
+	for {
+		if ctx.Err() != nil {
+			return
+		}
+		allGone := true
+		for _, m := range alive {
+			st, err := e.Scanner.FS.Stat(m.PID)
+			if err == nil && st.StartTime == m.StartTime && !st.Dead() {
+				allGone = false
+				break
+			}
+		}
+		if allGone || !time.Now().Before(deadline) {
+			return
+		}
+		time.Sleep(step)
+		if step < 4*time.Millisecond {
+			step *= 2
+		}
+	}
+}
+
+func sortMembers(ms []Member) {
+	sort.Slice(ms, func(i, j int) bool {
+		if ms[i].PID != ms[j].PID {
+			return ms[i].PID < ms[j].PID
+		}
+		return ms[i].StartTime < ms[j].StartTime
+	})
+}

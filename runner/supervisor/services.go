@@ -1,0 +1,154 @@
+package supervisor
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sandproof/sandproof/runner/launch"
+	"github.com/sandproof/sandproof/runner/proc"
+	"github.com/sandproof/sandproof/runner/receipt"
+	"github.com/sandproof/sandproof/runner/stop"
+	"github.com/sandproof/sandproof/runner/version"
+)
+
+// startService starts a declared service asked for by `warden service`. It
+// runs in a session of its own, as the harness's user, with WARDEN_SERVICE in
+// its environment instead of this launch's marker, and is recorded by
+// identity so a stop of the launch keeps it.
+func (s *supervisor) startService(requestName string) {
+	path := filepath.Join(s.cfg.State, requestName)
+	data, err := os.ReadFile(path)
+	os.Remove(path)
+	if err != nil {
+		return
+	}
+	var req launch.ServiceRequest
+	rec := launch.ServiceRecord{}
+	answer := func() {
+		out, _ := json.Marshal(rec)
+		launch.WriteRequest(s.cfg.State, launch.ServiceRecordFile(rec.Name), out)
+	}
+	if err := json.Unmarshal(data, &req); err != nil || req.Name == "" || len(req.Argv) == 0 {
+		rec.Name = strings.TrimSuffix(strings.TrimPrefix(requestName, "service."), ".request")
+		rec.Error = fmt.Sprintf("bad service request %q", data)
+		answer()
+		return
+	}
+	rec.Name = req.Name
+	if _, dup := s.services[req.Name]; dup {
+		rec.Error = fmt.Sprintf("service %q already declared", req.Name)
+		answer()
+		return
+	}
+	var env []string
+	for _, kv := range harnessEnv(os.Environ(), s.cfg.LaunchID)[1:] {
+		env = append(env, kv)
+	}
+	// Keep an outer launch's marker (a nested launch's services still belong
+	// to the outer launch), drop only ours.
+	if outer := os.Getenv(proc.MarkerVar); outer != "" {
+		env = append([]string{proc.MarkerVar + "=" + outer}, env...)
+	}
+	env = append(env, stop.ServiceVar+"="+s.serviceMarker())
+	argvPath, err := lookPath(req.Argv[0], env)
+	if err != nil {
+		rec.Error = err.Error()
+		answer()
+		return
+	}
+	devnull, _ := os.Open(os.DevNull)
+	defer devnull.Close()
+	out, err := s.openOutput("service." + req.Name + ".out")
+	if err != nil {
+		rec.Error = err.Error()
+		answer()
+		return
+	}
+	defer out.Close()
+	sys := &syscall.SysProcAttr{Setsid: true}
+	if u := s.cfg.User; u != nil {
+		sys.Credential = &syscall.Credential{Uid: u.UID, Gid: u.GID, Groups: []uint32{}}
+	}
+	pid, err := syscall.ForkExec(argvPath, req.Argv, &syscall.ProcAttr{
+		Dir: req.Cwd, Env: env, Files: []uintptr{devnull.Fd(), out.Fd(), out.Fd()}, Sys: sys,
+	})
+	if err != nil {
+		rec.Error = fmt.Sprintf("exec %q: %v", argvPath, err)
+		answer()
+		return
+	}
+	id := proc.Identity{PID: pid}
+	if st, err := proc.NewFS("").Stat(pid); err == nil {
+		id = st.Identity()
+	}
+	s.services[req.Name] = id
+	rec.PID, rec.StartTime = id.PID, id.StartTime
+	s.logf("service %q started: pid %d", req.Name, pid)
+	answer()
+}
+
+// serveServices keeps the supervisor alive after the launch's receipt while
+// declared services run, as their subreaper, until they all exit or a
+// `stop --services` (or a signal to the supervisor) ends them.
+func (s *supervisor) serveServices(watch *launch.Watcher, term <-chan os.Signal, since uint64) {
+	if len(s.services) == 0 {
+		return
+	}
+	alive := func() bool {
+		for _, id := range s.services {
+			if st, err := proc.NewFS("").Stat(id.PID); err == nil && st.StartTime == id.StartTime && !st.Dead() {
+				return true
+			}
+		}
+		return false
+	}
+	wantsServices := func() bool {
+		data, err := os.ReadFile(filepath.Join(s.cfg.State, launch.StopFile))
+		if err != nil {
+			return false
+		}
+		var req struct {
+			Services bool `json:"services"`
+		}
+		return json.Unmarshal(data, &req) == nil && req.Services
+	}
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for !wantsServices() {
+		if !alive() {
+			return
+		}
+		select {
+		case <-term:
+			goto stopThem
+		case name := <-watch.C:
+			_ = name
+		case <-s.exitedCh:
+		case <-tick.C:
+		}
+	}
+stopThem:
+	sc := s.scanner(since)
+	sc.ServicesOnly = true
+	eng := &stop.Engine{Scanner: sc, Signaller: stop.NewSignaller(s.fs), Grace: s.cfg.Grace}
+	res := eng.Run(context.Background())
+	r := receipt.New(s.cfg.LaunchID, version.String())
+	r.Cause = receipt.CauseStopped
+	r.Stopped = true
+	r.StartedAt = receipt.Timestamp(s.start)
+	r.Tier = eng.Signaller.Tier()
+	r.StopSeconds = res.Seconds
+	r.Reached, r.Survivors, r.Unverified = nonNil(res.Reached), nonNil(res.Survivors), nonNil(res.Unverified)
+	r.CleanupConfirmed = res.Confirmed
+	r.EndedAt = receipt.Timestamp(time.Now())
+	data, _ := json.MarshalIndent(r, "", "  ")
+	if err := launch.WriteRequest(s.cfg.State, launch.ServicesRcp, append(data, '\n')); err != nil {
+		s.logf("write services receipt: %v", err)
+	}
+}

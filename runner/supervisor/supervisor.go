@@ -1,0 +1,529 @@
+// Package supervisor is the body of warden's supervisor process: a session
+// leader and child subreaper that claims the state dir, starts the harness in
+// a process group of its own with the WARDEN_LAUNCH marker, owns every wait
+// through one reaper, watches the deadline, the lease and stop requests, stops
+// what the launch reached, and writes the receipt.
+package supervisor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sandproof/sandproof/runner/fds"
+	"github.com/sandproof/sandproof/runner/launch"
+	"github.com/sandproof/sandproof/runner/proc"
+	"github.com/sandproof/sandproof/runner/receipt"
+	"github.com/sandproof/sandproof/runner/stop"
+	"github.com/sandproof/sandproof/runner/version"
+)
+
+// Config is what the front process validated and hands to the supervisor.
+type Config struct {
+	State    string        `json:"state"`
+	Deadline time.Duration `json:"deadline"`
+	Grace    time.Duration `json:"grace"`
+	Lease    time.Duration `json:"lease"`
+	LaunchID string        `json:"launch_id"`
+	ProcRoot string        `json:"proc_root"`
+	// User runs the harness as another user; nil keeps the caller's.
+	User *Credential `json:"user,omitempty"`
+	Argv []string    `json:"argv"`
+}
+
+// Credential is --user UID[:GID].
+type Credential struct {
+	UID uint32 `json:"uid"`
+	GID uint32 `json:"gid"`
+}
+
+// Ready is the one line the supervisor writes to the front process on the
+// readiness pipe before closing it.
+type Ready struct {
+	// Status: "ok" (the launch runs or already has its receipt), "claimed"
+	// (another launch holds the state dir), "refused" (a receipt says why),
+	// "error" (nothing could be recorded).
+	Status        string `json:"status"`
+	Message       string `json:"message,omitempty"`
+	LaunchID      string `json:"launch_id,omitempty"`
+	SupervisorPID int    `json:"supervisor_pid,omitempty"`
+}
+
+// MinDeadline is the shortest deadline that is still launched: anything
+// shorter expires before the launch and leaves a receipt saying so.
+const MinDeadline = 10 * time.Millisecond
+
+// exitInfo is one reaped child.
+type exitInfo struct {
+	status syscall.WaitStatus
+}
+
+type supervisor struct {
+	cfg   Config
+	fs    proc.FS
+	self  proc.Identity
+	start time.Time
+	log   io.Writer
+
+	mu       sync.Mutex
+	exited   map[int]exitInfo
+	exitedCh chan struct{}
+
+	harness    proc.Identity
+	harnessPID int
+	services   map[string]proc.Identity
+}
+
+// Run is the supervisor process's main. ready may be nil. It returns the
+// process exit status.
+func Run(cfg Config, ready *os.File) int {
+	s := &supervisor{
+		cfg:      cfg,
+		fs:       proc.NewFS(cfg.ProcRoot),
+		start:    time.Now(),
+		log:      io.Discard,
+		exited:   map[int]exitInfo{},
+		exitedCh: make(chan struct{}, 1),
+		services: map[string]proc.Identity{},
+	}
+	tell := func(r Ready) {
+		if ready == nil {
+			return
+		}
+		r.LaunchID, r.SupervisorPID = cfg.LaunchID, os.Getpid()
+		data, _ := json.Marshal(r)
+		ready.Write(append(data, '\n'))
+		ready.Close()
+		ready = nil
+	}
+	defer tell(Ready{Status: "error", Message: "supervisor ended before it was ready"})
+
+	// Descriptors the caller leaked to us must not reach the harness.
+	fds.CloexecFrom(3)
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		tell(Ready{Status: "error", Message: fmt.Sprintf("become child subreaper: %v", err)})
+		return 1
+	}
+	self, err := launch.SelfIdentity()
+	if err != nil {
+		tell(Ready{Status: "error", Message: fmt.Sprintf("read own identity: %v", err)})
+		return 1
+	}
+	s.self = self
+	err = launch.TakeClaim(cfg.State, launch.Claim{
+		By: "supervise", LaunchID: cfg.LaunchID, PID: self.PID, StartTime: self.StartTime,
+		LeaseSeconds: cfg.Lease.Seconds(),
+	})
+	if errors.Is(err, launch.ErrClaimed) {
+		tell(Ready{Status: "claimed", Message: fmt.Sprintf("--state %q is already claimed by another launch", cfg.State)})
+		return 2
+	}
+	if err != nil {
+		tell(Ready{Status: "error", Message: err.Error()})
+		return 1
+	}
+	if lf, err := os.OpenFile(filepath.Join(cfg.State, launch.LogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_CLOEXEC, 0o600); err == nil {
+		s.log = lf
+		defer lf.Close()
+	}
+	if err := receipt.Reserve(cfg.State); err != nil {
+		s.logf("%v", err)
+	}
+	r := receipt.New(cfg.LaunchID, version.String())
+	r.StartedAt = receipt.Timestamp(s.start)
+	r.Tier = stop.NewSignaller(s.fs).Tier()
+
+	if err := s.fs.Check(); err != nil {
+		r.Cause = receipt.CauseRefused
+		r.CleanupConfirmed = true
+		r.Error = receipt.String(fmt.Sprintf("proc root unreadable, refusing to launch: %v", err))
+		s.finish(r)
+		tell(Ready{Status: "refused", Message: *r.Error})
+		return 1
+	}
+	if cfg.Deadline < MinDeadline {
+		r.Cause = receipt.CauseDeadline
+		r.TimedOut = true
+		r.CleanupConfirmed = true
+		r.Error = receipt.String(fmt.Sprintf("deadline %v expired before launch", cfg.Deadline))
+		s.finish(r)
+		tell(Ready{Status: "ok"})
+		return 1
+	}
+
+	chld := make(chan os.Signal, 16)
+	signal.Notify(chld, syscall.SIGCHLD)
+	term := make(chan os.Signal, 4)
+	signal.Notify(term, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	go s.reap(chld)
+	s.reapNow() // children that ended before the handler was in place
+
+	watch := launch.Watch(cfg.State)
+	defer watch.Close()
+
+	env := harnessEnv(os.Environ(), cfg.LaunchID)
+	pid, err := s.startHarness(env)
+	if err != nil {
+		r.Cause = receipt.CauseExecFailed
+		r.CleanupConfirmed = true
+		r.ReturnCode = receipt.Int(execFailureCode(err))
+		r.Error = receipt.String(err.Error())
+		s.finish(r)
+		tell(Ready{Status: "ok"})
+		return 1
+	}
+	s.harnessPID = pid
+	since := uint64(0)
+	if st, err := s.fs.Stat(pid); err == nil {
+		s.harness = st.Identity()
+		since = st.StartTime
+	} else if up, err := s.fs.Uptime(); err == nil {
+		since = uint64(up * proc.ClockTicks)
+	}
+	tell(Ready{Status: "ok"})
+
+	cause, reqErr := s.loop(watch, term)
+	if reqErr != "" {
+		r.Error = receipt.String(reqErr)
+	}
+	s.stopLaunch(r, cause, since)
+	s.finish(r)
+	s.serveServices(watch, term, since)
+	if r.CleanupConfirmed && r.ReturnCode != nil && *r.ReturnCode == 0 {
+		return 0
+	}
+	return 1
+}
+
+func (s *supervisor) logf(format string, args ...any) {
+	fmt.Fprintf(s.log, "%s %s\n", time.Now().UTC().Format(time.RFC3339Nano), fmt.Sprintf(format, args...))
+}
+
+// harnessEnv puts WARDEN_LAUNCH first, appending this launch's id to an
+// outer launch's list so the outer stop still reaches everything here.
+func harnessEnv(environ []string, id string) []string {
+	value := id
+	out := make([]string, 1, len(environ)+1)
+	for _, kv := range environ {
+		if strings.HasPrefix(kv, proc.MarkerVar+"=") {
+			if outer := kv[len(proc.MarkerVar)+1:]; outer != "" {
+				value = outer + ":" + id
+			}
+			continue
+		}
+		out = append(out, kv)
+	}
+	out[0] = proc.MarkerVar + "=" + value
+	return out
+}
+
+func (s *supervisor) openOutput(name string) (*os.File, error) {
+	return os.OpenFile(filepath.Join(s.cfg.State, name), os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_CLOEXEC, 0o600)
+}
+
+// startHarness forks COMMAND in a new process group. It never uses os/exec's
+// Wait: the reaper owns every wait, so the harness's status cannot be lost
+// to the loop that reaps adopted orphans.
+func (s *supervisor) startHarness(env []string) (int, error) {
+	path, err := lookPath(s.cfg.Argv[0], env)
+	if err != nil {
+		return 0, err
+	}
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		return 0, err
+	}
+	defer devnull.Close()
+	stdout, err := s.openOutput(launch.StdoutFile)
+	if err != nil {
+		return 0, err
+	}
+	defer stdout.Close()
+	stderr, err := s.openOutput(launch.StderrFile)
+	if err != nil {
+		return 0, err
+	}
+	defer stderr.Close()
+	sys := &syscall.SysProcAttr{Setpgid: true}
+	if u := s.cfg.User; u != nil {
+		sys.Credential = &syscall.Credential{Uid: u.UID, Gid: u.GID, Groups: []uint32{}}
+	}
+	pid, err := syscall.ForkExec(path, s.cfg.Argv, &syscall.ProcAttr{
+		Env:   env,
+		Files: []uintptr{devnull.Fd(), stdout.Fd(), stderr.Fd()},
+		Sys:   sys,
+	})
+	if err != nil {
+		return 0, &execError{path: path, err: err}
+	}
+	return pid, nil
+}
+
+type execError struct {
+	path string
+	err  error
+}
+
+func (e *execError) Error() string { return fmt.Sprintf("exec %q: %v", e.path, e.err) }
+func (e *execError) Unwrap() error { return e.err }
+
+// execFailureCode maps a start failure to 127 (not found) or 126 (found but
+// not executable), the statuses shells use.
+func execFailureCode(err error) int {
+	if errors.Is(err, syscall.ENOENT) || errors.Is(err, errNotFound) {
+		return 127
+	}
+	return 126
+}
+
+var errNotFound = errors.New("not found in PATH")
+
+// lookPath resolves name the way execvp does, with the harness's PATH.
+func lookPath(name string, env []string) (string, error) {
+	if strings.Contains(name, "/") {
+		return name, nil
+	}
+	path := "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "PATH=") {
+			path = kv[5:]
+		}
+	}
+	var denied error
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			dir = "."
+		}
+		p := filepath.Join(dir, name)
+		fi, err := os.Stat(p)
+		if err != nil || fi.IsDir() {
+			continue
+		}
+		if fi.Mode()&0o111 == 0 {
+			if denied == nil {
+				denied = fmt.Errorf("exec %q: %w", p, syscall.EACCES)
+			}
+			continue
+		}
+		return p, nil
+	}
+	if denied != nil {
+		return "", denied
+	}
+	return "", fmt.Errorf("exec %q: %w", name, errNotFound)
+}
+
+// reap is the one reaper: on every SIGCHLD it collects every exited child
+// with wait4(-1, WNOHANG) until none is left, recording each status.
+func (s *supervisor) reap(chld <-chan os.Signal) {
+	for range chld {
+		s.reapNow()
+	}
+}
+
+func (s *supervisor) reapNow() {
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+		if err == syscall.EINTR {
+			continue
+		}
+		if pid <= 0 || err != nil {
+			return
+		}
+		if !ws.Exited() && !ws.Signaled() {
+			continue
+		}
+		s.mu.Lock()
+		s.exited[pid] = exitInfo{status: ws}
+		s.mu.Unlock()
+		select {
+		case s.exitedCh <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (s *supervisor) exitOf(pid int) (exitInfo, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.exited[pid]
+	return e, ok
+}
+
+// loop waits for the harness to exit, the deadline, a stop request, a
+// signal to the supervisor, or the lease to lapse, and returns the cause.
+func (s *supervisor) loop(watch *launch.Watcher, term <-chan os.Signal) (cause string, errMsg string) {
+	deadline := time.NewTimer(s.cfg.Deadline - time.Since(s.start))
+	defer deadline.Stop()
+	var leaseC <-chan time.Time
+	var lease *time.Timer
+	if s.cfg.Lease > 0 {
+		lease = time.NewTimer(s.cfg.Lease)
+		defer lease.Stop()
+		leaseC = lease.C
+	}
+	// Requests made before the watch was in place.
+	pending := s.listRequests()
+	for {
+		var name string
+		if len(pending) > 0 {
+			name, pending = pending[0], pending[1:]
+		} else {
+			if _, ok := s.exitOf(s.harnessPID); ok {
+				return receipt.CauseExited, ""
+			}
+			select {
+			case <-s.exitedCh:
+				continue
+			case <-deadline.C:
+				return receipt.CauseDeadline, ""
+			case <-leaseC:
+				return receipt.CauseLease, ""
+			case sig := <-term:
+				s.logf("received %v: stopping", sig)
+				return receipt.CauseStopped, ""
+			case name = <-watch.C:
+			}
+		}
+		switch {
+		case name == launch.StopFile:
+			return receipt.CauseStopped, ""
+		case name == launch.RenewFile:
+			if lease != nil {
+				if !lease.Stop() {
+					select {
+					case <-lease.C:
+					default:
+					}
+				}
+				lease.Reset(s.cfg.Lease)
+			}
+		case strings.HasPrefix(name, "service.") && strings.HasSuffix(name, ".request"):
+			s.startService(name)
+		}
+	}
+}
+
+func (s *supervisor) listRequests() []string {
+	entries, _ := os.ReadDir(s.cfg.State)
+	var names []string
+	for _, e := range entries {
+		n := e.Name()
+		if n == launch.StopFile || strings.HasPrefix(n, "service.") && strings.HasSuffix(n, ".request") {
+			names = append(names, n)
+		}
+	}
+	return names
+}
+
+func (s *supervisor) scanner(since uint64) *stop.Scanner {
+	var services []proc.Identity
+	for _, id := range s.services {
+		services = append(services, id)
+	}
+	return &stop.Scanner{FS: s.fs, Launch: stop.Launch{
+		ID: s.cfg.LaunchID, Self: s.self.PID, Harness: s.harnessIdentity(), Since: since,
+		Services: services, ServiceMarker: s.serviceMarker(),
+	}}
+}
+
+// harnessIdentity returns the harness's identity; on a fake root, where the
+// harness may only appear after the fork, it is looked up when needed.
+func (s *supervisor) harnessIdentity() proc.Identity {
+	if s.harness.PID == 0 && s.harnessPID > 0 {
+		if st, err := s.fs.Stat(s.harnessPID); err == nil {
+			s.harness = st.Identity()
+		}
+	}
+	return s.harness
+}
+
+func (s *supervisor) serviceMarker() string { return s.cfg.LaunchID }
+
+// stopLaunch stops everything the launch reached and fills in the receipt.
+func (s *supervisor) stopLaunch(r *receipt.Receipt, cause string, since uint64) {
+	r.Cause = cause
+	r.TimedOut = cause == receipt.CauseDeadline
+	r.Stopped = cause == receipt.CauseStopped
+	eng := &stop.Engine{
+		Scanner:   s.scanner(since),
+		Signaller: stop.NewSignaller(s.fs),
+		Grace:     s.cfg.Grace,
+	}
+	res := eng.Run(context.Background())
+	s.logf("stop (%s): %d reached, %d survivors, %d rounds, %.3fs", cause, len(res.Reached), len(res.Survivors), res.Rounds, res.Seconds)
+	r.StopSeconds = res.Seconds
+	r.Reached = nonNil(res.Reached)
+	r.Survivors = nonNil(res.Survivors)
+	r.Unverified = nonNil(res.Unverified)
+	r.Preserved = nonNil(res.Preserved)
+	r.CleanupConfirmed = res.Confirmed
+	if res.Err != nil && r.Error == nil {
+		r.Error = receipt.String(fmt.Sprintf("scan: %v", res.Err))
+	}
+	// The harness is dead once the stop is confirmed; wait (bounded) for the
+	// reaper to hand over its status rather than reporting it unknown.
+	harnessGone := res.Confirmed || !containsPID(res.Survivors, s.harnessPID)
+	if harnessGone && s.fs.IsReal() {
+		limit := time.After(2 * time.Second)
+	wait:
+		for {
+			if _, ok := s.exitOf(s.harnessPID); ok {
+				break
+			}
+			select {
+			case <-s.exitedCh:
+			case <-limit:
+				break wait
+			case <-time.After(20 * time.Millisecond):
+				s.reapNow()
+			}
+		}
+	}
+	if e, ok := s.exitOf(s.harnessPID); ok {
+		ws := e.status
+		switch {
+		case ws.Exited():
+			r.ReturnCode = receipt.Int(ws.ExitStatus())
+		case ws.Signaled():
+			r.ReturnCode = receipt.Int(128 + int(ws.Signal()))
+			r.Signal = receipt.String(stop.SignalName(ws.Signal()))
+		}
+	}
+}
+
+func containsPID(ms []stop.Member, pid int) bool {
+	for _, m := range ms {
+		if m.PID == pid {
+			return true
+		}
+	}
+	return false
+}
+
+func nonNil(ms []stop.Member) []stop.Member {
+	if ms == nil {
+		return []stop.Member{}
+	}
+	return ms
+}
+
+// finish stamps and writes the receipt.
+func (s *supervisor) finish(r *receipt.Receipt) {
+	r.EndedAt = receipt.Timestamp(time.Now())
+	if err := receipt.Write(s.cfg.State, r); err != nil {
+		s.logf("write receipt: %v", err)
+	}
+}
