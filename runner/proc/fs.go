@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -144,12 +146,41 @@ func (fs FS) stat(pid int, buf []byte) (Stat, error) {
 }
 
 // Scan reads the stat of every process. Entries that vanish or do not parse
-// are skipped: a crafted or racing entry must never abort a stop.
+// are skipped: a crafted or racing entry must never abort a stop. A large
+// table is read by one goroutine per CPU: the cost is all in the kernel
+// (open, read, close per process), so the reads scale with the cores.
 func (fs FS) Scan() ([]Stat, error) {
 	pids, err := fs.PIDs()
 	if err != nil {
 		return nil, err
 	}
+	workers := runtime.GOMAXPROCS(0)
+	if len(pids) < 256 || workers < 2 {
+		return fs.scanPIDs(pids), nil
+	}
+	chunk := (len(pids) + workers - 1) / workers
+	parts := make([][]Stat, workers)
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		lo, hi := w*chunk, min((w+1)*chunk, len(pids))
+		if lo >= hi {
+			break
+		}
+		wg.Add(1)
+		go func(w int, pids []int) {
+			defer wg.Done()
+			parts[w] = fs.scanPIDs(pids)
+		}(w, pids[lo:hi])
+	}
+	wg.Wait()
+	out := make([]Stat, 0, len(pids))
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out, nil
+}
+
+func (fs FS) scanPIDs(pids []int) []Stat {
 	out := make([]Stat, 0, len(pids))
 	buf := make([]byte, 0, 512)
 	for _, pid := range pids {
@@ -159,7 +190,7 @@ func (fs FS) Scan() ([]Stat, error) {
 		}
 		out = append(out, st)
 	}
-	return out, nil
+	return out
 }
 
 // EnvironLimit bounds how much of a process's environment is read. The marker

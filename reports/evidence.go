@@ -1,0 +1,297 @@
+package reports
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"time"
+)
+
+// Schema is the value of the "schema" field of every evidence record.
+const Schema = "sandproof.evidence/v1"
+
+// ErrInvalidEvidence is wrapped by every error Validate returns, so callers
+// can tell a malformed record from an I/O failure.
+var ErrInvalidEvidence = errors.New("invalid evidence")
+
+// Status is the outcome of a case, a check or a run.
+type Status string
+
+// The four statuses. Unknown is what anything is until evidence proves
+// otherwise; it is never treated as passed.
+const (
+	StatusPassed  Status = "passed"
+	StatusFailed  Status = "failed"
+	StatusSkipped Status = "skipped"
+	StatusUnknown Status = "unknown"
+)
+
+// Valid reports whether s is one of the four statuses.
+func (s Status) Valid() bool {
+	switch s {
+	case StatusPassed, StatusFailed, StatusSkipped, StatusUnknown:
+		return true
+	}
+	return false
+}
+
+// Stage names of the case protocol (SPEC.md section 7), in protocol order.
+const (
+	StageSetup      = "setup"
+	StageSeed       = "seed"
+	StageActivation = "activation"
+	StageClose      = "close"
+	StageVerify     = "verify"
+	StageTeardown   = "teardown"
+)
+
+// StageNames lists the stage names a record may carry, in protocol order.
+var StageNames = []string{StageSetup, StageSeed, StageActivation, StageClose, StageVerify, StageTeardown}
+
+// Evidence is one case's record: one line of evidence.jsonl. The field names
+// are fixed by SPEC.md section 8 and BACKGROUND.md; readers ignore fields
+// they do not know, so later versions can add fields without breaking them.
+type Evidence struct {
+	Schema string `json:"schema"`
+	RunID  string `json:"run_id"`
+	CaseID string `json:"case_id"`
+	// TaskID names the task when the case comes from a task set; empty otherwise.
+	TaskID  string `json:"task_id,omitempty"`
+	Harness string `json:"harness"`
+	Image   string `json:"image"`
+	ImageID string `json:"image_id"`
+
+	// Status is what the writer concluded; the report recomputes it from the
+	// checks and never trusts a "passed" without them.
+	Status Status `json:"status"`
+	// SkipReason says why a skipped case was skipped (a requirement the image
+	// lacks); required when Status is skipped.
+	SkipReason string `json:"skip_reason,omitempty"`
+	Passed     bool   `json:"passed"`
+
+	SeedSeconds     float64        `json:"seed_seconds"`
+	Seconds         float64        `json:"seconds"`
+	ModelCalls      int            `json:"model_calls"`
+	ResponseStatus  string         `json:"response_status"`
+	OutputItemTypes map[string]int `json:"output_item_types"`
+
+	// ActivationReceipt and CloseReceipt are nil when no receipt was obtained
+	// (a skipped case, or a provider error before launch).
+	ActivationReceipt *Receipt `json:"activation_receipt"`
+	CloseReceipt      *Receipt `json:"close_receipt"`
+
+	SessionClosed                 bool     `json:"session_closed"`
+	CloseObservationRecords       int      `json:"close_observation_records"`
+	CloseObservationGaps          []string `json:"close_observation_gaps"`
+	RecordedEventLines            int      `json:"recorded_event_lines"`
+	AdapterSessionDirRemoved      bool     `json:"adapter_session_dir_removed"`
+	VerifierPassed                bool     `json:"verifier_passed"`
+	OwnerTeardownContainerRemoved bool     `json:"owner_teardown_container_removed"`
+	// ErrorType classifies the failure (provider_error, timeout, ...); nil
+	// when there was none.
+	ErrorType *string `json:"error_type"`
+
+	Before *Before `json:"before"`
+	After  *After  `json:"after"`
+
+	Checks []Check `json:"checks"`
+	Stages []Stage `json:"stages"`
+
+	// Provenance is flattened into the record: SPEC.md names its fields at
+	// the top level (warden_sha256, adapter_sha256, ...).
+	Provenance
+
+	// Line is the 1-based line the record was read from; zero when it was
+	// not read from a file. It is not part of the record.
+	Line int `json:"-"`
+}
+
+// Provenance says what produced a record: which binaries, which suite, on
+// which host, and when.
+type Provenance struct {
+	WardenSHA256  string    `json:"warden_sha256"`
+	AdapterSHA256 string    `json:"adapter_sha256"`
+	SuiteVersion  string    `json:"suite_version"`
+	StartedAt     time.Time `json:"started_at,omitzero"`
+	EndedAt       time.Time `json:"ended_at,omitzero"`
+	Host          string    `json:"host"`
+}
+
+// Check is one verdict of a case, citing the SPEC.md clause it checks.
+type Check struct {
+	ID     string `json:"id"`
+	Status Status `json:"status"`
+	// Clause names the section of SPEC.md the check enforces ("7.4").
+	Clause string `json:"clause"`
+	Detail string `json:"detail"`
+}
+
+// Receipt is the summary of a warden receipt (SPEC.md section 3) that the
+// evidence carries. Fields sandproof does not interpret are kept in Extra so
+// a record written from a full receipt round-trips without loss.
+type Receipt struct {
+	CleanupConfirmed bool `json:"cleanup_confirmed"`
+	// ReturnCode is nil when the status is unknown; never a made-up 0.
+	ReturnCode *int `json:"return_code"`
+	// Error is nil when warden reported none.
+	Error    *string `json:"error"`
+	TimedOut bool    `json:"timed_out"`
+	// Cause is warden's cause (exited, deadline, stopped, ...); empty when
+	// the summary did not carry it.
+	Cause string `json:"cause,omitempty"`
+	// Extra holds every other field as read (launch_id, reached, survivors,
+	// ...); nil when there were none.
+	Extra map[string]json.RawMessage `json:"-"`
+}
+
+// receiptFields is Receipt without its methods, for plain encoding.
+type receiptFields Receipt
+
+var receiptKnown = []string{"cleanup_confirmed", "return_code", "error", "timed_out", "cause"}
+
+// UnmarshalJSON decodes the known fields and keeps the rest in Extra.
+func (r *Receipt) UnmarshalJSON(b []byte) error {
+	var k receiptFields
+	if err := json.Unmarshal(b, &k); err != nil {
+		return err
+	}
+	var all map[string]json.RawMessage
+	if err := json.Unmarshal(b, &all); err != nil {
+		return err
+	}
+	for _, name := range receiptKnown {
+		delete(all, name)
+	}
+	if len(all) == 0 {
+		all = nil
+	}
+	*r = Receipt(k)
+	r.Extra = all
+	return nil
+}
+
+// MarshalJSON writes the known fields first, then Extra in key order, so the
+// output is deterministic.
+func (r Receipt) MarshalJSON() ([]byte, error) {
+	b, err := json.Marshal(receiptFields(r))
+	if err != nil {
+		return nil, err
+	}
+	if len(r.Extra) == 0 {
+		return b, nil
+	}
+	keys := make([]string, 0, len(r.Extra))
+	for k := range r.Extra {
+		if !slices.Contains(receiptKnown, k) {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	var buf bytes.Buffer
+	buf.Write(b[:len(b)-1])
+	for _, k := range keys {
+		name, _ := json.Marshal(k)
+		buf.WriteByte(',')
+		buf.Write(name)
+		buf.WriteByte(':')
+		if err := json.Compact(&buf, r.Extra[k]); err != nil {
+			return nil, fmt.Errorf("encode receipt field %q: %w", k, err)
+		}
+	}
+	buf.WriteByte('}')
+	return buf.Bytes(), nil
+}
+
+// Before is what the owner's probe saw at setup.
+type Before struct {
+	OS string `json:"os"`
+	// Python3 and Bash are "none" when absent, otherwise path, version and
+	// sha256 as the probe reports them.
+	Python3   string    `json:"python3"`
+	Bash      string    `json:"bash"`
+	Markers   []string  `json:"markers"`
+	Processes []Process `json:"processes,omitempty"`
+}
+
+// After is what the owner's probe saw at verification, after close.
+type After struct {
+	Deliverable string   `json:"deliverable"`
+	MarkersKept []string `json:"markers_kept"`
+	MarkersLost []string `json:"markers_lost"`
+	Python3     string   `json:"python3"`
+	Bash        string   `json:"bash,omitempty"`
+	// HarnessProcesses are processes alive at verification that were not in
+	// the setup baseline; any entry fails the case.
+	HarnessProcesses []Process `json:"harness_processes"`
+}
+
+// Process names a process the way warden does: pid plus start time.
+type Process struct {
+	PID       int    `json:"pid"`
+	StartTime uint64 `json:"start_time"`
+	Comm      string `json:"comm,omitempty"`
+}
+
+// Stage is one step of the case protocol on the timeline.
+type Stage struct {
+	Name      string    `json:"name"`
+	StartedAt time.Time `json:"started_at"`
+	Seconds   float64   `json:"seconds"`
+}
+
+// Validate reports the first thing that makes e unusable as a case record:
+// a wrong schema, a missing run_id, case_id, harness or image, a status
+// outside the four, a skipped case without a reason, a malformed check or
+// stage, or a negative duration. Every error wraps ErrInvalidEvidence.
+func (e *Evidence) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidEvidence, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case e.Schema != Schema:
+		return bad("schema %q, want %q", e.Schema, Schema)
+	case e.RunID == "":
+		return bad("missing run_id")
+	case e.CaseID == "":
+		return bad("missing case_id")
+	case e.Harness == "":
+		return bad("case %q: missing harness", e.CaseID)
+	case e.Image == "":
+		return bad("case %q: missing image", e.CaseID)
+	case !e.Status.Valid():
+		return bad("case %q: status %q is not passed, failed, skipped or unknown", e.CaseID, e.Status)
+	case e.Status == StatusSkipped && e.SkipReason == "":
+		return bad("case %q: skipped without skip_reason", e.CaseID)
+	}
+	for name, v := range map[string]float64{"seconds": e.Seconds, "seed_seconds": e.SeedSeconds} {
+		if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+			return bad("case %q: %s %v is negative", e.CaseID, name, v)
+		}
+	}
+	seen := make(map[string]bool, len(e.Checks))
+	for i, c := range e.Checks {
+		if c.ID == "" {
+			return bad("case %q: check %d has no id", e.CaseID, i)
+		}
+		if seen[c.ID] {
+			return bad("case %q: check %q appears twice", e.CaseID, c.ID)
+		}
+		seen[c.ID] = true
+		if !c.Status.Valid() {
+			return bad("case %q: check %q: status %q is not passed, failed, skipped or unknown", e.CaseID, c.ID, c.Status)
+		}
+	}
+	for _, s := range e.Stages {
+		if !slices.Contains(StageNames, s.Name) {
+			return bad("case %q: stage %q is not one of %v", e.CaseID, s.Name, StageNames)
+		}
+		if s.Seconds < 0 {
+			return bad("case %q: stage %q: seconds %v is negative", e.CaseID, s.Name, s.Seconds)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,348 @@
+package reports
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+)
+
+// WriteMarkdown renders rep as GitHub-flavoured Markdown with no HTML, so it
+// can go straight into a GitHub step summary (which caps a summary at 1 MiB:
+// passed cases take one table row each, only the others get a section).
+func WriteMarkdown(w io.Writer, rep *Report) error {
+	bw := bufio.NewWriter(w)
+	p := func(format string, args ...any) { fmt.Fprintf(bw, format, args...) }
+
+	var sl slugger
+	title := "sandproof report: " + string(rep.Status)
+	sl.add(title)
+	p("# %s\n\n", mdText(title))
+	p("%s in %d run(s).\n", countsLine(rep.Counts), len(rep.Runs))
+	if len(rep.Runs) == 0 {
+		p("\nNo cases were recorded, so nothing is proven: the status is unknown.\n")
+	}
+	for _, r := range rep.Runs {
+		// The matrix links to headings further down, so their GitHub
+		// slugs are worked out first, in document order.
+		sl.add("Run " + r.ID + ": " + string(r.Status))
+		sl.add("Cases")
+		links := make(map[*Case]string)
+		for i, c := range detailed(r) {
+			if i == 0 {
+				sl.add("Cases not passed")
+			}
+			links[c] = sl.add(c.Name)
+		}
+		p("\n## Run %s: %s\n\n", mdCode(r.ID), r.Status)
+		p("%s.\n\n", countsLine(r.Counts))
+		writeMarkdownMatrix(p, r, links)
+		writeMarkdownProvenance(p, r)
+		writeMarkdownCases(p, r)
+		writeMarkdownDetails(p, r)
+	}
+	return bw.Flush()
+}
+
+func countsLine(c Counts) string {
+	return fmt.Sprintf("%d case(s): %d passed, %d failed, %d skipped, %d unknown", c.Cases, c.Passed, c.Failed, c.Skipped, c.Unknown)
+}
+
+// detailed lists the cases that get a section of their own: every case that
+// did not plainly pass.
+func detailed(r *Run) []*Case {
+	var out []*Case
+	for _, c := range r.Cases {
+		if c.Status != StatusPassed || len(c.Reasons) > 0 {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func writeMarkdownMatrix(p func(string, ...any), r *Run, links map[*Case]string) {
+	byAnchor := make(map[string]*Case, len(links))
+	for c := range links {
+		byAnchor[c.Anchor] = c
+	}
+	p("| image |")
+	for _, h := range r.Harnesses {
+		p(" %s |", mdText(h))
+	}
+	p("\n|---|")
+	for range r.Harnesses {
+		p("---|")
+	}
+	p("\n")
+	for i, img := range r.Images {
+		p("| %s |", mdText(img))
+		for _, cell := range r.Matrix[i] {
+			slug := links[byAnchor[cell.Anchor]]
+			if cell.Anchor == "" || slug == "" {
+				p(" %s |", cell.Label)
+				continue
+			}
+			p(" [%s](#%s) |", cell.Label, slug)
+		}
+		p("\n")
+	}
+	p("\n")
+}
+
+func writeMarkdownProvenance(p func(string, ...any), r *Run) {
+	pv := r.Provenance
+	p("**Provenance**\n\n")
+	p("- warden sha256: %s\n", joinCode(pv.WardenSHA256))
+	p("- adapter sha256: %s\n", joinDigests(pv.AdapterSHA256))
+	p("- image ids: %s\n", joinDigests(pv.ImageIDs))
+	p("- suite version: %s\n", joinCode(pv.SuiteVersions))
+	p("- host: %s\n", joinCode(pv.Hosts))
+	p("- started: %s, ended: %s%s\n\n", fmtTime(pv.StartedAt), fmtTime(pv.EndedAt), fmtSpan(pv.StartedAt, pv.EndedAt))
+}
+
+func writeMarkdownCases(p func(string, ...any), r *Run) {
+	p("### Cases\n\n")
+	p("| case | status | activation receipt | close receipt | markers | session dir removed | harness processes left | python3 before → after | observation gaps |\n")
+	p("|---|---|---|---|---|---|---|---|---|\n")
+	for _, c := range r.Cases {
+		e := c.Evidence
+		status := ShortStatus(c.Status)
+		if c.Status == StatusPassed || c.Status == StatusFailed {
+			status += " " + FormatSeconds(e.Seconds)
+		}
+		p("| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+			mdText(c.Name), status,
+			mdText(receiptSummary(e.ActivationReceipt, 60)), mdText(receiptSummary(e.CloseReceipt, 60)),
+			markersSummary(e), yesNo(e.AdapterSessionDirRemoved, e), procsSummary(e),
+			mdText(pythonSummary(e)), mdText(gapsSummary(e.CloseObservationGaps)))
+	}
+	p("\n")
+}
+
+// writeMarkdownDetails gives every case that did not plainly pass a
+// section of its own: the failed checks with their clause, the full
+// receipts, and the evidence behind the verdict.
+func writeMarkdownDetails(p func(string, ...any), r *Run) {
+	first := true
+	for _, c := range detailed(r) {
+		if first {
+			p("### Cases not passed\n")
+			first = false
+		}
+		e := c.Evidence
+		p("\n#### %s\n\n", mdText(c.Name))
+		p("- status: **%s** (record says %s); case %s from %s line %d\n", c.Status, c.RecordStatus, mdCode(c.ID), mdText(c.Source), c.Line)
+		for _, why := range c.Reasons {
+			p("- note: %s\n", mdText(why))
+		}
+		if e.SkipReason != "" {
+			p("- skip reason: %s\n", mdText(e.SkipReason))
+		}
+		if e.ErrorType != nil {
+			p("- error type: %s\n", mdCode(*e.ErrorType))
+		}
+		if c.Status == StatusSkipped {
+			continue
+		}
+		p("- activation receipt: %s\n", mdText(receiptSummary(e.ActivationReceipt, 0)))
+		p("- close receipt: %s\n", mdText(receiptSummary(e.CloseReceipt, 0)))
+		if e.After != nil {
+			for _, m := range e.After.MarkersLost {
+				p("- marker lost: %s\n", mdCode(m))
+			}
+			for _, pr := range e.After.HarnessProcesses {
+				p("- harness process left: pid %d start %d %s\n", pr.PID, pr.StartTime, mdText(pr.Comm))
+			}
+		}
+		p("- adapter session dir removed: %s\n", yesNo(e.AdapterSessionDirRemoved, e))
+		p("- python3 before → after: %s\n", mdText(pythonSummary(e)))
+		p("- observation gaps: %s\n", mdText(gapsSummary(e.CloseObservationGaps)))
+		for _, ch := range e.Checks {
+			if ch.Status == StatusPassed {
+				continue
+			}
+			p("- check %s **%s** (%s): %s\n", mdCode(ch.ID), ch.Status, mdText(clauseOr(ch.Clause)), mdText(ch.Detail))
+		}
+	}
+	if !first {
+		p("\n")
+	}
+}
+
+func clauseOr(c string) string {
+	if c == "" {
+		return "no clause"
+	}
+	return c
+}
+
+// receiptSummary puts the four receipt facts a reader checks first on one
+// line; max > 0 cuts a long error message.
+func receiptSummary(r *Receipt, max int) string {
+	if r == nil {
+		return "none"
+	}
+	var b strings.Builder
+	if r.CleanupConfirmed {
+		b.WriteString("confirmed")
+	} else {
+		b.WriteString("NOT confirmed")
+	}
+	b.WriteString(", rc ")
+	if r.ReturnCode == nil {
+		b.WriteString("null")
+	} else {
+		b.WriteString(strconv.Itoa(*r.ReturnCode))
+	}
+	if r.TimedOut {
+		b.WriteString(", timed out")
+	}
+	if r.Cause != "" {
+		b.WriteString(", cause " + r.Cause)
+	}
+	if r.Error != nil {
+		msg := *r.Error
+		if max > 0 && len([]rune(msg)) > max {
+			msg = string([]rune(msg)[:max]) + "…"
+		}
+		b.WriteString(", error " + strconv.Quote(msg))
+	}
+	return b.String()
+}
+
+func markersSummary(e *Evidence) string {
+	if e.After == nil {
+		return "n/a"
+	}
+	return fmt.Sprintf("%d kept, %d lost", len(e.After.MarkersKept), len(e.After.MarkersLost))
+}
+
+func procsSummary(e *Evidence) string {
+	if e.After == nil {
+		return "n/a"
+	}
+	return strconv.Itoa(len(e.After.HarnessProcesses))
+}
+
+// yesNo shows a boolean the verifier recorded; for a case that never ran
+// (no after-state) false means "not observed", not "no".
+func yesNo(v bool, e *Evidence) string {
+	switch {
+	case v:
+		return "yes"
+	case e.After == nil:
+		return "n/a"
+	}
+	return "no"
+}
+
+func pythonSummary(e *Evidence) string {
+	before, after := "?", "?"
+	if e.Before != nil {
+		before = e.Before.Python3
+	}
+	if e.After == nil {
+		return before + " → n/a"
+	}
+	after = e.After.Python3
+	if before == after {
+		return before + " → unchanged"
+	}
+	return before + " → " + after + " (changed)"
+}
+
+func gapsSummary(g []string) string {
+	if len(g) == 0 {
+		return "none"
+	}
+	return strings.Join(g, ", ")
+}
+
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return "unknown"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func fmtSpan(a, b time.Time) string {
+	if a.IsZero() || b.IsZero() {
+		return ""
+	}
+	return " (" + b.Sub(a).Round(time.Second).String() + ")"
+}
+
+func joinCode(v []string) string {
+	if len(v) == 0 {
+		return "unknown"
+	}
+	out := make([]string, len(v))
+	for i, s := range v {
+		out[i] = mdCode(s)
+	}
+	if len(v) > 1 {
+		return strings.Join(out, ", ") + " (more than one!)"
+	}
+	return out[0]
+}
+
+func joinDigests(v []Digest) string {
+	if len(v) == 0 {
+		return "unknown"
+	}
+	out := make([]string, len(v))
+	for i, d := range v {
+		out[i] = mdText(d.Name) + " " + mdCode(d.Value)
+	}
+	return strings.Join(out, ", ")
+}
+
+var mdEscaper = strings.NewReplacer(
+	`\`, `\\`, "`", "\\`", "*", `\*`, "_", `\_`, "[", `\[`, "]", `\]`,
+	"<", "&lt;", ">", "&gt;", "|", `\|`, "#", `\#`, "\r", " ", "\n", " ",
+)
+
+// mdText escapes s so that it shows literally inside a GFM table cell or a
+// list item: no emphasis, links, HTML or cell breaks.
+func mdText(s string) string { return mdEscaper.Replace(s) }
+
+var mdCodeEscaper = strings.NewReplacer("`", "'", "|", `\|`, "\r", " ", "\n", " ")
+
+// mdCode shows s as a code span; GFM tables still split code spans at "|",
+// hence the escape.
+func mdCode(s string) string {
+	if s == "" {
+		return `""`
+	}
+	return "`" + mdCodeEscaper.Replace(s) + "`"
+}
+
+// slugger gives headings the anchors GitHub gives them (github-slugger):
+// lower case, punctuation and symbols dropped, spaces turned into "-", and
+// "-1", "-2", ... appended to repeats.
+type slugger struct{ seen map[string]int }
+
+func (s *slugger) add(heading string) string {
+	if s.seen == nil {
+		s.seen = make(map[string]int)
+	}
+	var b strings.Builder
+	for _, r := range strings.ToLower(heading) {
+		switch {
+		case r == ' ':
+			b.WriteByte('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r):
+			b.WriteRune(r)
+		}
+	}
+	base := b.String()
+	slug := base
+	if n := s.seen[base]; n > 0 {
+		slug = fmt.Sprintf("%s-%d", base, n)
+	}
+	s.seen[base]++
+	return slug
+}
