@@ -1,0 +1,131 @@
+// Command probe is the case owner's witness inside a task container: it
+// records the os, python3, bash, marker files and the process table before a
+// harness runs and after it closed, and reports what changed. It is a static
+// binary that needs nothing from the image, and it shares no code with warden.
+//
+//	probe snapshot [--markers PATH,...] [--proc-root DIR] [--root DIR]
+//	probe diff BEFORE.json AFTER.json
+//
+// diff exits 0 when nothing changed, 1 when something did, 2 on bad usage.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/sandproof/sandproof/runner/probe"
+)
+
+// usageError marks bad command-line input (exit 2).
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func usagef(format string, a ...any) error { return usageError{fmt.Sprintf(format, a...)} }
+
+// errDirty is returned by diff when the snapshots differ; main exits 1
+// without a message since the report says it all.
+var errDirty = errors.New("snapshots differ")
+
+const usage = `usage: probe snapshot [--markers PATH,...] [--proc-root DIR] [--root DIR]
+       probe diff BEFORE.json AFTER.json`
+
+func main() {
+	err := run(os.Stdout, os.Stderr, os.Args[1:])
+	var ue usageError
+	switch {
+	case err == nil:
+	case errors.Is(err, errDirty):
+		os.Exit(1)
+	case errors.As(err, &ue):
+		fmt.Fprintf(os.Stderr, "probe: %v\n%s\n", err, usage)
+		os.Exit(2)
+	default:
+		fmt.Fprintf(os.Stderr, "probe: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(stdout, stderr io.Writer, args []string) error {
+	if len(args) == 0 {
+		return usagef("missing command")
+	}
+	switch args[0] {
+	case "snapshot":
+		return snapshot(stdout, stderr, args[1:])
+	case "diff":
+		return diff(stdout, stderr, args[1:])
+	default:
+		return usagef("unknown command %q", args[0])
+	}
+}
+
+func snapshot(stdout, stderr io.Writer, args []string) error {
+	fs := flag.NewFlagSet("snapshot", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	markers := fs.String("markers", "", "comma-separated marker files to hash")
+	procRoot := fs.String("proc-root", "/proc", "where /proc is")
+	root := fs.String("root", "/", "root under which etc/os-release is read")
+	if err := fs.Parse(args); err != nil {
+		return usagef("snapshot: %v", err)
+	}
+	if fs.NArg() != 0 {
+		return usagef("snapshot: unexpected argument %q", fs.Arg(0))
+	}
+	var ms []string
+	if *markers != "" {
+		for _, m := range strings.Split(*markers, ",") {
+			if m == "" || !strings.HasPrefix(m, "/") {
+				return usagef("--markers: bad value %q (want absolute paths, comma-separated)", *markers)
+			}
+			ms = append(ms, m)
+		}
+	}
+	s, err := probe.Take(context.Background(), probe.Options{ProcRoot: *procRoot, Root: *root, Markers: ms})
+	if err != nil {
+		return err
+	}
+	return writeJSON(stdout, s)
+}
+
+func diff(stdout, stderr io.Writer, args []string) error {
+	if len(args) != 2 {
+		return usagef("diff: want BEFORE.json AFTER.json, got %d arguments", len(args))
+	}
+	var snaps [2]probe.Snapshot
+	for i, p := range args {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return fmt.Errorf("read snapshot: %w", err)
+		}
+		if err := json.Unmarshal(b, &snaps[i]); err != nil {
+			return fmt.Errorf("decode snapshot %q: %w", p, err)
+		}
+		if snaps[i].Schema != probe.Schema {
+			return fmt.Errorf("decode snapshot %q: schema %q, want %q", p, snaps[i].Schema, probe.Schema)
+		}
+	}
+	r := probe.Diff(snaps[0], snaps[1])
+	if err := writeJSON(stdout, r); err != nil {
+		return err
+	}
+	if !r.Clean {
+		return errDirty
+	}
+	return nil
+}
+
+func writeJSON(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode json: %w", err)
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
+}

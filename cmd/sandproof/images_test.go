@@ -1,0 +1,55 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"strings"
+	"testing"
+)
+
+func TestImagesUsageErrors(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string // quoted in the message
+	}{
+		{[]string{"images", "build", "--only", "ubuntu"}, `--only: bad value "ubuntu"`},
+		{[]string{"images", "list", "--image", "alpine"}, `--image: bad value "alpine"`},
+		{[]string{"images", "build", "--image", "=x"}, `--image: bad value "=x"`},
+		{[]string{"images", "clean", "--image", "a=b c"}, `--image: bad value "a=b c"`},
+		{[]string{"images", "list", "extra"}, `unknown command "extra"`},
+	}
+	for _, tt := range tests {
+		var out, errb bytes.Buffer
+		code := run(&out, &errb, tt.args)
+		if code != 2 || !strings.Contains(errb.String(), tt.want) {
+			t.Errorf("sandproof %s: exit %d, stderr %q; want 2 and %q", strings.Join(tt.args, " "), code, errb.String(), tt.want)
+		}
+	}
+}
+
+func TestImagesListAgainstEngine(t *testing.T) {
+	if os.Getenv("SANDPROOF_DOCKER") != "1" {
+		t.Skip("set SANDPROOF_DOCKER=1 to run against a Docker engine")
+	}
+	var out, errb bytes.Buffer
+	if code := run(&out, &errb, []string{"images", "list", "--image", "extra=sandproof/none:0"}); code != 0 {
+		t.Fatalf("images list: exit %d\n%s", code, errb.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("images list printed %d lines, want 4:\n%s", len(lines), out.String())
+	}
+	if lines[2] != "extra sandproof/none:0 missing" {
+		t.Errorf("mapped, absent image: %q", lines[2])
+	}
+	for _, l := range []string{lines[0], lines[1], lines[3]} {
+		f := strings.Fields(l)
+		if len(f) == 3 && f[2] == "missing" {
+			continue // not built on this engine
+		}
+		if len(f) != 7 || !strings.HasPrefix(f[1], "sandproof/"+f[0]+":") || !strings.HasPrefix(f[4], "bash=") ||
+			!strings.HasPrefix(f[5], "python3=") || !strings.HasPrefix(f[6], "os=") {
+			t.Errorf("line %q: want NAME REF ID SIZE bash= python3= os=", l)
+		}
+	}
+}

@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# engine.sh start|stop|status — make sure a Docker engine runs for the image
+# builds and the suite, without touching an engine somebody else started.
+#
+# start: install docker.io and mmdebstrap from Debian when missing; if
+#   `docker info` already answers, do nothing more. Otherwise start dockerd in the
+#   background with no bridge and no iptables (containers run with
+#   --network none or host only), remember its pid and start time, and wait
+#   until `docker info` answers.
+# stop: stop only the dockerd this script started (pid and start time must
+#   both match, so a reused pid is never signalled).
+# status: exit 0 when the engine answers, 3 when it does not.
+#
+# SANDPROOF_ENGINE_DIR (default /var/tmp/sandproof-engine) holds dockerd.pid
+# and dockerd.log; SANDPROOF_ENGINE_WAIT (default 60) bounds each wait, in s.
+set -euo pipefail
+
+dir=${SANDPROOF_ENGINE_DIR:-/var/tmp/sandproof-engine}
+wait_s=${SANDPROOF_ENGINE_WAIT:-60}
+pidfile=$dir/dockerd.pid
+log=$dir/dockerd.log
+
+say() { printf 'engine: %s\n' "$*" >&2; }
+
+answers() { docker info >/dev/null 2>&1; }
+
+# start_time PID: field 22 of /proc/PID/stat, read after the last ')'.
+start_time() {
+	local s
+	s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+	s=${s##*) }
+	set -- $s
+	printf '%s\n' "${20}"
+}
+
+# ours: the recorded dockerd is alive and is still the process we started.
+ours() {
+	[[ -f $pidfile ]] || return 1
+	local pid st now
+	read -r pid st <"$pidfile" || return 1
+	now=$(start_time "$pid") || return 1
+	[[ $now == "$st" ]] || return 1
+	printf '%s\n' "$pid"
+}
+
+# wait_until SECONDS CMD...: poll CMD until it succeeds or the time is up.
+wait_until() {
+	local deadline=$((SECONDS + $1))
+	shift
+	until "$@"; do
+		((SECONDS < deadline)) || return 1
+		sleep 0.2
+	done
+}
+
+# install_missing: the engine, and mmdebstrap, which the image builds need
+# (a fresh machine has neither; everything else they use is in Debian's base).
+install_missing() {
+	local need=()
+	command -v dockerd >/dev/null || need+=(docker.io)
+	command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
+	((${#need[@]})) || return 0
+	say "installing ${need[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get -o DPkg::Lock::Timeout=600 install -y -qq "${need[@]}" >/dev/null
+}
+
+start() {
+	install_missing
+	if answers; then
+		say "already running ($(docker info --format '{{.ServerVersion}}' 2>/dev/null))"
+		return 0
+	fi
+	command -v docker >/dev/null || { say "no docker CLI after install"; return 1; }
+	mkdir -p "$dir"
+	if pid=$(ours); then
+		say "dockerd $pid is running but does not answer yet"
+	else
+		# setsid: the engine must outlive this shell and the caller's
+		# process group (a test run that kills its group must not stop it).
+		setsid dockerd --bridge=none --iptables=false --ip6tables=false \
+			</dev/null >>"$log" 2>&1 &
+		pid=$!
+		st=$(start_time "$pid") || { say "dockerd exited at once; see $log"; return 1; }
+		printf '%s %s\n' "$pid" "$st" >"$pidfile"
+		say "started dockerd pid $pid, log $log"
+	fi
+	if ! wait_until "$wait_s" answers; then
+		say "dockerd did not answer within ${wait_s}s; see $log"
+		tail -n 20 "$log" >&2 || true
+		return 1
+	fi
+	say "running ($(docker info --format '{{.ServerVersion}}'))"
+}
+
+gone() { ! kill -0 "$1" 2>/dev/null; }
+
+stop() {
+	local pid
+	if ! pid=$(ours); then
+		rm -f "$pidfile"
+		if answers; then
+			say "an engine runs that this script did not start; leaving it alone"
+		else
+			say "not running"
+		fi
+		return 0
+	fi
+	say "stopping dockerd pid $pid"
+	kill -TERM "$pid"
+	if ! wait_until "$wait_s" gone "$pid"; then
+		say "dockerd pid $pid ignored TERM for ${wait_s}s; sending KILL"
+		kill -KILL "$pid" 2>/dev/null || true
+	fi
+	rm -f "$pidfile"
+	say "stopped"
+}
+
+status() {
+	if answers; then
+		local pid
+		if pid=$(ours); then
+			say "running, started by this script (pid $pid)"
+		else
+			say "running, started elsewhere"
+		fi
+		return 0
+	fi
+	say "not running"
+	return 3
+}
+
+case ${1:-} in
+start) start ;;
+stop) stop ;;
+status) status ;;
+*)
+	echo "usage: engine.sh start|stop|status" >&2
+	exit 2
+	;;
+esac

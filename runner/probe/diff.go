@@ -1,0 +1,128 @@
+package probe
+
+import "fmt"
+
+// Report is what changed between a baseline and a later snapshot.
+type Report struct {
+	// NewProcesses are alive in the later snapshot and were not in the
+	// baseline, by (pid, start time), the probe itself left out. A pid reused
+	// by a new process counts as new.
+	NewProcesses []Process `json:"new_processes"`
+	// NewZombies are new processes that have exited and wait to be reaped.
+	// They count as dead (SPEC §2), so they do not make the report unclean;
+	// they are listed because in an image whose pid 1 reaps nothing a zombie
+	// is the trace of a process that lived outside the supervisor's reach.
+	NewZombies []Process `json:"new_zombies"`
+	// Gone are baseline processes no longer there (the earlier probe left out).
+	Gone []Process `json:"gone"`
+	// Changes lists differences in os, python3, bash and markers.
+	Changes []Change `json:"changes"`
+	// Clean is true when there is no new live process and no change.
+	Clean bool `json:"clean"`
+}
+
+// Change is one difference outside the process table.
+type Change struct {
+	// What is "os", "python3", "bash", "marker" or "marker_set".
+	What   string `json:"what"`
+	Path   string `json:"path,omitempty"`
+	Before string `json:"before"`
+	After  string `json:"after"`
+}
+
+// Diff compares a later snapshot with its baseline.
+func Diff(before, after Snapshot) Report {
+	r := Report{NewProcesses: []Process{}, NewZombies: []Process{}, Gone: []Process{}, Changes: []Change{}}
+	base := map[Key]bool{}
+	for _, p := range before.Processes {
+		base[p.Key()] = true
+	}
+	later := map[Key]bool{}
+	for _, p := range after.Processes {
+		later[p.Key()] = true
+		if base[p.Key()] || isSelf(after.Self, p) {
+			continue
+		}
+		if p.State == "Z" || p.State == "X" {
+			r.NewZombies = append(r.NewZombies, p)
+		} else {
+			r.NewProcesses = append(r.NewProcesses, p)
+		}
+	}
+	for _, p := range before.Processes {
+		if !later[p.Key()] && !isSelf(before.Self, p) {
+			r.Gone = append(r.Gone, p)
+		}
+	}
+	if before.OS != after.OS {
+		r.Changes = append(r.Changes, Change{What: "os", Before: before.OS, After: after.OS})
+	}
+	r.Changes = append(r.Changes, toolChanges("python3", before.Python3, after.Python3)...)
+	r.Changes = append(r.Changes, toolChanges("bash", before.Bash, after.Bash)...)
+	r.Changes = append(r.Changes, markerChanges(before.Markers, after.Markers)...)
+	r.Clean = len(r.NewProcesses) == 0 && len(r.Changes) == 0
+	return r
+}
+
+// isSelf recognises the probe's own process; a start time of 0 means the
+// probe could not see itself (a fake proc root) and the pid alone decides.
+func isSelf(self Key, p Process) bool {
+	return self.PID != 0 && p.PID == self.PID && (self.StartTime == 0 || self.StartTime == p.StartTime)
+}
+
+func toolChanges(name string, b, a Tool) []Change {
+	switch {
+	case b.Absent() && a.Absent():
+		return nil
+	case b.Absent() != a.Absent():
+		return []Change{{What: name, Before: b.String(), After: a.String()}}
+	}
+	var cs []Change
+	add := func(field, x, y string) {
+		if x != y {
+			cs = append(cs, Change{What: name, Path: a.Path, Before: field + "=" + x, After: field + "=" + y})
+		}
+	}
+	add("path", b.Path, a.Path)
+	add("resolved", b.Resolved, a.Resolved)
+	add("version", b.Version, a.Version)
+	add("sha256", b.SHA256, a.SHA256)
+	return cs
+}
+
+func markerChanges(before, after []Marker) []Change {
+	var cs []Change
+	am := map[string]Marker{}
+	for _, m := range after {
+		am[m.Path] = m
+	}
+	bm := map[string]bool{}
+	for _, b := range before {
+		bm[b.Path] = true
+		a, ok := am[b.Path]
+		if !ok {
+			cs = append(cs, Change{What: "marker_set", Path: b.Path, Before: describe(b), After: "not checked"})
+			continue
+		}
+		if db, da := describe(b), describe(a); db != da {
+			cs = append(cs, Change{What: "marker", Path: b.Path, Before: db, After: da})
+		}
+	}
+	for _, a := range after {
+		if !bm[a.Path] {
+			cs = append(cs, Change{What: "marker_set", Path: a.Path, Before: "not checked", After: describe(a)})
+		}
+	}
+	return cs
+}
+
+func describe(m Marker) string {
+	switch {
+	case m.Missing:
+		return "missing"
+	case m.Error != "":
+		return "error: " + m.Error
+	default:
+		return fmt.Sprintf("sha256=%s size=%d", m.SHA256, m.Size)
+	}
+}

@@ -1,0 +1,215 @@
+package probe
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestParseStat(t *testing.T) {
+	tests := []struct {
+		name, line string
+		want       Process
+	}{
+		{"real line", "6382 (cat) R 6376 6376 3147 0 -1 4194304 97 0 0 0 0 0 0 0 20 0 1 0 38824 3133440 381 18446744073709551615\n",
+			Process{PID: 6382, StartTime: 38824, PPID: 6376, Comm: "cat", State: "R"}},
+		{"name with spaces and parens", "77 (a) R 1 (b c) S 12 77 77 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 999 0 0\n",
+			Process{PID: 77, StartTime: 999, PPID: 12, Comm: "a) R 1 (b c", State: "S"}},
+		{"zombie", "9 (sleep) Z 1 9 9 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5 0 0",
+			Process{PID: 9, StartTime: 5, PPID: 1, Comm: "sleep", State: "Z"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseStat([]byte(tt.line))
+			if err != nil {
+				t.Fatalf("ParseStat(%q): %v", tt.line, err)
+			}
+			if got != tt.want {
+				t.Errorf("ParseStat(%q) = %+v, want %+v", tt.line, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseStatRejectsBadLines(t *testing.T) {
+	for _, line := range []string{
+		"",
+		"12 cat R 1", // no parentheses
+		"x (cat) R 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5 0 0", // pid not a number
+		"12 (cat) R 1 1 1", // too short: no start time
+		"12 (cat) R one 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5 0 0",
+		"12 (cat) R 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 -5 0 0",
+	} {
+		if p, err := ParseStat([]byte(line)); err == nil {
+			t.Errorf("ParseStat(%q) = %+v, want an error", line, p)
+		}
+	}
+}
+
+// fakeProc builds a proc dir by hand: pid -> stat line, uid.
+type fakeProc struct {
+	t    *testing.T
+	root string
+}
+
+func newFakeProc(t *testing.T) fakeProc {
+	return fakeProc{t, t.TempDir()}
+}
+
+func (f fakeProc) add(pid, ppid int, comm, state string, start uint64, uid int) {
+	f.t.Helper()
+	dir := filepath.Join(f.root, fmt.Sprint(pid))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		f.t.Fatal(err)
+	}
+	stat := fmt.Sprintf("%d (%s) %s %d %d %d 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 %d 1000 10 18446744073709551615\n",
+		pid, comm, state, ppid, pid, pid, start)
+	status := fmt.Sprintf("Name:\t%s\nState:\t%s\nPid:\t%d\nPPid:\t%d\nUid:\t%d\t%d\t%d\t%d\n", comm, state, pid, ppid, uid, uid+1, uid, uid)
+	f.write(filepath.Join(dir, "stat"), stat)
+	f.write(filepath.Join(dir, "status"), status)
+}
+
+func (f fakeProc) write(path, s string) {
+	f.t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		f.t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func TestReadProcessesFakeProc(t *testing.T) {
+	fp := newFakeProc(t)
+	fp.add(1, 0, "sleep", "S", 100, 0)
+	fp.add(42, 1, "tool (x) y", "S", 5000, 1000)
+	fp.add(43, 1, "sleep", "Z", 5001, 1000)
+	// Entries a real /proc has that are not processes, and a process that
+	// vanished between readdir and open (its dir is there, stat is not).
+	fp.write(filepath.Join(fp.root, "net", "dev"), "x")
+	fp.write(filepath.Join(fp.root, "uptime"), "1 1")
+	if err := os.MkdirAll(filepath.Join(fp.root, "77"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// A process whose status is gone keeps uid -1 rather than vanishing.
+	fp.add(50, 42, "halfgone", "R", 6000, 0)
+	if err := os.Remove(filepath.Join(fp.root, "50", "status")); err != nil {
+		t.Fatal(err)
+	}
+
+	got, err := ReadProcesses(fp.root)
+	if err != nil {
+		t.Fatalf("ReadProcesses: %v", err)
+	}
+	want := []Process{
+		{PID: 1, StartTime: 100, PPID: 0, UID: 0, Comm: "sleep", State: "S"},
+		{PID: 42, StartTime: 5000, PPID: 1, UID: 1000, Comm: "tool (x) y", State: "S"},
+		{PID: 43, StartTime: 5001, PPID: 1, UID: 1000, Comm: "sleep", State: "Z"},
+		{PID: 50, StartTime: 6000, PPID: 42, UID: -1, Comm: "halfgone", State: "R"},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("ReadProcesses =\n %+v\nwant\n %+v", got, want)
+	}
+}
+
+func TestReadProcessesRejectsGarbledStat(t *testing.T) {
+	fp := newFakeProc(t)
+	fp.add(1, 0, "sleep", "S", 100, 0)
+	fp.write(filepath.Join(fp.root, "9", "stat"), "9 garbage")
+	_, err := ReadProcesses(fp.root)
+	if err == nil || !strings.Contains(err.Error(), "garbage") {
+		t.Fatalf("ReadProcesses with a garbled stat: err = %v, want one quoting the line", err)
+	}
+}
+
+func TestReadProcessesMissingRoot(t *testing.T) {
+	if _, err := ReadProcesses(filepath.Join(t.TempDir(), "nope")); err == nil {
+		t.Fatal("ReadProcesses on a missing root: want an error")
+	}
+}
+
+// startSleeper starts a real child process and returns it; the test ends it.
+func startSleeper(t *testing.T) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command("sleep", "300")
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start sleep: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	return cmd
+}
+
+func find(ps []Process, pid int) (Process, bool) {
+	for _, p := range ps {
+		if p.PID == pid {
+			return p, true
+		}
+	}
+	return Process{}, false
+}
+
+func TestReadProcessesRealProc(t *testing.T) {
+	cmd := startSleeper(t)
+	procs, err := ReadProcesses("/proc")
+	if err != nil {
+		t.Fatalf("ReadProcesses(/proc): %v", err)
+	}
+	self, ok := find(procs, os.Getpid())
+	if !ok {
+		t.Fatalf("own pid %d not in the table of %d processes", os.Getpid(), len(procs))
+	}
+	if self.PPID != os.Getppid() || self.UID != os.Getuid() || self.StartTime == 0 {
+		t.Errorf("own entry %+v: want ppid %d, uid %d, a start time", self, os.Getppid(), os.Getuid())
+	}
+	child, ok := find(procs, cmd.Process.Pid)
+	if !ok {
+		t.Fatalf("child %d not in the table", cmd.Process.Pid)
+	}
+	if child.PPID != os.Getpid() || child.Comm != "sleep" || child.StartTime < self.StartTime {
+		t.Errorf("child entry %+v: want ppid %d, comm sleep, start >= %d", child, os.Getpid(), self.StartTime)
+	}
+}
+
+func TestDiffRealProcessTable(t *testing.T) {
+	ctx := context.Background()
+	before, err := Take(ctx, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := startSleeper(t)
+	pid := cmd.Process.Pid
+	if _, ok := find(before.Processes, pid); ok {
+		t.Fatalf("pid %d in the baseline before it was started", pid)
+	}
+	during, err := Take(ctx, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Other work on the machine may start processes too, so look for ours
+	// rather than counting.
+	r := Diff(before, during)
+	if _, ok := find(r.NewProcesses, pid); !ok || r.Clean {
+		t.Fatalf("Diff after starting pid %d: new=%+v clean=%v; want it listed and not clean", pid, r.NewProcesses, r.Clean)
+	}
+	if _, ok := find(r.NewProcesses, during.Self.PID); ok {
+		t.Errorf("Diff lists the probe itself (pid %d) as new", during.Self.PID)
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	after, err := Take(ctx, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := find(Diff(before, after).NewProcesses, pid); ok {
+		t.Errorf("pid %d still new after it was killed and reaped", pid)
+	}
+}
