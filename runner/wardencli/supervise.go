@@ -314,4 +314,3 @@ func (t *tail) close() {
 		t.f.Close()
 	}
 }
-
