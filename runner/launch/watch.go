@@ -15,8 +15,12 @@ import (
 type Watcher struct {
 	// C receives file names; it is never closed while the watcher runs.
 	C    chan string
-	fd   int
 	done chan struct{}
+	// wake is the write end of a pipe that tells the reader to stop. The
+	// reader owns the inotify descriptor and closes it itself: closing it
+	// under a blocked read would let the number be reused by another open
+	// and the reader parse that file's bytes as events.
+	wake int
 	// Polling is true when inotify could not be used.
 	Polling bool
 }
@@ -24,11 +28,17 @@ type Watcher struct {
 // Watch starts watching dir. Names already present are not reported; the
 // caller lists the dir once after Watch returns to catch earlier requests.
 func Watch(dir string) *Watcher {
-	w := &Watcher{C: make(chan string, 64), done: make(chan struct{}), fd: -1}
-	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC)
+	w := &Watcher{C: make(chan string, 64), done: make(chan struct{}), wake: -1}
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err == nil {
 		_, err = unix.InotifyAddWatch(fd, dir, unix.IN_CREATE|unix.IN_MOVED_TO|unix.IN_CLOSE_WRITE)
 		if err != nil {
+			unix.Close(fd)
+		}
+	}
+	var p [2]int
+	if err == nil {
+		if err = unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
 			unix.Close(fd)
 		}
 	}
@@ -37,16 +47,29 @@ func Watch(dir string) *Watcher {
 		go w.poll(dir)
 		return w
 	}
-	w.fd = fd
-	go w.read()
+	w.wake = p[1]
+	go w.read(fd, p[0])
 	return w
 }
 
-func (w *Watcher) read() {
+func (w *Watcher) read(fd, wake int) {
+	defer unix.Close(fd)
+	defer unix.Close(wake)
 	buf := make([]byte, 64*(unix.SizeofInotifyEvent+unix.NAME_MAX+1))
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}, {Fd: int32(wake), Events: unix.POLLIN}}
 	for {
-		n, err := unix.Read(w.fd, buf)
-		if err == unix.EINTR {
+		fds[0].Revents, fds[1].Revents = 0, 0
+		if _, err := unix.Poll(fds, -1); err != nil && err != unix.EINTR {
+			return
+		}
+		if fds[1].Revents != 0 {
+			return
+		}
+		if fds[0].Revents == 0 {
+			continue
+		}
+		n, err := unix.Read(fd, buf)
+		if err == unix.EINTR || err == unix.EAGAIN {
 			continue
 		}
 		if err != nil || n <= 0 {
@@ -54,10 +77,13 @@ func (w *Watcher) read() {
 		}
 		for off := 0; off+unix.SizeofInotifyEvent <= n; {
 			ev := (*unix.InotifyEvent)(unsafePointer(&buf[off]))
-			nameLen := int(ev.Len)
 			start := off + unix.SizeofInotifyEvent
-			name := string(trimNUL(buf[start : start+nameLen]))
-			off = start + nameLen
+			end := start + int(ev.Len)
+			if ev.Len > unix.NAME_MAX+1 || end > n {
+				break // never trust a length the buffer cannot hold
+			}
+			name := string(trimNUL(buf[start:end]))
+			off = end
 			if name != "" {
 				select {
 				case w.C <- name:
@@ -97,11 +123,12 @@ func (w *Watcher) poll(dir string) {
 	}
 }
 
-// Close stops the watcher.
+// Close stops the watcher; the reader closes its own descriptors.
 func (w *Watcher) Close() {
 	close(w.done)
-	if w.fd >= 0 {
-		unix.Close(w.fd)
+	if w.wake >= 0 {
+		unix.Write(w.wake, []byte{1})
+		unix.Close(w.wake)
 	}
 }
 

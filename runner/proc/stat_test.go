@@ -86,8 +86,8 @@ func TestScanSkipsJunkAndVanished(t *testing.T) {
 	write("20", statLine(20, "evil) S 1 1", 1, 20, 20, 50))
 	write("self", statLine(1, "init", 0, 1, 1, 1))
 	write("12a", statLine(12, "x", 1, 12, 12, 5))
-	write("30", "")                                // vanished: no stat file
-	write("40", "garbage")                         // unparsable
+	write("30", "")                                 // vanished: no stat file
+	write("40", "garbage")                          // unparsable
 	write("50", statLine(51, "liar", 1, 51, 51, 5)) // names another pid
 	stats, err := NewFS(root).Scan()
 	if err != nil {
