@@ -1,0 +1,315 @@
+// Package docker is the provider backed by a Docker engine, through
+// ory/dockertest's Pool (whose Client is go-dockerclient).
+//
+// Containers are created with host networking or none (never a bridge), no
+// init, pid 1 a plain sleep that reaps nothing, the "sandproof" label, and
+// an engine-side stop after CreateSpec.Expire as a backstop against a host
+// that forgets them. Exec runs argv directly with stdout and stderr kept
+// apart; files move as tar streams. Every failure of the engine, and every
+// exec whose container is no longer running when it returns, is a
+// *provider.ProviderError: an exit status read from a dead container proves
+// nothing.
+package docker
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/ory/dockertest/v3"
+	dc "github.com/ory/dockertest/v3/docker"
+
+	"github.com/sandproof/sandproof/runner/provider"
+)
+
+// settle bounds how long an exec that ended by a signal waits to see
+// whether its container is stopping too.
+const settle = 2 * time.Second
+
+// Provider creates containers through a dockertest Pool.
+type Provider struct {
+	Pool *dockertest.Pool
+}
+
+// New connects to the engine named by DOCKER_HOST (or the default socket)
+// and checks that it answers.
+func New() (*Provider, error) {
+	pool, err := dockertest.NewPool("")
+	if err != nil {
+		return nil, provider.Errorf("connect", "", err)
+	}
+	if err := pool.Client.Ping(); err != nil {
+		return nil, provider.Errorf("connect", "", fmt.Errorf("ping engine: %w", err))
+	}
+	return &Provider{Pool: pool}, nil
+}
+
+func (p *Provider) Name() string { return "docker" }
+
+// splitRef splits a reference at its last ':' after the last '/', which
+// dockertest joins back unchanged: "repo:tag", "sha256:ID" and
+// "repo@sha256:D" all survive the round trip.
+func splitRef(ref string) (repo, tag string) {
+	i := strings.LastIndex(ref, ":")
+	if i < 0 || strings.Contains(ref[i:], "/") {
+		return ref, "latest"
+	}
+	return ref[:i], ref[i+1:]
+}
+
+// Create starts a container.
+func (p *Provider) Create(ctx context.Context, spec provider.CreateSpec) (provider.Sandbox, error) {
+	if spec.Image == "" {
+		return nil, fmt.Errorf("create sandbox: empty image reference")
+	}
+	network := spec.Network
+	switch network {
+	case "":
+		network = provider.NetworkNone
+	case provider.NetworkNone, provider.NetworkHost:
+	default:
+		return nil, fmt.Errorf("create sandbox: network %q: want %q or %q", spec.Network, provider.NetworkNone, provider.NetworkHost)
+	}
+	labels := map[string]string{}
+	for k, v := range spec.Labels {
+		labels[k] = v
+	}
+	labels[provider.LabelKey] = "1"
+	var binds []string
+	for _, m := range spec.Mounts {
+		if !strings.HasPrefix(m.Target, "/") || strings.Contains(m.Source+m.Target, ":") {
+			return nil, fmt.Errorf("create sandbox: mount %q -> %q: want absolute paths without ':'", m.Source, m.Target)
+		}
+		binds = append(binds, m.Source+":"+m.Target+":ro")
+	}
+	cmd := spec.Command
+	if cmd == nil {
+		cmd = provider.DefaultCommand
+	}
+	repo, tag := splitRef(spec.Image)
+	res, err := p.Pool.RunWithOptions(&dockertest.RunOptions{
+		Repository: repo,
+		Tag:        tag,
+		Env:        spec.Env,
+		// The entrypoint is replaced too: an image's own entrypoint
+		// would otherwise become pid 1 with our command as arguments.
+		Entrypoint: cmd[:1],
+		Cmd:        cmd[1:],
+		Labels:     labels,
+		User:       spec.User,
+	}, func(hc *dc.HostConfig) {
+		hc.NetworkMode = network
+		hc.Binds = binds
+		hc.Init = false
+		hc.AutoRemove = false
+		hc.PublishAllPorts = false
+		hc.RestartPolicy = dc.RestartPolicy{Name: "no"}
+	})
+	if err != nil {
+		return nil, provider.Errorf("create", "", fmt.Errorf("run image %q: %w", spec.Image, err))
+	}
+	expire := spec.Expire
+	if expire <= 0 {
+		expire = time.Hour
+	}
+	res.Expire(uint(expire / time.Second))
+	return &Sandbox{client: p.Pool.Client, id: res.Container.ID}, nil
+}
+
+// Open returns a handle on an existing running container.
+func (p *Provider) Open(ctx context.Context, id string) (provider.Sandbox, error) {
+	s := &Sandbox{client: p.Pool.Client, id: id}
+	info, err := s.Inspect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !info.Exists || !info.Running {
+		return nil, provider.Errorf("open", id, provider.ErrGone)
+	}
+	s.id = info.ID
+	return s, nil
+}
+
+// Sandbox is one container.
+type Sandbox struct {
+	client *dc.Client
+	id     string
+}
+
+func (s *Sandbox) ID() string { return s.id }
+
+// transport maps an engine error to a ProviderError, with ErrGone for a
+// container that no longer exists or no longer runs.
+func (s *Sandbox) transport(op string, err error) error {
+	var nsc *dc.NoSuchContainer
+	var cnr *dc.ContainerNotRunning
+	var de *dc.Error
+	switch {
+	case errors.As(err, &nsc), errors.As(err, &cnr):
+		err = fmt.Errorf("%w: %v", provider.ErrGone, err)
+	case errors.As(err, &de) && (de.Status == http.StatusNotFound || de.Status == http.StatusConflict):
+		if info, ierr := s.Inspect(context.Background()); ierr == nil && !info.Running {
+			err = fmt.Errorf("%w: %v", provider.ErrGone, err)
+		}
+	}
+	return provider.Errorf(op, s.id, err)
+}
+
+// Exec runs argv in the container and waits for it. The container is
+// inspected after the command returns: if it stopped meanwhile, the exit
+// status is not trusted and a ProviderError is returned.
+func (s *Sandbox) Exec(ctx context.Context, spec provider.ExecSpec) (provider.ExecResult, error) {
+	if len(spec.Argv) == 0 {
+		return provider.ExecResult{}, fmt.Errorf("exec: empty argv")
+	}
+	if spec.Workdir != "" {
+		// go-dockerclient's CreateExecOptions has no WorkingDir in the
+		// version dockertest pins; warden run's params carry a cwd.
+		return provider.ExecResult{}, fmt.Errorf("exec %q: workdir %q: not supported by the docker provider", spec.Argv[0], spec.Workdir)
+	}
+	ex, err := s.client.CreateExec(dc.CreateExecOptions{
+		Container:    s.id,
+		Cmd:          spec.Argv,
+		Env:          spec.Env,
+		User:         spec.User,
+		AttachStdin:  spec.Stdin != nil,
+		AttachStdout: true,
+		AttachStderr: true,
+		Context:      ctx,
+	})
+	if err != nil {
+		return provider.ExecResult{}, s.transport("exec", err)
+	}
+	var out, errb bytes.Buffer
+	err = s.client.StartExec(ex.ID, dc.StartExecOptions{
+		InputStream:  spec.Stdin,
+		OutputStream: &out,
+		ErrorStream:  &errb,
+		Context:      ctx,
+	})
+	res := provider.ExecResult{Stdout: out.Bytes(), Stderr: errb.Bytes()}
+	if err != nil {
+		return res, s.transport("exec", err)
+	}
+	ins, err := s.client.InspectExec(ex.ID)
+	if err != nil {
+		return res, s.transport("exec", err)
+	}
+	if ins.Running {
+		return res, provider.Errorf("exec", s.id, fmt.Errorf("exec %q: stream ended while the command still runs", spec.Argv[0]))
+	}
+	if ins.ExitCode >= 128 || ins.ExitCode < 0 {
+		// A signal death may be the container dying under the exec: the
+		// engine marks it stopped a moment after its processes are
+		// killed. Wait briefly for that before trusting the status.
+		wctx, cancel := context.WithTimeout(ctx, settle)
+		_, werr := s.client.WaitContainerWithContext(s.id, wctx)
+		cancel()
+		if werr == nil {
+			return res, provider.Errorf("exec", s.id, fmt.Errorf("exec %q: container stopped: %w", spec.Argv[0], provider.ErrGone))
+		}
+	}
+	info, err := s.Inspect(ctx)
+	if err != nil {
+		return res, err
+	}
+	if !info.Running {
+		return res, provider.Errorf("exec", s.id, fmt.Errorf("exec %q: container stopped: %w", spec.Argv[0], provider.ErrGone))
+	}
+	res.ExitCode = ins.ExitCode
+	return res, nil
+}
+
+// Upload extracts a one-file tar at "/": the engine creates missing parent
+// directories (0755, root) and leaves existing ones untouched.
+func (s *Sandbox) Upload(ctx context.Context, path string, data io.Reader, size int64, mode os.FileMode, uid, gid int) error {
+	if !strings.HasPrefix(path, "/") {
+		return fmt.Errorf("upload: sandbox path %q: not absolute", path)
+	}
+	return s.untar(ctx, "upload", tarFile(path, data, size, mode, uid, gid))
+}
+
+// Mkdir extracts a tar holding one directory entry.
+func (s *Sandbox) Mkdir(ctx context.Context, path string, mode os.FileMode, uid, gid int) error {
+	if !strings.HasPrefix(path, "/") {
+		return fmt.Errorf("mkdir: sandbox path %q: not absolute", path)
+	}
+	return s.untar(ctx, "mkdir", tarDir(path, mode, uid, gid))
+}
+
+func (s *Sandbox) untar(ctx context.Context, op string, r *io.PipeReader) error {
+	defer r.Close()
+	err := s.client.UploadToContainer(s.id, dc.UploadToContainerOptions{
+		InputStream: r,
+		Path:        "/",
+		Context:     ctx,
+	})
+	if err != nil {
+		return s.transport(op, err)
+	}
+	return nil
+}
+
+// Download fetches path as a tar stream and unpacks it at hostPath. The
+// engine answers 404 both for a missing path and for a missing container;
+// the container is inspected to tell them apart.
+func (s *Sandbox) Download(ctx context.Context, path, hostPath string) error {
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- untarTo(pr, hostPath) }()
+	err := s.client.DownloadFromContainer(s.id, dc.DownloadFromContainerOptions{
+		OutputStream: pw,
+		Path:         path,
+		Context:      ctx,
+	})
+	pw.CloseWithError(err)
+	uerr := <-done
+	if err != nil {
+		var de *dc.Error
+		if errors.As(err, &de) && de.Status == http.StatusNotFound {
+			if info, ierr := s.Inspect(ctx); ierr == nil && info.Running {
+				return fmt.Errorf("download %q: %w", path, provider.ErrPathNotFound)
+			}
+		}
+		return s.transport("download", err)
+	}
+	if uerr != nil {
+		return fmt.Errorf("download %q: %w", path, uerr)
+	}
+	return nil
+}
+
+// Inspect asks the engine; a container it does not know is Exists false.
+func (s *Sandbox) Inspect(ctx context.Context) (provider.Info, error) {
+	c, err := s.client.InspectContainerWithContext(s.id, ctx)
+	var nsc *dc.NoSuchContainer
+	if errors.As(err, &nsc) {
+		return provider.Info{ID: s.id}, nil
+	}
+	if err != nil {
+		return provider.Info{}, provider.Errorf("inspect", s.id, err)
+	}
+	info := provider.Info{ID: c.ID, Exists: true, Running: c.State.Running, ImageID: c.Image}
+	img, err := s.client.InspectImage(c.Image)
+	if err != nil {
+		return provider.Info{}, provider.Errorf("inspect", s.id, fmt.Errorf("inspect image %q: %w", c.Image, err))
+	}
+	info.Arch = img.Architecture
+	return info, nil
+}
+
+// Destroy removes the container and its anonymous volumes.
+func (s *Sandbox) Destroy(ctx context.Context) error {
+	err := s.client.RemoveContainer(dc.RemoveContainerOptions{ID: s.id, Force: true, RemoveVolumes: true, Context: ctx})
+	var nsc *dc.NoSuchContainer
+	if err != nil && !errors.As(err, &nsc) {
+		return provider.Errorf("destroy", s.id, err)
+	}
+	return nil
+}

@@ -1,0 +1,165 @@
+package docker_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandproof/sandproof/runner/provider"
+	"github.com/sandproof/sandproof/runner/provider/docker"
+)
+
+// BusyboxImage is imported once from the host's static busybox: a rootfs
+// with nothing else, made here so the tests need no registry.
+const busyboxImage = "sandproof-test/provider-busybox:1"
+
+func engine(t *testing.T) *docker.Provider {
+	t.Helper()
+	p, err := docker.New()
+	if err != nil {
+		t.Skipf("no Docker engine answers (start one with `bash images/engine.sh start`): %v", err)
+	}
+	if err := ImportBusybox(busyboxImage); err != nil {
+		t.Skipf("cannot make the busybox test image: %v", err)
+	}
+	return p
+}
+
+// ImportBusybox imports a rootfs holding /bin/busybox and its applet links.
+func ImportBusybox(ref string) error {
+	if exec.Command("docker", "image", "inspect", ref).Run() == nil {
+		return nil
+	}
+	bb, err := exec.LookPath("busybox")
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "busybox-rootfs-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	for _, d := range []string{"bin", "tmp", "etc"} {
+		os.MkdirAll(filepath.Join(dir, d), 0o755)
+	}
+	data, err := os.ReadFile(bb)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "bin/busybox"), data, 0o755); err != nil {
+		return err
+	}
+	for _, a := range []string{"sh", "sleep", "setsid", "rm", "cat", "echo", "printf", "sha256sum", "ls", "mkdir"} {
+		os.Symlink("busybox", filepath.Join(dir, "bin", a))
+	}
+	cmd := exec.Command("sh", "-c", `tar -C "$1" -c . | docker import -c 'ENV PATH=/bin' - "$2"`, "sh", dir, ref)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return errors.New(string(out))
+	}
+	return nil
+}
+
+func create(t *testing.T, p *docker.Provider) provider.Sandbox {
+	t.Helper()
+	sb, err := p.Create(context.Background(), provider.CreateSpec{Image: busyboxImage, Labels: map[string]string{"test": t.Name()}, Expire: 10 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sb.Destroy(context.Background()) })
+	return sb
+}
+
+func TestDockerExecUploadDownload(t *testing.T) {
+	p := engine(t)
+	ctx := context.Background()
+	sb := create(t, p)
+	info, err := sb.Inspect(ctx)
+	if err != nil || !info.Exists || !info.Running || info.Arch == "" || !strings.HasPrefix(info.ImageID, "sha256:") {
+		t.Fatalf("inspect = %+v, %v", info, err)
+	}
+	res, err := sb.Exec(ctx, provider.ExecSpec{Argv: []string{"sh", "-c", "echo out; echo err >&2; cat; exit 3"}, Stdin: strings.NewReader("in\n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 3 || string(res.Stdout) != "out\nin\n" || string(res.Stderr) != "err\n" {
+		t.Fatalf("exec = %d %q %q", res.ExitCode, res.Stdout, res.Stderr)
+	}
+	if err := provider.UploadBytes(ctx, sb, []byte("hello"), "/new/dir/f.txt", 0o640, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.Mkdir(ctx, "/new/other", 0o700, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	host := t.TempDir()
+	if err := sb.Download(ctx, "/new", filepath.Join(host, "new")); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(host, "new/dir/f.txt")); err != nil || !bytes.Equal(b, []byte("hello")) {
+		t.Fatalf("round trip = %q, %v", b, err)
+	}
+	if fi, err := os.Stat(filepath.Join(host, "new/other")); err != nil || !fi.IsDir() {
+		t.Fatalf("mkdir'd dir not downloaded: %v", err)
+	}
+	err = sb.Download(ctx, "/no/such/path", filepath.Join(host, "x"))
+	if !errors.Is(err, provider.ErrPathNotFound) || provider.IsProviderError(err) {
+		t.Fatalf("missing path: %v, want ErrPathNotFound and no ProviderError", err)
+	}
+}
+
+func TestDockerGoneContainerIsProviderError(t *testing.T) {
+	p := engine(t)
+	ctx := context.Background()
+	sb := create(t, p)
+	if err := sb.Destroy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, err := sb.Exec(ctx, provider.ExecSpec{Argv: []string{"true"}})
+	if !provider.IsProviderError(err) || !errors.Is(err, provider.ErrGone) {
+		t.Fatalf("exec in a removed container: %v, want a ProviderError wrapping ErrGone", err)
+	}
+	err = sb.Download(ctx, "/bin", t.TempDir()+"/x")
+	if !provider.IsProviderError(err) || errors.Is(err, provider.ErrPathNotFound) {
+		t.Fatalf("download from a removed container: %v, want a ProviderError, not ErrPathNotFound", err)
+	}
+	if info, err := sb.Inspect(ctx); err != nil || info.Exists {
+		t.Fatalf("inspect removed = %+v, %v", info, err)
+	}
+}
+
+func TestDockerCleanRemovesOnlyLabelled(t *testing.T) {
+	p := engine(t)
+	ctx := context.Background()
+	sb := create(t, p)
+	// Only this test's containers: others may be running beside it.
+	mine := "test=" + t.Name()
+	// A container without the label, made outside the provider.
+	out, err := exec.Command("docker", "run", "-d", "--network", "none", busyboxImage, "sleep", "600").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := strings.TrimSpace(string(out))
+	t.Cleanup(func() { exec.Command("docker", "rm", "-f", other).Run() })
+	removed, err := docker.Clean(ctx, p, mine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, id := range removed {
+		found = found || id == sb.ID()
+		if id == other {
+			t.Fatal("Clean removed an unlabelled container")
+		}
+	}
+	if !found {
+		t.Fatalf("Clean removed %q, not the labelled %s", removed, sb.ID())
+	}
+	if exec.Command("docker", "inspect", other).Run() != nil {
+		t.Fatal("the unlabelled container is gone")
+	}
+}

@@ -1,0 +1,240 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/sandproof/sandproof/runner/provider"
+	"github.com/sandproof/sandproof/runner/receipt"
+)
+
+// CloseResult is what close did and found.
+type CloseResult struct {
+	// Receipts holds every launch's receipt by launch id ("install" for
+	// the install step), as the stop at close returned it.
+	Receipts map[string]*receipt.Receipt
+	// Captured lists the sandbox paths downloaded, with their host paths.
+	Captured []Captured
+	// Missing lists declared captures that were not there (optional
+	// ones included); their absence never removes what was captured.
+	Missing []string
+	// SessionDirRemoved is set when the session dir was checked gone.
+	SessionDirRemoved bool
+}
+
+// Captured is one downloaded path.
+type Captured struct {
+	Path     string // in the sandbox
+	HostPath string
+}
+
+// Close stops every launch of the session (known to this process or found
+// in the session dir), requires a confirmed receipt from each, downloads
+// the captures, then removes the session dir. Captures are downloaded even
+// when a receipt is not confirmed, so a timed-out run's partial output is
+// kept; the error then says which launch was not confirmed. Close may be
+// called again and returns the first result.
+func (s *Session) Close(ctx context.Context) (*CloseResult, error) {
+	s.mu.Lock()
+	if s.phase == phaseClosed {
+		s.mu.Unlock()
+		return s.closeRes, s.closeErr
+	}
+	wasNew := s.phase == phaseNew
+	s.phase = phaseClosed
+	s.mu.Unlock()
+	res := &CloseResult{Receipts: map[string]*receipt.Receipt{}}
+	if wasNew {
+		close(s.stopRenw)
+		s.closeRes = res
+		return res, nil
+	}
+	err := s.close(ctx, res)
+	close(s.stopRenw)
+	s.renewWG.Wait()
+	s.closeRes, s.closeErr = res, err
+	return res, err
+}
+
+func (s *Session) close(ctx context.Context, res *CloseResult) error {
+	var errs []error
+	fail := func(err error) bool {
+		if err == nil {
+			return false
+		}
+		errs = append(errs, err)
+		return true
+	}
+	ids, err := s.launchIDs(ctx)
+	if fail(err) && provider.IsProviderError(err) {
+		return errors.Join(errs...)
+	}
+	// Stop first, capture second: a harness still writing would make the
+	// captures a moving target, and the receipt is what says it stopped.
+	for _, id := range ids {
+		state := path.Join(s.dir, "state", id)
+		code, rec, _, err := s.stopWait(ctx, state)
+		if fail(err) {
+			if provider.IsProviderError(err) {
+				return errors.Join(errs...)
+			}
+			continue
+		}
+		switch {
+		case code == wardenGone:
+			fail(fmt.Errorf("close launch %q: %w", id, ErrSupervisorGone))
+		case rec == nil:
+			fail(fmt.Errorf("close launch %q: %w (warden stop exit %d)", id, ErrNoReceipt, code))
+		default:
+			res.Receipts[id] = rec
+			if !rec.CleanupConfirmed {
+				fail(&ReceiptError{Launch: id, Receipt: rec, Err: ErrNotConfirmed})
+			}
+		}
+	}
+	if err := s.capture(ctx, res); fail(err) && provider.IsProviderError(err) {
+		return errors.Join(errs...)
+	}
+	removed, err := s.removeDir(ctx)
+	res.SessionDirRemoved = removed
+	fail(err)
+	if len(errs) > 0 {
+		return fmt.Errorf("close session %s: %w", s.id, errors.Join(errs...))
+	}
+	return nil
+}
+
+// launchIDs lists the launches in the session dir, so launches started by
+// an earlier host process (one that died) are stopped and captured too.
+func (s *Session) launchIDs(ctx context.Context) ([]string, error) {
+	tmp, err := os.MkdirTemp("", "sandproof-state-")
+	if err != nil {
+		return nil, fmt.Errorf("list launches: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	ids := map[string]bool{}
+	err = s.sb.Download(ctx, path.Join(s.dir, "state"), filepath.Join(tmp, "state"))
+	if err != nil && !errors.Is(err, provider.ErrPathNotFound) {
+		return nil, err
+	}
+	entries, _ := os.ReadDir(filepath.Join(tmp, "state"))
+	for _, e := range entries {
+		if e.IsDir() && validID(e.Name()) {
+			ids[e.Name()] = true
+		}
+	}
+	s.mu.Lock()
+	for id := range s.acts {
+		ids[id] = true
+	}
+	s.mu.Unlock()
+	out := make([]string, 0, len(ids))
+	for id := range ids {
+		out = append(out, id)
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// capture downloads the launches' state dirs (receipts, supervisor logs)
+// and run dirs (params, events, stderr), then the adapter's declared files.
+// A missing capture is recorded and never stops the others.
+func (s *Session) capture(ctx context.Context, res *CloseResult) error {
+	var errs []error
+	get := func(p, dst string, optional bool) error {
+		err := s.sb.Download(ctx, p, dst)
+		switch {
+		case err == nil:
+			res.Captured = append(res.Captured, Captured{Path: p, HostPath: dst})
+		case errors.Is(err, provider.ErrPathNotFound):
+			res.Missing = append(res.Missing, p)
+			if !optional {
+				errs = append(errs, fmt.Errorf("capture %q: %w", p, err))
+			}
+		case provider.IsProviderError(err):
+			return err
+		default:
+			errs = append(errs, fmt.Errorf("capture %q: %w", p, err))
+		}
+		return nil
+	}
+	for _, d := range []string{"state", "run"} {
+		if err := get(path.Join(s.dir, d), filepath.Join(s.cfg.CaptureDir, d), true); err != nil {
+			return err
+		}
+	}
+	if s.adapter.Captures != nil {
+		for _, c := range s.adapter.Captures(s.env("", "")) {
+			p := strings.TrimPrefix(c.Path, s.prefix)
+			dst := filepath.Join(s.cfg.CaptureDir, "files", filepath.FromSlash(path.Clean("/"+p)))
+			if err := get(p, dst, c.Optional); err != nil {
+				return err
+			}
+			if c.SQLite {
+				// The database is only whole with its journal files.
+				for _, suf := range []string{"-wal", "-shm", "-journal"} {
+					if err := get(p+suf, dst+suf, true); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// removeDir removes the session dir with the uploaded rmtree helper when
+// there is one, else with the image's rm, and checks it is gone.
+func (s *Session) removeDir(ctx context.Context) (bool, error) {
+	var argv []string
+	if _, ok := s.cfg.Binaries.Rmtree[s.arch]; ok {
+		argv = []string{s.x(path.Join(s.dir, "bin", "rmtree")), s.x(s.dir)}
+	} else {
+		argv = []string{"rm", "-rf", "--", s.x(s.dir)}
+	}
+	r, err := s.sb.Exec(ctx, provider.ExecSpec{Argv: argv, User: "0"})
+	if err == nil && r.ExitCode == 127 && argv[0] != "rm" {
+		// The helper never made it (a seed that failed early).
+		argv = []string{"rm", "-rf", "--", s.x(s.dir)}
+		r, err = s.sb.Exec(ctx, provider.ExecSpec{Argv: argv, User: "0"})
+	}
+	if err != nil {
+		return false, err
+	}
+	if r.ExitCode != 0 {
+		return false, fmt.Errorf("remove session dir %q with %s: exit %d: %s: %w", s.dir, argv[0], r.ExitCode, firstLine(r.Stderr), ErrNotRemoved)
+	}
+	there, err := s.exists(ctx, s.dir)
+	if err != nil {
+		return false, err
+	}
+	if there {
+		return false, fmt.Errorf("remove session dir %q: still there: %w", s.dir, ErrNotRemoved)
+	}
+	return true, nil
+}
+
+// Release gives the sandbox back: an owned one is destroyed and checked
+// gone, a borrowed one is left to its owner untouched.
+func (s *Session) Release(ctx context.Context) error {
+	if !s.cfg.Owned {
+		return nil
+	}
+	if err := s.sb.Destroy(ctx); err != nil {
+		return fmt.Errorf("release sandbox: %w", err)
+	}
+	info, err := s.sb.Inspect(ctx)
+	if err != nil {
+		return fmt.Errorf("release sandbox: %w", err)
+	}
+	if info.Exists {
+		return provider.Errorf("release", s.sb.ID(), errors.New("sandbox still exists after destroy"))
+	}
+	return nil
+}

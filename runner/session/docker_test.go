@@ -1,0 +1,179 @@
+package session_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	dc "github.com/ory/dockertest/v3/docker"
+
+	"github.com/sandproof/sandproof/runner/harness"
+	"github.com/sandproof/sandproof/runner/provider"
+	"github.com/sandproof/sandproof/runner/provider/docker"
+	"github.com/sandproof/sandproof/runner/session"
+)
+
+const busyboxImage = "sandproof-test/session-busybox:1"
+
+// dockerSandbox starts a container from a busybox-only image (no bash, no
+// libc) made from the host's static busybox; it skips without an engine.
+func dockerSandbox(t *testing.T) (*docker.Provider, provider.Sandbox) {
+	t.Helper()
+	p, err := docker.New()
+	if err != nil {
+		t.Skipf("no Docker engine answers (start one with `bash images/engine.sh start`): %v", err)
+	}
+	if err := importBusybox(busyboxImage); err != nil {
+		t.Skipf("cannot make the busybox test image: %v", err)
+	}
+	sb, err := p.Create(context.Background(), provider.CreateSpec{
+		Image: busyboxImage, Network: provider.NetworkNone,
+		Labels: map[string]string{"test": t.Name()}, Expire: 10 * time.Minute,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sb.Destroy(context.Background()) })
+	return p, sb
+}
+
+func importBusybox(ref string) error {
+	if exec.Command("docker", "image", "inspect", ref).Run() == nil {
+		return nil
+	}
+	bb, err := exec.LookPath("busybox")
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "busybox-rootfs-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	os.MkdirAll(filepath.Join(dir, "bin"), 0o755)
+	os.MkdirAll(filepath.Join(dir, "tmp"), 0o1777)
+	data, err := os.ReadFile(bb)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "bin/busybox"), data, 0o755); err != nil {
+		return err
+	}
+	// No sha256sum and no bash on purpose: the probe hashes, bash comes
+	// from the session's private bin.
+	for _, a := range []string{"sh", "sleep", "setsid", "rm", "cat", "echo", "printf"} {
+		os.Symlink("busybox", filepath.Join(dir, "bin", a))
+	}
+	cmd := exec.Command("sh", "-c", `tar -C "$1" -c . | docker import -c 'ENV PATH=/bin' - "$2"`, "sh", dir, ref)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return errors.New(string(out))
+	}
+	return nil
+}
+
+func bashAdapter(mode string) session.Adapter {
+	a := testAdapter(mode)
+	a.NeedsBash = true
+	a.Launch = func(e session.Env) (harness.Params, error) {
+		return harness.Params{Argv: []string{"bash", "-c", script, "bash", e.RunDir, e.Prompt, mode}}, nil
+	}
+	return a
+}
+
+func TestDockerSessionEndToEnd(t *testing.T) {
+	if bins.Bash == nil {
+		t.Skip("no /bin/bash-static on this host (apt-get install -y bash-static)")
+	}
+	_, sb := dockerSandbox(t)
+	ctx := ctxT(t, 3*time.Minute)
+	s, err := session.New(sb, bashAdapter("exit"), session.Config{ID: "dock", Binaries: bins, Owned: true, CaptureDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Seed(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// bash was provided privately, never into the image's paths.
+	for _, p := range []string{"/bin/bash", "/usr/bin/bash"} {
+		if err := sb.Download(ctx, p, t.TempDir()+"/b"); !errors.Is(err, provider.ErrPathNotFound) {
+			t.Fatalf("%s after seed: %v, want ErrPathNotFound", p, err)
+		}
+	}
+	res, err := s.Activate(ctx, "a1", "tok-dock", 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res.Receipt; r.Cause != "exited" || !r.CleanupConfirmed || r.ReturnCode == nil || *r.ReturnCode != 0 || len(r.Reached) == 0 {
+		t.Fatalf("receipt: cause %q confirmed %t rc %v reached %d", r.Cause, r.CleanupConfirmed, r.ReturnCode, len(r.Reached))
+	}
+	cr, err := s.Close(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var outFile string
+	for _, c := range cr.Captured {
+		if strings.HasSuffix(c.Path, "/out.txt") {
+			outFile = c.HostPath
+		}
+	}
+	if b, err := os.ReadFile(outFile); err != nil || string(b) != "tok-dock" {
+		t.Fatalf("captured out.txt = %q, %v", b, err)
+	}
+	if !cr.SessionDirRemoved {
+		t.Fatal("session dir not removed")
+	}
+	if err := sb.Download(ctx, s.Dir(), t.TempDir()+"/x"); !errors.Is(err, provider.ErrPathNotFound) {
+		t.Fatalf("session dir after close: %v, want ErrPathNotFound", err)
+	}
+	if err := s.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := sb.Inspect(ctx); err != nil || info.Exists {
+		t.Fatalf("owned container after release: %+v, %v", info, err)
+	}
+}
+
+func TestDockerKilledContainerIsProviderError(t *testing.T) {
+	p, sb := dockerSandbox(t)
+	ctx := ctxT(t, 3*time.Minute)
+	ad := testAdapter("hang")
+	s, err := session.New(sb, ad, session.Config{ID: "killed", Binaries: bins, Owned: true, CaptureDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Seed(ctx); err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		res, err := s.Activate(ctx, "a1", "tok", 120)
+		if err == nil {
+			t.Errorf("activation in a killed container returned a result: %+v", res.Receipt)
+		}
+		errc <- err
+	}()
+	pidFile := s.Dir() + "/run/a1/sleep.pid"
+	waitFor(t, func() bool {
+		err := sb.Download(ctx, pidFile, t.TempDir()+"/pid")
+		return err == nil
+	})
+	if err := p.Pool.Client.KillContainer(dc.KillContainerOptions{ID: sb.ID()}); err != nil {
+		t.Fatal(err)
+	}
+	err = <-errc
+	var pe *provider.ProviderError
+	if !errors.As(err, &pe) {
+		t.Fatalf("activation error %v (%T), want a *provider.ProviderError", err, err)
+	}
+	if _, err := s.Close(ctx); !provider.IsProviderError(err) {
+		t.Fatalf("close of a killed container: %v, want a ProviderError", err)
+	}
+	if err := s.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
