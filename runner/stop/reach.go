@@ -111,14 +111,57 @@ func (s *Scanner) compute(stats []proc.Stat) *Snapshot {
 	}
 	snap := &Snapshot{Stats: byPID}
 
-	// Preserved first: services, their descendants, and whatever carries the
-	// service marker; none of them may be reached.
+	// Environments are read at most once per scan, and only of processes
+	// that started at or after the launch: older ones cannot carry its id.
+	timeout := s.EnvironTimeout
+	if timeout == 0 {
+		timeout = 100 * time.Millisecond
+	}
+	type envInfo struct {
+		marked, service, failed, gone bool
+	}
+	envs := map[int]envInfo{}
+	candidate := func(st proc.Stat) bool {
+		return st.StartTime >= l.Since && st.PID != l.Self && !st.Dead()
+	}
+	readEnv := func(pid int) envInfo {
+		if e, ok := envs[pid]; ok {
+			return e
+		}
+		var e envInfo
+		env, err := s.FS.Environ(pid, proc.EnvironLimit, timeout)
+		switch {
+		case errors.Is(err, proc.ErrGone):
+			e.gone = true
+		case err != nil:
+			e.failed = true
+		default:
+			e.marked = proc.CarriesLaunch(env, l.ID)
+			e.service = l.ServiceMarker != "" && hasService(env, l.ServiceMarker)
+		}
+		envs[pid] = e
+		return e
+	}
+
+	// Preserved first: services, whatever carries their marker (a service's
+	// double-forked helper is adopted by the supervisor and would otherwise
+	// look like an orphan), and their descendants; none of them is reached.
 	preserved := map[int]bool{}
 	var queue []int
 	for _, svc := range l.Services {
 		if st, ok := byPID[svc.PID]; ok && st.StartTime == svc.StartTime {
 			preserved[svc.PID] = true
 			queue = append(queue, svc.PID)
+		}
+	}
+	if len(l.Services) > 0 && l.ServiceMarker != "" {
+		for _, st := range stats {
+			if candidate(st) && !preserved[st.PID] {
+				if e := readEnv(st.PID); e.service && !e.marked {
+					preserved[st.PID] = true
+					queue = append(queue, st.PID)
+				}
+			}
 		}
 	}
 	for len(queue) > 0 {
@@ -182,34 +225,22 @@ func (s *Scanner) compute(stats []proc.Stat) *Snapshot {
 	}
 	s.descend(reached, preserved, children, add)
 
-	// Marker: only processes that started after the launch can carry its
-	// id, and only those not reached already need their environ read.
-	timeout := s.EnvironTimeout
-	if timeout == 0 {
-		timeout = 100 * time.Millisecond
-	}
+	// Marker: only processes not reached already need their environ read.
 	var unverified []proc.Stat
 	markerFound := false
 	for _, st := range stats {
-		if st.StartTime < l.Since || st.PID == l.Self || preserved[st.PID] || st.Dead() {
+		if !candidate(st) || preserved[st.PID] {
 			continue
 		}
 		if _, ok := reached[st.PID]; ok {
 			continue
 		}
-		env, err := s.FS.Environ(st.PID, proc.EnvironLimit, timeout)
-		if errors.Is(err, proc.ErrGone) {
-			continue
-		}
-		if err != nil {
+		e := readEnv(st.PID)
+		switch {
+		case e.gone:
+		case e.failed:
 			unverified = append(unverified, st)
-			continue
-		}
-		if l.ServiceMarker != "" && hasService(env, l.ServiceMarker) && !proc.CarriesLaunch(env, l.ID) {
-			preserved[st.PID] = true
-			continue
-		}
-		if proc.CarriesLaunch(env, l.ID) {
+		case e.marked:
 			add(st.PID, WhyMarker)
 			markerFound = true
 		}
