@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sandproof/sandproof/runner/mutant"
 	"github.com/sandproof/sandproof/runner/stop"
 )
 
@@ -133,6 +134,19 @@ func Write(dir string, r *Receipt) error {
 		return fmt.Errorf("encode receipt: %w", err)
 	}
 	data = append(data, '\n')
+	if mutant.Is("inplacereceipt") {
+		// The mutant: create the final file and fill it in place, so a
+		// reader (or a crash) can see it empty or half written.
+		f, err := os.OpenFile(final, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			return ErrExists
+		}
+		defer f.Close()
+		for i := 0; i < len(data); i += 64 {
+			f.Write(data[i:min(i+64, len(data))])
+		}
+		return nil
+	}
 	tmp := filepath.Join(dir, fmt.Sprintf(".receipt.%d.tmp", os.Getpid()))
 	if err := writeSynced(tmp, data, os.O_WRONLY|os.O_CREATE|os.O_EXCL); err == nil {
 		if err := link(tmp, final); err != nil {

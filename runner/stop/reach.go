@@ -10,6 +10,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/sandproof/sandproof/runner/mutant"
 	"github.com/sandproof/sandproof/runner/proc"
 )
 
@@ -208,6 +209,9 @@ func (s *Scanner) compute(stats []proc.Stat) *Snapshot {
 		if st, ok := byPID[g]; ok && st.StartTime != l.Harness.StartTime && st.PGID == g {
 			groupHeld = false
 		}
+		if mutant.Is("groupreuse") {
+			groupHeld = true
+		}
 		for _, st := range stats {
 			if st.PGID != g {
 				continue
@@ -219,9 +223,15 @@ func (s *Scanner) compute(stats []proc.Stat) *Snapshot {
 			}
 		}
 	}
+	if mutant.Is("groupkill") {
+		// A stop reduced to a process-group kill: nothing but the group.
+		return s.snapshot(snap, byPID, reached, preserved, nil)
+	}
 	// Orphans the supervisor adopted as subreaper.
 	for _, c := range children[l.Self] {
-		add(c, WhyOrphan)
+		if !mutant.Is("nosubreaper") {
+			add(c, WhyOrphan)
+		}
 	}
 	s.descend(reached, preserved, children, add)
 
@@ -229,7 +239,7 @@ func (s *Scanner) compute(stats []proc.Stat) *Snapshot {
 	var unverified []proc.Stat
 	markerFound := false
 	for _, st := range stats {
-		if !candidate(st) || preserved[st.PID] {
+		if !candidate(st) || preserved[st.PID] || mutant.Is("nomarker") {
 			continue
 		}
 		if _, ok := reached[st.PID]; ok {
@@ -249,6 +259,11 @@ func (s *Scanner) compute(stats []proc.Stat) *Snapshot {
 		s.descend(reached, preserved, children, add)
 	}
 
+	return s.snapshot(snap, byPID, reached, preserved, unverified)
+}
+
+// snapshot turns the round's sets into sorted member lists.
+func (s *Scanner) snapshot(snap *Snapshot, byPID map[int]proc.Stat, reached map[int]string, preserved map[int]bool, unverified []proc.Stat) *Snapshot {
 	if s.ServicesOnly {
 		for pid := range preserved {
 			if st := byPID[pid]; !st.Dead() {

@@ -6,6 +6,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sandproof/sandproof/runner/mutant"
 	"github.com/sandproof/sandproof/runner/proc"
 )
 
@@ -107,7 +108,7 @@ func (e *Engine) Run(ctx context.Context) Result {
 			break
 		}
 		sig := syscall.SIGTERM
-		if !now.Before(killAt) {
+		if !now.Before(killAt) && !mutant.Is("nokill") {
 			sig = syscall.SIGKILL
 		}
 		for _, m := range snap.Reached {
@@ -116,14 +117,14 @@ func (e *Engine) Run(ctx context.Context) Result {
 				// TERM once; a stopped process gets CONT again so the
 				// pending TERM can be handled.
 				if m.State == "T" || m.State == "t" {
-					e.send(id, syscall.SIGCONT)
+					e.sendCont(id)
 				}
 				continue
 			}
 			if e.send(id, sig) {
 				sent[id] = sig
 				if sig == syscall.SIGTERM && (m.State == "T" || m.State == "t") {
-					e.send(id, syscall.SIGCONT)
+					e.sendCont(id)
 				}
 			}
 		}
@@ -146,11 +147,18 @@ func (e *Engine) send(id proc.Identity, sig syscall.Signal) bool {
 	// reused before Open shows a different start time here, and one reused
 	// after Open cannot be reached through the handle.
 	st, err := e.Scanner.FS.Stat(id.PID)
-	if err != nil || st.StartTime != id.StartTime {
+	if (err != nil || st.StartTime != id.StartTime) && !mutant.Is("nostartcheck") {
 		return false
 	}
 	err = h.Signal(sig)
 	return err == nil
+}
+
+// sendCont wakes a stopped process so the TERM pending on it is handled.
+func (e *Engine) sendCont(id proc.Identity) {
+	if !mutant.Is("nocont") {
+		e.send(id, syscall.SIGCONT)
+	}
 }
 
 func (e *Engine) pause(ctx context.Context, round int, alive []Member) {

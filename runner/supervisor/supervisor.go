@@ -23,6 +23,7 @@ import (
 
 	"github.com/sandproof/sandproof/runner/fds"
 	"github.com/sandproof/sandproof/runner/launch"
+	"github.com/sandproof/sandproof/runner/mutant"
 	"github.com/sandproof/sandproof/runner/proc"
 	"github.com/sandproof/sandproof/runner/receipt"
 	"github.com/sandproof/sandproof/runner/stop"
@@ -111,7 +112,7 @@ func Run(cfg Config, ready *os.File) int {
 
 	// Descriptors the caller leaked to us must not reach the harness.
 	fds.CloexecFrom(3)
-	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+	if err := becomeSubreaper(); err != nil {
 		tell(Ready{Status: "error", Message: fmt.Sprintf("become child subreaper: %v", err)})
 		return 1
 	}
@@ -151,6 +152,10 @@ func Run(cfg Config, ready *os.File) int {
 		s.finish(r)
 		tell(Ready{Status: "refused", Message: *r.Error})
 		return 1
+	}
+	if cfg.Deadline < MinDeadline && mutant.Is("nosubcentisecond") {
+		tell(Ready{Status: "ok"})
+		return 1 // the mutant: no receipt at all
 	}
 	if cfg.Deadline < MinDeadline {
 		r.Cause = receipt.CauseDeadline
@@ -335,7 +340,14 @@ func (s *supervisor) reap(chld <-chan os.Signal) {
 func (s *supervisor) reapNow() {
 	for {
 		var ws syscall.WaitStatus
-		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+		waitFor := -1
+		if mutant.Is("noreap") {
+			if s.harnessPID == 0 {
+				return
+			}
+			waitFor = s.harnessPID // adopted orphans are never reaped
+		}
+		pid, err := syscall.Wait4(waitFor, &ws, syscall.WNOHANG, nil)
 		if err == syscall.EINTR {
 			continue
 		}
@@ -390,6 +402,10 @@ func (s *supervisor) loop(watch *launch.Watcher, term <-chan os.Signal) (cause s
 			case <-deadline.C:
 				return receipt.CauseDeadline, ""
 			case <-leaseC:
+				if mutant.Is("nolease") {
+					leaseC = nil
+					continue
+				}
 				return receipt.CauseLease, ""
 			case sig := <-term:
 				s.logf("received %v: stopping", sig)
@@ -523,7 +539,18 @@ func nonNil(ms []stop.Member) []stop.Member {
 // finish stamps and writes the receipt.
 func (s *supervisor) finish(r *receipt.Receipt) {
 	r.EndedAt = receipt.Timestamp(time.Now())
+	if r.ReturnCode == nil && mutant.Is("madeupzero") {
+		r.ReturnCode = receipt.Int(0)
+	}
 	if err := receipt.Write(s.cfg.State, r); err != nil {
 		s.logf("write receipt: %v", err)
 	}
+}
+
+// becomeSubreaper makes adopted orphans come back to the supervisor.
+func becomeSubreaper() error {
+	if mutant.Is("nosubreaper") {
+		return nil
+	}
+	return unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 }

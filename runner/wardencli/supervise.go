@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sandproof/sandproof/runner/launch"
+	"github.com/sandproof/sandproof/runner/mutant"
 	"github.com/sandproof/sandproof/runner/proc"
 	"github.com/sandproof/sandproof/runner/receipt"
 	"github.com/sandproof/sandproof/runner/supervisor"
@@ -214,7 +215,7 @@ func startSupervisor(cfg supervisor.Config) (supervisor.Ready, int, error) {
 	defer devnull.Close()
 	p, err := os.StartProcess(exe, []string{"warden", supervisorCommand, string(conf)}, &os.ProcAttr{
 		Files: []*os.File{devnull, devnull, devnull, w},
-		Sys:   &syscall.SysProcAttr{Setsid: true},
+		Sys:   &syscall.SysProcAttr{Setsid: !mutant.Is("callergroup")},
 	})
 	w.Close()
 	if err != nil {
