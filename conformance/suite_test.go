@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"testing"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -21,8 +22,7 @@ func TestConformance(t *testing.T) {
 // The binaries are built once, on process 1, and their paths handed to every
 // parallel process.
 var _ = SynchronizedBeforeSuite(func() []byte {
-	root, err := filepath.Abs("..")
-	Expect(err).NotTo(HaveOccurred())
+	root := moduleRoot()
 	dir, err := os.MkdirTemp("", "sandproof-bin-")
 	Expect(err).NotTo(HaveOccurred())
 	bins := framework.Binaries{FixtureDir: filepath.Join(dir, "fixtures")}
@@ -53,6 +53,18 @@ var _ = SynchronizedBeforeSuite(func() []byte {
 }, func(data []byte) {
 	Expect(json.Unmarshal(data, &framework.Bin)).To(Succeed())
 })
+
+// moduleRoot finds the module from this file's own path, so a precompiled
+// suite run from another directory (the mutants runner does that) still
+// builds the right fixtures; SANDPROOF_ROOT overrides it.
+func moduleRoot() string {
+	if r := os.Getenv("SANDPROOF_ROOT"); r != "" {
+		return r
+	}
+	_, file, _, ok := runtime.Caller(0)
+	Expect(ok).To(BeTrue(), "locate suite_test.go")
+	return filepath.Dir(filepath.Dir(file))
+}
 
 var _ = SynchronizedAfterSuite(func() {}, func() {
 	if framework.Bin.FixtureDir != "" {

@@ -5,10 +5,13 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"github.com/sandproof/sandproof/runner/mutant"
 )
 
 // DefaultLineCap is the longest line kept whole in events mode (64 MiB).
@@ -124,6 +127,14 @@ func (r *Recorder) add(p []byte) {
 		r.grow(need)
 	}
 	r.line = append(r.line, p...)
+	if mutant.Is("quadraticcr") {
+		// The field's bug: every CR rewrites the whole line so far.
+		for _, c := range p {
+			if c == '\r' {
+				r.line = append(make([]byte, 0, cap(r.line)), r.line...)
+			}
+		}
+	}
 }
 
 func (r *Recorder) grow(need int) {
@@ -193,6 +204,9 @@ func (r *Recorder) emit(content []byte, total int64) {
 		s = append(s, `,"event":`...)
 		r.w.Write(s)
 		writeEventValue(r.w, content)
+	case mutant.Is("nonjsonstop"):
+		r.err = fmt.Errorf("line %d is not JSON", r.seq) // the mutant stops here
+		return
 	case valid:
 		s = append(s, `,"raw":"`...)
 		r.w.Write(s)

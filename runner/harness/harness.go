@@ -27,6 +27,8 @@ import (
 	"time"
 
 	"github.com/sandproof/sandproof/runner/fds"
+
+	"github.com/sandproof/sandproof/runner/mutant"
 )
 
 // Exit statuses of the runner's own failures.
@@ -61,6 +63,9 @@ func (e *statusError) Error() string { return e.err.Error() }
 func (e *statusError) Unwrap() error { return e.err }
 
 func fail(status int, format string, args ...any) error {
+	if mutant.Is("exitcodes") && (status == ExitCannotExec || status == ExitNotFound) {
+		status = ExitCannotExec + ExitNotFound - status // 126 and 127 confused
+	}
 	return &statusError{status, fmt.Errorf(format, args...)}
 }
 
@@ -79,7 +84,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 func run(args []string, stdout, stderr io.Writer) (int, error) {
 	// First, before anything else can be started: descriptors this process
 	// inherited without close-on-exec must not reach the CLI.
-	if err := fds.CloexecFrom(3); err != nil {
+	if mutant.Is("fdleak") {
+		// The mutant: descriptors inherited without close-on-exec leak on.
+	} else if err := fds.CloexecFrom(3); err != nil {
 		return ExitRunnerFailed, err
 	}
 	// Subscribe before the CLI exists, so a TERM during setup is neither

@@ -1,0 +1,301 @@
+// Command mutants proves the conformance suite has teeth: it builds variants
+// of warden that each break one guarantee (runner/mutant, build tags only),
+// runs the specs of the SPEC.md clause each mutant declares against it, and
+// prints the kill matrix. Every mutant must be killed by a spec of its
+// clause, and the real warden by none, in every one of --runs runs; no spec
+// is retried. Run it with `make mutants`.
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/sandproof/sandproof/conformance/framework"
+)
+
+// Mutant is one broken warden and the clause whose specs must catch it.
+type Mutant struct {
+	Name   string
+	Clause string
+	Breaks string
+}
+
+// Catalog lists every mutant runner/mutant knows.
+var Catalog = []Mutant{
+	{"groupkill", "2 stop rules", "stop reduced to a process-group kill"},
+	{"nomarker", "2 stop rules", "no WARDEN_LAUNCH marker scan"},
+	{"nosubreaper", "2 stop rules", "no child subreaper, so adopted orphans are not reached"},
+	{"nostartcheck", "2 stop rules", "no start-time re-check before signalling (hits a reused pid)"},
+	{"groupreuse", "2 stop rules", "a group signalled after its id was taken by another leader"},
+	{"nocont", "2 stop rules", "no SIGCONT to stopped processes"},
+	{"nokill", "2 stop rules", "never escalates to KILL after the grace"},
+	{"noreap", "2 stop rules", "adopted orphans never reaped (zombies left)"},
+	{"madeupzero", "3 receipt", "return_code 0 made up when unknown"},
+	{"inplacereceipt", "3 receipt", "receipt written in place, not atomically"},
+	{"nosubcentisecond", "3 receipt", "no receipt for a sub-centisecond deadline"},
+	{"callergroup", "2 launch rules", "supervisor left in the caller's process group"},
+	{"nolease", "2 lease", "lease lapse ignored"},
+	{"nonjsonstop", "5 events mode", "runner stops recording at a non-JSON line"},
+	{"quadraticcr", "5 events mode", "CR handling quadratic in the line length"},
+	{"fdleak", "5 descriptors", "runner descriptors leaked to the CLI"},
+	{"exitcodes", "5 exit statuses", "126 and 127 confused"},
+}
+
+func main() {
+	if err := run(os.Stdout, os.Stderr, os.Args[1:]); err != nil {
+		fmt.Fprintf(os.Stderr, "mutants: %v\n", err)
+		var u usage
+		if errors.As(err, &u) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
+
+type usage struct{ error }
+
+type result struct {
+	name, clause string
+	killedRuns   int
+	failing      map[string]bool // spec texts that failed, in any run
+	inClause     map[string]bool // those citing the declared clause
+	err          string
+}
+
+func run(stdout, stderr io.Writer, args []string) error {
+	fs := flag.NewFlagSet("mutants", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	runs := fs.Int("runs", 3, "runs in a row each mutant must be killed in")
+	only := fs.String("only", "", "comma-separated mutant names (default: all)")
+	procs := fs.Int("procs", 2, "parallel Ginkgo processes")
+	if err := fs.Parse(args); err != nil {
+		return usage{err}
+	}
+	if *runs < 1 {
+		return usage{fmt.Errorf("--runs: %d, want >= 1", *runs)}
+	}
+	selected := Catalog
+	if *only != "" {
+		selected = nil
+		for _, n := range strings.Split(*only, ",") {
+			found := false
+			for _, m := range Catalog {
+				if m.Name == n {
+					selected = append(selected, m)
+					found = true
+				}
+			}
+			if !found {
+				return usage{fmt.Errorf("--only: unknown mutant %q", n)}
+			}
+		}
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		return err
+	}
+	work, err := os.MkdirTemp("", "sandproof-mutants-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+
+	// The real warden first: every spec the mutants use must pass on it.
+	clauses := map[string]bool{}
+	for _, m := range selected {
+		clauses[m.Clause] = true
+	}
+	var labels []string
+	for c := range clauses {
+		labels = append(labels, framework.ClauseLabel(c))
+	}
+	sort.Strings(labels)
+	filter := "(" + strings.Join(labels, " || ") + ") && !docker"
+	fmt.Fprintf(stderr, "mutants: real warden, %d runs of %s\n", *runs, filter)
+	base, err := prepare(root, work, "real", "")
+	if err != nil {
+		return err
+	}
+	for r := 1; r <= *runs; r++ {
+		failed, err := runSuite(root, base, filter, *procs, filepath.Join(work, fmt.Sprintf("real-%d.json", r)))
+		if err != nil {
+			return fmt.Errorf("real warden, run %d: %w", r, err)
+		}
+		if len(failed) > 0 {
+			return fmt.Errorf("real warden, run %d: %d specs failed: %s", r, len(failed), strings.Join(keys(failed), "; "))
+		}
+	}
+
+	var results []result
+	for _, m := range selected {
+		res := result{name: m.Name, clause: m.Clause, failing: map[string]bool{}, inClause: map[string]bool{}}
+		t0 := time.Now()
+		b, err := prepare(root, work, m.Name, "sandproof_mutant,mutant_"+m.Name)
+		if err != nil {
+			res.err = err.Error()
+			results = append(results, res)
+			continue
+		}
+		label := framework.ClauseLabel(m.Clause)
+		for r := 1; r <= *runs; r++ {
+			failed, err := runSuite(root, b, label+" && !docker", *procs, filepath.Join(work, fmt.Sprintf("%s-%d.json", m.Name, r)))
+			if err != nil {
+				res.err = err.Error()
+				break
+			}
+			killed := false
+			for spec, specLabels := range failed {
+				res.failing[spec] = true
+				if specLabels[label] {
+					res.inClause[spec] = true
+					killed = true
+				}
+			}
+			if killed {
+				res.killedRuns++
+			}
+		}
+		fmt.Fprintf(stderr, "mutants: %-16s killed in %d/%d runs (%d specs failed) %.0fs\n", m.Name, res.killedRuns, *runs, len(res.failing), time.Since(t0).Seconds())
+		results = append(results, res)
+	}
+	return printMatrix(stdout, results, *runs)
+}
+
+func keys(m map[string]map[string]bool) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// binaries are one variant's warden and compiled suite.
+type binaries struct{ warden, suite string }
+
+func prepare(root, work, name, tags string) (binaries, error) {
+	b := binaries{warden: filepath.Join(work, "warden-"+name), suite: filepath.Join(work, "suite-"+name+".test")}
+	build := []string{"build", "-o", b.warden}
+	test := []string{"test", "-c", "-o", b.suite}
+	if tags != "" {
+		build = append(build, "-tags", tags)
+		test = append(test, "-tags", tags)
+	}
+	for _, args := range [][]string{append(build, "./cmd/warden"), append(test, "./conformance")} {
+		cmd := exec.Command("go", args...)
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return b, fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	return b, nil
+}
+
+// runSuite runs the compiled suite against a warden and returns the failed
+// specs with their labels. A suite that fails to run at all is an error.
+func runSuite(root string, b binaries, filter string, procs int, report string) (map[string]map[string]bool, error) {
+	args := []string{"run", "github.com/onsi/ginkgo/v2/ginkgo", "--label-filter=" + filter,
+		"--json-report=" + filepath.Base(report), "--output-dir=" + filepath.Dir(report), "--timeout=20m"}
+	if procs > 1 {
+		args = append(args, "-p", fmt.Sprintf("--procs=%d", procs))
+	}
+	args = append(args, b.suite)
+	cmd := exec.Command("go", args...)
+	cmd.Dir = filepath.Join(root, "conformance")
+	cmd.Env = append(os.Environ(), "SANDPROOF_WARDEN="+b.warden)
+	out, runErr := cmd.CombinedOutput()
+	data, err := os.ReadFile(report)
+	if err != nil {
+		return nil, fmt.Errorf("no report (%v): %v\n%s", runErr, err, tail(out))
+	}
+	var reports []struct {
+		SuiteSucceeded bool `json:"SuiteSucceeded"`
+		SpecReports    []struct {
+			ContainerHierarchyTexts []string `json:"ContainerHierarchyTexts"`
+			LeafNodeText            string   `json:"LeafNodeText"`
+			LeafNodeLabels          []string `json:"LeafNodeLabels"`
+			State                   string   `json:"State"`
+		} `json:"SpecReports"`
+	}
+	if err := json.Unmarshal(data, &reports); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", report, err)
+	}
+	failed := map[string]map[string]bool{}
+	for _, r := range reports {
+		for _, s := range r.SpecReports {
+			switch s.State {
+			case "failed", "panicked", "timedout", "aborted", "interrupted":
+			default:
+				continue
+			}
+			name := strings.TrimSpace(strings.Join(append(s.ContainerHierarchyTexts, s.LeafNodeText), " "))
+			if name == "" {
+				name = "(suite setup)"
+			}
+			ls := map[string]bool{}
+			for _, l := range s.LeafNodeLabels {
+				ls[l] = true
+			}
+			failed[name] = ls
+		}
+	}
+	return failed, nil
+}
+
+func tail(b []byte) string {
+	if len(b) > 3000 {
+		b = b[len(b)-3000:]
+	}
+	return string(b)
+}
+
+func printMatrix(w io.Writer, results []result, runs int) error {
+	fmt.Fprintf(w, "\n%-16s  %-16s  %-7s  %s\n", "mutant", "clause", "killed", "failing specs of its clause (first 3)")
+	survivors := 0
+	for _, r := range results {
+		var specs []string
+		for s := range r.inClause {
+			specs = append(specs, s)
+		}
+		sort.Strings(specs)
+		if len(specs) > 3 {
+			specs = append(specs[:3], fmt.Sprintf("... %d more", len(r.inClause)-3))
+		}
+		status := fmt.Sprintf("%d/%d", r.killedRuns, runs)
+		if r.err != "" {
+			status = "error"
+			specs = []string{r.err}
+		}
+		if r.killedRuns < runs || r.err != "" {
+			survivors++
+		}
+		fmt.Fprintf(w, "%-16s  %-16s  %-7s  %s\n", r.name, r.clause, status, strings.Join(specs, " | "))
+	}
+	fmt.Fprintf(w, "\n%d mutants, %d killed in every run, %d survived\n", len(results), len(results)-survivors, survivors)
+	if survivors > 0 {
+		return fmt.Errorf("%d mutants survived", survivors)
+	}
+	return nil
+}
+
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("find module root: %w", err)
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" || mod == os.DevNull {
+		return "", errors.New("find module root: not inside the sandproof module")
+	}
+	return filepath.Dir(mod), nil
+}
