@@ -1,0 +1,172 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sandproof/sandproof/images"
+	"github.com/sandproof/sandproof/reports"
+	"github.com/sandproof/sandproof/runner/adapter"
+	"github.com/sandproof/sandproof/runner/certify"
+)
+
+func init() { addCommand(newCertifyCmd) }
+
+func newCertifyCmd(stdout, stderr io.Writer) *cobra.Command {
+	var (
+		adapterFiles, imageArgs, diffAllow                             []string
+		modelArg, modelName, keyFile, warden, probe, bash, rmtree, out string
+		parallel                                                       int
+		resume                                                         bool
+	)
+	arch := runtime.GOARCH
+	cmd := &cobra.Command{
+		Use:   "certify --adapter FILE [--adapter FILE...] --out DIR",
+		Short: "Run the case protocol (SPEC.md section 7) for every image x adapter",
+		Long: `Certify adapters: for every image x adapter, set up a container, seed the
+adapter, run one activation (create /task/deliverable.txt holding a random
+token), close with receipts, verify after close and tear down. One evidence
+line per case goes to DIR/evidence.jsonl as each case ends; report.html,
+report.md and junit.xml are written beside it at the end. Exit 1 when a case
+failed (skipped cases do not fail), 2 for usage errors.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if len(adapterFiles) == 0 {
+				return usagef("--adapter: at least one manifest is required")
+			}
+			if out == "" {
+				return usagef("--out: required")
+			}
+			if parallel < 1 {
+				return usagef("--parallel: bad value %q (want >= 1)", fmt.Sprint(parallel))
+			}
+			var ms []*adapter.Manifest
+			for _, f := range adapterFiles {
+				m, err := adapter.Load(f)
+				if err != nil {
+					return usageError{err}
+				}
+				ms = append(ms, m)
+			}
+			imgs, err := pickImages(imageArgs)
+			if err != nil {
+				return err
+			}
+			o := certify.Options{Adapters: ms, Images: imgs, ModelName: modelName, Parallel: parallel,
+				Warden: warden, Probe: probe, Bash: bash, Rmtree: rmtree, Out: out, Resume: resume,
+				Progress: stderr, DiffAllow: diffAllow}
+			switch {
+			case modelArg == "scripted":
+			case strings.HasPrefix(modelArg, "http://") || strings.HasPrefix(modelArg, "https://"):
+				o.ModelURL = modelArg
+				if keyFile == "" {
+					return usagef("--api-key-file: required with a model URL")
+				}
+			default:
+				return usagef("--model: bad value %q (want scripted or a URL)", modelArg)
+			}
+			if keyFile != "" {
+				b, err := os.ReadFile(keyFile)
+				if err != nil {
+					return fmt.Errorf("read API key: %w", err)
+				}
+				o.APIKey = strings.TrimSpace(string(b))
+				if o.APIKey == "" {
+					return usagef("--api-key-file: %q holds no key", keyFile)
+				}
+			}
+			if bash == "" {
+				if _, err := os.Stat("/bin/bash-static"); err == nil {
+					o.Bash = "/bin/bash-static"
+				}
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			sum, err := certify.Run(ctx, o)
+			if sum != nil {
+				printSummary(stdout, sum, out)
+			}
+			if err != nil {
+				return err
+			}
+			if sum.Failed() {
+				return exitError{1}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringArrayVar(&adapterFiles, "adapter", nil, "adapter manifest (repeatable)")
+	f.StringArrayVar(&imageArgs, "image", nil, "image NAME or NAME=REF (repeatable; default: every built image)")
+	f.StringVar(&modelArg, "model", "scripted", "scripted, or a model base URL")
+	f.StringVar(&modelName, "model-name", "fake-model", "model id given to the harness ({model})")
+	f.StringVar(&keyFile, "api-key-file", "", "API key for the harness (default: a fresh canary key)")
+	f.IntVar(&parallel, "parallel", 1, "cases run at once")
+	f.StringVar(&warden, "warden", filepath.Join("bin", "linux-"+arch, "warden"), "static warden build for this host's arch")
+	f.StringVar(&probe, "probe", filepath.Join("bin", "linux-"+arch, "probe"), "static probe build for this host's arch")
+	f.StringVar(&bash, "bash-static", "", "static bash provided to adapters that need bash (default /bin/bash-static when present)")
+	f.StringVar(&rmtree, "rmtree", "", "optional removal helper (runner/session/rmtree) for session dirs")
+	f.StringArrayVar(&diffAllow, "diff-allow", nil, "sandbox path the filesystem diff may hold (repeatable)")
+	f.BoolVar(&resume, "resume", false, "finish an interrupted run: skip cases already in DIR/evidence.jsonl")
+	f.StringVar(&out, "out", "", "run directory (required)")
+	return cmd
+}
+
+// pickImages resolves --image values: NAME picks a known image, NAME=REF
+// maps one; none means every image.
+func pickImages(args []string) ([]images.Image, error) {
+	overrides := map[string]string{}
+	var names []string
+	for _, a := range args {
+		if strings.Contains(a, "=") {
+			n, ref, err := images.ParseMapping(a)
+			if err != nil {
+				return nil, usagef("--image: bad value %q: %v", a, err)
+			}
+			overrides[n] = ref
+			names = append(names, n)
+			continue
+		}
+		names = append(names, a)
+	}
+	all, err := images.Resolve(overrides)
+	if err != nil {
+		return nil, err
+	}
+	if len(names) == 0 {
+		return all, nil
+	}
+	var out []images.Image
+	for _, n := range names {
+		found := false
+		for _, img := range all {
+			if img.Name == n {
+				out = append(out, img)
+				found = true
+				break
+			}
+		}
+		if !found {
+			return nil, usagef("--image: unknown image %q", n)
+		}
+	}
+	return out, nil
+}
+
+func printSummary(w io.Writer, s *certify.Summary, out string) {
+	fmt.Fprintf(w, "run %s: %d passed, %d failed, %d skipped, %d unknown (%d resumed) in %.1fs\n", s.RunID,
+		s.Counts[reports.StatusPassed], s.Counts[reports.StatusFailed], s.Counts[reports.StatusSkipped],
+		s.Counts[reports.StatusUnknown], s.Resumed, s.Wall.Seconds())
+	for _, t := range s.Timings {
+		fmt.Fprintf(w, "  %-40s %-8s %6.2fs  harness %6.2fs  overhead %5.2fs\n", t.CaseID, t.Status, t.Seconds, t.Harness, t.Overhead)
+	}
+	fmt.Fprintf(w, "evidence: %s\n", filepath.Join(out, reports.EvidenceFile))
+}

@@ -1,0 +1,607 @@
+package certify
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sandproof/sandproof/fixtures/model"
+	"github.com/sandproof/sandproof/reports"
+	"github.com/sandproof/sandproof/runner/adapter"
+	"github.com/sandproof/sandproof/runner/capture"
+	"github.com/sandproof/sandproof/runner/probe"
+	"github.com/sandproof/sandproof/runner/provider"
+	"github.com/sandproof/sandproof/runner/receipt"
+	"github.com/sandproof/sandproof/runner/session"
+)
+
+// Sandbox paths the owner uses.
+const (
+	TaskDir     = "/task"
+	Deliverable = "/task/deliverable.txt"
+	BaseDir     = session.DefaultBaseDir
+	ownerDir    = BaseDir + "/owner" // the probe, mounted read-only
+	probePath   = ownerDir + "/probe"
+	activation  = "activation"
+)
+
+// Clauses of SPEC.md the checks cite.
+const (
+	clauseSetup    = "§7.1 setup"
+	clauseSeed     = "§7.2 seed and activation"
+	clauseClose    = "§7.3 close"
+	clauseVerify   = "§7.4 verify"
+	clauseTeardown = "§7.5 teardown"
+	clauseSecrets  = "§8 evidence"
+	clauseSkip     = "§7 requirements"
+)
+
+// requirementPaths are the files whose presence satisfies a requirement
+// (any one of them), found by the probe in the image, never by its name.
+var requirementPaths = map[string][]string{
+	"glibc": {"/lib64/ld-linux-x86-64.so.2", "/lib/ld-linux-aarch64.so.1", "/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2", "/lib/aarch64-linux-gnu/ld-linux-aarch64.so.1"},
+	"musl":  {"/lib/ld-musl-x86_64.so.1", "/lib/ld-musl-aarch64.so.1"},
+	"libstdc++": {"/usr/lib/x86_64-linux-gnu/libstdc++.so.6", "/usr/lib/aarch64-linux-gnu/libstdc++.so.6",
+		"/usr/lib/libstdc++.so.6", "/usr/lib64/libstdc++.so.6", "/lib/libstdc++.so.6"},
+	"libgcc": {"/lib/x86_64-linux-gnu/libgcc_s.so.1", "/lib/aarch64-linux-gnu/libgcc_s.so.1", "/usr/lib/x86_64-linux-gnu/libgcc_s.so.1",
+		"/usr/lib/libgcc_s.so.1", "/lib/libgcc_s.so.1", "/usr/lib64/libgcc_s.so.1"},
+	"sh": {"/bin/sh"},
+}
+
+// caseRun is one case in progress.
+type caseRun struct {
+	r       *runner
+	c       caseSpec
+	ev      *reports.Evidence
+	dir     string // host dir of the case's files
+	stopped bool   // a provider error ended the case
+}
+
+func (cr *caseRun) check(id, clause string, ok bool, detail string, args ...any) bool {
+	st := reports.StatusPassed
+	if !ok {
+		st = reports.StatusFailed
+	}
+	cr.ev.Checks = append(cr.ev.Checks, reports.Check{ID: id, Status: st, Clause: clause, Detail: fmt.Sprintf(detail, args...)})
+	return ok
+}
+
+func (cr *caseRun) errType(t string) {
+	if cr.ev.ErrorType == nil {
+		cr.ev.ErrorType = &t
+	}
+}
+
+// stage runs fn as one stage of the protocol, timing it and printing its
+// progress. A provider error stops the case (the later stages but teardown
+// do not run: an answer from a dead sandbox proves nothing).
+func (cr *caseRun) stage(name string, fn func() error) error {
+	if cr.stopped && name != reports.StageTeardown {
+		return errors.New("case stopped")
+	}
+	t := time.Now()
+	cr.r.progress("%s: %s ...", cr.c.id, name)
+	err := fn()
+	secs := time.Since(t).Seconds()
+	cr.ev.Stages = append(cr.ev.Stages, reports.Stage{Name: name, StartedAt: t.UTC(), Seconds: secs})
+	if err != nil {
+		cr.r.progress("%s: %s failed after %.2fs: %v", cr.c.id, name, secs, redact(err.Error(), cr.r.key))
+		if provider.IsProviderError(err) {
+			cr.stopped = true
+			cr.errType("provider_error")
+			cr.check(name+".provider", clauseFor(name), false, "provider error, case stopped: %s", redact(err.Error(), cr.r.key))
+		}
+		return err
+	}
+	cr.r.progress("%s: %s done in %.2fs", cr.c.id, name, secs)
+	return nil
+}
+
+func clauseFor(stage string) string {
+	switch stage {
+	case reports.StageSetup:
+		return clauseSetup
+	case reports.StageSeed, reports.StageActivation:
+		return clauseSeed
+	case reports.StageClose:
+		return clauseClose
+	case reports.StageVerify:
+		return clauseVerify
+	}
+	return clauseTeardown
+}
+
+func redact(s, key string) string {
+	if key == "" {
+		return s
+	}
+	return strings.ReplaceAll(s, key, "[REDACTED]")
+}
+
+func receiptSummary(raw []byte) *reports.Receipt {
+	if len(raw) == 0 {
+		return nil
+	}
+	var r reports.Receipt
+	if json.Unmarshal(raw, &r) != nil {
+		return nil
+	}
+	return &r
+}
+
+func receiptOf(rec *receipt.Receipt) *reports.Receipt {
+	if rec == nil {
+		return nil
+	}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return nil
+	}
+	return receiptSummary(b)
+}
+
+func launchSeconds(rec *receipt.Receipt) float64 {
+	if rec == nil {
+		return 0
+	}
+	a, err1 := time.Parse(time.RFC3339Nano, rec.StartedAt)
+	b, err2 := time.Parse(time.RFC3339Nano, rec.EndedAt)
+	if err1 != nil || err2 != nil || b.Before(a) {
+		return 0
+	}
+	return b.Sub(a).Seconds()
+}
+
+func (r *runner) runCase(ctx context.Context, c caseSpec) (ev *reports.Evidence, timing CaseTiming) {
+	start := time.Now()
+	m := c.adapter
+	ev = &reports.Evidence{
+		Schema: reports.Schema, RunID: r.runID, CaseID: c.id, Harness: m.Name, Image: c.image.Name,
+		Status: reports.StatusUnknown, OutputItemTypes: map[string]int{}, CloseObservationGaps: []string{},
+		Provenance: reports.Provenance{WardenSHA256: r.wardenSHA, AdapterSHA256: m.SHA256, SuiteVersion: suiteVersion(),
+			StartedAt: start.UTC(), Host: r.host},
+	}
+	cr := &caseRun{r: r, c: c, ev: ev, dir: filepath.Join(r.opts.Out, "cases", caseDirName(c.id))}
+	timing = CaseTiming{CaseID: c.id}
+	defer func() {
+		ev.EndedAt = time.Now().UTC()
+		ev.Seconds = time.Since(start).Seconds()
+		timing.Seconds = ev.Seconds
+		timing.Overhead = ev.Seconds - timing.Harness - timing.Install
+		timing.Status = ev.Status
+	}()
+	if err := os.MkdirAll(cr.dir, 0o755); err != nil {
+		cr.check("setup.case_dir", clauseSetup, false, "create %s: %v", cr.dir, err)
+		cr.finish()
+		return ev, timing
+	}
+
+	uid, gid := 1000, 1000
+	if u, g, ok := strings.Cut(r.opts.User, ":"); ok {
+		uid, _ = strconv.Atoi(u)
+		gid, _ = strconv.Atoi(g)
+	}
+	home := r.opts.TaskHome
+	xdg := []string{home + "/.config", home + "/.local/share", home + "/.cache", home + "/.local/state"}
+	var markers []string
+	for _, d := range xdg {
+		markers = append(markers, d+"/sandproof-owner/marker")
+	}
+	var reqPaths []string
+	for _, q := range m.Requires {
+		reqPaths = append(reqPaths, requirementPaths[q]...)
+	}
+	allMarkers := append(slices.Clone(markers), reqPaths...)
+
+	// The scripted model: one server per case on the host's loopback, so
+	// model_calls are the case's own; it requires the run's key.
+	modelURL := r.opts.ModelURL
+	var srv *model.Server
+	if modelURL == "" {
+		var err error
+		srv, err = model.Start(model.Options{Addr: "127.0.0.1:0", APIKey: r.key, LogPath: filepath.Join(cr.dir, "model_calls.jsonl")})
+		if err != nil {
+			cr.check("setup.model", clauseSetup, false, "start the scripted model: %v", err)
+			cr.finish()
+			return ev, timing
+		}
+		defer srv.Close()
+		modelURL = srv.URL()
+	}
+
+	actx := adapter.Context{ModelURL: modelURL, Model: r.opts.ModelName, TaskDir: TaskDir, RuntimeHostDir: c.runtime}
+	mounts := []provider.Mount{{Source: r.probeDir, Target: ownerDir}}
+	if m.Runtime.Delivery == adapter.DeliveryMount && c.runtime != "" {
+		actx.RuntimeDir = adapter.RuntimeMountDir(m.Name)
+		mounts = append(mounts, provider.Mount{Source: c.runtime, Target: actx.RuntimeDir})
+	}
+
+	var sb provider.Sandbox
+	var before probe.Snapshot
+	token := "deliverable-" + randomHex(8)
+	skip := ""
+
+	// 1. Setup (owner).
+	setupErr := cr.stage(reports.StageSetup, func() error {
+		var err error
+		sb, err = r.prov.Create(ctx, provider.CreateSpec{
+			Image: c.image.Ref, Network: provider.NetworkHost, Mounts: mounts, Expire: 30 * time.Minute,
+			Labels: map[string]string{"sandproof.run": r.runID, "sandproof.case": caseDirName(c.id)},
+			// The key reaches the harness only through the environment.
+			Env: []string{m.APIKeyEnv + "=" + r.key},
+		})
+		if err != nil {
+			return err
+		}
+		info, err := sb.Inspect(ctx)
+		if err != nil {
+			return err
+		}
+		ev.ImageID = info.ImageID
+		if err := sb.Mkdir(ctx, TaskDir, 0o755, uid, gid); err != nil {
+			return err
+		}
+		for _, d := range []string{home + "/.local"} {
+			if err := sb.Mkdir(ctx, d, 0o755, uid, gid); err != nil {
+				return err
+			}
+		}
+		for _, mk := range markers {
+			if err := sb.Mkdir(ctx, path.Dir(path.Dir(mk)), 0o755, uid, gid); err != nil {
+				return err
+			}
+			if err := sb.Mkdir(ctx, path.Dir(mk), 0o755, uid, gid); err != nil {
+				return err
+			}
+			if err := provider.UploadBytes(ctx, sb, []byte("owner marker "+randomHex(8)+"\n"), mk, 0o644, uid, gid); err != nil {
+				return err
+			}
+		}
+		before, err = snapshot(ctx, sb, allMarkers)
+		if err != nil {
+			return err
+		}
+		ev.Before = beforeOf(before, markers)
+		missing := missingRequirements(m.Requires, before, r.opts.Bash != "")
+		if len(missing) > 0 {
+			skip = fmt.Sprintf("image %s lacks %s", c.image.Name, strings.Join(missing, "; "))
+		}
+		return nil
+	})
+	cr.check("setup", clauseSetup, setupErr == nil, "container, /task, four XDG markers, probe baseline: %s", errText(setupErr, r.key))
+
+	var sess *session.Session
+	var actRes *session.Result
+	var closeRes *session.CloseResult
+	var closeErr error
+	sessID := "c-" + randomHex(6)
+	sessDir := path.Join(BaseDir, sessID)
+	sessHome := path.Join(sessDir, "home")
+
+	if setupErr == nil && skip == "" {
+		// 2. Seed and activation (adapter).
+		seedErr := cr.stage(reports.StageSeed, func() error {
+			ad, err := m.Session(actx)
+			if err != nil {
+				return err
+			}
+			// Private state dirs, owned by the harness user, made before
+			// seed (seed leaves existing dirs as they are).
+			dirs, err := m.StateDirs(actx, sessDir, sessHome)
+			if err != nil {
+				return err
+			}
+			if err := sb.Mkdir(ctx, sessDir, 0o755, 0, 0); err != nil {
+				return err
+			}
+			if err := sb.Mkdir(ctx, sessHome, 0o700, uid, gid); err != nil {
+				return err
+			}
+			for _, d := range dirs {
+				rel := strings.TrimPrefix(d, sessHome+"/")
+				if rel == d || d == sessHome {
+					continue
+				}
+				p := sessHome
+				for _, part := range strings.Split(rel, "/") {
+					p = path.Join(p, part)
+					if err := sb.Mkdir(ctx, p, 0o700, uid, gid); err != nil {
+						return err
+					}
+				}
+			}
+			sess, err = session.New(sb, ad, session.Config{ID: sessID, User: r.opts.User, Binaries: r.bins,
+				CaptureDir: filepath.Join(cr.dir, "capture")})
+			if err != nil {
+				return err
+			}
+			err = sess.Seed(ctx)
+			ev.SeedSeconds = sess.SeedDuration().Seconds()
+			return err
+		})
+		var re *session.ReceiptError
+		if errors.As(seedErr, &re) {
+			timing.Install = launchSeconds(re.Receipt)
+		}
+		if !cr.stopped {
+			cr.check("seed", clauseSeed, seedErr == nil, "warden uploaded and verified, runtime and install: %s", errText(seedErr, r.key))
+		}
+		if seedErr != nil {
+			cr.errType("seed_failed")
+		}
+
+		if seedErr == nil {
+			actErr := cr.stage(reports.StageActivation, func() error {
+				var err error
+				actRes, err = sess.Activate(ctx, activation, model.CertPrompt(Deliverable, token), m.Launch.Deadline)
+				return err
+			})
+			if actRes != nil {
+				ev.ActivationReceipt = receiptSummary(actRes.ReceiptJSON)
+				timing.Harness = launchSeconds(actRes.Receipt)
+			}
+			if !cr.stopped {
+				ok := actErr == nil && actRes != nil && actRes.Receipt.CleanupConfirmed
+				cr.check("activation.receipt", clauseSeed, ok, "activation receipt: %s", receiptText(actRes, actErr, r.key))
+			}
+		}
+
+		// 3. Close: always, so what ran is stopped and captured.
+		if !cr.stopped {
+			cr.stage(reports.StageClose, func() error {
+				closeRes, closeErr = sess.Close(ctx)
+				return closeErr
+			})
+		}
+		if closeRes != nil {
+			ev.SessionClosed = closeErr == nil
+			if rec, ok := closeRes.Receipts[activation]; ok {
+				ev.CloseReceipt = receiptOf(rec)
+			}
+			ev.AdapterSessionDirRemoved = closeRes.SessionDirRemoved
+		}
+		if !cr.stopped && sess != nil {
+			cr.check("close.receipts", clauseClose, closeErr == nil && ev.CloseReceipt != nil && ev.CloseReceipt.CleanupConfirmed,
+				"every launch stopped with a confirmed receipt, captures downloaded: %s", errText(closeErr, r.key))
+			if closeErr != nil {
+				cr.errType("close_failed")
+			}
+			captures, _ := m.CapturePaths(actx, sessDir, sessHome)
+			cr.readCaptures(actRes, captures)
+		}
+
+		// 4. Verify, only after close (owner).
+		if !cr.stopped && closeRes != nil {
+			cr.stage(reports.StageVerify, func() error {
+				return cr.verify(ctx, sb, before, allMarkers, markers, token, sessDir)
+			})
+		}
+	} else if setupErr == nil {
+		ev.Status = reports.StatusSkipped
+		ev.SkipReason = skip
+		ev.Checks = append(ev.Checks, reports.Check{ID: "requirements", Status: reports.StatusSkipped, Clause: clauseSkip, Detail: skip})
+		r.progress("%s: skipped: %s", c.id, skip)
+	}
+	if srv != nil {
+		ev.ModelCalls = srv.ModelCalls()
+	}
+
+	// 5. Teardown (owner), whatever happened.
+	if sb != nil {
+		tctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		terr := cr.stage(reports.StageTeardown, func() error {
+			if err := sb.Destroy(tctx); err != nil {
+				return err
+			}
+			info, err := sb.Inspect(tctx)
+			if err != nil {
+				return err
+			}
+			if info.Exists {
+				return fmt.Errorf("the engine still knows container %s", sb.ID())
+			}
+			return nil
+		})
+		cancel()
+		ev.OwnerTeardownContainerRemoved = terr == nil
+		cr.check("teardown.container_removed", clauseTeardown, terr == nil, "container removed and unknown to the engine: %s", errText(terr, r.key))
+	}
+
+	// The key must not be in anything this case left on the host.
+	leaks, err := FindCanary(cr.dir, r.key)
+	cr.check("secrets.canary", clauseSecrets, err == nil && len(leaks) == 0, "API key canary in the case's files: %d file(s) %v", len(leaks), relAll(cr.dir, leaks))
+	cr.finish()
+	return ev, timing
+}
+
+func relAll(dir string, ps []string) []string {
+	out := []string{}
+	for _, p := range ps {
+		if r, err := filepath.Rel(dir, p); err == nil {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func errText(err error, key string) string {
+	if err == nil {
+		return "ok"
+	}
+	return redact(err.Error(), key)
+}
+
+func receiptText(res *session.Result, err error, key string) string {
+	if err != nil {
+		return errText(err, key)
+	}
+	if res == nil || res.Receipt == nil {
+		return "none"
+	}
+	rc := "null"
+	if res.Receipt.ReturnCode != nil {
+		rc = strconv.Itoa(*res.Receipt.ReturnCode)
+	}
+	return fmt.Sprintf("cause %s, return_code %s, cleanup_confirmed %t, %d reached", res.Receipt.Cause, rc, res.Receipt.CleanupConfirmed, len(res.Receipt.Reached))
+}
+
+// finish sets the verdict: a skipped case stays skipped; otherwise passed
+// is the conjunction of the checks, and no checks is unknown.
+func (cr *caseRun) finish() {
+	ev := cr.ev
+	if ev.Status == reports.StatusSkipped {
+		ev.Passed = false
+		return
+	}
+	if len(ev.Checks) == 0 {
+		ev.Status = reports.StatusUnknown
+		return
+	}
+	pass := true
+	for _, c := range ev.Checks {
+		if c.Status != reports.StatusPassed {
+			pass = false
+		}
+	}
+	ev.Passed = pass
+	if pass {
+		ev.Status = reports.StatusPassed
+		ev.ErrorType = nil
+	} else {
+		ev.Status = reports.StatusFailed
+		cr.errType("check_failed")
+	}
+}
+
+func snapshot(ctx context.Context, sb provider.Sandbox, markers []string) (probe.Snapshot, error) {
+	argv := []string{probePath, "snapshot"}
+	if len(markers) > 0 {
+		argv = append(argv, "--markers", strings.Join(markers, ","))
+	}
+	res, err := sb.Exec(ctx, provider.ExecSpec{Argv: argv, User: "0"})
+	if err != nil {
+		return probe.Snapshot{}, err
+	}
+	if res.ExitCode != 0 {
+		return probe.Snapshot{}, fmt.Errorf("probe snapshot: exit %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
+	}
+	var s probe.Snapshot
+	if err := json.Unmarshal(res.Stdout, &s); err != nil {
+		return s, fmt.Errorf("decode probe snapshot: %w", err)
+	}
+	return s, nil
+}
+
+func toolText(t probe.Tool) string {
+	if t.Absent() {
+		return probe.None
+	}
+	return t.Path
+}
+
+func beforeOf(s probe.Snapshot, markers []string) *reports.Before {
+	b := &reports.Before{OS: s.OS, Python3: toolText(s.Python3), Bash: toolText(s.Bash), Markers: slices.Clone(markers)}
+	for _, p := range s.Processes {
+		b.Processes = append(b.Processes, reports.Process{PID: p.PID, StartTime: p.StartTime, Comm: p.Comm})
+	}
+	return b
+}
+
+func markerPresent(s probe.Snapshot, p string) bool {
+	for _, m := range s.Markers {
+		if m.Path == p {
+			return !m.Missing && m.Error == ""
+		}
+	}
+	return false
+}
+
+// missingRequirements lists the declared requirements the probed image
+// lacks, each with what was looked for.
+func missingRequirements(reqs []string, s probe.Snapshot, hostBash bool) []string {
+	var out []string
+	for _, q := range reqs {
+		switch q {
+		case "bash":
+			if s.Bash.Absent() && !hostBash {
+				out = append(out, "bash (none on the image's PATH and no static bash on the host to provide)")
+			}
+		case "python3":
+			if s.Python3.Absent() {
+				out = append(out, "python3 (none on the image's PATH)")
+			}
+		default:
+			if !slices.ContainsFunc(requirementPaths[q], func(p string) bool { return markerPresent(s, p) }) {
+				out = append(out, fmt.Sprintf("%s (none of %s)", q, strings.Join(requirementPaths[q], ", ")))
+			}
+		}
+	}
+	return out
+}
+
+// readCaptures reads the activation's events and the adapter's result
+// source into the evidence.
+func (cr *caseRun) readCaptures(act *session.Result, captures map[string]string) {
+	ev, m := cr.ev, cr.c.adapter
+	capDir := filepath.Join(cr.dir, "capture")
+	events := filepath.Join(capDir, "run", activation, "events.jsonl")
+	j := capture.NewJudge(m.Result)
+	var readErr error
+	if m.Launch.Mode == "events" {
+		fn := j.Add
+		if m.Result.From != "events" {
+			fn = nil
+		}
+		st, err := capture.ReadEvents(events, fn)
+		ev.RecordedEventLines = st.Lines
+		if err != nil && m.Result.From == "events" {
+			readErr = err
+		}
+	}
+	if name, ok := strings.CutPrefix(m.Result.From, "sqlite:"); ok {
+		p, ok := captures[name]
+		if !ok {
+			readErr = fmt.Errorf("sqlite capture %q: no path", name)
+		} else {
+			_, readErr = capture.ReadSQLite(filepath.Join(capDir, "files", filepath.FromSlash(p)), m.Result.Query, j.Add)
+		}
+	}
+	out := j.Outcome()
+	var rc *int
+	if act != nil && act.Receipt != nil {
+		rc = act.Receipt.ReturnCode
+	}
+	ev.ResponseStatus = capture.ResponseStatus(m.Result, out, rc)
+	if readErr != nil {
+		ev.ResponseStatus = capture.ResponseIncomplete
+		out.Gaps = append(out.Gaps, capture.GapResult)
+	}
+	ev.OutputItemTypes = out.ItemTypes
+	ev.CloseObservationRecords = len(out.Observations)
+	ev.CloseObservationGaps = out.Gaps
+	detail := fmt.Sprintf("response_status %s from %s (%d records, exit %s)", ev.ResponseStatus, m.Result.From, out.Records, intText(rc))
+	if out.FailureMessage != "" {
+		detail += ": " + redact(out.FailureMessage, cr.r.key)
+	}
+	if readErr != nil {
+		detail += ": " + errText(readErr, cr.r.key)
+	}
+	if !cr.check("activation.result", clauseSeed, ev.ResponseStatus == capture.ResponseCompleted, "%s", detail) {
+		cr.errType("harness_failed")
+	}
+}
+
+func intText(p *int) string {
+	if p == nil {
+		return "null"
+	}
+	return strconv.Itoa(*p)
+}

@@ -1,0 +1,389 @@
+// Package certify runs the case protocol of SPEC.md section 7 for every
+// (image x adapter): setup by the owner (container, /task, XDG markers, probe
+// baseline), seed and one activation by the adapter, close with receipts,
+// verification after close by the owner (deliverable, markers, session dir,
+// processes from the probe's process table, python3 and bash, the
+// filesystem diff), and teardown. Each case becomes one reports.Evidence
+// line in OUT/evidence.jsonl, written and fsynced as soon as the case ends,
+// so a crash loses only cases in flight and --resume finishes the run.
+package certify
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sandproof/sandproof/images"
+	"github.com/sandproof/sandproof/reports"
+	"github.com/sandproof/sandproof/runner/adapter"
+	"github.com/sandproof/sandproof/runner/provider/docker"
+	"github.com/sandproof/sandproof/runner/session"
+	"github.com/sandproof/sandproof/runner/version"
+)
+
+// ErrCanaryLeaked means the run's API key showed up in an output file.
+var ErrCanaryLeaked = errors.New("API key canary found in the run's output")
+
+// ErrOutExists refuses to append a new run to an existing evidence file.
+var ErrOutExists = errors.New("evidence file exists (use --resume to finish that run, or a new --out)")
+
+// Options configure a run.
+type Options struct {
+	Adapters []*adapter.Manifest
+	Images   []images.Image
+	// ModelURL is a real model's base URL; "" starts the scripted model
+	// (one server per case, on 127.0.0.1, requiring the key).
+	ModelURL string
+	// ModelName is {model}; "" means "fake-model".
+	ModelName string
+	// APIKey is given to the harness; "" means a fresh canary key. It is
+	// never written anywhere.
+	APIKey string
+	// Parallel is how many cases run at once; < 1 means 1.
+	Parallel int
+	// Host paths of the static builds for the host's architecture. Bash
+	// and Rmtree may be empty.
+	Warden, Probe, Bash, Rmtree string
+	// Out is the run directory.
+	Out    string
+	Resume bool
+	// Progress receives one line per case and stage; nil discards.
+	Progress io.Writer
+	// DiffAllow adds sandbox paths (and everything below them) the
+	// filesystem diff may hold.
+	DiffAllow []string
+	// User is the harness's "UID:GID"; "" means 1000:1000 (the images'
+	// task user) and HOME /home/task.
+	User     string
+	TaskHome string
+}
+
+// CaseTiming is what a case cost.
+type CaseTiming struct {
+	CaseID string
+	Status reports.Status
+	// Seconds is the whole case; Harness is the activation's run inside
+	// warden (receipt started_at to ended_at); Install is the install
+	// launch. Overhead is what sandproof added: Seconds - Harness - Install.
+	Seconds, Harness, Install, Overhead float64
+}
+
+// Summary is what a run did.
+type Summary struct {
+	RunID  string
+	Counts map[reports.Status]int
+	// Resumed counts cases found already done in the evidence file.
+	Resumed int
+	Timings []CaseTiming
+	Wall    time.Duration
+	Report  *reports.Report
+}
+
+// Failed reports whether any case failed or ended unknown (skipped cases do
+// not fail a run).
+func (s *Summary) Failed() bool {
+	return s.Counts[reports.StatusFailed] > 0 || s.Counts[reports.StatusUnknown] > 0
+}
+
+type caseSpec struct {
+	id      string
+	image   images.Image
+	adapter *adapter.Manifest
+	runtime string // prepared runtime host dir
+}
+
+// runner is one run's shared state.
+type runner struct {
+	opts      Options
+	runID     string
+	key       string
+	host      string
+	wardenSHA string
+	prov      *docker.Provider
+	bins      session.Binaries
+	probeDir  string
+	ev        *evidenceFile
+	progMu    sync.Mutex
+}
+
+func (r *runner) progress(format string, args ...any) {
+	if r.opts.Progress == nil {
+		return
+	}
+	r.progMu.Lock()
+	defer r.progMu.Unlock()
+	fmt.Fprintf(r.opts.Progress, "certify: "+format+"\n", args...)
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// NewCanary returns a fresh canary API key.
+func NewCanary() string { return "sk-sandproof-canary-" + randomHex(16) }
+
+// CaseID names the case of an image and an adapter.
+func CaseID(image, adapterName string) string { return image + "/" + adapterName }
+
+func caseDirName(id string) string { return strings.ReplaceAll(id, "/", "__") }
+
+// Run certifies every adapter on every image.
+func Run(ctx context.Context, o Options) (*Summary, error) {
+	start := time.Now()
+	if o.Parallel < 1 {
+		o.Parallel = 1
+	}
+	if o.ModelName == "" {
+		o.ModelName = "fake-model"
+	}
+	if o.User == "" {
+		o.User = "1000:1000"
+	}
+	if o.TaskHome == "" {
+		o.TaskHome = "/home/task"
+	}
+	if len(o.Adapters) == 0 || len(o.Images) == 0 {
+		return nil, errors.New("certify: need at least one adapter and one image")
+	}
+	names := map[string]bool{}
+	for _, m := range o.Adapters {
+		if names[m.Name] {
+			return nil, fmt.Errorf("certify: adapter name %q given twice", m.Name)
+		}
+		names[m.Name] = true
+	}
+	r := &runner{opts: o, key: o.APIKey}
+	if r.key == "" {
+		r.key = NewCanary()
+	}
+	r.host, _ = os.Hostname()
+	var err error
+	if r.wardenSHA, err = hashFile(o.Warden); err != nil {
+		return nil, fmt.Errorf("certify: warden: %w", err)
+	}
+	if _, err := os.Stat(o.Probe); err != nil {
+		return nil, fmt.Errorf("certify: probe: %w", err)
+	}
+	arch := runtime.GOARCH
+	r.bins = session.Binaries{Warden: map[string]string{arch: o.Warden}, Probe: map[string]string{arch: o.Probe}}
+	if o.Bash != "" {
+		r.bins.Bash = map[string]string{arch: o.Bash}
+	}
+	if o.Rmtree != "" {
+		r.bins.Rmtree = map[string]string{arch: o.Rmtree}
+	}
+	if err := os.MkdirAll(o.Out, 0o755); err != nil {
+		return nil, fmt.Errorf("certify: %w", err)
+	}
+	done, runID, err := openEvidence(filepath.Join(o.Out, reports.EvidenceFile), o.Resume)
+	if err != nil {
+		return nil, err
+	}
+	r.runID = runID
+	if r.runID == "" {
+		r.runID = time.Now().UTC().Format("20060102T150405Z") + "-" + randomHex(3)
+	}
+	if r.ev, err = appendEvidence(filepath.Join(o.Out, reports.EvidenceFile)); err != nil {
+		return nil, err
+	}
+	defer r.ev.Close()
+
+	sum := &Summary{RunID: r.runID, Counts: map[reports.Status]int{}}
+	var cases []caseSpec
+	for _, img := range o.Images {
+		for _, m := range o.Adapters {
+			id := CaseID(img.Name, m.Name)
+			if st, ok := done[id]; ok {
+				sum.Resumed++
+				sum.Counts[st]++
+				r.progress("%s: already in the evidence (%s), skipped by --resume", id, st)
+				continue
+			}
+			cases = append(cases, caseSpec{id: id, image: img, adapter: m})
+		}
+	}
+	r.progress("run %s: %d case(s) to run, %d done, parallel %d", r.runID, len(cases), sum.Resumed, o.Parallel)
+
+	work, err := os.MkdirTemp("", "sandproof-certify-")
+	if err != nil {
+		return nil, fmt.Errorf("certify: %w", err)
+	}
+	defer os.RemoveAll(work)
+	if err := os.Chmod(work, 0o755); err != nil {
+		return nil, fmt.Errorf("certify: %w", err)
+	}
+	if len(cases) > 0 {
+		// The probe is mounted read-only into every container, in a dir
+		// of its own so nothing else of the host is visible.
+		r.probeDir = filepath.Join(work, "probe")
+		if err := os.MkdirAll(r.probeDir, 0o755); err != nil {
+			return nil, fmt.Errorf("certify: %w", err)
+		}
+		if err := copyExec(o.Probe, filepath.Join(r.probeDir, "probe")); err != nil {
+			return nil, fmt.Errorf("certify: %w", err)
+		}
+		if r.prov, err = docker.New(); err != nil {
+			return nil, fmt.Errorf("certify: %w (start an engine with `bash images/engine.sh start`)", err)
+		}
+		prepared := map[string]string{}
+		for _, m := range o.Adapters {
+			t := time.Now()
+			dir, err := m.PrepareRuntime(ctx, work, arch)
+			if err != nil {
+				return nil, fmt.Errorf("certify: %w", err)
+			}
+			prepared[m.Name] = dir
+			r.progress("adapter %s: runtime prepared in %.1fs", m.Name, time.Since(t).Seconds())
+		}
+		for i := range cases {
+			cases[i].runtime = prepared[cases[i].adapter.Name]
+		}
+	}
+
+	var mu sync.Mutex
+	var runErr error
+	jobs := make(chan caseSpec)
+	var wg sync.WaitGroup
+	for w := 0; w < o.Parallel; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for c := range jobs {
+				ev, timing := r.runCase(ctx, c)
+				werr := r.ev.Write(ev, r.key)
+				mu.Lock()
+				sum.Counts[ev.Status]++
+				sum.Timings = append(sum.Timings, timing)
+				if werr != nil && runErr == nil {
+					runErr = werr
+				}
+				mu.Unlock()
+				r.progress("%s: %s in %.1fs (overhead %.2fs)", c.id, strings.ToUpper(string(ev.Status)), ev.Seconds, timing.Overhead)
+			}
+		}()
+	}
+	for _, c := range cases {
+		if ctx.Err() != nil {
+			break
+		}
+		jobs <- c
+	}
+	close(jobs)
+	wg.Wait()
+	sort.Slice(sum.Timings, func(i, j int) bool { return sum.Timings[i].CaseID < sum.Timings[j].CaseID })
+	if runErr != nil {
+		return sum, runErr
+	}
+	if err := r.ev.Close(); err != nil {
+		return sum, err
+	}
+	rep, err := reports.WriteAll(o.Out)
+	if err != nil {
+		return sum, fmt.Errorf("certify: write reports: %w", err)
+	}
+	sum.Report = rep
+	sum.Wall = time.Since(start)
+	if leaks, err := FindCanary(o.Out, r.key); err != nil {
+		return sum, err
+	} else if len(leaks) > 0 {
+		return sum, fmt.Errorf("%w: %s", ErrCanaryLeaked, strings.Join(leaks, ", "))
+	}
+	if ctx.Err() != nil {
+		return sum, ctx.Err()
+	}
+	return sum, nil
+}
+
+// FindCanary lists the files under dir that contain key.
+func FindCanary(dir, key string) ([]string, error) {
+	var hits []string
+	needle := []byte(key)
+	err := filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !e.Type().IsRegular() {
+			return nil
+		}
+		found, err := fileContains(p, needle)
+		if err != nil {
+			return err
+		}
+		if found {
+			hits = append(hits, p)
+		}
+		return nil
+	})
+	if err != nil {
+		return hits, fmt.Errorf("search for the canary: %w", err)
+	}
+	return hits, nil
+}
+
+func fileContains(p string, needle []byte) (bool, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(f, 1<<20)
+	buf := make([]byte, 1<<20)
+	var carry []byte
+	for {
+		n, err := br.Read(buf)
+		chunk := append(carry, buf[:n]...)
+		if bytes.Contains(chunk, needle) {
+			return true, nil
+		}
+		if len(chunk) >= len(needle) {
+			carry = append([]byte(nil), chunk[len(chunk)-len(needle)+1:]...)
+		} else {
+			carry = append([]byte(nil), chunk...)
+		}
+		if err == io.EOF {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+	}
+}
+
+func hashFile(p string) (string, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func copyExec(src, dst string) error {
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, data, 0o755)
+}
+
+func suiteVersion() string { return version.String() }

@@ -1,0 +1,315 @@
+package certify_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sandproof/sandproof/images"
+	"github.com/sandproof/sandproof/reports"
+	"github.com/sandproof/sandproof/runner/adapter"
+	"github.com/sandproof/sandproof/runner/certify"
+	"github.com/sandproof/sandproof/runner/provider/docker"
+)
+
+var (
+	buildOnce sync.Once
+	binDir    string
+	buildErr  error
+)
+
+// binaries builds warden, the probe, and a warden whose stop is reduced to
+// a process-group kill (the groupkill mutant, by build tag: the shipped
+// code path is untouched).
+func binaries(t *testing.T) (warden, probe, groupkill string) {
+	t.Helper()
+	buildOnce.Do(func() {
+		binDir, buildErr = os.MkdirTemp("", "certify-test-bin-")
+		if buildErr != nil {
+			return
+		}
+		for _, b := range []struct{ out, pkg, tags string }{
+			{"warden", "../../cmd/warden", ""},
+			{"probe", "../../cmd/probe", ""},
+			{"warden-groupkill", "../../cmd/warden", "sandproof_mutant,mutant_groupkill"},
+		} {
+			args := []string{"build", "-o", filepath.Join(binDir, b.out)}
+			if b.tags != "" {
+				args = append(args, "-tags", b.tags)
+			}
+			cmd := exec.Command("go", append(args, b.pkg)...)
+			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				buildErr = &buildError{b.pkg, string(out)}
+				return
+			}
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return filepath.Join(binDir, "warden"), filepath.Join(binDir, "probe"), filepath.Join(binDir, "warden-groupkill")
+}
+
+type buildError struct{ pkg, out string }
+
+func (e *buildError) Error() string { return "build " + e.pkg + ": " + e.out }
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// needEngine skips without a Docker engine or without the built images.
+func needEngine(t *testing.T, names ...string) []images.Image {
+	t.Helper()
+	if _, err := docker.New(); err != nil {
+		t.Skipf("no Docker engine answers (start one with `bash images/engine.sh start`): %v", err)
+	}
+	all, err := images.Resolve(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []images.Image
+	for _, img := range all {
+		for _, n := range names {
+			if img.Name != n {
+				continue
+			}
+			if exec.Command("docker", "image", "inspect", img.Ref).Run() != nil {
+				t.Skipf("image %s (%s) is not built (run `sandproof images build`)", n, img.Ref)
+			}
+			out = append(out, img)
+		}
+	}
+	return out
+}
+
+func load(t *testing.T, names ...string) []*adapter.Manifest {
+	t.Helper()
+	var ms []*adapter.Manifest
+	for _, n := range names {
+		m, err := adapter.Load(filepath.Join("..", "..", "fixtures", "adapters", n+".yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms = append(ms, m)
+	}
+	return ms
+}
+
+func bashStatic() string {
+	if _, err := os.Stat("/bin/bash-static"); err == nil {
+		return "/bin/bash-static"
+	}
+	return ""
+}
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func readEvidence(t *testing.T, dir string) map[string]*reports.Evidence {
+	t.Helper()
+	f, err := os.Open(filepath.Join(dir, reports.EvidenceFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	out := map[string]*reports.Evidence{}
+	for ev, err := range reports.ReadEvidence(f) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[ev.CaseID] = ev
+	}
+	return out
+}
+
+func checkStatus(ev *reports.Evidence, id string) reports.Status {
+	for _, c := range ev.Checks {
+		if c.ID == id {
+			return c.Status
+		}
+	}
+	return ""
+}
+
+// TestCertifyMatrix certifies the three fixture adapters on the three
+// images end to end, and greps every output for the run's canary key.
+func TestCertifyMatrix(t *testing.T) {
+	imgs := needEngine(t, "debian-12", "alpine-class", "old-python")
+	warden, probe, _ := binaries(t)
+	out := t.TempDir()
+	key := certify.NewCanary()
+	var progress syncBuf
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	sum, err := certify.Run(ctx, certify.Options{
+		Adapters: load(t, "miniagent-pi", "miniagent-opencode", "miniagent-daemon"), Images: imgs,
+		APIKey: key, Parallel: 2, Warden: warden, Probe: probe, Bash: bashStatic(), Out: out, Progress: &progress,
+	})
+	if err != nil {
+		t.Fatalf("certify: %v\nprogress:\n%s", err, progress.String())
+	}
+	evs := readEvidence(t, out)
+	if len(evs) != 9 {
+		t.Fatalf("%d evidence records, want 9", len(evs))
+	}
+	for id, ev := range evs {
+		want := reports.StatusPassed
+		switch id {
+		case "alpine-class/miniagent-pi":
+			want = reports.StatusSkipped // declares glibc; alpine-class has only musl
+		case "old-python/miniagent-pi":
+			// Linked against the host's glibc 2.36; bullseye has 2.31, so
+			// the binary cannot start: a real failure certify must report.
+			want = reports.StatusFailed
+		}
+		if ev.Status != want {
+			var failed []string
+			for _, c := range ev.Checks {
+				if c.Status != reports.StatusPassed {
+					failed = append(failed, c.ID+": "+c.Detail)
+				}
+			}
+			t.Errorf("%s: status %s, want %s; checks not passed: %v (skip: %q)", id, ev.Status, want, failed, ev.SkipReason)
+		}
+		if want == reports.StatusFailed && checkStatus(ev, "activation.result") != reports.StatusFailed {
+			t.Errorf("%s: failed without a failed activation.result: %+v", id, ev.Checks)
+		}
+		if want == reports.StatusPassed && (ev.ModelCalls < 2 || ev.ActivationReceipt == nil || !ev.ActivationReceipt.CleanupConfirmed || ev.After == nil || len(ev.After.MarkersKept) != 4) {
+			t.Errorf("%s: model_calls %d, activation %+v, after %+v", id, ev.ModelCalls, ev.ActivationReceipt, ev.After)
+		}
+	}
+	if sk := evs["alpine-class/miniagent-pi"]; sk != nil && !strings.Contains(sk.SkipReason, "glibc") {
+		t.Errorf("skip reason %q does not name glibc", sk.SkipReason)
+	}
+	if oc := evs["debian-12/miniagent-opencode"]; oc != nil && (oc.CloseObservationRecords == 0 || oc.OutputItemTypes["function_call"] == 0) {
+		t.Errorf("opencode case read no SQLite records: %d observations, items %v", oc.CloseObservationRecords, oc.OutputItemTypes)
+	}
+	if sum.Counts[reports.StatusPassed] != 7 || sum.Counts[reports.StatusSkipped] != 1 {
+		t.Errorf("counts %v, want 7 passed, 1 skipped, 1 failed", sum.Counts)
+	}
+	for _, f := range []string{reports.HTMLFile, reports.MarkdownFile, reports.JUnitFile} {
+		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+			t.Error(err)
+		}
+	}
+	// The canary: a positive control first (the search finds a planted
+	// copy), then nothing the run wrote may hold it.
+	plant := t.TempDir()
+	os.WriteFile(filepath.Join(plant, "x"), []byte("a"+key+"b"), 0o600)
+	if hits, err := certify.FindCanary(plant, key); err != nil || len(hits) != 1 {
+		t.Fatalf("canary search misses a planted key: %v %v", hits, err)
+	}
+	if hits, err := certify.FindCanary(out, key); err != nil || len(hits) != 0 {
+		t.Errorf("canary key in the run's files: %v %v", hits, err)
+	}
+	if strings.Contains(progress.String(), key) {
+		t.Error("canary key in the progress output")
+	}
+	if !strings.Contains(progress.String(), "debian-12/miniagent-opencode: verify done") {
+		t.Errorf("progress lacks per-stage lines:\n%s", progress.String())
+	}
+	for _, tm := range sum.Timings {
+		t.Logf("%-34s %-7s case %6.2fs harness %5.2fs overhead %5.2fs", tm.CaseID, tm.Status, tm.Seconds, tm.Harness, tm.Overhead)
+	}
+}
+
+// TestCertifyUndeclaredGlibcFails runs the glibc-linked adapter without
+// its requirement on the musl-only image: a clear failure, never a hang.
+func TestCertifyUndeclaredGlibcFails(t *testing.T) {
+	imgs := needEngine(t, "alpine-class")
+	warden, probe, _ := binaries(t)
+	src, err := os.ReadFile(filepath.Join("..", "..", "fixtures", "adapters", "miniagent-pi.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Replace(string(src), "requires: [glibc]\n", "", 1)
+	if text == string(src) || strings.Contains(text, "requires:") {
+		t.Fatal("could not drop the requirement from the manifest")
+	}
+	// Parsed as if it sat beside the fixtures, so its relative package
+	// path still resolves.
+	dir, _ := filepath.Abs(filepath.Join("..", "..", "fixtures", "adapters"))
+	m, err := adapter.Parse("miniagent-pi-undeclared.yaml", dir, []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	sum, err := certify.Run(ctx, certify.Options{Adapters: []*adapter.Manifest{m}, Images: imgs,
+		Warden: warden, Probe: probe, Out: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := readEvidence(t, out)["alpine-class/miniagent-pi"]
+	if ev == nil || ev.Status != reports.StatusFailed || !sum.Failed() {
+		t.Fatalf("undeclared glibc on alpine-class: %+v, want failed", ev)
+	}
+	if checkStatus(ev, "activation.result") != reports.StatusFailed || checkStatus(ev, "verify.deliverable") != reports.StatusFailed {
+		t.Errorf("checks: %+v", ev.Checks)
+	}
+	if ev.ActivationReceipt == nil || ev.ActivationReceipt.ReturnCode == nil || *ev.ActivationReceipt.ReturnCode == 0 {
+		t.Errorf("activation receipt %+v: want a non-zero exit from a binary without its loader", ev.ActivationReceipt)
+	}
+	if ev.Seconds > 120 {
+		t.Errorf("case took %.0fs", ev.Seconds)
+	}
+}
+
+// TestCertifyDaemonNeedsWardenStop certifies the daemon-leaving adapter
+// with the shipped warden (passes) and with a warden whose stop is reduced
+// to a process-group kill (the same case must fail: the daemon lives on).
+func TestCertifyDaemonNeedsWardenStop(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("linux only")
+	}
+	imgs := needEngine(t, "debian-12")
+	warden, probe, groupkill := binaries(t)
+	ms := load(t, "miniagent-daemon")
+	run := func(w string) *reports.Evidence {
+		out := t.TempDir()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		if _, err := certify.Run(ctx, certify.Options{Adapters: ms, Images: imgs, Warden: w, Probe: probe, Out: out}); err != nil {
+			t.Fatal(err)
+		}
+		return readEvidence(t, out)["debian-12/miniagent-daemon"]
+	}
+	good := run(warden)
+	if good == nil || good.Status != reports.StatusPassed {
+		t.Fatalf("shipped warden: %+v, want passed", good)
+	}
+	bad := run(groupkill)
+	if bad == nil || bad.Status != reports.StatusFailed {
+		t.Fatalf("group-kill warden: %+v, want failed", bad)
+	}
+	if checkStatus(bad, "verify.no_new_processes") != reports.StatusFailed || len(bad.After.HarnessProcesses) == 0 {
+		t.Errorf("group-kill warden: the probe saw no leftover process: %+v", bad.After)
+	}
+}

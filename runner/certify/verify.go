@@ -1,0 +1,184 @@
+package certify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	dc "github.com/ory/dockertest/v3/docker"
+
+	"github.com/sandproof/sandproof/reports"
+	"github.com/sandproof/sandproof/runner/probe"
+	"github.com/sandproof/sandproof/runner/provider"
+	"github.com/sandproof/sandproof/runner/provider/docker"
+)
+
+// verify runs the owner's checks after close (SPEC.md section 7, step 4).
+// Processes come from the probe's process table, never from warden.
+func (cr *caseRun) verify(ctx context.Context, sb provider.Sandbox, before probe.Snapshot, allMarkers, markers []string, token, sessDir string) error {
+	ev, key := cr.ev, cr.r.key
+	after := &reports.After{MarkersKept: []string{}, MarkersLost: []string{}, HarnessProcesses: []reports.Process{}}
+	ev.After = after
+	var failed bool
+	check := func(id string, ok bool, detail string, args ...any) {
+		if !cr.check(id, clauseVerify, ok, detail, args...) {
+			failed = true
+		}
+	}
+
+	// The deliverable.
+	tmp, err := os.MkdirTemp("", "sandproof-verify-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	err = sb.Download(ctx, Deliverable, filepath.Join(tmp, "deliverable"))
+	if provider.IsProviderError(err) {
+		return err
+	}
+	got, rerr := os.ReadFile(filepath.Join(tmp, "deliverable"))
+	if err == nil && rerr == nil {
+		after.Deliverable = string(got)
+	}
+	check("verify.deliverable", err == nil && rerr == nil && string(got) == token,
+		"%s holds %q, want the token %q (%s)", Deliverable, truncate(after.Deliverable, 80), token, errText(errors.Join(err, rerr), key))
+
+	// The owner's snapshot after close.
+	snap, err := snapshot(ctx, sb, allMarkers)
+	if err != nil {
+		return err
+	}
+	diff := probe.Diff(before, snap)
+	after.Python3, after.Bash = toolText(snap.Python3), toolText(snap.Bash)
+	beforeMarkers := map[string]probe.Marker{}
+	for _, m := range before.Markers {
+		beforeMarkers[m.Path] = m
+	}
+	for _, m := range snap.Markers {
+		if !slices.Contains(markers, m.Path) {
+			continue
+		}
+		b := beforeMarkers[m.Path]
+		if !m.Missing && m.Error == "" && m.SHA256 == b.SHA256 && !b.Missing {
+			after.MarkersKept = append(after.MarkersKept, m.Path)
+		} else {
+			after.MarkersLost = append(after.MarkersLost, m.Path)
+		}
+	}
+	check("verify.markers", len(after.MarkersKept) == len(markers) && len(after.MarkersLost) == 0,
+		"%d of %d XDG markers kept unchanged; lost: %v", len(after.MarkersKept), len(markers), after.MarkersLost)
+
+	// The session dir.
+	err = sb.Download(ctx, sessDir, filepath.Join(tmp, "session"))
+	if provider.IsProviderError(err) {
+		return err
+	}
+	gone := errors.Is(err, provider.ErrPathNotFound)
+	ev.AdapterSessionDirRemoved = gone
+	check("verify.session_dir_removed", gone, "%s gone after close: %t", sessDir, gone)
+
+	// No process that was not in the baseline.
+	for _, p := range diff.NewProcesses {
+		after.HarnessProcesses = append(after.HarnessProcesses, reports.Process{PID: p.PID, StartTime: p.StartTime, Comm: p.Comm})
+	}
+	var zombies []string
+	for _, z := range diff.NewZombies {
+		zombies = append(zombies, fmt.Sprintf("%d %s", z.PID, z.Comm))
+	}
+	check("verify.no_new_processes", len(diff.NewProcesses) == 0,
+		"probe process table: %d process(es) alive that were not in the baseline %v; new zombies (dead): %v",
+		len(diff.NewProcesses), procNames(diff.NewProcesses), zombies)
+
+	// python3 and bash.
+	var toolChanges []string
+	for _, c := range diff.Changes {
+		if c.What == "python3" || c.What == "bash" || c.What == "os" {
+			toolChanges = append(toolChanges, fmt.Sprintf("%s: %s -> %s", c.What, c.Before, c.After))
+		}
+	}
+	check("verify.tools_unchanged", len(toolChanges) == 0, "python3 %s, bash %s; changes: %v", after.Python3, after.Bash, toolChanges)
+
+	// The filesystem diff.
+	if dp, ok := cr.r.prov, true; ok && dp != nil {
+		extra, err := fsDiff(dp, sb.ID(), cr.allowed())
+		if err != nil {
+			return provider.Errorf("diff", sb.ID(), err)
+		}
+		check("verify.fs_diff", len(extra) == 0, "container filesystem changes outside /task, %s and the allow-list: %v", BaseDir, truncList(extra, 20))
+	}
+	ev.VerifierPassed = !failed
+	if failed {
+		cr.errType("verify_failed")
+	}
+	return nil
+}
+
+func procNames(ps []probe.Process) []string {
+	out := []string{}
+	for _, p := range ps {
+		out = append(out, fmt.Sprintf("%d/%d %s", p.PID, p.StartTime, p.Comm))
+	}
+	return out
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
+}
+
+func truncList(s []string, n int) []string {
+	if len(s) > n {
+		return append(s[:n:n], fmt.Sprintf("... %d more", len(s)-n))
+	}
+	return s
+}
+
+// allowed lists the paths the diff may hold, with everything below them:
+// the task dir, the session dirs' parent, the owner's marker dirs, and the
+// run's extra allow-list.
+func (cr *caseRun) allowed() []string {
+	home := cr.r.opts.TaskHome
+	a := []string{TaskDir, BaseDir}
+	for _, d := range []string{"/.config", "/.local/share", "/.cache", "/.local/state"} {
+		a = append(a, home+d+"/sandproof-owner")
+	}
+	return append(a, cr.r.opts.DiffAllow...)
+}
+
+// fsDiff returns the container's filesystem changes that are neither under
+// an allowed path nor a directory on the way to one (a parent changes when
+// a child is added).
+func fsDiff(p *docker.Provider, id string, allowed []string) ([]string, error) {
+	changes, err := p.Pool.Client.ContainerChanges(id)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, c := range changes {
+		// A deleted ancestor is never "on the way": only paths under an
+		// allowed one may be deleted.
+		if isAllowed(c.Path, allowed, c.Kind != dc.ChangeDelete) {
+			continue
+		}
+		out = append(out, c.String())
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+func isAllowed(p string, allowed []string, ancestors bool) bool {
+	p = path.Clean(p)
+	for _, a := range allowed {
+		if p == a || strings.HasPrefix(p, a+"/") || ancestors && (p == "/" || strings.HasPrefix(a, p+"/")) {
+			return true
+		}
+	}
+	return false
+}
