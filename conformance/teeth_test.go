@@ -82,3 +82,25 @@ var _ = Describe("warden run, in events mode, given a long line full of CRs,", f
 		Expect(strings.Count(*got[0].Raw, "\r")).To(Equal(16 << 20 / 64))
 	})
 })
+
+var _ = Describe("warden supervise, when the harness's status is unknown,", func() {
+	framework.ConformanceIt("3 receipt", "should report return_code null, never a made-up 0", framework.Local, func(ctx SpecContext) {
+		// Positive control: a status that is known is reported, 0 included.
+		l := newLaunch()
+		res := l.warden(ctx, l.superviseArgs([]string{"--deadline", "30"}, l.adversary("exit", "0"))...)
+		Expect(res.Code).To(Equal(0), "%s", res)
+		Expect(l.receipt().ReturnCode).To(HaveValue(Equal(0)))
+
+		// The harness never ran: under a centisecond, and with a proc root
+		// that cannot be read.
+		short := newLaunch()
+		short.warden(ctx, short.superviseArgs([]string{"--deadline", "0.001"}, short.adversary("exit", "0"))...)
+		Expect(short.receipt().ReturnCode).To(BeNil(), "sub-centisecond deadline")
+
+		refused := newLaunch()
+		empty := filepath.Join(refused.dir, "empty-proc")
+		Expect(os.Mkdir(empty, 0o755)).To(Succeed())
+		refused.warden(ctx, refused.superviseArgs([]string{"--deadline", "30", "--proc-root", empty}, refused.adversary("exit", "0"))...)
+		Expect(refused.receipt().ReturnCode).To(BeNil(), "unreadable proc root")
+	})
+})

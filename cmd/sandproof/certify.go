@@ -16,6 +16,9 @@ import (
 	"github.com/sandproof/sandproof/reports"
 	"github.com/sandproof/sandproof/runner/adapter"
 	"github.com/sandproof/sandproof/runner/certify"
+	// The real harnesses' runtimes (Pi, OpenCode) register their npm
+	// preparer here, so their manifests load.
+	_ "github.com/sandproof/sandproof/runner/runtimes"
 )
 
 func init() { addCommand(newCertifyCmd) }

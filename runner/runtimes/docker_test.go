@@ -1,0 +1,135 @@
+package runtimes
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandproof/sandproof/fixtures/model"
+	"github.com/sandproof/sandproof/images"
+	"github.com/sandproof/sandproof/runner/adapter"
+)
+
+// dockerImage returns the debian-12 image ref, skipping when no engine
+// runs or the image is not built (`go run ./cmd/sandproof images build`).
+func dockerImage(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("docker test")
+	}
+	if err := exec.Command("docker", "info").Run(); err != nil {
+		t.Skipf("no docker engine: %v", err)
+	}
+	r, err := images.Lookup("debian-12")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := exec.Command("docker", "image", "inspect", r.Ref()).Run(); err != nil {
+		t.Skipf("image %s not built", r.Ref())
+	}
+	return r.Ref()
+}
+
+func docker(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("docker", args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("docker %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// TestRealHarnessesWriteTheDeliverable runs each real harness once, by hand
+// (docker exec, no warden: the certify suite does the supervised run),
+// against the scripted model in debian-12 with host networking and the
+// runtime mounted read-only, and finds the token in /task/deliverable.txt.
+func TestRealHarnessesWriteTheDeliverable(t *testing.T) {
+	ref := dockerImage(t)
+	cache := os.Getenv(CacheEnv)
+	if cache == "" {
+		var err error
+		if cache, err = DefaultCacheDir(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv(CacheEnv, cache)
+	for _, name := range []string{"pi", "opencode"} {
+		t.Run(name, func(t *testing.T) {
+			m, err := adapter.Load(filepath.Join("..", "..", "adapters", name+".yaml"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			npmOrSkip(t, m.Runtime.Prepare.With["package"], m.Runtime.Prepare.With["version"])
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+			defer cancel()
+			rtDir, err := m.PrepareRuntime(ctx, t.TempDir(), "amd64")
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv, err := model.Start(model.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer srv.Close()
+			id := docker(t, "run", "-d", "--network", "host", "--label", "sandproof=1", "--label", "sandproof-test=runtimes",
+				"-v", rtDir+":/rt:ro", "-e", "SANDPROOF_API_KEY=canary-"+name, ref, "sleep", "2147483647")
+			defer exec.Command("docker", "rm", "-f", id).Run()
+			docker(t, "exec", id, "sh", "-c", "mkdir -p /task /sess/home/tmp && chown -R 1000:1000 /task /sess")
+
+			token := fmt.Sprintf("tok%d", time.Now().UnixNano())
+			vals := map[string]string{"prompt": model.CertPrompt("/task/deliverable.txt", token), "model_url": srv.URL(),
+				"model": "fake-model", "api_key_env": m.APIKeyEnv, "session_dir": "/sess", "task_dir": "/task",
+				"home": "/sess/home", "runtime_dir": "/rt"}
+			env := map[string]string{}
+			for k, v := range m.State.Env {
+				env[k] = v
+			}
+			run := func(step adapter.Step, cwd string) ([]byte, error) {
+				args := []string{"exec", "-u", "1000", "-w", cwd}
+				e := map[string]string{}
+				for k, v := range env {
+					e[k] = v
+				}
+				for k, v := range step.Env {
+					e[k] = v
+				}
+				for k, v := range e {
+					x, err := adapter.Expand(v, vals)
+					if err != nil {
+						t.Fatal(err)
+					}
+					args = append(args, "-e", k+"="+x)
+				}
+				args = append(args, id)
+				for _, a := range step.Argv {
+					x, err := adapter.Expand(a, vals)
+					if err != nil {
+						t.Fatal(err)
+					}
+					args = append(args, x)
+				}
+				return exec.CommandContext(ctx, "docker", args...).Output()
+			}
+			if out, err := run(*m.Install, "/sess/home"); err != nil {
+				t.Fatalf("install: %v: %s", err, out)
+			}
+			start := time.Now()
+			out, err := run(m.Launch.Step, "/task")
+			if err != nil {
+				t.Fatalf("launch: %v: %s", err, out)
+			}
+			t.Logf("%s ran in %.1fs, %d event lines, %d model calls", name, time.Since(start).Seconds(), strings.Count(string(out), "\n"), srv.ModelCalls())
+			if got := docker(t, "exec", id, "cat", "/task/deliverable.txt"); got != token {
+				t.Fatalf("deliverable %q, want %q", got, token)
+			}
+			if strings.Contains(string(out), "canary-") {
+				t.Fatal("the API key appears in the harness output")
+			}
+		})
+	}
+}

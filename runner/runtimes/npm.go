@@ -1,0 +1,157 @@
+package runtimes
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"context"
+	"crypto/sha512"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"strings"
+)
+
+// npmCmd runs npm with the caller's npm configuration (registry, cache,
+// proxy) but no update notifier, audit or funding noise.
+func npmCmd(ctx context.Context, dir string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, "npm", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "npm_config_update_notifier=false", "npm_config_fund=false", "npm_config_audit=false")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return out, fmt.Errorf("npm %s: %w: %s", strings.Join(args, " "), err, clip(strings.TrimSpace(stderr.String())))
+	}
+	return out, nil
+}
+
+// npmPack downloads PKG@VERSION as a tarball into dir and checks its sha512
+// integrity against want ("sha512-BASE64"), computed here rather than
+// taken from npm's own report.
+func npmPack(ctx context.Context, dir, pkg, version, want string) (string, error) {
+	out, err := npmCmd(ctx, dir, "pack", "--json", "--pack-destination", dir, pkg+"@"+version)
+	if err != nil {
+		return "", err
+	}
+	var res []struct {
+		Filename  string `json:"filename"`
+		Integrity string `json:"integrity"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil || len(res) != 1 {
+		return "", fmt.Errorf("npm pack %s@%s: unexpected output %q", pkg, version, clip(string(out)))
+	}
+	tgz := filepath.Join(dir, filepath.Base(res[0].Filename))
+	got, err := integrity(tgz)
+	if err != nil {
+		return "", err
+	}
+	if got != want {
+		return "", fmt.Errorf("%w: %s@%s tarball is %s, pinned %s", ErrChecksum, pkg, version, got, want)
+	}
+	return tgz, nil
+}
+
+// integrity is npm's "sha512-BASE64" of a file.
+func integrity(p string) (string, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha512.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return "sha512-" + base64.StdEncoding.EncodeToString(h.Sum(nil)), nil
+}
+
+// extractPackage unpacks the "package/" tree of an npm tarball into dst.
+// Only directories and regular files are accepted, and no entry may leave
+// dst. Modes are normalised to 0755 (any executable bit) or 0644.
+func extractPackage(tgz, dst string) error {
+	f, err := os.Open(tgz)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	gz, err := gzip.NewReader(f)
+	if err != nil {
+		return fmt.Errorf("extract %s: %w", filepath.Base(tgz), err)
+	}
+	tr := tar.NewReader(gz)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("extract %s: %w", filepath.Base(tgz), err)
+		}
+		name := path.Clean(strings.TrimPrefix(h.Name, "./"))
+		rel, ok := strings.CutPrefix(name, "package/")
+		if !ok || rel == "" || path.IsAbs(rel) || rel == ".." || strings.HasPrefix(rel, "../") {
+			return fmt.Errorf("extract %s: entry %q outside package/", filepath.Base(tgz), h.Name)
+		}
+		to := filepath.Join(dst, filepath.FromSlash(rel))
+		switch h.Typeflag {
+		case tar.TypeDir:
+			if err := os.MkdirAll(to, 0o755); err != nil {
+				return err
+			}
+		case tar.TypeReg:
+			mode := os.FileMode(0o644)
+			if h.Mode&0o111 != 0 {
+				mode = 0o755
+			}
+			if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+				return err
+			}
+			out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+			if err != nil {
+				return fmt.Errorf("extract %s: %w", filepath.Base(tgz), err)
+			}
+			if _, err := io.Copy(out, tr); err != nil {
+				out.Close()
+				return fmt.Errorf("extract %s: %w", filepath.Base(tgz), err)
+			}
+			if err := out.Close(); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("extract %s: entry %q is not a file or directory", filepath.Base(tgz), h.Name)
+		}
+	}
+}
+
+// RegistryReachable asks the registry for the version of pkg. It returns
+// ErrUnreachable (wrapped) when npm could not reach it, and a plain error
+// when the registry answered something unexpected.
+func RegistryReachable(ctx context.Context, pkg, version string) error {
+	out, err := npmCmd(ctx, "", "view", "--json", pkg+"@"+version, "version")
+	if err != nil {
+		for _, code := range []string{"ENOTFOUND", "EAI_AGAIN", "ECONNREFUSED", "ETIMEDOUT", "ECONNRESET", "ENETUNREACH", "EHOSTUNREACH", "network"} {
+			if strings.Contains(err.Error(), code) {
+				return fmt.Errorf("%w: %v", ErrUnreachable, err)
+			}
+		}
+		if errors.Is(err, exec.ErrNotFound) {
+			return fmt.Errorf("%w: %v", ErrUnreachable, err)
+		}
+		return err
+	}
+	var v string
+	if err := json.Unmarshal(out, &v); err != nil || v != version {
+		return fmt.Errorf("npm view %s@%s answered %q", pkg, version, clip(string(out)))
+	}
+	return nil
+}
+
+// ErrUnreachable means npm (or the registry) could not be reached at all.
+var ErrUnreachable = errors.New("npm registry unreachable")

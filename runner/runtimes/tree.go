@@ -1,0 +1,97 @@
+package runtimes
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// TreeSum hashes the tree at dir: for every entry, in byte order of its
+// slash-separated path, a line "KIND PATH DETAIL" where KIND is d, f, x
+// (an executable file), or l, and DETAIL is the sha256 of a file's content
+// or a link's target. Owners, times and permission bits other than the
+// executable bit are left out, so the sum does not depend on the umask or
+// on when the tree was made. Paths in exclude (relative, slash-separated)
+// are skipped. It also returns the number of regular files and their bytes.
+func TreeSum(dir string, exclude []string) (sum string, files int, size int64, err error) {
+	type entry struct{ rel, line string }
+	var entries []entry
+	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, werr error) error {
+		if werr != nil {
+			return werr
+		}
+		rel, _ := filepath.Rel(dir, p)
+		rel = filepath.ToSlash(rel)
+		if rel == "." {
+			return nil
+		}
+		if slices.Contains(exclude, rel) {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if strings.ContainsAny(rel, "\n") {
+			return fmt.Errorf("hash tree: path with a newline %q", rel)
+		}
+		switch t := d.Type(); {
+		case t.IsDir():
+			entries = append(entries, entry{rel, "d " + rel})
+		case t&fs.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			entries = append(entries, entry{rel, "l " + rel + " " + target})
+		case t.IsRegular():
+			fi, err := d.Info()
+			if err != nil {
+				return err
+			}
+			h, n, err := hashFile(p)
+			if err != nil {
+				return err
+			}
+			kind := "f"
+			if fi.Mode().Perm()&0o111 != 0 {
+				kind = "x"
+			}
+			files++
+			size += n
+			entries = append(entries, entry{rel, kind + " " + rel + " " + h})
+		default:
+			return fmt.Errorf("hash tree: %q is neither file, dir nor symlink", rel)
+		}
+		return nil
+	})
+	if err != nil {
+		return "", 0, 0, fmt.Errorf("hash tree %s: %w", dir, err)
+	}
+	slices.SortFunc(entries, func(a, b entry) int { return strings.Compare(a.rel, b.rel) })
+	h := sha256.New()
+	for _, e := range entries {
+		io.WriteString(h, e.line)
+		h.Write([]byte{'\n'})
+	}
+	return hex.EncodeToString(h.Sum(nil)), files, size, nil
+}
+
+func hashFile(p string) (string, int64, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return "", 0, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return "", 0, err
+	}
+	return hex.EncodeToString(h.Sum(nil)), n, nil
+}
