@@ -8,7 +8,7 @@ ARCHES   := amd64 arm64
 # Specs to run (a Ginkgo label filter); `make test-local` leaves out `docker`.
 LABELS   ?=
 
-.PHONY: all build warden probe test test-local engine images vet unit conformance bench clean
+.PHONY: all build warden probe test test-local engine images vet unit conformance bench certify mutants fuzz clean
 
 all: build
 
@@ -57,6 +57,40 @@ unit:
 
 conformance:
 	$(GINKGO) -p --procs=2 --timeout=40m $(if $(LABELS),--label-filter='$(LABELS)') ./conformance
+
+# The main job: certify the fixture adapters on the three images, and the
+# real harnesses (Pi, OpenCode; runtimes prepared on the host from npm) when
+# the npm registry answers, against the embedded scripted model. Leaves
+# reports/<run>/evidence.jsonl, report.html, report.md and junit.xml.
+RUN      ?= $(shell date -u +%Y%m%dT%H%M%SZ)
+FIXTURE_ADAPTERS := fixtures/adapters/miniagent-pi.yaml fixtures/adapters/miniagent-opencode.yaml fixtures/adapters/miniagent-daemon.yaml
+REAL_ADAPTERS    := adapters/pi.yaml adapters/opencode.yaml
+PARALLEL ?= 2
+
+certify: engine images build
+	@if timeout 30 npm view @mariozechner/pi-coding-agent version >/dev/null 2>&1; then \
+		adapters="$(FIXTURE_ADAPTERS) $(REAL_ADAPTERS)"; \
+	else \
+		echo "certify: the npm registry does not answer: Pi and OpenCode are not certified in this run" >&2; \
+		adapters="$(FIXTURE_ADAPTERS)"; \
+	fi; \
+	$(BIN)/sandproof certify $$(for a in $$adapters; do printf -- '--adapter %s ' $$a; done) \
+		--parallel $(PARALLEL) --out reports/$(RUN)
+	@echo "report: reports/$(RUN)/report.html"
+
+# Prove the suite catches broken supervisors: every mutant killed by a spec
+# of its clause, the real warden by none, three runs in a row.
+mutants:
+	$(GO) run ./conformance/mutants --runs 3
+
+# Each fuzz target for a bounded time (FUZZTIME per target).
+FUZZTIME ?= 30s
+fuzz:
+	$(GO) test ./runner/proc -run '^$$' -fuzz '^FuzzParseStat$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./runner/proc -run '^$$' -fuzz '^FuzzLaunchIDs$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./runner/receipt -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./runner/harness -run '^$$' -fuzz '^FuzzParseParams$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./runner/harness -run '^$$' -fuzz '^FuzzRecorder$$' -fuzztime $(FUZZTIME)
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 10x ./runner/bench
