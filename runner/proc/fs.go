@@ -210,6 +210,9 @@ func (fs FS) Environ(pid int, limit int, timeout time.Duration) ([]byte, error) 
 	ch := make(chan result, 1)
 	go func() {
 		data, err := readSmall(path, make([]byte, 0, 4096), limit)
+		if (errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPERM)) && fs.IsReal() && os.Geteuid() == 0 {
+			data, err = readAsOwner(fs.Root+"/"+strconv.Itoa(pid), path, limit)
+		}
 		ch <- result{data, err}
 	}()
 	timer := time.NewTimer(timeout)
@@ -226,6 +229,24 @@ func (fs FS) Environ(pid int, limit int, timeout time.Duration) ([]byte, error) 
 	case <-timer.C:
 		return nil, fmt.Errorf("read %s: timed out after %v", path, timeout)
 	}
+}
+
+// readAsOwner retries an environ read with the filesystem ids of the
+// process's owner. Root without CAP_SYS_PTRACE (a container's default) may
+// not read another user's environ, but /proc checks that access with the
+// caller's fsuid and fsgid, so a thread that takes the owner's ids for the
+// read passes the same check the owner would. The ids are per thread; the
+// thread is locked and never unlocked, so Go retires it when the goroutine
+// ends and no other goroutine ever runs with the borrowed ids.
+func readAsOwner(procDir, path string, limit int) ([]byte, error) {
+	var st syscall.Stat_t
+	if err := syscall.Stat(procDir, &st); err != nil {
+		return nil, err
+	}
+	runtime.LockOSThread()
+	syscall.Setfsgid(int(st.Gid))
+	syscall.Setfsuid(int(st.Uid))
+	return readSmall(path, make([]byte, 0, 4096), limit)
 }
 
 // MarkerVar is the environment variable that carries the launch ids.
