@@ -154,9 +154,15 @@ func (fs FS) Scan() ([]Stat, error) {
 	if err != nil {
 		return nil, err
 	}
+	return fs.ScanPIDs(pids), nil
+}
+
+// ScanPIDs reads the stat of the given processes, skipping those that
+// vanish or do not parse.
+func (fs FS) ScanPIDs(pids []int) []Stat {
 	workers := runtime.GOMAXPROCS(0)
 	if len(pids) < 256 || workers < 2 {
-		return fs.scanPIDs(pids), nil
+		return fs.scanPIDs(pids)
 	}
 	chunk := (len(pids) + workers - 1) / workers
 	parts := make([][]Stat, workers)
@@ -177,7 +183,7 @@ func (fs FS) Scan() ([]Stat, error) {
 	for _, p := range parts {
 		out = append(out, p...)
 	}
-	return out, nil
+	return out
 }
 
 func (fs FS) scanPIDs(pids []int) []Stat {

@@ -69,6 +69,9 @@ type Scanner struct {
 	Launch Launch
 	// EnvironTimeout bounds each environ read; zero means 100 ms.
 	EnvironTimeout time.Duration
+	// Old, when set, spares rescans the processes that started before the
+	// launch (see OldSet); nil reads every process every round.
+	Old *OldSet
 	// ServicesOnly turns the scanner around for `stop --services`: the
 	// preserved set (declared services and what belongs to them) becomes the
 	// reached set, and nothing else is reached.
@@ -92,11 +95,36 @@ type Snapshot struct {
 
 // Scan reads the process table and computes the reached set.
 func (s *Scanner) Scan() (*Snapshot, error) {
-	stats, err := s.FS.Scan()
+	var stats []proc.Stat
+	var err error
+	if s.Old != nil && s.FS.IsReal() {
+		stats, err = s.scanSkippingOld()
+	} else {
+		stats, err = s.FS.Scan()
+	}
 	if err != nil {
 		return nil, err
 	}
 	return s.compute(stats), nil
+}
+
+// scanSkippingOld reads the stat of every process except those the OldSet
+// proves are the same processes, started before the launch, as before.
+func (s *Scanner) scanSkippingOld() ([]proc.Stat, error) {
+	pids, err := s.FS.PIDs()
+	if err != nil {
+		return nil, err
+	}
+	live := s.Old.Live()
+	fresh := pids[:0:0]
+	for _, pid := range pids {
+		if !live[pid] {
+			fresh = append(fresh, pid)
+		}
+	}
+	stats := s.FS.ScanPIDs(fresh)
+	s.Old.Prime(stats)
+	return stats, nil
 }
 
 func (s *Scanner) compute(stats []proc.Stat) *Snapshot {

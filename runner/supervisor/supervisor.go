@@ -84,6 +84,9 @@ type supervisor struct {
 	harness    proc.Identity
 	harnessPID int
 	services   map[string]proc.Identity
+	// old pins the processes that started before the launch, so the stop's
+	// rescans skip them (stop.OldSet); nil on fake roots.
+	old *stop.OldSet
 }
 
 // Run is the supervisor process's main. ready may be nil. It returns the
@@ -197,6 +200,16 @@ func Run(cfg Config, ready *os.File) int {
 		since = uint64(up * proc.ClockTicks)
 	}
 	tell(Ready{Status: "ok"})
+	if s.fs.IsReal() && since > 0 && stop.PidfdSupported() {
+		// Learn the host's older processes while the harness runs, not
+		// while a stop is waiting for the scan.
+		s.old = stop.NewOldSet(since, 1<<16)
+		go func() {
+			if stats, err := s.fs.Scan(); err == nil {
+				s.old.Prime(stats)
+			}
+		}()
+	}
 
 	cause, reqErr := s.loop(watch, term)
 	if reqErr != "" {
@@ -449,7 +462,7 @@ func (s *supervisor) scanner(since uint64) *stop.Scanner {
 	for _, id := range s.services {
 		services = append(services, id)
 	}
-	return &stop.Scanner{FS: s.fs, Launch: stop.Launch{
+	return &stop.Scanner{FS: s.fs, Old: s.old, Launch: stop.Launch{
 		ID: s.cfg.LaunchID, Self: s.self.PID, Harness: s.harnessIdentity(), Since: since,
 		Services: services, ServiceMarker: s.serviceMarker(),
 	}}
