@@ -38,16 +38,11 @@ func parseSupervise(args []string) (supervisor.Config, bool, error) {
 	var cfg supervisor.Config
 	p, err := parseFlags(args, superviseFlags, true)
 	if err != nil {
-		// Recover --state for the refused receipt even from a bad line.
-		for i, a := range args {
-			if a == "--" {
-				break
-			}
-			if v, ok := strings.CutPrefix(a, "--state="); ok {
-				cfg.State = v
-			} else if a == "--state" && i+1 < len(args) {
-				cfg.State = args[i+1]
-			}
+		// Recover --state (and a valid --launch-id) for the refused
+		// receipt even from a bad line.
+		cfg.State = rawFlag(args, "state")
+		if id := rawFlag(args, "launch-id"); launch.ValidID(id) {
+			cfg.LaunchID = id
 		}
 		return cfg, false, err
 	}
@@ -113,6 +108,22 @@ func parseSupervise(args []string) (supervisor.Config, bool, error) {
 	return cfg, p.present["detach"], nil
 }
 
+// rawFlag finds --name's value in a command line that did not parse.
+func rawFlag(args []string, name string) string {
+	for i, a := range args {
+		if a == "--" {
+			break
+		}
+		if v, ok := strings.CutPrefix(a, "--"+name+"="); ok {
+			return v
+		}
+		if a == "--"+name && i+1 < len(args) {
+			return args[i+1]
+		}
+	}
+	return ""
+}
+
 // parseUser parses --user UID[:GID]. Names are not resolved: warden links no
 // libc and must not depend on the image's user database. GID defaults to UID.
 func parseUser(v string) (*supervisor.Credential, error) {
@@ -135,7 +146,7 @@ func runSupervise(args []string, stdout, stderr io.Writer) int {
 	cfg, detach, err := parseSupervise(args)
 	if err != nil {
 		fmt.Fprintf(stderr, "warden supervise: %v\n", err)
-		refuse(cfg.State, err)
+		refuse(cfg.State, cfg.LaunchID, err)
 		return 2
 	}
 	if err := launch.PrepareDir(cfg.State); err != nil {
@@ -166,7 +177,7 @@ func runSupervise(args []string, stdout, stderr io.Writer) int {
 
 // refuse writes a refused receipt when the command line was bad but named a
 // usable, unclaimed state dir, so a host waiting on it learns at once.
-func refuse(state string, cause error) {
+func refuse(state, launchID string, cause error) {
 	if state == "" {
 		return
 	}
@@ -178,10 +189,10 @@ func refuse(state string, cause error) {
 	if err != nil {
 		return
 	}
-	if launch.TakeClaim(abs, launch.Claim{By: "supervise", PID: self.PID, StartTime: self.StartTime}) != nil {
+	if launch.TakeClaim(abs, launch.Claim{By: "supervise", LaunchID: launchID, PID: self.PID, StartTime: self.StartTime}) != nil {
 		return // claimed by someone else: leave their files alone
 	}
-	r := receipt.New("", version.String())
+	r := receipt.New(launchID, version.String())
 	now := receipt.Timestamp(time.Now())
 	r.StartedAt, r.EndedAt = now, now
 	r.Cause = receipt.CauseRefused
