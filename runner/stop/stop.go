@@ -2,7 +2,9 @@ package stop
 
 import (
 	"context"
+	"runtime"
 	"sort"
+	"sync"
 	"syscall"
 	"time"
 
@@ -111,28 +113,67 @@ func (e *Engine) Run(ctx context.Context) Result {
 		if !now.Before(killAt) && !mutant.Is("nokill") {
 			sig = syscall.SIGKILL
 		}
-		for _, m := range snap.Reached {
-			id := m.Identity()
-			if prev, ok := sent[id]; ok && prev == sig && sig == syscall.SIGTERM {
-				// TERM once; a stopped process gets CONT again so the
-				// pending TERM can be handled.
-				if m.State == "T" || m.State == "t" {
-					e.sendCont(id)
-				}
-				continue
-			}
-			if e.send(id, sig) {
-				sent[id] = sig
-				if sig == syscall.SIGTERM && (m.State == "T" || m.State == "t") {
-					e.sendCont(id)
-				}
-			}
-		}
+		e.signalAll(snap.Reached, sig, sent)
 		e.pause(ctx, round, snap.Reached)
 	}
 	res.Seconds = clock.Now().Sub(start).Seconds()
 	sortMembers(res.Reached)
 	return res
+}
+
+// signalAll sends sig to every reached process: TERM once (with CONT to a
+// stopped process, again on every round so its pending TERM is handled),
+// KILL on every round after the grace. A large set on the real /proc is
+// signalled by one goroutine per CPU: each signal costs a pidfd_open, a stat
+// re-read and the send, all in the kernel. Fake roots keep the order
+// deterministic.
+func (e *Engine) signalAll(members []Member, sig syscall.Signal, sent map[proc.Identity]syscall.Signal) {
+	one := func(m Member) (proc.Identity, bool) {
+		id := m.Identity()
+		stopped := m.State == "T" || m.State == "t"
+		if prev, ok := sent[id]; ok && prev == sig && sig == syscall.SIGTERM {
+			if stopped {
+				e.sendCont(id)
+			}
+			return id, false
+		}
+		if !e.send(id, sig) {
+			return id, false
+		}
+		if sig == syscall.SIGTERM && stopped {
+			e.sendCont(id)
+		}
+		return id, true
+	}
+	workers := runtime.GOMAXPROCS(0)
+	if len(members) < 64 || workers < 2 || !e.Scanner.FS.IsReal() {
+		for _, m := range members {
+			if id, ok := one(m); ok {
+				sent[id] = sig
+			}
+		}
+		return
+	}
+	// sent is only read by the workers and written after they finish.
+	done := make([]bool, len(members))
+	var wg sync.WaitGroup
+	chunk := (len(members) + workers - 1) / workers
+	for lo := 0; lo < len(members); lo += chunk {
+		hi := min(lo+chunk, len(members))
+		wg.Add(1)
+		go func(lo, hi int) {
+			defer wg.Done()
+			for i := lo; i < hi; i++ {
+				_, done[i] = one(members[i])
+			}
+		}(lo, hi)
+	}
+	wg.Wait()
+	for i, m := range members {
+		if done[i] {
+			sent[m.Identity()] = sig
+		}
+	}
 }
 
 // send signals one process after making sure the pid still names it. It
