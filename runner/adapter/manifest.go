@@ -315,9 +315,6 @@ func (d *decoder) boolean(key string, n *yaml.Node) bool {
 
 func (d *decoder) seconds(key string, n *yaml.Node) float64 {
 	s := d.str(key, n)
-	if s == "" {
-		return 0
-	}
 	v, err := strconv.ParseFloat(s, 64)
 	if !secondsRe.MatchString(s) || err != nil || v <= 0 || v > 31536000 {
 		d.errf(n, key, "bad seconds %q (want a decimal number > 0 and <= 31536000)", s)
@@ -505,6 +502,10 @@ func (d *decoder) runtime(k string, v *yaml.Node, m *Manifest) {
 				})
 				if f.Dst == "" {
 					f.Dst = filepath.Base(f.Src)
+					// A src of "/" (or ".") has no usable base name.
+					if f.Dst == "/" || f.Dst == "." || f.Dst == ".." {
+						d.errf(v, k, "src %q gives no file name to put in the runtime dir (set dst)", f.Src)
+					}
 				}
 				m.Runtime.Files = append(m.Runtime.Files, f)
 			})

@@ -11,8 +11,8 @@ import (
 
 func TestFixtureManifestsLoad(t *testing.T) {
 	files, _ := filepath.Glob("../../fixtures/adapters/*.yaml")
-	if len(files) != 3 {
-		t.Fatalf("%d fixture manifests, want 3", len(files))
+	if len(files) != 4 {
+		t.Fatalf("%d fixture manifests, want 4", len(files))
 	}
 	for _, f := range files {
 		m, err := adapter.Load(f)

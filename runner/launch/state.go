@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sandproof/sandproof/runner/proc"
 )
 
@@ -62,6 +64,11 @@ func PrepareDir(dir string) error {
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
 		return fmt.Errorf("--state: %q is owned by uid %d, not by uid %d", dir, st.Uid, os.Geteuid())
 	}
+	// A directory we cannot write (a read-only mount, mode bits) can hold
+	// neither a claim nor a receipt: refuse it like a foreign one.
+	if err := unix.Access(dir, unix.W_OK|unix.X_OK); err != nil {
+		return fmt.Errorf("--state: %q is not writable: %w", dir, err)
+	}
 	return nil
 }
 
@@ -91,6 +98,7 @@ func TakeClaim(dir string, c Claim) error {
 	}
 	tmp := filepath.Join(dir, fmt.Sprintf(".claim.%d.tmp", os.Getpid()))
 	if err := writeFileSync(tmp, data); err != nil {
+		os.Remove(tmp)
 		return fmt.Errorf("take claim: %w", err)
 	}
 	defer os.Remove(tmp)
@@ -138,6 +146,7 @@ func (c *Claim) Alive() bool {
 func WriteRequest(dir, name string, data []byte) error {
 	tmp := filepath.Join(dir, fmt.Sprintf(".%s.%d.%d.tmp", name, os.Getpid(), time.Now().UnixNano()))
 	if err := writeFileSync(tmp, data); err != nil {
+		os.Remove(tmp)
 		return fmt.Errorf("write %s request: %w", name, err)
 	}
 	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
@@ -145,6 +154,17 @@ func WriteRequest(dir, name string, data []byte) error {
 		return fmt.Errorf("write %s request: %w", name, err)
 	}
 	return nil
+}
+
+// TouchRequest publishes an empty request file: on a full disk it needs no
+// data block, so a stop can still be asked for (an empty stop request means
+// the default: services kept).
+func TouchRequest(dir, name string) error {
+	f, err := os.OpenFile(filepath.Join(dir, name), os.O_WRONLY|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("write %s request: %w", name, err)
+	}
+	return f.Close()
 }
 
 func writeFileSync(path string, data []byte) error {

@@ -59,7 +59,12 @@ func runStop(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "warden stop: %v\n", err)
 		return exitNotConfirmed
 	}
-	err = launch.TakeClaim(state, launch.Claim{By: "stop", PID: self.PID, StartTime: self.StartTime})
+	// Fence only a state dir nobody claimed; a claimed one gets the request
+	// without writing anything else first (its disk may be full).
+	err = launch.ErrClaimed
+	if _, statErr := os.Lstat(filepath.Join(state, launch.ClaimFile)); statErr != nil {
+		err = launch.TakeClaim(state, launch.Claim{By: "stop", PID: self.PID, StartTime: self.StartTime})
+	}
 	switch {
 	case err == nil:
 		r := receipt.New("", version.String())
@@ -75,8 +80,12 @@ func runStop(args []string, stdout, stderr io.Writer) int {
 	case errors.Is(err, launch.ErrClaimed):
 		req, _ := json.Marshal(map[string]bool{"services": services})
 		if err := launch.WriteRequest(state, launch.StopFile, req); err != nil {
-			fmt.Fprintf(stderr, "warden stop: %v\n", err)
-			return exitNotConfirmed
+			// A full disk has no block for the request's content; an
+			// empty request still stops the launch (services are kept).
+			if services || launch.TouchRequest(state, launch.StopFile) != nil {
+				fmt.Fprintf(stderr, "warden stop: %v\n", err)
+				return exitNotConfirmed
+			}
 		}
 	default:
 		fmt.Fprintf(stderr, "warden stop: %v\n", err)
