@@ -8,7 +8,7 @@ ARCHES   := amd64 arm64
 # Specs to run (a Ginkgo label filter); `make test-local` leaves out `docker`.
 LABELS   ?=
 
-.PHONY: all build warden probe test test-local engine images vet unit conformance bench certify mutants fuzz clean
+.PHONY: all build warden probe test test-local engine images vet unit conformance bench certify mutants fuzz soak clean
 
 all: build
 
@@ -91,6 +91,13 @@ fuzz:
 	$(GO) test ./runner/receipt -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./runner/harness -run '^$$' -fuzz '^FuzzParseParams$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./runner/harness -run '^$$' -fuzz '^FuzzRecorder$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./runner/adapter -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
+
+# N launch/stop cycles with adversarial fixtures: leftovers, missing or
+# unconfirmed receipts, and stop latency percentiles.
+CYCLES ?= 1000
+soak: build
+	$(BIN)/sandproof soak --cycles $(CYCLES) --parallel 4
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 10x ./runner/bench
