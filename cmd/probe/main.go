@@ -3,8 +3,13 @@
 // harness runs and after it closed, and reports what changed. It is a static
 // binary that needs nothing from the image, and it shares no code with warden.
 //
-//	probe snapshot [--markers PATH,...] [--proc-root DIR] [--root DIR]
+//	probe snapshot [--markers PATH,...] [--proc-root DIR] [--root DIR] [--no-exec]
+//	probe setup --owner UID:GID [--dirs DIR,...] [--write-markers PATH,...] [--markers PATH,...]
 //	probe diff BEFORE.json AFTER.json
+//
+// setup makes the owner's directories and marker files (SPEC.md section 7.1)
+// and prints the snapshot taken right after, with the written markers and
+// --markers hashed: the whole owner setup in one run.
 //
 // diff exits 0 when nothing changed, 1 when something did, 2 on bad usage.
 package main
@@ -17,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/sandproof/sandproof/runner/probe"
@@ -34,6 +40,7 @@ func usagef(format string, a ...any) error { return usageError{fmt.Sprintf(forma
 var errDirty = errors.New("snapshots differ")
 
 const usage = `usage: probe snapshot [--markers PATH,...] [--proc-root DIR] [--root DIR]
+       probe setup --owner UID:GID [--dirs DIR,...] [--write-markers PATH,...] [--markers PATH,...]
        probe diff BEFORE.json AFTER.json`
 
 func main() {
@@ -59,6 +66,8 @@ func run(stdout, stderr io.Writer, args []string) error {
 	switch args[0] {
 	case "snapshot":
 		return snapshot(stdout, stderr, args[1:])
+	case "setup":
+		return setup(stdout, stderr, args[1:])
 	case "diff":
 		return diff(stdout, stderr, args[1:])
 	default:
@@ -72,22 +81,74 @@ func snapshot(stdout, stderr io.Writer, args []string) error {
 	markers := fs.String("markers", "", "comma-separated marker files to hash")
 	procRoot := fs.String("proc-root", "/proc", "where /proc is")
 	root := fs.String("root", "/", "root under which etc/os-release is read")
+	noExec := fs.Bool("no-exec", false, "find and hash python3 and bash without running them")
 	if err := fs.Parse(args); err != nil {
 		return usagef("snapshot: %v", err)
 	}
 	if fs.NArg() != 0 {
 		return usagef("snapshot: unexpected argument %q", fs.Arg(0))
 	}
-	var ms []string
-	if *markers != "" {
-		for _, m := range strings.Split(*markers, ",") {
-			if m == "" || !strings.HasPrefix(m, "/") {
-				return usagef("--markers: bad value %q (want absolute paths, comma-separated)", *markers)
-			}
-			ms = append(ms, m)
-		}
+	ms, err := pathList("--markers", *markers)
+	if err != nil {
+		return err
 	}
-	s, err := probe.Take(context.Background(), probe.Options{ProcRoot: *procRoot, Root: *root, Markers: ms})
+	s, err := probe.Take(context.Background(), probe.Options{ProcRoot: *procRoot, Root: *root, Markers: ms, NoExec: *noExec})
+	if err != nil {
+		return err
+	}
+	return writeJSON(stdout, s)
+}
+
+// pathList splits a comma-separated list of absolute paths.
+func pathList(flagName, v string) ([]string, error) {
+	var ps []string
+	if v == "" {
+		return nil, nil
+	}
+	for _, p := range strings.Split(v, ",") {
+		if p == "" || !strings.HasPrefix(p, "/") {
+			return nil, usagef("%s: bad value %q (want absolute paths, comma-separated)", flagName, v)
+		}
+		ps = append(ps, p)
+	}
+	return ps, nil
+}
+
+func setup(stdout, stderr io.Writer, args []string) error {
+	fs := flag.NewFlagSet("setup", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	owner := fs.String("owner", "", "UID:GID owning the dirs and markers")
+	dirs := fs.String("dirs", "", "comma-separated dirs to make, in order")
+	write := fs.String("write-markers", "", "comma-separated marker files to write")
+	markers := fs.String("markers", "", "comma-separated further files to hash")
+	if err := fs.Parse(args); err != nil {
+		return usagef("setup: %v", err)
+	}
+	if fs.NArg() != 0 {
+		return usagef("setup: unexpected argument %q", fs.Arg(0))
+	}
+	us, gs, ok := strings.Cut(*owner, ":")
+	uid, uerr := strconv.Atoi(us)
+	gid, gerr := strconv.Atoi(gs)
+	if !ok || uerr != nil || gerr != nil || uid < 0 || gid < 0 {
+		return usagef("setup: --owner %q: want UID:GID, numeric", *owner)
+	}
+	o := probe.SetupOptions{UID: uid, GID: gid}
+	var err error
+	if o.Dirs, err = pathList("--dirs", *dirs); err != nil {
+		return err
+	}
+	if o.Markers, err = pathList("--write-markers", *write); err != nil {
+		return err
+	}
+	more, err := pathList("--markers", *markers)
+	if err != nil {
+		return err
+	}
+	if err := probe.Setup(o); err != nil {
+		return err
+	}
+	s, err := probe.Take(context.Background(), probe.Options{Markers: append(append([]string{}, o.Markers...), more...)})
 	if err != nil {
 		return err
 	}

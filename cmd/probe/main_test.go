@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -20,6 +21,11 @@ func TestUsageErrors(t *testing.T) {
 		{"snapshot", "--markers", "/a,,/b"},
 		{"snapshot", "--bogus"},
 		{"diff", "one.json"},
+		{"setup"},
+		{"setup", "--owner", "1000"},
+		{"setup", "--owner", "1000:1000", "--dirs", "relative"},
+		{"setup", "--owner", "1000:1000", "--write-markers", "/a,,/b"},
+		{"setup", "--owner", "1000:1000", "extra"},
 	} {
 		var out, errb bytes.Buffer
 		err := run(&out, &errb, args)
@@ -88,5 +94,29 @@ func TestDiffRejectsOtherSchema(t *testing.T) {
 	var ue usageError
 	if err == nil || errors.As(err, &ue) || errors.Is(err, errDirty) {
 		t.Fatalf("diff of a foreign file = %v, want a plain error", err)
+	}
+}
+
+func TestSetupPrintsSnapshotWithWrittenMarkers(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "xdg", "owner")
+	marker := filepath.Join(dir, "marker")
+	extra := filepath.Join(root, "absent")
+	owner := fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid())
+	var out, errb bytes.Buffer
+	if err := run(&out, &errb, []string{"setup", "--owner", owner, "--dirs", filepath.Dir(dir) + "," + dir,
+		"--write-markers", marker, "--markers", extra}); err != nil {
+		t.Fatalf("setup: %v (%s)", err, errb.String())
+	}
+	var s probe.Snapshot
+	if err := json.Unmarshal(out.Bytes(), &s); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Markers) != 2 || s.Markers[0].Path != marker || s.Markers[0].Missing || s.Markers[0].SHA256 == "" ||
+		s.Markers[1].Path != extra || !s.Markers[1].Missing {
+		t.Fatalf("markers = %+v, want the written marker hashed, then %s missing", s.Markers, extra)
+	}
+	if len(s.Processes) == 0 {
+		t.Error("no process table in the setup snapshot")
 	}
 }

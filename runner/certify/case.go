@@ -241,31 +241,26 @@ func (r *runner) runCase(ctx context.Context, c caseSpec) (ev *reports.Evidence,
 		if err != nil {
 			return err
 		}
+		if os.Getenv("SANDPROOF_TRACE") != "" {
+			sb = provider.Trace(sb, func(format string, args ...any) { r.progress(c.id+": "+format, args...) })
+		}
 		info, err := sb.Inspect(ctx)
 		if err != nil {
 			return err
 		}
 		ev.ImageID = info.ImageID
-		if err := sb.Mkdir(ctx, TaskDir, 0o755, uid, gid); err != nil {
-			return err
-		}
-		for _, d := range []string{home + "/.local"} {
-			if err := sb.Mkdir(ctx, d, 0o755, uid, gid); err != nil {
-				return err
-			}
-		}
+		// One probe run makes /task, the marker dirs and markers (owned
+		// by the task user) and takes the baseline right after.
+		dirs := []string{TaskDir, home + "/.local"}
 		for _, mk := range markers {
-			if err := sb.Mkdir(ctx, path.Dir(path.Dir(mk)), 0o755, uid, gid); err != nil {
-				return err
-			}
-			if err := sb.Mkdir(ctx, path.Dir(mk), 0o755, uid, gid); err != nil {
-				return err
-			}
-			if err := provider.UploadBytes(ctx, sb, []byte("owner marker "+randomHex(8)+"\n"), mk, 0o644, uid, gid); err != nil {
-				return err
-			}
+			dirs = append(dirs, path.Dir(path.Dir(mk)), path.Dir(mk))
 		}
-		before, err = snapshot(ctx, sb, allMarkers)
+		argv := []string{probePath, "setup", "--owner", fmt.Sprintf("%d:%d", uid, gid),
+			"--dirs", strings.Join(dirs, ","), "--write-markers", strings.Join(markers, ",")}
+		if len(reqPaths) > 0 {
+			argv = append(argv, "--markers", strings.Join(reqPaths, ","))
+		}
+		before, err = probeRun(ctx, sb, argv)
 		if err != nil {
 			return err
 		}
@@ -299,12 +294,11 @@ func (r *runner) runCase(ctx context.Context, c caseSpec) (ev *reports.Evidence,
 			if err != nil {
 				return err
 			}
-			if err := sb.Mkdir(ctx, sessDir, 0o755, 0, 0); err != nil {
-				return err
+			entries := []provider.Entry{
+				{Path: sessDir, Dir: true, Mode: 0o755},
+				{Path: sessHome, Dir: true, Mode: 0o700, UID: uid, GID: gid},
 			}
-			if err := sb.Mkdir(ctx, sessHome, 0o700, uid, gid); err != nil {
-				return err
-			}
+			made := map[string]bool{}
 			for _, d := range dirs {
 				rel := strings.TrimPrefix(d, sessHome+"/")
 				if rel == d || d == sessHome {
@@ -313,10 +307,14 @@ func (r *runner) runCase(ctx context.Context, c caseSpec) (ev *reports.Evidence,
 				p := sessHome
 				for _, part := range strings.Split(rel, "/") {
 					p = path.Join(p, part)
-					if err := sb.Mkdir(ctx, p, 0o700, uid, gid); err != nil {
-						return err
+					if !made[p] {
+						made[p] = true
+						entries = append(entries, provider.Entry{Path: p, Dir: true, Mode: 0o700, UID: uid, GID: gid})
 					}
 				}
+			}
+			if err := provider.Put(ctx, sb, entries); err != nil {
+				return err
 			}
 			sess, err = session.New(sb, ad, session.Config{ID: sessID, User: r.opts.User, Binaries: r.bins,
 				CaptureDir: filepath.Join(cr.dir, "capture")})
@@ -486,12 +484,18 @@ func snapshot(ctx context.Context, sb provider.Sandbox, markers []string) (probe
 	if len(markers) > 0 {
 		argv = append(argv, "--markers", strings.Join(markers, ","))
 	}
+	return probeRun(ctx, sb, argv)
+}
+
+// probeRun runs the owner's probe as root and decodes the snapshot it
+// prints.
+func probeRun(ctx context.Context, sb provider.Sandbox, argv []string) (probe.Snapshot, error) {
 	res, err := sb.Exec(ctx, provider.ExecSpec{Argv: argv, User: "0"})
 	if err != nil {
 		return probe.Snapshot{}, err
 	}
 	if res.ExitCode != 0 {
-		return probe.Snapshot{}, fmt.Errorf("probe snapshot: exit %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
+		return probe.Snapshot{}, fmt.Errorf("probe %s: exit %d: %s", argv[1], res.ExitCode, strings.TrimSpace(string(res.Stderr)))
 	}
 	var s probe.Snapshot
 	if err := json.Unmarshal(res.Stdout, &s); err != nil {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	dc "github.com/ory/dockertest/v3/docker"
 
@@ -31,16 +32,52 @@ func (cr *caseRun) verify(ctx context.Context, sb provider.Sandbox, before probe
 		}
 	}
 
-	// The deliverable.
 	tmp, err := os.MkdirTemp("", "sandproof-verify-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	err = sb.Download(ctx, Deliverable, filepath.Join(tmp, "deliverable"))
-	if provider.IsProviderError(err) {
-		return err
+
+	// Every read below happens after close and none depends on another:
+	// they run side by side and are judged in order afterwards.
+	var (
+		wg                sync.WaitGroup
+		delivErr, sessErr error
+		snap              probe.Snapshot
+		snapErr, diffErr  error
+		extra             []string
+		dp                = cr.r.prov
+	)
+	wg.Add(3)
+	go func() {
+		defer wg.Done()
+		delivErr = sb.Download(ctx, Deliverable, filepath.Join(tmp, "deliverable"))
+	}()
+	go func() {
+		defer wg.Done()
+		// The owner's snapshot after close.
+		snap, snapErr = snapshot(ctx, sb, allMarkers)
+	}()
+	go func() {
+		defer wg.Done()
+		sessErr = sb.Download(ctx, sessDir, filepath.Join(tmp, "session"))
+	}()
+	if dp != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			extra, diffErr = fsDiff(dp, sb.ID(), cr.allowed())
+		}()
 	}
+	wg.Wait()
+	for _, e := range []error{delivErr, sessErr, snapErr} {
+		if provider.IsProviderError(e) {
+			return e
+		}
+	}
+
+	// The deliverable.
+	err = delivErr
 	got, rerr := os.ReadFile(filepath.Join(tmp, "deliverable"))
 	if err == nil && rerr == nil {
 		after.Deliverable = string(got)
@@ -48,10 +85,8 @@ func (cr *caseRun) verify(ctx context.Context, sb provider.Sandbox, before probe
 	check("verify.deliverable", err == nil && rerr == nil && string(got) == token,
 		"%s holds %q, want the token %q (%s)", Deliverable, truncate(after.Deliverable, 80), token, errText(errors.Join(err, rerr), key))
 
-	// The owner's snapshot after close.
-	snap, err := snapshot(ctx, sb, allMarkers)
-	if err != nil {
-		return err
+	if snapErr != nil {
+		return snapErr
 	}
 	diff := probe.Diff(before, snap)
 	after.Python3, after.Bash = toolText(snap.Python3), toolText(snap.Bash)
@@ -74,11 +109,7 @@ func (cr *caseRun) verify(ctx context.Context, sb provider.Sandbox, before probe
 		"%d of %d XDG markers kept unchanged; lost: %v", len(after.MarkersKept), len(markers), after.MarkersLost)
 
 	// The session dir.
-	err = sb.Download(ctx, sessDir, filepath.Join(tmp, "session"))
-	if provider.IsProviderError(err) {
-		return err
-	}
-	gone := errors.Is(err, provider.ErrPathNotFound)
+	gone := errors.Is(sessErr, provider.ErrPathNotFound)
 	ev.AdapterSessionDirRemoved = gone
 	check("verify.session_dir_removed", gone, "%s gone after close: %t", sessDir, gone)
 
@@ -104,10 +135,9 @@ func (cr *caseRun) verify(ctx context.Context, sb provider.Sandbox, before probe
 	check("verify.tools_unchanged", len(toolChanges) == 0, "python3 %s, bash %s; changes: %v", after.Python3, after.Bash, toolChanges)
 
 	// The filesystem diff.
-	if dp, ok := cr.r.prov, true; ok && dp != nil {
-		extra, err := fsDiff(dp, sb.ID(), cr.allowed())
-		if err != nil {
-			return provider.Errorf("diff", sb.ID(), err)
+	if dp != nil {
+		if diffErr != nil {
+			return provider.Errorf("diff", sb.ID(), diffErr)
 		}
 		check("verify.fs_diff", len(extra) == 0, "container filesystem changes outside /task, %s and the allow-list: %v", BaseDir, truncList(extra, 20))
 	}

@@ -146,6 +146,10 @@ type Options struct {
 	Markers []string
 	// ToolTimeout bounds each `--version` run; zero means 10 seconds.
 	ToolTimeout time.Duration
+	// NoExec finds and hashes python3 and bash without running them: a
+	// session's seed must not start the task's own interpreters (the
+	// tripwire specs check it). Version stays empty.
+	NoExec bool
 }
 
 // Take takes a snapshot. The process table is read last, after the
@@ -165,8 +169,8 @@ func Take(ctx context.Context, o Options) (Snapshot, error) {
 	}
 	s := Snapshot{Schema: Schema, TakenAt: time.Now().UTC(), Path: o.Path, Markers: []Marker{}}
 	s.OS, s.OSName = readOSRelease(o.Root)
-	s.Python3 = findTool(ctx, "python3", o.Path, o.ToolTimeout)
-	s.Bash = findTool(ctx, "bash", o.Path, o.ToolTimeout)
+	s.Python3 = findTool(ctx, "python3", o.Path, o.ToolTimeout, o.NoExec)
+	s.Bash = findTool(ctx, "bash", o.Path, o.ToolTimeout, o.NoExec)
 	for _, m := range o.Markers {
 		s.Markers = append(s.Markers, readMarker(m))
 	}
@@ -257,7 +261,7 @@ func LookPath(name, path string) (string, bool) {
 	return "", false
 }
 
-func findTool(ctx context.Context, name, path string, timeout time.Duration) Tool {
+func findTool(ctx context.Context, name, path string, timeout time.Duration, noExec bool) Tool {
 	p, ok := LookPath(name, path)
 	if !ok {
 		return Tool{}
@@ -276,10 +280,12 @@ func findTool(ctx context.Context, name, path string, timeout time.Duration) Too
 	}
 	// Run it by the name PATH gave, not the resolved file: a venv's python
 	// finds its environment through the path it was started by.
-	v, err := version(ctx, p, path, timeout)
-	t.Version = v
-	if err != nil {
-		errs = append(errs, err.Error())
+	if !noExec {
+		v, err := version(ctx, p, path, timeout)
+		t.Version = v
+		if err != nil {
+			errs = append(errs, err.Error())
+		}
 	}
 	t.Error = strings.Join(errs, "; ")
 	return t

@@ -211,3 +211,49 @@ func UploadFile(ctx context.Context, sb Sandbox, src, path string, mode os.FileM
 func UploadBytes(ctx context.Context, sb Sandbox, data []byte, path string, mode os.FileMode, uid, gid int) error {
 	return sb.Upload(ctx, path, bytes.NewReader(data), int64(len(data)), mode, uid, gid)
 }
+
+// Entry is one directory or regular file of a batch (Put). Paths are
+// absolute sandbox paths.
+type Entry struct {
+	Path string
+	// Dir makes a directory; otherwise a regular file whose content is
+	// Data, or the host file HostPath when Data is nil.
+	Dir      bool
+	Data     []byte
+	HostPath string
+	Mode     os.FileMode
+	UID, GID int
+}
+
+// Putter is a Sandbox that can create several entries in one transfer.
+type Putter interface {
+	// Put creates the entries in order, each exactly as Mkdir or Upload
+	// would (missing parents 0755 root).
+	Put(ctx context.Context, entries []Entry) error
+}
+
+// Put creates entries in order (a directory before what goes into it): in
+// one transfer when sb is a Putter, else with one Mkdir or Upload each.
+func Put(ctx context.Context, sb Sandbox, entries []Entry) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	if p, ok := sb.(Putter); ok {
+		return p.Put(ctx, entries)
+	}
+	for _, e := range entries {
+		var err error
+		switch {
+		case e.Dir:
+			err = sb.Mkdir(ctx, e.Path, e.Mode, e.UID, e.GID)
+		case e.Data == nil && e.HostPath != "":
+			err = UploadFile(ctx, sb, e.HostPath, e.Path, e.Mode, e.UID, e.GID)
+		default:
+			err = UploadBytes(ctx, sb, e.Data, e.Path, e.Mode, e.UID, e.GID)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/sandproof/sandproof/runner/provider"
 	"github.com/sandproof/sandproof/runner/receipt"
@@ -146,44 +147,59 @@ func (s *Session) launchIDs(ctx context.Context) ([]string, error) {
 // and run dirs (params, events, stderr), then the adapter's declared files.
 // A missing capture is recorded and never stops the others.
 func (s *Session) capture(ctx context.Context, res *CloseResult) error {
-	var errs []error
-	get := func(p, dst string, optional bool) error {
-		err := s.sb.Download(ctx, p, dst)
-		switch {
-		case err == nil:
-			res.Captured = append(res.Captured, Captured{Path: p, HostPath: dst})
-		case errors.Is(err, provider.ErrPathNotFound):
-			res.Missing = append(res.Missing, p)
-			if !optional {
-				errs = append(errs, fmt.Errorf("capture %q: %w", p, err))
-			}
-		case provider.IsProviderError(err):
-			return err
-		default:
-			errs = append(errs, fmt.Errorf("capture %q: %w", p, err))
-		}
-		return nil
+	type job struct {
+		p, dst   string
+		optional bool
+		err      error
+	}
+	var jobs []*job
+	add := func(p, dst string, optional bool) {
+		jobs = append(jobs, &job{p: p, dst: dst, optional: optional})
 	}
 	for _, d := range []string{"state", "run"} {
-		if err := get(path.Join(s.dir, d), filepath.Join(s.cfg.CaptureDir, d), true); err != nil {
-			return err
-		}
+		add(path.Join(s.dir, d), filepath.Join(s.cfg.CaptureDir, d), true)
 	}
 	if s.adapter.Captures != nil {
 		for _, c := range s.adapter.Captures(s.env("", "")) {
 			p := strings.TrimPrefix(c.Path, s.prefix)
 			dst := filepath.Join(s.cfg.CaptureDir, "files", filepath.FromSlash(path.Clean("/"+p)))
-			if err := get(p, dst, c.Optional); err != nil {
-				return err
-			}
+			add(p, dst, c.Optional)
 			if c.SQLite {
 				// The database is only whole with its journal files.
 				for _, suf := range []string{"-wal", "-shm", "-journal"} {
-					if err := get(p+suf, dst+suf, true); err != nil {
-						return err
-					}
+					add(p+suf, dst+suf, true)
 				}
 			}
+		}
+	}
+	// The downloads are independent (everything is stopped by now): run
+	// them side by side, then record them in order.
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 4)
+	for _, j := range jobs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			j.err = s.sb.Download(ctx, j.p, j.dst)
+		}()
+	}
+	wg.Wait()
+	var errs []error
+	for _, j := range jobs {
+		switch err := j.err; {
+		case err == nil:
+			res.Captured = append(res.Captured, Captured{Path: j.p, HostPath: j.dst})
+		case errors.Is(err, provider.ErrPathNotFound):
+			res.Missing = append(res.Missing, j.p)
+			if !j.optional {
+				errs = append(errs, fmt.Errorf("capture %q: %w", j.p, err))
+			}
+		case provider.IsProviderError(err):
+			return err
+		default:
+			errs = append(errs, fmt.Errorf("capture %q: %w", j.p, err))
 		}
 	}
 	return errors.Join(errs...)

@@ -191,9 +191,6 @@ func (s *Session) launch(ctx context.Context, id string, params harness.Params, 
 // start writes the params and starts the supervisor. It reports false when
 // another caller claimed the state dir first (then this one joins).
 func (s *Session) start(ctx context.Context, id, state, runDir string, params harness.Params, deadline string) (bool, error) {
-	if err := s.sb.Mkdir(ctx, runDir, 0o700, s.uid, s.gid); err != nil {
-		return false, err
-	}
 	if params.Mode == "" {
 		params.Mode = harness.ModeEvents
 	}
@@ -214,7 +211,11 @@ func (s *Session) start(ctx context.Context, id, state, runDir string, params ha
 		return false, fmt.Errorf("check params of %q: %w", id, err)
 	}
 	paramsPath := path.Join(runDir, "params.json")
-	if err := provider.UploadBytes(ctx, s.sb, data, paramsPath, 0o600, s.uid, s.gid); err != nil {
+	err = provider.Put(ctx, s.sb, []provider.Entry{
+		{Path: runDir, Dir: true, Mode: 0o700, UID: s.uid, GID: s.gid},
+		{Path: paramsPath, Data: data, Mode: 0o600, UID: s.uid, GID: s.gid},
+	})
+	if err != nil {
 		return false, err
 	}
 	wardenPath := s.x(path.Join(s.dir, "bin", "warden"))

@@ -37,6 +37,7 @@ import (
 	"math"
 	"os"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -354,24 +355,55 @@ func (s *Session) Seed(ctx context.Context) (err error) {
 		return err
 	}
 
-	if err := s.sb.Mkdir(ctx, s.dir, 0o755, 0, 0); err != nil {
-		return err
-	}
-	for _, d := range []string{"bin", "tools", "state", "run"} {
-		if err := s.sb.Mkdir(ctx, path.Join(s.dir, d), 0o755, 0, 0); err != nil {
-			return err
-		}
-	}
-	if err := s.sb.Mkdir(ctx, path.Join(s.dir, "home"), 0o700, s.uid, s.gid); err != nil {
-		return err
-	}
+	// One transfer for the whole tree: the dirs, warden, the probe, the
+	// removal helper and the adapter's files. Every round trip to the
+	// engine costs more than the bytes.
 	wardenPath := path.Join(s.dir, "bin", "warden")
-	if err := provider.UploadFile(ctx, s.sb, wardenHost, wardenPath, 0o755, 0, 0); err != nil {
-		return err
+	entries := []provider.Entry{{Path: s.dir, Dir: true, Mode: 0o755}}
+	for _, d := range []string{"bin", "tools", "state", "run"} {
+		entries = append(entries, provider.Entry{Path: path.Join(s.dir, d), Dir: true, Mode: 0o755})
+	}
+	entries = append(entries,
+		provider.Entry{Path: path.Join(s.dir, "home"), Dir: true, Mode: 0o700, UID: s.uid, GID: s.gid},
+		provider.Entry{Path: wardenPath, HostPath: wardenHost, Mode: 0o755})
+	var probePath string
+	if probeHost, ok := s.cfg.Binaries.Probe[s.arch]; ok {
+		probePath = path.Join(s.dir, "tools", "probe")
+		entries = append(entries, provider.Entry{Path: probePath, HostPath: probeHost, Mode: 0o755})
+	}
+	if rm, ok := s.cfg.Binaries.Rmtree[s.arch]; ok {
+		entries = append(entries, provider.Entry{Path: path.Join(s.dir, "bin", "rmtree"), HostPath: rm, Mode: 0o755})
+	}
+	rels := make([]string, 0, len(s.adapter.Files))
+	for rel := range s.adapter.Files {
+		rels = append(rels, rel)
+	}
+	slices.Sort(rels)
+	for _, rel := range rels {
+		f := s.adapter.Files[rel]
+		mode := f.Mode
+		if mode == 0 {
+			mode = 0o644
+		}
+		e := provider.Entry{Path: path.Join(s.dir, path.Clean("/"+rel)), Mode: mode, UID: s.uid, GID: s.gid}
+		if f.HostPath != "" {
+			e.HostPath = f.HostPath
+		} else {
+			e.Data = f.Data
+			if e.Data == nil {
+				e.Data = []byte{}
+			}
+		}
+		entries = append(entries, e)
+	}
+	if err := provider.Put(ctx, s.sb, entries); err != nil {
+		return fmt.Errorf("upload the session tree: %w", err)
 	}
 	expect := map[string]string{wardenPath: s.wardenSHA}
 
-	snap, err := s.inspectImage(ctx)
+	// One probe run both tells whether the image has bash and hashes
+	// warden; a second one only when bash had to be provided.
+	snap, err := s.inspectImage(ctx, probePath, wardenPath)
 	if err != nil {
 		return err
 	}
@@ -391,11 +423,6 @@ func (s *Session) Seed(ctx context.Context) (err error) {
 		expect[bashPath] = sum
 		s.bashProvided = true
 	}
-	if rm, ok := s.cfg.Binaries.Rmtree[s.arch]; ok {
-		if err := provider.UploadFile(ctx, s.sb, rm, path.Join(s.dir, "bin", "rmtree"), 0o755, 0, 0); err != nil {
-			return err
-		}
-	}
 	if err := s.verify(ctx, snap, expect); err != nil {
 		return err
 	}
@@ -403,22 +430,6 @@ func (s *Session) Seed(ctx context.Context) (err error) {
 		return err
 	} else if res.ExitCode != 0 {
 		return fmt.Errorf("run warden --version in the sandbox: exit %d: %s", res.ExitCode, firstLine(res.Stderr))
-	}
-
-	for rel, f := range s.adapter.Files {
-		dst := path.Join(s.dir, path.Clean("/"+rel))
-		mode := f.Mode
-		if mode == 0 {
-			mode = 0o644
-		}
-		if f.HostPath != "" {
-			err = provider.UploadFile(ctx, s.sb, f.HostPath, dst, mode, s.uid, s.gid)
-		} else {
-			err = provider.UploadBytes(ctx, s.sb, f.Data, dst, mode, s.uid, s.gid)
-		}
-		if err != nil {
-			return fmt.Errorf("upload adapter file %q: %w", rel, err)
-		}
 	}
 
 	if s.adapter.Install != nil {
@@ -444,22 +455,24 @@ func (s *Session) Seed(ctx context.Context) (err error) {
 type imageFacts struct {
 	hasBash bool
 	probe   string // sandbox path of the uploaded probe, "" if none
+	// hashed holds the sha256 the probe found, by sandbox path.
+	hashed map[string]string
 }
 
-// inspectImage uploads the probe (when one is given) and asks it whether
-// the image has bash. Without a probe, bash is looked for by running it.
-func (s *Session) inspectImage(ctx context.Context) (imageFacts, error) {
-	var f imageFacts
-	if probeHost, ok := s.cfg.Binaries.Probe[s.arch]; ok {
-		f.probe = path.Join(s.dir, "tools", "probe")
-		if err := provider.UploadFile(ctx, s.sb, probeHost, f.probe, 0o755, 0, 0); err != nil {
-			return f, err
-		}
-		snap, err := s.snapshot(ctx, f.probe, nil)
+// inspectImage asks the uploaded probe (when there is one) whether the
+// image has bash, hashing the given files in the same run. Without a
+// probe, bash is looked for by running it.
+func (s *Session) inspectImage(ctx context.Context, probe string, hash ...string) (imageFacts, error) {
+	f := imageFacts{probe: probe, hashed: map[string]string{}}
+	if probe != "" {
+		snap, err := s.snapshot(ctx, probe, hash)
 		if err != nil {
 			return f, err
 		}
 		f.hasBash = snap.Bash != nil
+		for _, m := range snap.Markers {
+			f.hashed[strings.TrimPrefix(m.Path, s.prefix)] = m.SHA256
+		}
 		return f, nil
 	}
 	res, err := s.sb.Exec(ctx, provider.ExecSpec{Argv: []string{"bash", "-c", "exit 0"}})
@@ -482,7 +495,9 @@ type probeSnapshot struct {
 }
 
 func (s *Session) snapshot(ctx context.Context, probe string, markers []string) (*probeSnapshot, error) {
-	argv := []string{s.x(probe), "snapshot"}
+	// --no-exec: seed only needs to know where bash is and to hash files;
+	// it must not start the image's python3 or bash (tripwire specs).
+	argv := []string{s.x(probe), "snapshot", "--no-exec"}
 	if len(markers) > 0 {
 		xs := make([]string, len(markers))
 		for i, m := range markers {
@@ -518,12 +533,22 @@ func (s *Session) verify(ctx context.Context, f imageFacts, expect map[string]st
 		paths = append(paths, p)
 	}
 	if f.probe != "" {
-		snap, err := s.snapshot(ctx, f.probe, paths)
-		if err != nil {
-			return err
+		var more []string
+		for _, p := range paths {
+			if sum, ok := f.hashed[p]; ok {
+				got[p] = sum
+			} else {
+				more = append(more, p)
+			}
 		}
-		for _, m := range snap.Markers {
-			got[strings.TrimPrefix(m.Path, s.prefix)] = m.SHA256
+		if len(more) > 0 {
+			snap, err := s.snapshot(ctx, f.probe, more)
+			if err != nil {
+				return err
+			}
+			for _, m := range snap.Markers {
+				got[strings.TrimPrefix(m.Path, s.prefix)] = m.SHA256
+			}
 		}
 	} else {
 		for _, p := range paths {

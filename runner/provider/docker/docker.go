@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ory/dockertest/v3"
@@ -28,7 +29,7 @@ import (
 	"github.com/sandproof/sandproof/runner/provider"
 )
 
-// settle bounds how long an exec that ended by a signal waits to see
+// settle bounds how long an exec that ended by SIGKILL waits to see
 // whether its container is stopping too.
 const settle = 2 * time.Second
 
@@ -122,6 +123,18 @@ func (p *Provider) Create(ctx context.Context, spec provider.CreateSpec) (provid
 	return &Sandbox{client: p.Pool.Client, id: res.Container.ID}, nil
 }
 
+// killedLikeContainer reports whether an exec's status could come from its
+// container dying under it. However the container dies (docker kill or
+// stop reaching pid 1, rm -f, the OOM killer), the kernel ends every other
+// process of its pid namespace with SIGKILL, so an exec killed that way
+// ends with 128+9, never another 128+N: a command that died of SIGTERM,
+// SIGSEGV or SIGABRT, or that exited 130 on its own, is trusted at once
+// (after the running check every exec gets) instead of waiting out settle.
+// A status the engine could not read (negative) is treated as a kill.
+func killedLikeContainer(code int) bool {
+	return code == 128+9 || code < 0 || code > 255
+}
+
 // Open returns a handle on an existing running container.
 func (p *Provider) Open(ctx context.Context, id string) (provider.Sandbox, error) {
 	s := &Sandbox{client: p.Pool.Client, id: id}
@@ -140,6 +153,9 @@ func (p *Provider) Open(ctx context.Context, id string) (provider.Sandbox, error
 type Sandbox struct {
 	client *dc.Client
 	id     string
+
+	mu    sync.Mutex
+	archs map[string]string // image id -> GOARCH: an image never changes
 }
 
 func (s *Sandbox) ID() string { return s.id }
@@ -154,7 +170,7 @@ func (s *Sandbox) transport(op string, err error) error {
 	case errors.As(err, &nsc), errors.As(err, &cnr):
 		err = fmt.Errorf("%w: %v", provider.ErrGone, err)
 	case errors.As(err, &de) && (de.Status == http.StatusNotFound || de.Status == http.StatusConflict):
-		if info, ierr := s.Inspect(context.Background()); ierr == nil && !info.Running {
+		if running, ierr := s.running(context.Background()); ierr == nil && !running {
 			err = fmt.Errorf("%w: %v", provider.ErrGone, err)
 		}
 	}
@@ -204,8 +220,8 @@ func (s *Sandbox) Exec(ctx context.Context, spec provider.ExecSpec) (provider.Ex
 	if ins.Running {
 		return res, provider.Errorf("exec", s.id, fmt.Errorf("exec %q: stream ended while the command still runs", spec.Argv[0]))
 	}
-	if ins.ExitCode >= 128 || ins.ExitCode < 0 {
-		// A signal death may be the container dying under the exec: the
+	if killedLikeContainer(ins.ExitCode) {
+		// A SIGKILL may be the container dying under the exec: the
 		// engine marks it stopped a moment after its processes are
 		// killed. Wait briefly for that before trusting the status.
 		wctx, cancel := context.WithTimeout(ctx, settle)
@@ -215,11 +231,11 @@ func (s *Sandbox) Exec(ctx context.Context, spec provider.ExecSpec) (provider.Ex
 			return res, provider.Errorf("exec", s.id, fmt.Errorf("exec %q: container stopped: %w", spec.Argv[0], provider.ErrGone))
 		}
 	}
-	info, err := s.Inspect(ctx)
+	running, err := s.running(ctx)
 	if err != nil {
 		return res, err
 	}
-	if !info.Running {
+	if !running {
 		return res, provider.Errorf("exec", s.id, fmt.Errorf("exec %q: container stopped: %w", spec.Argv[0], provider.ErrGone))
 	}
 	res.ExitCode = ins.ExitCode
@@ -233,6 +249,26 @@ func (s *Sandbox) Upload(ctx context.Context, path string, data io.Reader, size 
 		return fmt.Errorf("upload: sandbox path %q: not absolute", path)
 	}
 	return s.untar(ctx, "upload", tarFile(path, data, size, mode, uid, gid))
+}
+
+// Put extracts one tar holding every entry, in order: one request for a
+// whole tree of directories and files.
+func (s *Sandbox) Put(ctx context.Context, entries []provider.Entry) error {
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Path, "/") {
+			return fmt.Errorf("put: sandbox path %q: not absolute", e.Path)
+		}
+		if !e.Dir && e.Data == nil && e.HostPath != "" {
+			// A host-side problem is the caller's, not the engine's:
+			// found here, it is not mistaken for a transport failure.
+			if fi, err := os.Stat(e.HostPath); err != nil {
+				return fmt.Errorf("put %q: %w", e.Path, err)
+			} else if !fi.Mode().IsRegular() {
+				return fmt.Errorf("put %q: host file %q: not a regular file", e.Path, e.HostPath)
+			}
+		}
+	}
+	return s.untar(ctx, "put", tarEntries(entries))
 }
 
 // Mkdir extracts a tar holding one directory entry.
@@ -273,7 +309,7 @@ func (s *Sandbox) Download(ctx context.Context, path, hostPath string) error {
 	if err != nil {
 		var de *dc.Error
 		if errors.As(err, &de) && de.Status == http.StatusNotFound {
-			if info, ierr := s.Inspect(ctx); ierr == nil && info.Running {
+			if running, ierr := s.running(ctx); ierr == nil && running {
 				return fmt.Errorf("download %q: %w", path, provider.ErrPathNotFound)
 			}
 		}
@@ -296,12 +332,38 @@ func (s *Sandbox) Inspect(ctx context.Context) (provider.Info, error) {
 		return provider.Info{}, provider.Errorf("inspect", s.id, err)
 	}
 	info := provider.Info{ID: c.ID, Exists: true, Running: c.State.Running, ImageID: c.Image}
-	img, err := s.client.InspectImage(c.Image)
-	if err != nil {
-		return provider.Info{}, provider.Errorf("inspect", s.id, fmt.Errorf("inspect image %q: %w", c.Image, err))
+	s.mu.Lock()
+	arch, ok := s.archs[c.Image]
+	s.mu.Unlock()
+	if !ok {
+		img, err := s.client.InspectImage(c.Image)
+		if err != nil {
+			return provider.Info{}, provider.Errorf("inspect", s.id, fmt.Errorf("inspect image %q: %w", c.Image, err))
+		}
+		arch = img.Architecture
+		s.mu.Lock()
+		if s.archs == nil {
+			s.archs = map[string]string{}
+		}
+		s.archs[c.Image] = arch
+		s.mu.Unlock()
 	}
-	info.Arch = img.Architecture
+	info.Arch = arch
 	return info, nil
+}
+
+// running asks the engine whether the container runs: one request, for
+// the checks after every exec and download.
+func (s *Sandbox) running(ctx context.Context) (bool, error) {
+	c, err := s.client.InspectContainerWithContext(s.id, ctx)
+	var nsc *dc.NoSuchContainer
+	if errors.As(err, &nsc) {
+		return false, nil
+	}
+	if err != nil {
+		return false, provider.Errorf("inspect", s.id, err)
+	}
+	return c.State.Running, nil
 }
 
 // Destroy removes the container and its anonymous volumes.

@@ -163,3 +163,74 @@ func TestDockerCleanRemovesOnlyLabelled(t *testing.T) {
 		t.Fatal("the unlabelled container is gone")
 	}
 }
+
+func TestDockerPutWritesTreeInOneTransfer(t *testing.T) {
+	p := engine(t)
+	ctx := context.Background()
+	sb := create(t, p)
+	host := filepath.Join(t.TempDir(), "host.bin")
+	if err := os.WriteFile(host, []byte("from host"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := provider.Put(ctx, sb, []provider.Entry{
+		{Path: "/put", Dir: true, Mode: 0o755},
+		{Path: "/put/sub", Dir: true, Mode: 0o700, UID: 1000, GID: 1000},
+		{Path: "/put/sub/a.txt", Data: []byte("bytes"), Mode: 0o600, UID: 1000, GID: 1000},
+		{Path: "/put/deep/b.bin", HostPath: host, Mode: 0o755},
+		{Path: "/put/empty", Data: []byte{}, Mode: 0o644},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := sb.Exec(ctx, provider.ExecSpec{Argv: []string{"sh", "-c",
+		"stat -c '%n %a %u' /put/sub /put/sub/a.txt /put/deep /put/deep/b.bin; cat /put/sub/a.txt /put/deep/b.bin"}})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("inspect tree: %v, %d %s", err, res.ExitCode, res.Stderr)
+	}
+	want := "/put/sub 700 1000\n/put/sub/a.txt 600 1000\n/put/deep 755 0\n/put/deep/b.bin 755 0\nbytesfrom host"
+	if string(res.Stdout) != want {
+		t.Fatalf("tree = %q, want %q", res.Stdout, want)
+	}
+	// A host file that is not there is the caller's error, not the engine's.
+	err = provider.Put(ctx, sb, []provider.Entry{{Path: "/put/x", HostPath: filepath.Join(t.TempDir(), "nope")}})
+	if err == nil || provider.IsProviderError(err) {
+		t.Fatalf("missing host file: %v, want a plain error", err)
+	}
+}
+
+func TestDockerExecSignalStatus(t *testing.T) {
+	p := engine(t)
+	ctx := context.Background()
+	sb := create(t, p)
+	// A command that died of SIGTERM in a running container: its status
+	// is the command's own.
+	res, err := sb.Exec(ctx, provider.ExecSpec{Argv: []string{"sh", "-c", "kill -TERM $$"}})
+	if err != nil || res.ExitCode != 128+15 {
+		t.Fatalf("exec killed by TERM = %d, %v; want 143 and no error", res.ExitCode, err)
+	}
+	// The container killed under a running exec: a ProviderError, never
+	// the exec's 137.
+	started := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := sb.Exec(ctx, provider.ExecSpec{Argv: []string{"sh", "-c", "echo up; exec sleep 600"}, Stdin: readerSignal{started}})
+		done <- err
+	}()
+	<-started
+	// The exec is attached (it read its stdin): kill the container.
+	if out, err := exec.Command("docker", "kill", sb.ID()).CombinedOutput(); err != nil {
+		t.Fatalf("docker kill: %v %s", err, out)
+	}
+	if err := <-done; !provider.IsProviderError(err) || !errors.Is(err, provider.ErrGone) {
+		t.Fatalf("exec in a killed container: %v, want a ProviderError wrapping ErrGone", err)
+	}
+}
+
+// readerSignal closes its channel on the first Read (the exec is running
+// and attached) and then blocks like an idle stdin.
+type readerSignal struct{ c chan struct{} }
+
+func (r readerSignal) Read([]byte) (int, error) {
+	close(r.c)
+	select {}
+}

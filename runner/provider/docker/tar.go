@@ -2,6 +2,7 @@ package docker
 
 import (
 	"archive/tar"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/sandproof/sandproof/runner/provider"
 )
 
 // tarFile streams a tar holding one regular file at p (relative to "/").
@@ -123,4 +126,65 @@ func untarTo(r io.Reader, dst string) error {
 			}
 		}
 	}
+}
+
+// tarEntries streams a tar of the entries in order, each as tarFile or
+// tarDir would write it alone (no implied parent entries).
+func tarEntries(entries []provider.Entry) *io.PipeReader {
+	pr, pw := io.Pipe()
+	go func() {
+		tw := tar.NewWriter(pw)
+		var err error
+		for _, e := range entries {
+			if err = writeEntry(tw, e); err != nil {
+				break
+			}
+		}
+		if err == nil {
+			err = tw.Close()
+		}
+		pw.CloseWithError(err)
+	}()
+	return pr
+}
+
+func writeEntry(tw *tar.Writer, e provider.Entry) error {
+	h := &tar.Header{
+		Typeflag: tar.TypeReg,
+		Name:     strings.TrimPrefix(path.Clean(e.Path), "/"),
+		Mode:     int64(e.Mode.Perm()),
+		Uid:      e.UID,
+		Gid:      e.GID,
+		ModTime:  time.Now(),
+		Format:   tar.FormatPAX,
+	}
+	if e.Dir {
+		h.Typeflag, h.Name = tar.TypeDir, h.Name+"/"
+		return tw.WriteHeader(h)
+	}
+	var data io.Reader = bytes.NewReader(e.Data)
+	h.Size = int64(len(e.Data))
+	if e.Data == nil && e.HostPath != "" {
+		f, err := os.Open(e.HostPath)
+		if err != nil {
+			return fmt.Errorf("upload %q: %w", e.HostPath, err)
+		}
+		defer f.Close()
+		fi, err := f.Stat()
+		if err != nil {
+			return fmt.Errorf("upload %q: %w", e.HostPath, err)
+		}
+		if !fi.Mode().IsRegular() {
+			return fmt.Errorf("upload %q: not a regular file", e.HostPath)
+		}
+		data, h.Size = f, fi.Size()
+	}
+	if err := tw.WriteHeader(h); err != nil {
+		return err
+	}
+	n, err := io.Copy(tw, data)
+	if err == nil && n != h.Size {
+		err = fmt.Errorf("upload %q: read %d bytes, want %d", e.Path, n, h.Size)
+	}
+	return err
 }

@@ -1,0 +1,103 @@
+package probe
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+)
+
+// SetupOptions is what the owner prepares in one go before a harness runs
+// (SPEC.md section 7.1): directories and marker files, owned by the task
+// user.
+type SetupOptions struct {
+	// Dirs are made in order with mode 0755 and owner UID:GID when missing;
+	// missing ancestors are made 0755 root, and an existing directory is
+	// left as it is.
+	Dirs []string
+	// Markers are written with fresh random content, mode 0644, owner
+	// UID:GID; their directory must exist or be in Dirs.
+	Markers  []string
+	UID, GID int
+}
+
+// Setup makes the directories and writes the markers. It never follows a
+// symlink at a marker's path and refuses a non-directory where a directory
+// should be.
+func Setup(o SetupOptions) error {
+	for _, d := range o.Dirs {
+		if err := mkdirOwned(d, o.UID, o.GID); err != nil {
+			return err
+		}
+	}
+	for _, m := range o.Markers {
+		if err := writeMarker(m, o.UID, o.GID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func mkdirOwned(d string, uid, gid int) error {
+	if !filepath.IsAbs(d) {
+		return fmt.Errorf("setup dir %q: not absolute", d)
+	}
+	d = filepath.Clean(d)
+	fi, err := os.Lstat(d)
+	switch {
+	case err == nil && fi.IsDir():
+		return nil
+	case err == nil:
+		return fmt.Errorf("setup dir %q: exists and is not a directory (%s)", d, fi.Mode().Type())
+	case !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("setup dir %q: %w", d, err)
+	}
+	if parent := filepath.Dir(d); parent != d {
+		if err := mkdirOwned(parent, 0, 0); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(d, 0o755); err != nil {
+		return fmt.Errorf("setup dir %q: %w", d, err)
+	}
+	// Mkdir honours the umask; the mode is set explicitly.
+	if err := os.Chmod(d, 0o755); err != nil {
+		return fmt.Errorf("setup dir %q: %w", d, err)
+	}
+	if err := os.Lchown(d, uid, gid); err != nil {
+		return fmt.Errorf("setup dir %q: %w", d, err)
+	}
+	return nil
+}
+
+func writeMarker(p string, uid, gid int) error {
+	if !filepath.IsAbs(p) {
+		return fmt.Errorf("setup marker %q: not absolute", p)
+	}
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return fmt.Errorf("setup marker %q: %w", p, err)
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o644)
+	if err != nil {
+		return fmt.Errorf("setup marker %q: %w", p, err)
+	}
+	_, err = fmt.Fprintf(f, "owner marker %s\n", hex.EncodeToString(b[:]))
+	if err == nil {
+		err = f.Chmod(0o644)
+	}
+	if err == nil {
+		err = f.Chown(uid, gid)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("setup marker %q: %w", p, err)
+	}
+	return nil
+}
