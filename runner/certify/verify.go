@@ -2,6 +2,8 @@ package certify
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -38,29 +40,22 @@ func (cr *caseRun) verify(ctx context.Context, sb provider.Sandbox, before probe
 	}
 	defer os.RemoveAll(tmp)
 
-	// Every read below happens after close and none depends on another:
-	// they run side by side and are judged in order afterwards.
+	// Every read below happens after close and none depends on another.
+	// One probe snapshot also hashes the deliverable and looks for the
+	// session dir, so neither needs a download (each engine round trip
+	// costs more than the reads themselves); the filesystem diff runs
+	// beside it.
 	var (
-		wg                sync.WaitGroup
-		delivErr, sessErr error
-		snap              probe.Snapshot
-		snapErr, diffErr  error
-		extra             []string
-		dp                = cr.r.prov
+		wg               sync.WaitGroup
+		snap             probe.Snapshot
+		snapErr, diffErr error
+		extra            []string
+		dp               = cr.r.prov
 	)
-	wg.Add(3)
+	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		delivErr = sb.Download(ctx, Deliverable, filepath.Join(tmp, "deliverable"))
-	}()
-	go func() {
-		defer wg.Done()
-		// The owner's snapshot after close.
-		snap, snapErr = snapshot(ctx, sb, allMarkers)
-	}()
-	go func() {
-		defer wg.Done()
-		sessErr = sb.Download(ctx, sessDir, filepath.Join(tmp, "session"))
+		snap, snapErr = snapshot(ctx, sb, append(slices.Clone(allMarkers), Deliverable, sessDir))
 	}()
 	if dp != nil {
 		wg.Add(1)
@@ -70,24 +65,36 @@ func (cr *caseRun) verify(ctx context.Context, sb provider.Sandbox, before probe
 		}()
 	}
 	wg.Wait()
-	for _, e := range []error{delivErr, sessErr, snapErr} {
-		if provider.IsProviderError(e) {
-			return e
-		}
-	}
-
-	// The deliverable.
-	err = delivErr
-	got, rerr := os.ReadFile(filepath.Join(tmp, "deliverable"))
-	if err == nil && rerr == nil {
-		after.Deliverable = string(got)
-	}
-	check("verify.deliverable", err == nil && rerr == nil && string(got) == token,
-		"%s holds %q, want the token %q (%s)", Deliverable, truncate(after.Deliverable, 80), token, errText(errors.Join(err, rerr), key))
-
 	if snapErr != nil {
 		return snapErr
 	}
+	seen := map[string]probe.Marker{}
+	for _, m := range snap.Markers {
+		seen[m.Path] = m
+	}
+
+	// The deliverable: its sha256 against the token's; only a mismatch
+	// is downloaded, so the evidence can say what the file held.
+	want := sha256.Sum256([]byte(token))
+	dm, ok := seen[Deliverable]
+	delivered := ok && !dm.Missing && dm.Error == "" && dm.SHA256 == hex.EncodeToString(want[:])
+	var detailErr error
+	if delivered {
+		after.Deliverable = token
+	} else {
+		err := sb.Download(ctx, Deliverable, filepath.Join(tmp, "deliverable"))
+		if provider.IsProviderError(err) {
+			return err
+		}
+		got, rerr := os.ReadFile(filepath.Join(tmp, "deliverable"))
+		if err == nil && rerr == nil {
+			after.Deliverable = string(got)
+		}
+		detailErr = errors.Join(err, rerr)
+	}
+	check("verify.deliverable", delivered,
+		"%s holds %q, want the token %q (%s)", Deliverable, truncate(after.Deliverable, 80), token, errText(detailErr, key))
+
 	diff := probe.Diff(before, snap)
 	after.Python3, after.Bash = toolText(snap.Python3), toolText(snap.Bash)
 	beforeMarkers := map[string]probe.Marker{}
@@ -109,7 +116,8 @@ func (cr *caseRun) verify(ctx context.Context, sb provider.Sandbox, before probe
 		"%d of %d XDG markers kept unchanged; lost: %v", len(after.MarkersKept), len(markers), after.MarkersLost)
 
 	// The session dir.
-	gone := errors.Is(sessErr, provider.ErrPathNotFound)
+	sm, ok := seen[sessDir]
+	gone := ok && sm.Missing
 	ev.AdapterSessionDirRemoved = gone
 	check("verify.session_dir_removed", gone, "%s gone after close: %t", sessDir, gone)
 
