@@ -297,21 +297,8 @@ func ctrExpectReached(r *procs.Receipt, p procs.Line, whys ...string) {
 // ctrOutcome checks the outcome fields of a receipt.
 func ctrOutcome(r *procs.Receipt, cause string, rc any, sig any) {
 	GinkgoHelper()
-	Expect(r.Cause).To(Equal(cause), "cause")
-	if rc == nil {
-		Expect(r.ReturnCode).To(BeNil(), "return_code")
-	} else {
-		Expect(r.ReturnCode).To(HaveValue(Equal(rc)), "return_code")
-	}
-	if sig == nil {
-		Expect(r.Signal).To(BeNil(), "signal")
-	} else {
-		Expect(r.Signal).To(HaveValue(Equal(sig)), "signal")
-	}
-	Expect(r.TimedOut).To(Equal(cause == "deadline"), "timed_out")
-	Expect(r.Stopped).To(Equal(cause == "stopped" || cause == "fenced"), "stopped")
+	expectOutcome(r, cause, rc, sig, true)
 	Expect(r.Error).To(BeNil(), "error")
-	Expect(r.CleanupConfirmed).To(BeTrue(), "cleanup_confirmed; survivors %+v", r.Survivors)
 	Expect(r.Survivors).To(BeEmpty(), "survivors")
 	Expect(r.Tier).To(BeElementOf("subreaper+pidfd", "subreaper+kill"), "tier")
 }

@@ -303,14 +303,7 @@ var _ = Describe("a harness run with --user 1000,", framework.Local, framework.R
 		l := newLaunch()
 		// Everything uid 1000 must reach lives in a shared dir; the
 		// suite's build dir is private.
-		shared, err := os.MkdirTemp("", "sandproof-tamper-")
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(os.RemoveAll, shared)
-		Expect(os.Chmod(shared, 0o777)).To(Succeed())
-		bin := filepath.Join(shared, "adversary")
-		data, err := os.ReadFile(framework.Fixture("adversary"))
-		Expect(err).NotTo(HaveOccurred())
-		Expect(os.WriteFile(bin, data, 0o755)).To(Succeed())
+		shared, bin := sharedAdversary("sandproof-tamper-")
 		forged, out := filepath.Join(shared, "forged.json"), filepath.Join(shared, "out")
 		Expect(os.WriteFile(forged, []byte(forgedReceipt), 0o644)).To(Succeed())
 		l.record = filepath.Join(shared, "record")

@@ -252,6 +252,22 @@ func harness(rec *procs.Record) procs.Line {
 }
 
 // expectOutcome checks the receipt's outcome fields.
+// sharedAdversary copies the adversary fixture into a fresh world-writable
+// temp dir that uid 1000 can reach (the suite's build dir is private) and
+// returns the dir and the copy's path.
+func sharedAdversary(prefix string) (dir, bin string) {
+	GinkgoHelper()
+	dir, err := os.MkdirTemp("", prefix)
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(os.RemoveAll, dir)
+	Expect(os.Chmod(dir, 0o777)).To(Succeed())
+	bin = filepath.Join(dir, "adversary")
+	data, err := os.ReadFile(framework.Fixture("adversary"))
+	Expect(err).NotTo(HaveOccurred())
+	Expect(os.WriteFile(bin, data, 0o755)).To(Succeed())
+	return dir, bin
+}
+
 func expectOutcome(r *procs.Receipt, cause string, returnCode any, signal any, confirmed bool) {
 	GinkgoHelper()
 	Expect(r.Cause).To(Equal(cause), "cause")
@@ -742,14 +758,7 @@ var _ = Describe("warden supervise", framework.Local, func() {
 			l := newLaunch()
 			// The fixture and the record must be reachable by uid 1000;
 			// the suite's build dir is private.
-			shared, err := os.MkdirTemp("", "sandproof-user-")
-			Expect(err).NotTo(HaveOccurred())
-			DeferCleanup(os.RemoveAll, shared)
-			Expect(os.Chmod(shared, 0o777)).To(Succeed())
-			bin := filepath.Join(shared, "adversary")
-			data, err := os.ReadFile(framework.Fixture("adversary"))
-			Expect(err).NotTo(HaveOccurred())
-			Expect(os.WriteFile(bin, data, 0o755)).To(Succeed())
+			shared, bin := sharedAdversary("sandproof-user-")
 			l.record = filepath.Join(shared, "record")
 
 			res := l.warden(ctx, l.superviseArgs([]string{"--deadline", "60", "--grace", "0.5", "--user", "1000", "--detach"},
