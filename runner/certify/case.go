@@ -288,33 +288,16 @@ func (r *runner) runCase(ctx context.Context, c caseSpec) (ev *reports.Evidence,
 			if err != nil {
 				return err
 			}
-			// Private state dirs, owned by the harness user, made before
-			// seed (seed leaves existing dirs as they are).
+			// Private state dirs, owned by the harness user, made in
+			// seed's one transfer.
 			dirs, err := m.StateDirs(actx, sessDir, sessHome)
 			if err != nil {
 				return err
 			}
-			entries := []provider.Entry{
-				{Path: sessDir, Dir: true, Mode: 0o755},
-				{Path: sessHome, Dir: true, Mode: 0o700, UID: uid, GID: gid},
-			}
-			made := map[string]bool{}
 			for _, d := range dirs {
-				rel := strings.TrimPrefix(d, sessHome+"/")
-				if rel == d || d == sessHome {
-					continue
+				if rel := strings.TrimPrefix(d, sessHome+"/"); rel != d {
+					ad.Dirs = append(ad.Dirs, path.Join("home", rel))
 				}
-				p := sessHome
-				for _, part := range strings.Split(rel, "/") {
-					p = path.Join(p, part)
-					if !made[p] {
-						made[p] = true
-						entries = append(entries, provider.Entry{Path: p, Dir: true, Mode: 0o700, UID: uid, GID: gid})
-					}
-				}
-			}
-			if err := provider.Put(ctx, sb, entries); err != nil {
-				return err
 			}
 			sess, err = session.New(sb, ad, session.Config{ID: sessID, User: r.opts.User, Binaries: r.bins,
 				CaptureDir: filepath.Join(cr.dir, "capture")})

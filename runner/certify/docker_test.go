@@ -306,3 +306,44 @@ func TestCertifyDaemonNeedsWardenStop(t *testing.T) {
 		t.Errorf("group-kill warden: the probe saw no leftover process: %+v", bad.After)
 	}
 }
+
+// TestCertifyStrayWriteFailsDiff gives the Pi-like fixture an install step
+// that leaves a file outside /task, the session dirs and the allow-list:
+// the filesystem diff must name it and fail the case, while the same
+// step's file under /task is allowed. The deliverable and every other
+// check still pass, so only the diff can fail it.
+func TestCertifyStrayWriteFailsDiff(t *testing.T) {
+	imgs := needEngine(t, "debian-12")
+	warden, probe, _ := binaries(t)
+	src, err := os.ReadFile(filepath.Join("..", "..", "fixtures", "adapters", "miniagent-pi.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	install := "install:\n  argv: [\"/bin/sh\", \"-c\", \"echo x > /var/tmp/stray-write && echo y > /task/allowed-write\"]\n  deadline: 60\nlaunch:\n"
+	text := strings.Replace(string(src), "launch:\n", install, 1)
+	dir, _ := filepath.Abs(filepath.Join("..", "..", "fixtures", "adapters"))
+	m, err := adapter.Parse("miniagent-pi-stray.yaml", dir, []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	if _, err := certify.Run(ctx, certify.Options{Adapters: []*adapter.Manifest{m}, Images: imgs, Warden: warden, Probe: probe, Out: out}); err != nil {
+		t.Fatal(err)
+	}
+	ev := readEvidence(t, out)["debian-12/miniagent-pi"]
+	if ev == nil || ev.Status != reports.StatusFailed {
+		t.Fatalf("stray write: %+v, want failed", ev)
+	}
+	for _, c := range ev.Checks {
+		switch {
+		case c.ID == "verify.fs_diff":
+			if c.Status != reports.StatusFailed || !strings.Contains(c.Detail, "A /var/tmp/stray-write") || strings.Contains(c.Detail, "allowed-write") {
+				t.Errorf("fs_diff check: %+v, want failed naming /var/tmp/stray-write only", c)
+			}
+		case c.Status != reports.StatusPassed:
+			t.Errorf("check %s: %s (%s), want passed: only the diff may fail", c.ID, c.Status, c.Detail)
+		}
+	}
+}

@@ -50,6 +50,7 @@ func (cr *caseRun) verify(ctx context.Context, sb provider.Sandbox, before probe
 		snap             probe.Snapshot
 		snapErr, diffErr error
 		extra            []string
+		diffHow          string
 		dp               = cr.r.prov
 	)
 	wg.Add(1)
@@ -61,7 +62,7 @@ func (cr *caseRun) verify(ctx context.Context, sb provider.Sandbox, before probe
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			extra, diffErr = fsDiff(dp, sb.ID(), cr.allowed())
+			extra, diffHow, diffErr = fsDiff(ctx, dp, sb.ID(), cr.allowed())
 		}()
 	}
 	wg.Wait()
@@ -145,9 +146,9 @@ func (cr *caseRun) verify(ctx context.Context, sb provider.Sandbox, before probe
 	// The filesystem diff.
 	if dp != nil {
 		if diffErr != nil {
-			return provider.Errorf("diff", sb.ID(), diffErr)
+			return diffErr
 		}
-		check("verify.fs_diff", len(extra) == 0, "container filesystem changes outside /task, %s and the allow-list: %v", BaseDir, truncList(extra, 20))
+		check("verify.fs_diff", len(extra) == 0, "container filesystem changes outside /task, %s and the allow-list (diff read from the %s): %v", BaseDir, diffHow, truncList(extra, 20))
 	}
 	ev.VerifierPassed = !failed
 	if failed {
@@ -192,11 +193,11 @@ func (cr *caseRun) allowed() []string {
 
 // fsDiff returns the container's filesystem changes that are neither under
 // an allowed path nor a directory on the way to one (a parent changes when
-// a child is added).
-func fsDiff(p *docker.Provider, id string, allowed []string) ([]string, error) {
-	changes, err := p.Pool.Client.ContainerChanges(id)
+// a child is added), and how the diff was read.
+func fsDiff(ctx context.Context, p *docker.Provider, id string, allowed []string) ([]string, string, error) {
+	changes, how, err := p.Changes(ctx, id)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	var out []string
 	for _, c := range changes {
@@ -208,7 +209,7 @@ func fsDiff(p *docker.Provider, id string, allowed []string) ([]string, error) {
 		out = append(out, c.String())
 	}
 	slices.Sort(out)
-	return out, nil
+	return out, how, nil
 }
 
 func isAllowed(p string, allowed []string, ancestors bool) bool {

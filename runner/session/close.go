@@ -112,22 +112,29 @@ func (s *Session) close(ctx context.Context, res *CloseResult) error {
 }
 
 // launchIDs lists the launches in the session dir, so launches started by
-// an earlier host process (one that died) are stopped and captured too.
+// an earlier host process (one that died) are stopped and captured too. A
+// handle that seeded the session knows them all (its own activations and
+// the install step) and skips the download.
 func (s *Session) launchIDs(ctx context.Context) ([]string, error) {
-	tmp, err := os.MkdirTemp("", "sandproof-state-")
-	if err != nil {
-		return nil, fmt.Errorf("list launches: %w", err)
-	}
-	defer os.RemoveAll(tmp)
 	ids := map[string]bool{}
-	err = s.sb.Download(ctx, path.Join(s.dir, "state"), filepath.Join(tmp, "state"))
-	if err != nil && !errors.Is(err, provider.ErrPathNotFound) {
-		return nil, err
+	if s.installRan {
+		ids["install"] = true
 	}
-	entries, _ := os.ReadDir(filepath.Join(tmp, "state"))
-	for _, e := range entries {
-		if e.IsDir() && validID(e.Name()) {
-			ids[e.Name()] = true
+	if !s.seededHere {
+		tmp, err := os.MkdirTemp("", "sandproof-state-")
+		if err != nil {
+			return nil, fmt.Errorf("list launches: %w", err)
+		}
+		defer os.RemoveAll(tmp)
+		err = s.sb.Download(ctx, path.Join(s.dir, "state"), filepath.Join(tmp, "state"))
+		if err != nil && !errors.Is(err, provider.ErrPathNotFound) {
+			return nil, err
+		}
+		entries, _ := os.ReadDir(filepath.Join(tmp, "state"))
+		for _, e := range entries {
+			if e.IsDir() && validID(e.Name()) {
+				ids[e.Name()] = true
+			}
 		}
 	}
 	s.mu.Lock()

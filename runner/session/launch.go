@@ -130,22 +130,29 @@ func (s *Session) launch(ctx context.Context, id string, params harness.Params, 
 		return res, nil
 	}
 
-	// Replay: a receipt is already there.
-	code, rec, raw, err := s.waitOnce(ctx, state, 0)
-	if err != nil {
-		return nil, err
-	}
-	switch code {
-	case wardenConfirmed, wardenNotConfirmed:
-		res.Replayed = true
-		return finish(rec, raw)
-	case wardenGone:
-		return nil, fmt.Errorf("launch %q: %w", id, ErrSupervisorGone)
-	}
-
-	claimed, err := s.exists(ctx, path.Join(state, "claim"))
-	if err != nil {
-		return nil, err
+	// Replay or join what an earlier host process started: a receipt or a
+	// claim is already there. A handle that seeded the session itself
+	// skips the look (two engine round trips): its state dir began empty
+	// and this process launches each id once, so only another handle
+	// opened on the same session could have started the id, and warden's
+	// claim still makes the start below join that launch instead of
+	// running the id twice.
+	claimed := false
+	if !s.seededHere {
+		code, rec, raw, err := s.waitOnce(ctx, state, 0)
+		if err != nil {
+			return nil, err
+		}
+		switch code {
+		case wardenConfirmed, wardenNotConfirmed:
+			res.Replayed = true
+			return finish(rec, raw)
+		case wardenGone:
+			return nil, fmt.Errorf("launch %q: %w", id, ErrSupervisorGone)
+		}
+		if claimed, err = s.exists(ctx, path.Join(state, "claim")); err != nil {
+			return nil, err
+		}
 	}
 	if claimed {
 		res.Joined = true

@@ -284,6 +284,35 @@ func TestLocalJoinAndReplay(t *testing.T) {
 	if out, _ := os.ReadFile(filepath.Join(runDir, "out.txt")); string(out) != "tok" {
 		t.Fatalf("out.txt = %q, want the first activation's prompt", out)
 	}
+
+	// The seeding handle skips the look for an earlier launch of an id it
+	// never ran; warden's claim still makes it join one that another
+	// handle ran, never run it again.
+	runDir2 := filepath.Join(s.HostPath(s.Dir()), "run", "a2")
+	ran := make(chan *session.Result, 1)
+	go func() {
+		r, err := s2.Activate(ctx, "a2", "tok2", 60)
+		if err != nil {
+			t.Error(err)
+		}
+		ran <- r
+	}()
+	waitFor(t, func() bool { _, err := os.Stat(filepath.Join(runDir2, "sleep.pid")); return err == nil })
+	if err := os.WriteFile(filepath.Join(runDir2, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r5 := <-ran
+	if r5 == nil || r5.Receipt == nil {
+		t.Fatalf("a2 through the opened handle: %+v", r5)
+	}
+	r6, err := s.Activate(ctx, "a2", "tok-again", 60)
+	if err != nil || !r6.Joined || r6.Receipt.LaunchID != r5.Receipt.LaunchID {
+		t.Fatalf("a2 through the seeding handle: %+v, %v; want it joined to launch %q", r6, err, r5.Receipt.LaunchID)
+	}
+	runs, _ = os.ReadFile(filepath.Join(runDir, "..", "runs.log"))
+	if string(runs) != "run\nrun\n" {
+		t.Fatalf("runs.log = %q, want one run of a1 and one of a2", runs)
+	}
 	if _, err := s.Close(ctx); err != nil {
 		t.Fatal(err)
 	}

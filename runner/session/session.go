@@ -135,6 +135,11 @@ type Adapter struct {
 	// Files are uploaded under the session dir before install; the key
 	// is the path relative to the session dir.
 	Files map[string]File
+	// Dirs are made under the session dir in the same transfer, owned by
+	// the harness user with mode 0700, each missing parent too (the
+	// harness's private state dirs under the session's home, say); the
+	// paths are relative to the session dir.
+	Dirs []string
 	// Install, when set, is run once under warden during seed.
 	Install func(Env) (Step, error)
 	// Launch builds the activation's params from the prompt. Mode,
@@ -199,7 +204,11 @@ type Session struct {
 	arch    string
 
 	bashProvided bool
-	wardenSHA    string
+	// seededHere is set when this handle's Seed made the session dir, so
+	// no launch of this process's ids can predate it (see launch).
+	seededHere bool
+	installRan bool // the install step was launched
+	wardenSHA  string
 	seedDur      time.Duration
 
 	mu       sync.Mutex
@@ -332,6 +341,7 @@ func (s *Session) Seed(ctx context.Context) (err error) {
 		}
 		s.phase = phaseSeeded
 	}()
+	s.seededHere = true
 
 	info, err := s.sb.Inspect(ctx)
 	if err != nil {
@@ -373,6 +383,24 @@ func (s *Session) Seed(ctx context.Context) (err error) {
 	}
 	if rm, ok := s.cfg.Binaries.Rmtree[s.arch]; ok {
 		entries = append(entries, provider.Entry{Path: path.Join(s.dir, "bin", "rmtree"), HostPath: rm, Mode: 0o755})
+	}
+	made := map[string]bool{}
+	for _, e := range entries {
+		made[e.Path] = true
+	}
+	for _, d := range s.adapter.Dirs {
+		rel := path.Clean("/" + d)
+		p := s.dir
+		for _, part := range strings.Split(strings.TrimPrefix(rel, "/"), "/") {
+			if part == "" {
+				continue
+			}
+			p = path.Join(p, part)
+			if !made[p] {
+				made[p] = true
+				entries = append(entries, provider.Entry{Path: p, Dir: true, Mode: 0o700, UID: s.uid, GID: s.gid})
+			}
+		}
 	}
 	rels := make([]string, 0, len(s.adapter.Files))
 	for rel := range s.adapter.Files {
@@ -438,6 +466,7 @@ func (s *Session) Seed(ctx context.Context) (err error) {
 		if err != nil {
 			return fmt.Errorf("build install step of %q: %w", s.adapter.Name, err)
 		}
+		s.installRan = true
 		r, err := s.launch(ctx, "install", step.Params, step.Deadline)
 		if err != nil {
 			return fmt.Errorf("install %q: %w", s.adapter.Name, err)
