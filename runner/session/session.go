@@ -209,7 +209,7 @@ type Session struct {
 	seededHere bool
 	installRan bool // the install step was launched
 	wardenSHA  string
-	seedDur      time.Duration
+	seedDur    time.Duration
 
 	mu       sync.Mutex
 	phase    phase
