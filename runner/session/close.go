@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -78,9 +79,26 @@ func (s *Session) close(ctx context.Context, res *CloseResult) error {
 	}
 	// Stop first, capture second: a harness still writing would make the
 	// captures a moving target, and the receipt is what says it stopped.
-	for _, id := range ids {
-		state := path.Join(s.dir, "state", id)
-		code, rec, _, err := s.stopWait(ctx, state)
+	// The launches are independent: stop them side by side, then judge the
+	// answers in id order.
+	type stopped struct {
+		code int
+		rec  *receipt.Receipt
+		err  error
+	}
+	answers := make([]stopped, len(ids))
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a := &answers[i]
+			a.code, a.rec, _, a.err = s.stopWait(ctx, path.Join(s.dir, "state", id))
+		}()
+	}
+	wg.Wait()
+	for i, id := range ids {
+		code, rec, err := answers[i].code, answers[i].rec, answers[i].err
 		if fail(err) {
 			if provider.IsProviderError(err) {
 				return errors.Join(errs...)
@@ -179,20 +197,61 @@ func (s *Session) capture(ctx context.Context, res *CloseResult) error {
 			}
 		}
 	}
+	// A capture inside another one's path comes with that download (a
+	// database declared inside a captured dir, with its journal files):
+	// one round trip instead of several, and the files come from one
+	// tar stream. It is downloaded on its own only when the enclosing
+	// download failed for another reason than a missing path.
+	covering := make([]*job, len(jobs))
+	for i, j := range jobs {
+		for _, k := range jobs {
+			if k != j && strings.HasPrefix(j.p, k.p+"/") &&
+				j.dst == filepath.Join(k.dst, filepath.FromSlash(strings.TrimPrefix(j.p, k.p+"/"))) &&
+				(covering[i] == nil || len(k.p) < len(covering[i].p)) {
+				covering[i] = k
+			}
+		}
+	}
 	// The downloads are independent (everything is stopped by now): run
 	// them side by side, then record them in order.
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 4)
-	for _, j := range jobs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			j.err = s.sb.Download(ctx, j.p, j.dst)
-		}()
+	download := func(js []*job) {
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, 4)
+		for _, j := range js {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				j.err = s.sb.Download(ctx, j.p, j.dst)
+			}()
+		}
+		wg.Wait()
 	}
-	wg.Wait()
+	var first, again []*job
+	for i, j := range jobs {
+		if covering[i] == nil {
+			first = append(first, j)
+		}
+	}
+	download(first)
+	for i, j := range jobs {
+		k := covering[i]
+		switch {
+		case k == nil:
+		case k.err == nil:
+			if _, err := os.Lstat(j.dst); errors.Is(err, fs.ErrNotExist) {
+				j.err = fmt.Errorf("download %q (inside %q): %w", j.p, k.p, provider.ErrPathNotFound)
+			} else if err != nil {
+				j.err = err
+			}
+		case errors.Is(k.err, provider.ErrPathNotFound):
+			j.err = fmt.Errorf("download %q (inside %q): %w", j.p, k.p, provider.ErrPathNotFound)
+		default:
+			again = append(again, j)
+		}
+	}
+	download(again)
 	var errs []error
 	for _, j := range jobs {
 		switch err := j.err; {

@@ -9,9 +9,11 @@ import (
 	"io"
 	"math"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -399,5 +401,116 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met in 30 s")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// downloads records every Download and fails the ones under failUnder
+// with a transport-like error.
+type downloads struct {
+	provider.Sandbox
+	mu        sync.Mutex
+	paths     []string
+	failUnder string
+}
+
+func (d *downloads) Download(ctx context.Context, p, hostPath string) error {
+	d.mu.Lock()
+	d.paths = append(d.paths, p)
+	d.mu.Unlock()
+	if d.failUnder != "" && p == d.failUnder {
+		return errors.New("injected: the engine dropped the stream")
+	}
+	return d.Sandbox.Download(ctx, p, hostPath)
+}
+
+// A database declared inside a captured dir comes with the dir's one
+// download, its journal files too; a failed dir download falls back to
+// downloading each of them.
+func TestLocalCaptureInsideCapturedDir(t *testing.T) {
+	for _, fail := range []bool{false, true} {
+		t.Run(fmt.Sprintf("dir download fails %t", fail), func(t *testing.T) {
+			ctx := ctxT(t, time.Minute)
+			ad := session.Adapter{
+				Name: "nested",
+				Launch: func(e session.Env) (harness.Params, error) {
+					return harness.Params{Argv: []string{"sh", "-c",
+						`mkdir -p "$1/data" && printf db > "$1/data/t.db" && printf wal > "$1/data/t.db-wal" && echo '{"type":"done"}'`, "sh", e.Home}}, nil
+				},
+				Captures: func(e session.Env) []session.Capture {
+					return []session.Capture{
+						{Path: filepath.Join(e.Home, "data", "t.db"), SQLite: true},
+						{Path: filepath.Join(e.Home, "data")},
+					}
+				},
+			}
+			sb, err := local.New(t.TempDir()).Create(ctx, provider.CreateSpec{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { sb.Destroy(context.Background()) })
+			capDir := t.TempDir()
+			s0, err := session.New(sb, ad, session.Config{ID: "nested", Binaries: bins, CaptureDir: capDir})
+			if err != nil {
+				t.Fatal(err)
+			}
+			dataDir := path.Join(s0.Dir(), "home", "data")
+			d := &downloads{Sandbox: sb}
+			if fail {
+				d.failUnder = dataDir
+			}
+			s, err := session.New(d, ad, session.Config{ID: "nested", Binaries: bins, CaptureDir: capDir})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Seed(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Activate(ctx, "a1", "p", 30); err != nil {
+				t.Fatal(err)
+			}
+			d.mu.Lock()
+			d.paths = nil
+			d.mu.Unlock()
+			cr, err := s.Close(ctx)
+			if fail {
+				if err == nil || !strings.Contains(err.Error(), "injected") {
+					t.Fatalf("close with the dir download failing: %v, want the injected error for the dir", err)
+				}
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			db := filepath.Join(capDir, "files", filepath.FromSlash(dataDir), "t.db")
+			for f, want := range map[string]string{db: "db", db + "-wal": "wal"} {
+				if got, err := os.ReadFile(f); err != nil || string(got) != want {
+					t.Errorf("captured %s = %q, %v; want %q", f, got, err, want)
+				}
+			}
+			var captured []string
+			for _, c := range cr.Captured {
+				captured = append(captured, c.Path)
+			}
+			dbIn := path.Join(dataDir, "t.db")
+			for _, p := range []string{dbIn, dbIn + "-wal"} {
+				if !slicesContain(captured, p) {
+					t.Errorf("Captured = %q, want %s", captured, p)
+				}
+			}
+			for _, p := range []string{dbIn + "-shm", dbIn + "-journal"} {
+				if !slicesContain(cr.Missing, p) {
+					t.Errorf("Missing = %q, want %s", cr.Missing, p)
+				}
+			}
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			dbDownloads := 0
+			for _, p := range d.paths {
+				if strings.HasPrefix(p, dbIn) {
+					dbDownloads++
+				}
+			}
+			if want := map[bool]int{false: 0, true: 4}[fail]; dbDownloads != want {
+				t.Errorf("downloads %q: %d of the database and its journal files, want %d", d.paths, dbDownloads, want)
+			}
+		})
 	}
 }
