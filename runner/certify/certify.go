@@ -241,15 +241,32 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		if r.prov, err = docker.New(); err != nil {
 			return nil, fmt.Errorf("certify: %w (start an engine with `bash images/engine.sh start`)", err)
 		}
+		// The runtimes are independent (builds, checksums of cached npm
+		// trees): prepare them side by side, one per CPU at most.
+		dirs := make([]string, len(o.Adapters))
+		errs := make([]error, len(o.Adapters))
+		var pwg sync.WaitGroup
+		sem := make(chan struct{}, max(1, runtime.NumCPU()))
+		for i, m := range o.Adapters {
+			pwg.Add(1)
+			go func() {
+				defer pwg.Done()
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				t := time.Now()
+				dirs[i], errs[i] = m.PrepareRuntime(ctx, work, arch)
+				if errs[i] == nil {
+					r.progress("adapter %s: runtime prepared in %.1fs", m.Name, time.Since(t).Seconds())
+				}
+			}()
+		}
+		pwg.Wait()
 		prepared := map[string]string{}
-		for _, m := range o.Adapters {
-			t := time.Now()
-			dir, err := m.PrepareRuntime(ctx, work, arch)
-			if err != nil {
-				return nil, fmt.Errorf("certify: %w", err)
+		for i, m := range o.Adapters {
+			if errs[i] != nil {
+				return nil, fmt.Errorf("certify: %w", errs[i])
 			}
-			prepared[m.Name] = dir
-			r.progress("adapter %s: runtime prepared in %.1fs", m.Name, time.Since(t).Seconds())
+			prepared[m.Name] = dirs[i]
 		}
 		for i := range cases {
 			cases[i].runtime = prepared[cases[i].adapter.Name]

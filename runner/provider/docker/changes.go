@@ -22,7 +22,8 @@ import (
 // How Changes read the filesystem diff.
 const (
 	// DiffUpperDir: read from the container's overlay2 upper dir on this
-	// host, the way the engine's native overlay diff reads it.
+	// host (what the engine's native overlay diff reads), reported as the
+	// engine's full-tree diff reports it.
 	DiffUpperDir = "overlay upper dir"
 	// DiffEngine: asked from the engine (`docker diff`).
 	DiffEngine = "engine"
