@@ -581,6 +581,13 @@ func (cr *caseRun) readCaptures(act *session.Result, captures map[string]string)
 	if readErr != nil {
 		detail += ": " + errText(readErr, cr.r.key)
 	}
+	// warden's runner's own word on a CLI it could not start (a missing
+	// loader, say), from the captured state dir.
+	if stderr, err := os.ReadFile(filepath.Join(capDir, "state", activation, "stderr")); err == nil {
+		if said := session.RunnerSaid(stderr); said != "" {
+			detail += "; " + redact(said, cr.r.key)
+		}
+	}
 	if !cr.check("activation.result", clauseSeed, ev.ResponseStatus == capture.ResponseCompleted, "%s", detail) {
 		cr.errType("harness_failed")
 	}

@@ -267,6 +267,12 @@ func TestCertifyUndeclaredGlibcFails(t *testing.T) {
 	if checkStatus(ev, "activation.result") != reports.StatusFailed || checkStatus(ev, "verify.deliverable") != reports.StatusFailed {
 		t.Errorf("checks: %+v", ev.Checks)
 	}
+	// The failure says why: the binary's loader is not in the image.
+	for _, c := range ev.Checks {
+		if c.ID == "activation.result" && !strings.Contains(c.Detail, "ELF interpreter") {
+			t.Errorf("activation.result detail %q: want warden's word on the missing ELF interpreter", c.Detail)
+		}
+	}
 	if ev.ActivationReceipt == nil || ev.ActivationReceipt.ReturnCode == nil || *ev.ActivationReceipt.ReturnCode == 0 {
 		t.Errorf("activation receipt %+v: want a non-zero exit from a binary without its loader", ev.ActivationReceipt)
 	}

@@ -13,6 +13,8 @@
 package harness
 
 import (
+	"bytes"
+	"debug/elf"
 	"errors"
 	"flag"
 	"fmt"
@@ -401,8 +403,62 @@ func execError(name, path string, err error) error {
 			if _, serr := os.Stat(path); serr != nil {
 				return fail(ExitNotFound, "find argv[0] %q: %w", name, errno)
 			}
+			// The file is there: the kernel could not find what runs
+			// it. Say which, since "no such file or directory" about a
+			// file that exists sends people the wrong way.
+			if interp, kind := interpreterOf(path); interp != "" {
+				if _, serr := os.Stat(interp); serr != nil {
+					return fail(ExitCannotExec, "execute argv[0] %q (%q): %w: its %s %q is missing%s", name, path, errno, kind, interp, interpHint(kind))
+				}
+			}
 		}
 		return fail(ExitCannotExec, "execute argv[0] %q (%q): %w", name, path, errno)
 	}
 	return fail(ExitCannotExec, "execute argv[0] %q (%q): %w", name, path, unwrapPath(err))
+}
+
+// interpreterOf returns what the kernel needs to run the file at path: an
+// ELF binary's program interpreter (its dynamic loader) or a script's #!
+// interpreter, and which of the two it is; "" when there is none or the file
+// cannot be read.
+func interpreterOf(path string) (interp, kind string) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", ""
+	}
+	defer f.Close()
+	head := make([]byte, 256)
+	n, _ := io.ReadFull(f, head)
+	head = head[:n]
+	if line, ok := bytes.CutPrefix(head, []byte("#!")); ok {
+		if i := bytes.IndexByte(line, '\n'); i >= 0 {
+			line = line[:i]
+		}
+		if fields := strings.Fields(string(line)); len(fields) > 0 {
+			return fields[0], "#! interpreter"
+		}
+		return "", ""
+	}
+	ef, err := elf.NewFile(f)
+	if err != nil {
+		return "", ""
+	}
+	for _, p := range ef.Progs {
+		if p.Type != elf.PT_INTERP {
+			continue
+		}
+		b, err := io.ReadAll(io.LimitReader(p.Open(), 4096))
+		if err != nil {
+			return "", ""
+		}
+		return string(bytes.TrimRight(b, "\x00")), "ELF interpreter"
+	}
+	return "", ""
+}
+
+func interpHint(kind string) string {
+	if kind == "ELF interpreter" {
+		return " (the binary is linked against a libc the image lacks: declare it in the adapter's requires)"
+	}
+	return ""
 }

@@ -514,3 +514,26 @@ func TestLocalCaptureInsideCapturedDir(t *testing.T) {
 		})
 	}
 }
+
+// An install step whose CLI cannot start fails seed with warden's runner's
+// own word on why, not only its exit status.
+func TestLocalInstallFailureSaysWhy(t *testing.T) {
+	ctx := ctxT(t, time.Minute)
+	ad := testAdapter("exit")
+	ad.Files = map[string]session.File{"bin/broken": {Data: []byte("#!/nonexistent/interp\nexit 0\n"), Mode: 0o755}}
+	ad.Install = func(e session.Env) (session.Step, error) {
+		return session.Step{Params: harness.Params{Argv: []string{filepath.Join(e.Bin, "broken")}, Mode: harness.ModeDirect}, Deadline: 30}, nil
+	}
+	s, _ := newLocal(t, ad, session.Config{ID: "broken-install"})
+	err := s.Seed(ctx)
+	var re *session.ReceiptError
+	if !errors.As(err, &re) || !errors.Is(err, session.ErrInstallFailed) {
+		t.Fatalf("seed: %v, want a ReceiptError for ErrInstallFailed", err)
+	}
+	if !strings.Contains(re.Said, `#! interpreter "/nonexistent/interp" is missing`) || !strings.Contains(err.Error(), re.Said) {
+		t.Fatalf("seed error %q (said %q): want warden's word on the missing interpreter", err, re.Said)
+	}
+	if _, err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -37,6 +37,7 @@ import (
 	"math"
 	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -472,7 +473,10 @@ func (s *Session) Seed(ctx context.Context) (err error) {
 			return fmt.Errorf("install %q: %w", s.adapter.Name, err)
 		}
 		if !r.Receipt.CleanupConfirmed || r.Receipt.ReturnCode == nil || *r.Receipt.ReturnCode != 0 {
-			return &ReceiptError{Launch: "install", Receipt: r.Receipt, Err: ErrInstallFailed}
+			// Say why when warden's runner says it (a CLI that could not
+			// be started, say): one download, on the failure path only.
+			return &ReceiptError{Launch: "install", Receipt: r.Receipt, Err: ErrInstallFailed,
+				Said: s.runnerSaid(ctx, path.Join(s.dir, "state", "install"))}
 		}
 	}
 
@@ -634,6 +638,9 @@ type ReceiptError struct {
 	Launch  string
 	Receipt *receipt.Receipt
 	Err     error
+	// Said is the last line warden's runner wrote to the launch's
+	// STATE/stderr ("warden: run: ..."), when there is one.
+	Said string
 }
 
 func (e *ReceiptError) Error() string {
@@ -652,7 +659,43 @@ func (e *ReceiptError) Error() string {
 		}
 		b.WriteString(")")
 	}
+	if e.Said != "" {
+		fmt.Fprintf(&b, ": %s", e.Said)
+	}
 	return b.String()
+}
+
+// runnerSaid returns the last line of a launch's STATE/stderr when it is
+// warden's runner explaining its own failure, else "".
+func (s *Session) runnerSaid(ctx context.Context, state string) string {
+	tmp, err := os.MkdirTemp("", "sandproof-said-")
+	if err != nil {
+		return ""
+	}
+	defer os.RemoveAll(tmp)
+	if s.sb.Download(ctx, path.Join(state, "stderr"), filepath.Join(tmp, "stderr")) != nil {
+		return ""
+	}
+	data, err := os.ReadFile(filepath.Join(tmp, "stderr"))
+	if err != nil {
+		return ""
+	}
+	return RunnerSaid(data)
+}
+
+// RunnerSaid picks warden's runner's own last message ("warden: run: ...")
+// out of a launch's STATE/stderr, cut to 400 bytes; "" when there is none.
+func RunnerSaid(stderr []byte) string {
+	lines := strings.Split(strings.TrimRight(string(stderr), "\n"), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if l := lines[i]; strings.HasPrefix(l, "warden: run: ") {
+			if len(l) > 400 {
+				l = l[:400] + "..."
+			}
+			return l
+		}
+	}
+	return ""
 }
 
 func (e *ReceiptError) Unwrap() error { return e.Err }
