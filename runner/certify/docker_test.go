@@ -107,6 +107,26 @@ func load(t *testing.T, names ...string) []*adapter.Manifest {
 	return ms
 }
 
+// fixtureVariant parses a fixture adapter's manifest after edit, as if it
+// sat beside the fixtures (NAME-VARIANT.yaml), so its relative package path
+// still resolves.
+func fixtureVariant(t *testing.T, name, variant string, edit func(string) string) *adapter.Manifest {
+	t.Helper()
+	dir, err := filepath.Abs(filepath.Join("..", "..", "fixtures", "adapters"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.ReadFile(filepath.Join(dir, name+".yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := adapter.Parse(name+"-"+variant+".yaml", dir, []byte(edit(string(src))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
 func bashStatic() string {
 	if _, err := os.Stat("/bin/bash-static"); err == nil {
 		return "/bin/bash-static"
@@ -237,21 +257,13 @@ func TestCertifyMatrix(t *testing.T) {
 func TestCertifyUndeclaredGlibcFails(t *testing.T) {
 	imgs := needEngine(t, "alpine-class")
 	warden, probe, _ := binaries(t)
-	src, err := os.ReadFile(filepath.Join("..", "..", "fixtures", "adapters", "miniagent-glibc.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := strings.Replace(string(src), "requires: [glibc]\n", "", 1)
-	if text == string(src) || strings.Contains(text, "requires:") {
-		t.Fatal("could not drop the requirement from the manifest")
-	}
-	// Parsed as if it sat beside the fixtures, so its relative package
-	// path still resolves.
-	dir, _ := filepath.Abs(filepath.Join("..", "..", "fixtures", "adapters"))
-	m, err := adapter.Parse("miniagent-glibc-undeclared.yaml", dir, []byte(text))
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := fixtureVariant(t, "miniagent-glibc", "undeclared", func(src string) string {
+		text := strings.Replace(src, "requires: [glibc]\n", "", 1)
+		if text == src || strings.Contains(text, "requires:") {
+			t.Fatal("could not drop the requirement from the manifest")
+		}
+		return text
+	})
 	out := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -321,17 +333,10 @@ func TestCertifyDaemonNeedsWardenStop(t *testing.T) {
 func TestCertifyStrayWriteFailsDiff(t *testing.T) {
 	imgs := needEngine(t, "debian-12")
 	warden, probe, _ := binaries(t)
-	src, err := os.ReadFile(filepath.Join("..", "..", "fixtures", "adapters", "miniagent-pi.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	install := "install:\n  argv: [\"/bin/sh\", \"-c\", \"echo x > /var/tmp/stray-write && echo y > /task/allowed-write\"]\n  deadline: 60\nlaunch:\n"
-	text := strings.Replace(string(src), "launch:\n", install, 1)
-	dir, _ := filepath.Abs(filepath.Join("..", "..", "fixtures", "adapters"))
-	m, err := adapter.Parse("miniagent-pi-stray.yaml", dir, []byte(text))
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := fixtureVariant(t, "miniagent-pi", "stray", func(src string) string {
+		install := "install:\n  argv: [\"/bin/sh\", \"-c\", \"echo x > /var/tmp/stray-write && echo y > /task/allowed-write\"]\n  deadline: 60\nlaunch:\n"
+		return strings.Replace(src, "launch:\n", install, 1)
+	})
 	out := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
