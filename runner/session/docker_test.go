@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -91,12 +92,27 @@ func TestDockerSessionEndToEnd(t *testing.T) {
 	}
 	_, sb := dockerSandbox(t)
 	ctx := ctxT(t, 3*time.Minute)
-	s, err := session.New(sb, bashAdapter("exit"), session.Config{ID: "dock", Binaries: bins, Owned: true, CaptureDir: t.TempDir()})
+	ad := bashAdapter("exit")
+	// The install step needs bash too: its params, sent with the session
+	// tree before seed knew bash was missing, must be made again with the
+	// private bin on their path.
+	ad.Install = func(e session.Env) (session.Step, error) {
+		return session.Step{Params: harness.Params{Argv: []string{"bash", "-c", `echo "$BASH_VERSION" > "$1/installed"`, "bash", e.Home},
+			Mode: harness.ModeDirect}, Deadline: 60}, nil
+	}
+	s, err := session.New(sb, ad, session.Config{ID: "dock", Binaries: bins, Owned: true, CaptureDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Seed(ctx); err != nil {
 		t.Fatal(err)
+	}
+	installed := filepath.Join(t.TempDir(), "installed")
+	if err := sb.Download(ctx, path.Join(s.Dir(), "home", "installed"), installed); err != nil {
+		t.Fatalf("the install step's file: %v", err)
+	}
+	if b, _ := os.ReadFile(installed); len(strings.TrimSpace(string(b))) == 0 {
+		t.Fatalf("the install step's file holds %q, want bash's version", b)
 	}
 	// bash was provided privately, never into the image's paths.
 	for _, p := range []string{"/bin/bash", "/usr/bin/bash"} {

@@ -88,7 +88,7 @@ func (s *Session) Activate(ctx context.Context, id, prompt string, deadline floa
 			a.err = fmt.Errorf("activate %q: build params: %w", id, err)
 			return
 		}
-		a.res, a.err = s.launch(context.Background(), id, params, deadline)
+		a.res, a.err = s.launch(context.Background(), id, params, deadline, false)
 		if a.err != nil {
 			a.err = fmt.Errorf("activate %q: %w", id, a.err)
 		}
@@ -113,8 +113,10 @@ func (s *Session) warden(ctx context.Context, args ...string) (provider.ExecResu
 
 func secs(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) }
 
-// launch runs one launch to its receipt: replay, join, or start it.
-func (s *Session) launch(ctx context.Context, id string, params harness.Params, deadline float64) (*Result, error) {
+// launch runs one launch to its receipt: replay, join, or start it. put
+// says the run dir and params are in the sandbox already (seed sends the
+// install step's with the session tree).
+func (s *Session) launch(ctx context.Context, id string, params harness.Params, deadline float64, put bool) (*Result, error) {
 	dl, err := checkDeadline(deadline)
 	if err != nil {
 		return nil, err
@@ -157,7 +159,7 @@ func (s *Session) launch(ctx context.Context, id string, params harness.Params, 
 	if claimed {
 		res.Joined = true
 	} else {
-		started, err := s.start(ctx, id, state, runDir, params, dl)
+		started, err := s.start(ctx, id, state, runDir, params, dl, put)
 		if err != nil {
 			return nil, err
 		}
@@ -195,9 +197,9 @@ func (s *Session) launch(ctx context.Context, id string, params harness.Params, 
 	}
 }
 
-// start writes the params and starts the supervisor. It reports false when
-// another caller claimed the state dir first (then this one joins).
-func (s *Session) start(ctx context.Context, id, state, runDir string, params harness.Params, deadline string) (bool, error) {
+// paramsEntries returns the run dir and the params file of a launch, its
+// defaults filled in and checked as warden run will check them.
+func (s *Session) paramsEntries(id, runDir string, params harness.Params) ([]provider.Entry, error) {
 	if params.Mode == "" {
 		params.Mode = harness.ModeEvents
 	}
@@ -212,18 +214,30 @@ func (s *Session) start(ctx context.Context, id, state, runDir string, params ha
 	}
 	data, err := json.MarshalIndent(params, "", "  ")
 	if err != nil {
-		return false, fmt.Errorf("encode params: %w", err)
+		return nil, fmt.Errorf("encode params of %q: %w", id, err)
 	}
 	if _, err := harness.ParseParams(data); err != nil {
-		return false, fmt.Errorf("check params of %q: %w", id, err)
+		return nil, fmt.Errorf("check params of %q: %w", id, err)
 	}
-	paramsPath := path.Join(runDir, "params.json")
-	err = provider.Put(ctx, s.sb, []provider.Entry{
+	return []provider.Entry{
 		{Path: runDir, Dir: true, Mode: 0o700, UID: s.uid, GID: s.gid},
-		{Path: paramsPath, Data: data, Mode: 0o600, UID: s.uid, GID: s.gid},
-	})
-	if err != nil {
-		return false, err
+		{Path: path.Join(runDir, "params.json"), Data: data, Mode: 0o600, UID: s.uid, GID: s.gid},
+	}, nil
+}
+
+// start writes the params (unless put says they are there) and starts the
+// supervisor. It reports false when another caller claimed the state dir
+// first (then this one joins).
+func (s *Session) start(ctx context.Context, id, state, runDir string, params harness.Params, deadline string, put bool) (bool, error) {
+	paramsPath := path.Join(runDir, "params.json")
+	if !put {
+		entries, err := s.paramsEntries(id, runDir, params)
+		if err != nil {
+			return false, err
+		}
+		if err := provider.Put(ctx, s.sb, entries); err != nil {
+			return false, err
+		}
 	}
 	wardenPath := s.x(path.Join(s.dir, "bin", "warden"))
 	args := []string{"supervise", "--detach", "--state", s.x(state), "--deadline", deadline,

@@ -425,6 +425,21 @@ func (s *Session) Seed(ctx context.Context) (err error) {
 		}
 		entries = append(entries, e)
 	}
+	// The install step's run dir and params go in the same transfer (one
+	// round trip less); they are made again below if bash has to be
+	// provided, which changes the params' path_prefix.
+	installRun := path.Join(s.dir, "run", "install")
+	var install Step
+	if s.adapter.Install != nil {
+		if install, err = s.adapter.Install(s.env(installRun, "")); err != nil {
+			return fmt.Errorf("build install step of %q: %w", s.adapter.Name, err)
+		}
+		pe, err := s.paramsEntries("install", installRun, install.Params)
+		if err != nil {
+			return err
+		}
+		entries = append(entries, pe...)
+	}
 	if err := provider.Put(ctx, s.sb, entries); err != nil {
 		return fmt.Errorf("upload the session tree: %w", err)
 	}
@@ -442,7 +457,19 @@ func (s *Session) Seed(ctx context.Context) (err error) {
 			return fmt.Errorf("adapter %q needs bash and the image has none: %w", s.adapter.Name, err)
 		}
 		bashPath := path.Join(s.dir, "bin", "bash")
-		if err := provider.UploadFile(ctx, s.sb, bashHost, bashPath, 0o755, 0, 0); err != nil {
+		s.bashProvided = true
+		put := []provider.Entry{{Path: bashPath, HostPath: bashHost, Mode: 0o755}}
+		if s.adapter.Install != nil {
+			if install, err = s.adapter.Install(s.env(installRun, "")); err != nil {
+				return fmt.Errorf("build install step of %q: %w", s.adapter.Name, err)
+			}
+			pe, err := s.paramsEntries("install", installRun, install.Params)
+			if err != nil {
+				return err
+			}
+			put = append(put, pe...)
+		}
+		if err := provider.Put(ctx, s.sb, put); err != nil {
 			return err
 		}
 		sum, err := hashHostFile(bashHost)
@@ -450,7 +477,6 @@ func (s *Session) Seed(ctx context.Context) (err error) {
 			return err
 		}
 		expect[bashPath] = sum
-		s.bashProvided = true
 	}
 	if err := s.verify(ctx, snap, expect); err != nil {
 		return err
@@ -462,13 +488,8 @@ func (s *Session) Seed(ctx context.Context) (err error) {
 	}
 
 	if s.adapter.Install != nil {
-		runDir := path.Join(s.dir, "run", "install")
-		step, err := s.adapter.Install(s.env(runDir, ""))
-		if err != nil {
-			return fmt.Errorf("build install step of %q: %w", s.adapter.Name, err)
-		}
 		s.installRan = true
-		r, err := s.launch(ctx, "install", step.Params, step.Deadline)
+		r, err := s.launch(ctx, "install", install.Params, install.Deadline, true)
 		if err != nil {
 			return fmt.Errorf("install %q: %w", s.adapter.Name, err)
 		}
