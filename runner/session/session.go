@@ -430,16 +430,21 @@ func (s *Session) Seed(ctx context.Context) (err error) {
 	// provided, which changes the params' path_prefix.
 	installRun := path.Join(s.dir, "run", "install")
 	var install Step
-	if s.adapter.Install != nil {
+	installEntries := func() ([]provider.Entry, error) {
+		if s.adapter.Install == nil {
+			return nil, nil
+		}
+		var err error
 		if install, err = s.adapter.Install(s.env(installRun, "")); err != nil {
-			return fmt.Errorf("build install step of %q: %w", s.adapter.Name, err)
+			return nil, fmt.Errorf("build install step of %q: %w", s.adapter.Name, err)
 		}
-		pe, err := s.paramsEntries("install", installRun, install.Params)
-		if err != nil {
-			return err
-		}
-		entries = append(entries, pe...)
+		return s.paramsEntries("install", installRun, install.Params)
 	}
+	pe, err := installEntries()
+	if err != nil {
+		return err
+	}
+	entries = append(entries, pe...)
 	if err := provider.Put(ctx, s.sb, entries); err != nil {
 		return fmt.Errorf("upload the session tree: %w", err)
 	}
@@ -458,17 +463,11 @@ func (s *Session) Seed(ctx context.Context) (err error) {
 		}
 		bashPath := path.Join(s.dir, "bin", "bash")
 		s.bashProvided = true
-		put := []provider.Entry{{Path: bashPath, HostPath: bashHost, Mode: 0o755}}
-		if s.adapter.Install != nil {
-			if install, err = s.adapter.Install(s.env(installRun, "")); err != nil {
-				return fmt.Errorf("build install step of %q: %w", s.adapter.Name, err)
-			}
-			pe, err := s.paramsEntries("install", installRun, install.Params)
-			if err != nil {
-				return err
-			}
-			put = append(put, pe...)
+		pe, err := installEntries()
+		if err != nil {
+			return err
 		}
+		put := append([]provider.Entry{{Path: bashPath, HostPath: bashHost, Mode: 0o755}}, pe...)
 		if err := provider.Put(ctx, s.sb, put); err != nil {
 			return err
 		}
