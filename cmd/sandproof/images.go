@@ -34,6 +34,15 @@ func (f *imagesFlags) overrides() (map[string]string, error) {
 	return m, nil
 }
 
+// resolve returns the images, with the --image overrides applied.
+func (f *imagesFlags) resolve() ([]images.Image, error) {
+	ov, err := f.overrides()
+	if err != nil {
+		return nil, err
+	}
+	return images.Resolve(ov)
+}
+
 func (f *imagesFlags) engine(ctx context.Context) (images.Engine, error) {
 	e := images.Engine{Docker: f.docker}
 	if _, err := e.Ping(ctx); err != nil {
@@ -79,11 +88,7 @@ Progress goes to stderr, one line per timed step; stdout gets one line per
 image: NAME REF built|up-to-date|mapped SECONDS.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ov, err := f.overrides()
-			if err != nil {
-				return err
-			}
-			all, err := images.Resolve(ov)
+			all, err := f.resolve()
 			if err != nil {
 				return err
 			}
@@ -161,11 +166,7 @@ or "NAME REF missing" when the engine lacks it. bash, python3 and os come from
 a look inside the image with its own shell (a throwaway container, no network).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ov, err := f.overrides()
-			if err != nil {
-				return err
-			}
-			all, err := images.Resolve(ov)
+			all, err := f.resolve()
 			if err != nil {
 				return err
 			}

@@ -4,11 +4,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"os"
 	"path"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -33,12 +30,6 @@ func (cr *caseRun) verify(ctx context.Context, sb provider.Sandbox, before probe
 			failed = true
 		}
 	}
-
-	tmp, err := os.MkdirTemp("", "sandproof-verify-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(tmp)
 
 	// Every read below happens after close and none depends on another.
 	// One probe snapshot also hashes the deliverable and looks for the
@@ -83,15 +74,11 @@ func (cr *caseRun) verify(ctx context.Context, sb provider.Sandbox, before probe
 	if delivered {
 		after.Deliverable = token
 	} else {
-		err := sb.Download(ctx, Deliverable, filepath.Join(tmp, "deliverable"))
+		got, err := provider.DownloadBytes(ctx, sb, Deliverable)
 		if provider.IsProviderError(err) {
 			return err
 		}
-		got, rerr := os.ReadFile(filepath.Join(tmp, "deliverable"))
-		if err == nil && rerr == nil {
-			after.Deliverable = string(got)
-		}
-		detailErr = errors.Join(err, rerr)
+		after.Deliverable, detailErr = string(got), err
 	}
 	check("verify.deliverable", delivered,
 		"%s holds %q, want the token %q (%s)", Deliverable, truncate(after.Deliverable, 80), token, errText(detailErr, key))

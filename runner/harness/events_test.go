@@ -229,11 +229,7 @@ func BenchmarkRecorder(b *testing.B) {
 				r := NewRecorder(io.Discard, 0)
 				b.ResetTimer()
 				for range b.N {
-					for p := line; len(p) > 0; {
-						n := min(len(p), readBuf)
-						r.Write(p[:n])
-						p = p[n:]
-					}
+					feed(r, line)
 				}
 				if err := r.Close(); err != nil {
 					b.Fatal(err)
@@ -247,11 +243,7 @@ func BenchmarkRecorder(b *testing.B) {
 		r := NewRecorder(io.Discard, 0)
 		b.ResetTimer()
 		for range b.N {
-			for p := line; len(p) > 0; {
-				n := min(len(p), readBuf)
-				r.Write(p[:n])
-				p = p[n:]
-			}
+			feed(r, line)
 		}
 	})
 }
@@ -268,4 +260,14 @@ func benchLine(kind string, n int) []byte {
 		line = bytes.Repeat([]byte("abc\xff"), n/4)
 	}
 	return append(line, '\r', '\n')
+}
+
+// feed writes line to r in reads of the runner's buffer size, as the
+// runner's copy loop does.
+func feed(r *Recorder, line []byte) {
+	for p := line; len(p) > 0; {
+		n := min(len(p), readBuf)
+		r.Write(p[:n])
+		p = p[n:]
+	}
 }

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"time"
 )
 
@@ -210,6 +211,25 @@ func UploadFile(ctx context.Context, sb Sandbox, src, path string, mode os.FileM
 // UploadBytes uploads data to path in sb.
 func UploadBytes(ctx context.Context, sb Sandbox, data []byte, path string, mode os.FileMode, uid, gid int) error {
 	return sb.Upload(ctx, path, bytes.NewReader(data), int64(len(data)), mode, uid, gid)
+}
+
+// DownloadBytes returns the content of the file at path in sb; errors are
+// Download's (ErrPathNotFound when it is not there).
+func DownloadBytes(ctx context.Context, sb Sandbox, path string) ([]byte, error) {
+	tmp, err := os.MkdirTemp("", "sandproof-download-")
+	if err != nil {
+		return nil, fmt.Errorf("download %q: %w", path, err)
+	}
+	defer os.RemoveAll(tmp)
+	dst := filepath.Join(tmp, "file")
+	if err := sb.Download(ctx, path, dst); err != nil {
+		return nil, err
+	}
+	data, err := os.ReadFile(dst)
+	if err != nil {
+		return nil, fmt.Errorf("download %q: %w", path, err)
+	}
+	return data, nil
 }
 
 // Entry is one directory or regular file of a batch (Put). Paths are

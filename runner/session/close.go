@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/sandproof/sandproof/runner/launch"
 	"github.com/sandproof/sandproof/runner/provider"
 	"github.com/sandproof/sandproof/runner/receipt"
 )
@@ -150,7 +151,7 @@ func (s *Session) launchIDs(ctx context.Context) ([]string, error) {
 		}
 		entries, _ := os.ReadDir(filepath.Join(tmp, "state"))
 		for _, e := range entries {
-			if e.IsDir() && validID(e.Name()) {
+			if e.IsDir() && launch.ValidID(e.Name()) {
 				ids[e.Name()] = true
 			}
 		}

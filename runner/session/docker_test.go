@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"path"
 	"path/filepath"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"github.com/sandproof/sandproof/runner/harness"
 	"github.com/sandproof/sandproof/runner/provider"
 	"github.com/sandproof/sandproof/runner/provider/docker"
+	"github.com/sandproof/sandproof/runner/provider/docker/testimage"
 	"github.com/sandproof/sandproof/runner/session"
 )
 
@@ -29,7 +29,7 @@ func dockerSandbox(t *testing.T) (*docker.Provider, provider.Sandbox) {
 	if err != nil {
 		t.Skipf("no Docker engine answers (start one with `bash images/engine.sh start`): %v", err)
 	}
-	if err := importBusybox(busyboxImage); err != nil {
+	if err := testimage.ImportBusybox(busyboxImage, busyboxRootfs); err != nil {
 		t.Skipf("cannot make the busybox test image: %v", err)
 	}
 	sb, err := p.Create(context.Background(), provider.CreateSpec{
@@ -43,38 +43,11 @@ func dockerSandbox(t *testing.T) (*docker.Provider, provider.Sandbox) {
 	return p, sb
 }
 
-func importBusybox(ref string) error {
-	if exec.Command("docker", "image", "inspect", ref).Run() == nil {
-		return nil
-	}
-	bb, err := exec.LookPath("busybox")
-	if err != nil {
-		return err
-	}
-	dir, err := os.MkdirTemp("", "busybox-rootfs-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	os.MkdirAll(filepath.Join(dir, "bin"), 0o755)
-	os.MkdirAll(filepath.Join(dir, "tmp"), 0o1777)
-	data, err := os.ReadFile(bb)
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "bin/busybox"), data, 0o755); err != nil {
-		return err
-	}
-	// No sha256sum and no bash on purpose: the probe hashes, bash comes
-	// from the session's private bin.
-	for _, a := range []string{"sh", "sleep", "setsid", "rm", "cat", "echo", "printf"} {
-		os.Symlink("busybox", filepath.Join(dir, "bin", a))
-	}
-	cmd := exec.Command("sh", "-c", `tar -C "$1" -c . | docker import -c 'ENV PATH=/bin' - "$2"`, "sh", dir, ref)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return errors.New(string(out))
-	}
-	return nil
+// busyboxRootfs has no sha256sum and no bash on purpose: the probe hashes,
+// bash comes from the session's private bin.
+var busyboxRootfs = testimage.Rootfs{
+	Dirs:    map[string]os.FileMode{"tmp": 0o1777},
+	Applets: []string{"sh", "sleep", "setsid", "rm", "cat", "echo", "printf"},
 }
 
 func bashAdapter(mode string) session.Adapter {

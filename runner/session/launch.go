@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sandproof/sandproof/runner/harness"
+	"github.com/sandproof/sandproof/runner/launch"
 	"github.com/sandproof/sandproof/runner/provider"
 	"github.com/sandproof/sandproof/runner/receipt"
 )
@@ -54,7 +55,7 @@ type activation struct {
 // lease goes on being renewed until Close); a later Activate with the same
 // id picks the result up.
 func (s *Session) Activate(ctx context.Context, id, prompt string, deadline float64) (*Result, error) {
-	if !validID(id) || id == "install" {
+	if !launch.ValidID(id) || id == "install" {
 		return nil, fmt.Errorf("activate %q: %w (want [A-Za-z0-9._-]{1,64}, not \"install\")", id, ErrBadID)
 	}
 	if _, err := checkDeadline(deadline); err != nil {

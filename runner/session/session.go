@@ -37,7 +37,6 @@ import (
 	"math"
 	"os"
 	"path"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -45,6 +44,7 @@ import (
 	"time"
 
 	"github.com/sandproof/sandproof/runner/harness"
+	"github.com/sandproof/sandproof/runner/launch"
 	"github.com/sandproof/sandproof/runner/provider"
 	"github.com/sandproof/sandproof/runner/receipt"
 )
@@ -230,7 +230,7 @@ func New(sb provider.Sandbox, adapter Adapter, cfg Config) (*Session, error) {
 		rand.Read(b[:])
 		cfg.ID = "s-" + hex.EncodeToString(b[:])
 	}
-	if !validID(cfg.ID) {
+	if !launch.ValidID(cfg.ID) {
 		return nil, fmt.Errorf("new session: id %q: %w (want [A-Za-z0-9._-]{1,64})", cfg.ID, ErrBadID)
 	}
 	if cfg.BaseDir == "" {
@@ -280,18 +280,6 @@ func parseUser(u string) (int, int, error) {
 		return 0, 0, fmt.Errorf("new session: user %q: want UID[:GID], numeric", u)
 	}
 	return uid, gid, nil
-}
-
-func validID(id string) bool {
-	if len(id) == 0 || len(id) > 64 {
-		return false
-	}
-	for _, c := range id {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("._-", c)) {
-			return false
-		}
-	}
-	return true
 }
 
 // ID is the session id.
@@ -688,15 +676,7 @@ func (e *ReceiptError) Error() string {
 // runnerSaid returns the last line of a launch's STATE/stderr when it is
 // warden's runner explaining its own failure, else "".
 func (s *Session) runnerSaid(ctx context.Context, state string) string {
-	tmp, err := os.MkdirTemp("", "sandproof-said-")
-	if err != nil {
-		return ""
-	}
-	defer os.RemoveAll(tmp)
-	if s.sb.Download(ctx, path.Join(state, "stderr"), filepath.Join(tmp, "stderr")) != nil {
-		return ""
-	}
-	data, err := os.ReadFile(filepath.Join(tmp, "stderr"))
+	data, err := provider.DownloadBytes(ctx, s.sb, path.Join(state, "stderr"))
 	if err != nil {
 		return ""
 	}
@@ -740,12 +720,7 @@ func Open(ctx context.Context, sb provider.Sandbox, adapter Adapter, cfg Config)
 		return nil, provider.Errorf("open", sb.ID(), provider.ErrGone)
 	}
 	s.arch, s.prefix = info.Arch, info.PathPrefix
-	tmp, err := os.MkdirTemp("", "sandproof-open-")
-	if err != nil {
-		return nil, fmt.Errorf("open session %s: %w", s.id, err)
-	}
-	defer os.RemoveAll(tmp)
-	err = sb.Download(ctx, path.Join(s.dir, "seeded"), tmp+"/seeded")
+	data, err := provider.DownloadBytes(ctx, sb, path.Join(s.dir, "seeded"))
 	if errors.Is(err, provider.ErrPathNotFound) {
 		return nil, fmt.Errorf("open session %s: %w (no seeded marker in %s)", s.id, ErrNotSeeded, s.dir)
 	}
@@ -755,11 +730,7 @@ func Open(ctx context.Context, sb provider.Sandbox, adapter Adapter, cfg Config)
 	var marker struct {
 		WardenSHA256 string `json:"warden_sha256"`
 	}
-	data, err := os.ReadFile(tmp + "/seeded")
-	if err == nil {
-		err = json.Unmarshal(data, &marker)
-	}
-	if err != nil {
+	if err := json.Unmarshal(data, &marker); err != nil {
 		return nil, fmt.Errorf("open session %s: read seeded marker: %w", s.id, err)
 	}
 	s.wardenSHA = marker.WardenSHA256

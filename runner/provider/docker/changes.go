@@ -120,11 +120,11 @@ func overlayChanges(upper string, lowers []string) ([]dc.Change, error) {
 			kinds[p] = dc.ChangeDelete
 			return nil
 		}
-		st, below, err := inLower(lowers, p)
+		st, layer, err := inLower(lowers, p)
 		if err != nil {
 			return err
 		}
-		if !below {
+		if layer == "" {
 			kinds[p] = dc.ChangeAdd
 			return nil
 		}
@@ -141,7 +141,7 @@ func overlayChanges(upper string, lowers []string) ([]dc.Change, error) {
 				}
 			}
 		}
-		changed, err := modified(hostPath, f, filepath.Join(lowerOf(lowers, p), p), st)
+		changed, err := modified(hostPath, f, filepath.Join(layer, p), st)
 		if err != nil {
 			return err
 		}
@@ -207,36 +207,28 @@ func capability(p string) (string, error) {
 	return "", fmt.Errorf("read security.capability of %q: %w", p, err)
 }
 
-// lowerOf returns the lower layer that shows p (the top one holding it).
-func lowerOf(lowers []string, p string) string {
-	for _, l := range lowers {
-		if _, err := os.Lstat(filepath.Join(l, p)); err == nil {
-			return l
-		}
-	}
-	return ""
-}
-
 // sameTimespec treats times as equal when one side lost its nanoseconds
 // (as tar does), like the engine.
 func sameTimespec(a, b syscall.Timespec) bool {
 	return a.Sec == b.Sec && (a.Nsec == b.Nsec || a.Nsec == 0 || b.Nsec == 0)
 }
 
-// inLower looks a path up in the lower layers, top first.
-func inLower(lowers []string, p string) (fs.FileInfo, bool, error) {
+// inLower looks a path up in the lower layers, top first, and returns
+// what it is and the layer that shows it ("" when none does, a whiteout
+// included).
+func inLower(lowers []string, p string) (fs.FileInfo, string, error) {
 	for _, l := range lowers {
 		fi, err := os.Lstat(filepath.Join(l, p))
 		switch {
 		case err == nil && isWhiteout(fi):
-			return nil, false, nil
+			return nil, "", nil
 		case err == nil:
-			return fi, true, nil
+			return fi, l, nil
 		case !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, unix.ENOTDIR):
-			return nil, false, err
+			return nil, "", err
 		}
 	}
-	return nil, false, nil
+	return nil, "", nil
 }
 
 // hiddenEntries lists, as sandbox paths, the entries the lower layers show

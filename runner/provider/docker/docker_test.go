@@ -15,6 +15,7 @@ import (
 
 	"github.com/sandproof/sandproof/runner/provider"
 	"github.com/sandproof/sandproof/runner/provider/docker"
+	"github.com/sandproof/sandproof/runner/provider/docker/testimage"
 )
 
 // BusyboxImage is imported once from the host's static busybox: a rootfs
@@ -27,48 +28,18 @@ func engine(t *testing.T) *docker.Provider {
 	if err != nil {
 		t.Skipf("no Docker engine answers (start one with `bash images/engine.sh start`): %v", err)
 	}
-	if err := ImportBusybox(busyboxImage); err != nil {
+	if err := testimage.ImportBusybox(busyboxImage, busyboxRootfs); err != nil {
 		t.Skipf("cannot make the busybox test image: %v", err)
 	}
 	return p
 }
 
-// ImportBusybox imports a rootfs holding /bin/busybox and its applet links,
-// and /srv/keep with two files and a dir, for the diff specs.
-func ImportBusybox(ref string) error {
-	if exec.Command("docker", "image", "inspect", ref).Run() == nil {
-		return nil
-	}
-	bb, err := exec.LookPath("busybox")
-	if err != nil {
-		return err
-	}
-	dir, err := os.MkdirTemp("", "busybox-rootfs-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	for _, d := range []string{"bin", "tmp", "etc", "srv/keep/sub"} {
-		os.MkdirAll(filepath.Join(dir, d), 0o755)
-	}
-	for _, f := range []string{"srv/keep/one", "srv/keep/two", "srv/keep/sub/three"} {
-		os.WriteFile(filepath.Join(dir, f), []byte(f+"\n"), 0o644)
-	}
-	data, err := os.ReadFile(bb)
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "bin/busybox"), data, 0o755); err != nil {
-		return err
-	}
-	for _, a := range []string{"sh", "sleep", "setsid", "rm", "cat", "echo", "printf", "sha256sum", "ls", "mkdir"} {
-		os.Symlink("busybox", filepath.Join(dir, "bin", a))
-	}
-	cmd := exec.Command("sh", "-c", `tar -C "$1" -c . | docker import -c 'ENV PATH=/bin' - "$2"`, "sh", dir, ref)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return errors.New(string(out))
-	}
-	return nil
+// busyboxRootfs holds /bin/busybox and its applet links, and /srv/keep
+// with two files and a dir, for the diff specs.
+var busyboxRootfs = testimage.Rootfs{
+	Dirs:    map[string]os.FileMode{"bin": 0o755, "tmp": 0o755, "etc": 0o755, "srv/keep/sub": 0o755},
+	Files:   map[string]string{"srv/keep/one": "srv/keep/one\n", "srv/keep/two": "srv/keep/two\n", "srv/keep/sub/three": "srv/keep/sub/three\n"},
+	Applets: []string{"sh", "sleep", "setsid", "rm", "cat", "echo", "printf", "sha256sum", "ls", "mkdir"},
 }
 
 func create(t *testing.T, p *docker.Provider) provider.Sandbox {
