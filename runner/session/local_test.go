@@ -125,14 +125,16 @@ func TestLocalSessionEndToEnd(t *testing.T) {
 		t.Fatalf("activation receipt: cause %q confirmed %t rc %v", r.Cause, r.CleanupConfirmed, r.ReturnCode)
 	}
 	// Positive control: the setsid'd sleep existed and warden reached it.
+	// It is matched by the pid the script recorded, not by name: warden
+	// may reach it before setsid(1) has exec'd sleep (comm "setsid").
+	sleepPid := readPid(t, filepath.Join(dirOnHost, "run", "a1", "sleep.pid"))
 	var reachedSleep bool
 	for _, m := range r.Reached {
-		reachedSleep = reachedSleep || m.Comm == "sleep"
+		reachedSleep = reachedSleep || m.PID == sleepPid
 	}
 	if !reachedSleep {
-		t.Fatalf("receipt reached %+v, want the leftover sleep in it", r.Reached)
+		t.Fatalf("receipt reached %+v, want the leftover sleep (pid %d) in it", r.Reached, sleepPid)
 	}
-	sleepPid := readPid(t, filepath.Join(dirOnHost, "run", "a1", "sleep.pid"))
 
 	cr, err := s.Close(ctx)
 	if err != nil {
