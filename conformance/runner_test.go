@@ -325,30 +325,59 @@ var _ = Describe("warden run", func() {
 	})
 
 	Describe("given its params", func() {
+		// Each bad params file plants what "runs nothing" checks: the fixture
+		// that creates MARKER_FILE (MARKER as argv, MARKER_LINE as one string
+		// a lax runner might split) and, where argv cannot carry it, an
+		// output file OUT that a runner going on would create. fixed is the
+		// smallest correction, which must run and leave those traces: the
+		// positive control that the plant would show a run. null can plant
+		// nothing, so its spec claims nothing about running.
 		for _, tc := range []struct {
-			what, params, field string
+			what, params, fixed, field string
 		}{
-			{"bad JSON", `{"argv": ["x"`, "JSON"},
-			{"an unknown field", `{"argv": ["MARKER"], "inherit_envs": ["HOME"]}`, `"inherit_envs"`},
-			{"an empty argv", `{"argv": []}`, "argv"},
-			{"no argv", `{"cwd": "/"}`, "argv"},
-			{"null", `null`, "null"},
-			{"a wrongly typed field", `{"argv": "/bin/true"}`, "argv"},
-			{"an unknown mode", `{"argv": ["MARKER"], "mode": "stream"}`, `mode "stream"`},
-			{"events mode without an events file", `{"argv": ["MARKER"], "mode": "events"}`, "events"},
-			{"data after the object", `{"argv": ["MARKER"]} {}`, "after"},
-			{"a zero line_cap", `{"argv": ["MARKER"], "mode": "events", "events": "EVENTS", "line_cap": 0}`, "line_cap"},
+			{"bad JSON", `{"argv": ["MARKER"]`, `{"argv": ["MARKER"]}`, "JSON"},
+			{"an unknown field", `{"argv": ["MARKER"], "inherit_envs": ["HOME"]}`, `{"argv": ["MARKER"], "inherit_env": ["HOME"]}`, `"inherit_envs"`},
+			{"an empty argv", `{"argv": [], "stdout": "OUT"}`, `{"argv": ["MARKER"], "stdout": "OUT"}`, "argv"},
+			{"no argv", `{"cwd": "/", "stdout": "OUT"}`, `{"argv": ["MARKER"], "cwd": "/", "stdout": "OUT"}`, "argv"},
+			{"null", `null`, "", "null"},
+			{"a wrongly typed field", `{"argv": "MARKER_LINE", "stdout": "OUT"}`, `{"argv": ["MARKER"], "stdout": "OUT"}`, "argv"},
+			{"an unknown mode", `{"argv": ["MARKER"], "mode": "stream"}`, `{"argv": ["MARKER"], "mode": "direct"}`, `mode "stream"`},
+			{"events mode without an events file", `{"argv": ["MARKER"], "mode": "events"}`, `{"argv": ["MARKER"], "mode": "events", "events": "EVENTS"}`, "events"},
+			{"data after the object", `{"argv": ["MARKER"]} {}`, `{"argv": ["MARKER"]}`, "after"},
+			{"a zero line_cap", `{"argv": ["MARKER"], "mode": "events", "events": "EVENTS", "line_cap": 0}`, `{"argv": ["MARKER"], "mode": "events", "events": "EVENTS", "line_cap": 1}`, "line_cap"},
 		} {
-			framework.ConformanceIt("5 params", "should refuse "+tc.what+" with 125, naming the field, and run nothing", framework.Local, func() {
-				marker := filepath.Join(dir, "ran")
-				params := strings.ReplaceAll(tc.params, `"MARKER"`, fmt.Sprintf("%q, \"-marker\", %q", framework.Fixture("exitwith"), marker))
-				params = strings.ReplaceAll(params, "EVENTS", filepath.Join(dir, "events.jsonl"))
+			text := "should refuse " + tc.what + " with 125, naming the field, and run nothing"
+			if tc.fixed == "" {
+				text = "should refuse " + tc.what + " with 125, naming the field"
+			}
+			framework.ConformanceIt("5 params", text, framework.Local, func() {
+				plant := func(dir, params string) (string, string, string) {
+					marker, out := filepath.Join(dir, "ran"), filepath.Join(dir, "out")
+					params = strings.ReplaceAll(params, `"MARKER"`, fmt.Sprintf("%q, \"-marker\", %q", framework.Fixture("exitwith"), marker))
+					params = strings.ReplaceAll(params, "MARKER_LINE", framework.Fixture("exitwith")+" -marker "+marker)
+					params = strings.ReplaceAll(params, `"OUT"`, fmt.Sprintf("%q", out))
+					params = strings.ReplaceAll(params, "EVENTS", filepath.Join(dir, "events.jsonl"))
+					return params, marker, out
+				}
+				params, marker, out := plant(dir, tc.params)
 				r := runnerRun(runnerParams(dir, params), runnerOpts{})
 				Expect(r.status).To(Equal(125))
 				Expect(r.stderr).To(HavePrefix("warden: run: "))
 				Expect(strings.Count(r.stderr, "\n")).To(Equal(1), "one line: %q", r.stderr)
 				Expect(r.stderr).To(ContainSubstring(tc.field))
 				Expect(marker).NotTo(BeAnExistingFile())
+				Expect(out).NotTo(BeAnExistingFile())
+				if tc.fixed == "" {
+					return
+				}
+				fixedDir := GinkgoT().TempDir()
+				fixed, fixedMarker, fixedOut := plant(fixedDir, tc.fixed)
+				r = runnerRun(runnerParams(fixedDir, fixed), runnerOpts{})
+				Expect(r.status).To(Equal(0), "positive control %s: %s", fixed, r.stderr)
+				Expect(fixedMarker).To(BeAnExistingFile(), "positive control: the corrected params run the plant")
+				if strings.Contains(tc.fixed, `"OUT"`) {
+					Expect(fixedOut).To(BeAnExistingFile(), "positive control: the corrected params create the output")
+				}
 			})
 		}
 

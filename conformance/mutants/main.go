@@ -48,6 +48,14 @@ var Catalog = []Mutant{
 	{"quadraticcr", "5 events mode", "CR handling quadratic in the line length"},
 	{"fdleak", "5 descriptors", "runner descriptors leaked to the CLI"},
 	{"exitcodes", "5 exit statuses", "126 and 127 confused"},
+	{"latedeadline", "2 deadline", "deadline timer armed late, by the grace"},
+	{"supfdleak", "2 descriptors", "descriptors the caller leaked passed on to the harness under supervise"},
+	{"confirmexit", "4 exit statuses", "foreground supervise exits 0 on an unconfirmed cleanup when the harness returned 0"},
+	{"claimrace", "2 launch claim", "launch claim taken by look-then-rename, not an exclusive create"},
+	{"waitnorenew", "4 wait", "wait never renews the lease"},
+	{"relpath", "5 path search", "argv[0] looked up in relative and empty PATH entries too"},
+	{"paramsmarker", "5 params", "params may set WARDEN_LAUNCH"},
+	{"jsonbraces", "5 events mode", "a line in braces taken for JSON without validation"},
 }
 
 func main() {

@@ -369,7 +369,7 @@ func lookPath(name string, env []string) (string, error) {
 	}
 	var notExec string
 	for _, dir := range filepath.SplitList(path) {
-		if !filepath.IsAbs(dir) {
+		if !filepath.IsAbs(dir) && !mutant.Is("relpath") {
 			continue
 		}
 		cand := filepath.Join(dir, name)

@@ -17,6 +17,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sandproof/sandproof/runner/proc"
+
+	"github.com/sandproof/sandproof/runner/mutant"
 )
 
 // Files in the state dir.
@@ -95,6 +97,17 @@ func TakeClaim(dir string, c Claim) error {
 	data, err := json.Marshal(c)
 	if err != nil {
 		return err
+	}
+	if mutant.Is("claimrace") {
+		// The mutant: look, then write and rename; two claimants both win.
+		if _, err := os.Stat(filepath.Join(dir, ClaimFile)); err == nil {
+			return ErrClaimed
+		}
+		tmp := filepath.Join(dir, fmt.Sprintf(".claim.%d.tmp", os.Getpid()))
+		if err := writeFileSync(tmp, data); err != nil {
+			return fmt.Errorf("take claim: %w", err)
+		}
+		return os.Rename(tmp, filepath.Join(dir, ClaimFile))
 	}
 	tmp := filepath.Join(dir, fmt.Sprintf(".claim.%d.tmp", os.Getpid()))
 	if err := writeFileSync(tmp, data); err != nil {

@@ -114,7 +114,9 @@ func Run(cfg Config, ready *os.File) int {
 	defer tell(Ready{Status: "error", Message: "supervisor ended before it was ready"})
 
 	// Descriptors the caller leaked to us must not reach the harness.
-	fds.CloexecFrom(3)
+	if !mutant.Is("supfdleak") {
+		fds.CloexecFrom(3)
+	}
 	if err := becomeSubreaper(); err != nil {
 		tell(Ready{Status: "error", Message: fmt.Sprintf("become child subreaper: %v", err)})
 		return 1
@@ -390,7 +392,11 @@ func (s *supervisor) exitOf(pid int) (exitInfo, bool) {
 // loop waits for the harness to exit, the deadline, a stop request, a
 // signal to the supervisor, or the lease to lapse, and returns the cause.
 func (s *supervisor) loop(watch *launch.Watcher, term <-chan os.Signal) (cause string, errMsg string) {
-	deadline := time.NewTimer(s.cfg.Deadline - time.Since(s.start))
+	wait := s.cfg.Deadline - time.Since(s.start)
+	if mutant.Is("latedeadline") {
+		wait += s.cfg.Grace // the mutant: the timer armed after the grace
+	}
+	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	var leaseC <-chan time.Time
 	var lease *time.Timer

@@ -12,6 +12,8 @@ import (
 	"github.com/sandproof/sandproof/runner/launch"
 	"github.com/sandproof/sandproof/runner/receipt"
 	"github.com/sandproof/sandproof/runner/version"
+
+	"github.com/sandproof/sandproof/runner/mutant"
 )
 
 // Exit statuses of the host commands (SPEC.md section 4).
@@ -127,7 +129,7 @@ func runWait(args []string, stdout, stderr io.Writer) int {
 	}
 	// wait renews the lease once when called, never while it blocks: a host
 	// that died while waiting must still let the lease lapse.
-	if c, err := launch.ReadClaim(state); err == nil && c.LeaseSeconds > 0 && c.Alive() {
+	if c, err := launch.ReadClaim(state); err == nil && c.LeaseSeconds > 0 && c.Alive() && !mutant.Is("waitnorenew") {
 		launch.WriteRequest(state, launch.RenewFile, []byte(fmt.Sprintf("%d\n", time.Now().UnixNano())))
 	}
 	return awaitReceipt(state, receipt.FileName, timeout, stdout, stderr, "warden wait")

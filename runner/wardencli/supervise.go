@@ -282,7 +282,7 @@ func relay(state string, stdout, stderr io.Writer) int {
 		if r, _, err := receipt.Read(state); err == nil {
 			out.copy()
 			errT.copy()
-			if r.CleanupConfirmed && r.ReturnCode != nil && *r.ReturnCode == 0 {
+			if (r.CleanupConfirmed || mutant.Is("confirmexit")) && r.ReturnCode != nil && *r.ReturnCode == 0 {
 				return 0
 			}
 			return 1
