@@ -62,53 +62,43 @@ func TestParseStatRejectsBadLines(t *testing.T) {
 	}
 }
 
-// fakeProc builds a proc dir by hand.
-type fakeProc struct {
-	t    *testing.T
-	root string
-}
-
-func newFakeProc(t *testing.T) fakeProc { return fakeProc{t, t.TempDir()} }
-
-func (f fakeProc) fs() FS { return FS(f.root) }
-
-func (f fakeProc) add(pid, ppid int, comm, state string, start uint64, uid int) {
-	f.t.Helper()
-	dir := filepath.Join(f.root, fmt.Sprint(pid))
-	stat := fmt.Sprintf("%d (%s) %s %d %d %d 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 %d 1000 10 18446744073709551615\n",
+// statLine is a stat line as the kernel writes it.
+func statLine(pid, ppid int, comm, state string, start uint64) string {
+	return fmt.Sprintf("%d (%s) %s %d %d %d 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 %d 1000 10 18446744073709551615\n",
 		pid, comm, state, ppid, pid, pid, start)
-	status := fmt.Sprintf("Name:\t%s\nState:\t%s\nPid:\t%d\nPPid:\t%d\nUid:\t%d\t%d\t%d\t%d\n", comm, state, pid, ppid, uid, uid+1, uid, uid)
-	f.write(filepath.Join(dir, "stat"), stat)
-	f.write(filepath.Join(dir, "status"), status)
-	f.write(filepath.Join(dir, "environ"), "A=1\x00WARDEN_LAUNCH=x\x00")
 }
 
-func (f fakeProc) write(path, s string) {
-	f.t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		f.t.Fatal(err)
+// fakeProc writes a proc tree, path -> contents, and returns it.
+func fakeProc(t *testing.T, files map[string]string) FS {
+	t.Helper()
+	root := t.TempDir()
+	for path, data := range files {
+		path = filepath.Join(root, path)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
-		f.t.Fatal(err)
-	}
+	return FS(root)
 }
 
 func TestTableFakeProc(t *testing.T) {
-	fp := newFakeProc(t)
-	fp.add(42, 1, "tool (x) y", "S", 5000, 1000)
-	fp.add(1, 0, "sleep", "S", 100, 0)
-	fp.add(43, 42, "sleep", "Z", 5001, 1000)
-	// Entries a real /proc has that are not processes, a process that
-	// vanished between readdir and open (its dir is there, stat is not),
-	// and one that exited between open and read (an empty stat).
-	fp.write(filepath.Join(fp.root, "net", "dev"), "x")
-	fp.write(filepath.Join(fp.root, "uptime"), "1 1")
-	if err := os.MkdirAll(filepath.Join(fp.root, "77"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	fp.write(filepath.Join(fp.root, "78", "stat"), "")
-
-	got, err := fp.fs().Table()
+	fs := fakeProc(t, map[string]string{
+		"42/stat": statLine(42, 1, "tool (x) y", "S", 5000),
+		"1/stat":  statLine(1, 0, "sleep", "S", 100),
+		"43/stat": statLine(43, 42, "sleep", "Z", 5001),
+		// Entries a real /proc has that are not processes, a process
+		// that vanished between readdir and open (its dir is there, stat
+		// is not), and one that exited between open and read (an empty
+		// stat).
+		"net/dev":   "x",
+		"uptime":    "1 1",
+		"77/status": "Name:\tgone\n",
+		"78/stat":   "",
+	})
+	got, err := fs.Table()
 	if err != nil {
 		t.Fatalf("Table: %v", err)
 	}
@@ -120,17 +110,19 @@ func TestTableFakeProc(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("Table =\n %+v\nwant\n %+v", got, want)
 	}
-	desc, err := fp.fs().Descendants(1)
+	desc, err := fs.Descendants(1)
 	if err != nil || len(desc) != 2 || desc[0].PID != 42 || desc[1].PID != 43 {
 		t.Errorf("Descendants(1) = %+v, %v; want 42 then 43", desc, err)
 	}
 }
 
 func TestLookupAliveFakeProc(t *testing.T) {
-	fp := newFakeProc(t)
-	fp.add(42, 1, "tool", "S", 5000, 1000)
-	fp.add(43, 1, "sleep", "Z", 5001, 1000)
-	fs := fp.fs()
+	fs := fakeProc(t, map[string]string{
+		"42/stat":    statLine(42, 1, "tool", "S", 5000),
+		"42/status":  "Name:\ttool\nUid:\t1000\t1001\t1000\t1000\n",
+		"42/environ": "A=1\x00WARDEN_LAUNCH=x\x00",
+		"43/stat":    statLine(43, 1, "sleep", "Z", 5001),
+	})
 	for _, tt := range []struct {
 		id    ID
 		alive bool
@@ -155,6 +147,9 @@ func TestLookupAliveFakeProc(t *testing.T) {
 	if uid, err := fs.UID(42); err != nil || uid != 1000 {
 		t.Errorf("UID(42) = %d, %v; want the real uid 1000", uid, err)
 	}
+	if uid, err := fs.UID(43); err == nil {
+		t.Errorf("UID without a status = %d, want an error", uid)
+	}
 	if env, err := fs.Environ(42); err != nil || fmt.Sprint(env) != "[A=1 WARDEN_LAUNCH=x]" {
 		t.Errorf("Environ(42) = %q, %v", env, err)
 	}
@@ -163,16 +158,14 @@ func TestLookupAliveFakeProc(t *testing.T) {
 // A stat that does not parse is neither alive nor gone, and a table with
 // one cannot be read: a reading error must never pass for a clean verdict.
 func TestGarbledStatIsAnError(t *testing.T) {
-	fp := newFakeProc(t)
-	fp.add(1, 0, "sleep", "S", 100, 0)
-	fp.write(filepath.Join(fp.root, "9", "stat"), "9 garbage")
-	if alive, err := fp.fs().Alive(ID{9, 1}); err == nil {
+	fs := fakeProc(t, map[string]string{"1/stat": statLine(1, 0, "sleep", "S", 100), "9/stat": "9 garbage"})
+	if alive, err := fs.Alive(ID{9, 1}); err == nil {
 		t.Errorf("Alive of a garbled stat = %v, nil; want an error", alive)
 	}
-	if s := fp.fs().State(ID{9, 1}); !strings.HasPrefix(s, "unreadable: ") {
+	if s := fs.State(ID{9, 1}); !strings.HasPrefix(s, "unreadable: ") {
 		t.Errorf("State of a garbled stat = %q", s)
 	}
-	_, err := fp.fs().Table()
+	_, err := fs.Table()
 	if err == nil || !strings.Contains(err.Error(), "garbage") {
 		t.Fatalf("Table with a garbled stat: err = %v, want one quoting the line", err)
 	}
