@@ -10,46 +10,6 @@ import (
 	"testing"
 )
 
-func TestParseStat(t *testing.T) {
-	tests := []struct {
-		name, line string
-		want       Process
-	}{
-		{"real line", "6382 (cat) R 6376 6376 3147 0 -1 4194304 97 0 0 0 0 0 0 0 20 0 1 0 38824 3133440 381 18446744073709551615\n",
-			Process{PID: 6382, StartTime: 38824, PPID: 6376, Comm: "cat", State: "R"}},
-		{"name with spaces and parens", "77 (a) R 1 (b c) S 12 77 77 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 999 0 0\n",
-			Process{PID: 77, StartTime: 999, PPID: 12, Comm: "a) R 1 (b c", State: "S"}},
-		{"zombie", "9 (sleep) Z 1 9 9 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5 0 0",
-			Process{PID: 9, StartTime: 5, PPID: 1, Comm: "sleep", State: "Z"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := ParseStat([]byte(tt.line))
-			if err != nil {
-				t.Fatalf("ParseStat(%q): %v", tt.line, err)
-			}
-			if got != tt.want {
-				t.Errorf("ParseStat(%q) = %+v, want %+v", tt.line, got, tt.want)
-			}
-		})
-	}
-}
-
-func TestParseStatRejectsBadLines(t *testing.T) {
-	for _, line := range []string{
-		"",
-		"12 cat R 1", // no parentheses
-		"x (cat) R 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5 0 0", // pid not a number
-		"12 (cat) R 1 1 1", // too short: no start time
-		"12 (cat) R one 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5 0 0",
-		"12 (cat) R 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 -5 0 0",
-	} {
-		if p, err := ParseStat([]byte(line)); err == nil {
-			t.Errorf("ParseStat(%q) = %+v, want an error", line, p)
-		}
-	}
-}
-
 // fakeProc builds a proc dir by hand: pid -> stat line, uid.
 type fakeProc struct {
 	t    *testing.T
