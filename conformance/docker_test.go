@@ -30,7 +30,7 @@ import (
 
 	"github.com/sandproof/sandproof/conformance/containers"
 	"github.com/sandproof/sandproof/conformance/framework"
-	"github.com/sandproof/sandproof/conformance/procs"
+	"github.com/sandproof/sandproof/conformance/witness"
 	"github.com/sandproof/sandproof/images"
 )
 
@@ -142,17 +142,17 @@ func (l *ctrLaunch) supervise(flags []string, roles ...string) []string {
 }
 
 // detach starts a detached launch and returns what it printed.
-func (l *ctrLaunch) detach(ctx context.Context, flags []string, roles ...string) procs.Detached {
+func (l *ctrLaunch) detach(ctx context.Context, flags []string, roles ...string) witness.Detached {
 	GinkgoHelper()
 	res := l.warden(ctx, l.supervise(append(flags, "--detach"), roles...)...)
 	Expect(res.Code).To(Equal(0), "%s", res)
-	d, err := procs.ParseDetached(res.Stdout)
+	d, err := witness.ParseDetached(res.Stdout)
 	Expect(err).NotTo(HaveOccurred())
 	return d
 }
 
 // record reads a record file from the container; nil while it is missing.
-func (l *ctrLaunch) record(ctx context.Context, p string) (*procs.Record, error) {
+func (l *ctrLaunch) record(ctx context.Context, p string) (*witness.Record, error) {
 	GinkgoHelper()
 	data, ok := l.b.ReadFile(ctx, p)
 	if !ok {
@@ -160,16 +160,16 @@ func (l *ctrLaunch) record(ctx context.Context, p string) (*procs.Record, error)
 	}
 	host := filepath.Join(GinkgoT().TempDir(), "record")
 	Expect(os.WriteFile(host, data, 0o600)).To(Succeed())
-	return procs.ReadRecord(host)
+	return witness.ReadRecord(host)
 }
 
 // ready waits for the adversary recording into p to say "ready", then proves
 // that every process it planted and that should run is alive and visible,
 // under its name, in the container's /proc: the positive control of every
 // "is gone" check that follows.
-func (l *ctrLaunch) ready(ctx context.Context, p string) *procs.Record {
+func (l *ctrLaunch) ready(ctx context.Context, p string) *witness.Record {
 	GinkgoHelper()
-	var rec *procs.Record
+	var rec *witness.Record
 	Eventually(ctx, func() (bool, error) {
 		var err error
 		rec, err = l.record(ctx, p)
@@ -178,7 +178,7 @@ func (l *ctrLaunch) ready(ctx context.Context, p string) *procs.Record {
 		"the harness never said it was ready; %s", l.diagnose(ctx))
 	live := ctrRunning(rec)
 	Expect(live).NotTo(BeEmpty())
-	ids := make([]procs.ID, len(live))
+	ids := make([]witness.ID, len(live))
 	for i, p := range live {
 		ids[i] = p.ID()
 	}
@@ -194,7 +194,7 @@ func (l *ctrLaunch) ready(ctx context.Context, p string) *procs.Record {
 	return rec
 }
 
-func pidsOf(ids []procs.ID) []int {
+func pidsOf(ids []witness.ID) []int {
 	out := make([]int, len(ids))
 	for i, id := range ids {
 		out[i] = id.PID
@@ -204,8 +204,8 @@ func pidsOf(ids []procs.ID) []int {
 
 // ctrRunning returns the recorded processes that should run at "ready":
 // not reaped by the harness, not the middles that exit by design.
-func ctrRunning(rec *procs.Record) []procs.Line {
-	var out []procs.Line
+func ctrRunning(rec *witness.Record) []witness.Line {
+	var out []witness.Line
 	for _, p := range rec.Procs {
 		if _, reaped := rec.Exits[p.PID]; reaped {
 			continue
@@ -219,7 +219,7 @@ func ctrRunning(rec *procs.Record) []procs.Line {
 	return out
 }
 
-func ctrOne(rec *procs.Record, role string) procs.Line {
+func ctrOne(rec *witness.Record, role string) witness.Line {
 	GinkgoHelper()
 	ps := rec.Role(role)
 	Expect(ps).To(HaveLen(1), "recorded %q processes", role)
@@ -229,7 +229,7 @@ func ctrOne(rec *procs.Record, role string) procs.Line {
 // diagnose returns what the state dir says, for failure messages.
 func (l *ctrLaunch) diagnose(ctx context.Context) string {
 	var b strings.Builder
-	for _, name := range []string{"stderr", "supervisor.log", procs.ReceiptFile} {
+	for _, name := range []string{"stderr", "supervisor.log", witness.ReceiptFile} {
 		if data, ok := l.b.ReadFile(ctx, l.state+"/"+name); ok {
 			fmt.Fprintf(&b, "\n%s: %s", name, data)
 		}
@@ -238,43 +238,43 @@ func (l *ctrLaunch) diagnose(ctx context.Context) string {
 }
 
 // receipt reads and checks STATE/receipt.json against section 3.
-func (l *ctrLaunch) receipt(ctx context.Context) *procs.Receipt {
+func (l *ctrLaunch) receipt(ctx context.Context) *witness.Receipt {
 	GinkgoHelper()
-	data, ok := l.b.ReadFile(ctx, l.state+"/"+procs.ReceiptFile)
+	data, ok := l.b.ReadFile(ctx, l.state+"/"+witness.ReceiptFile)
 	Expect(ok).To(BeTrue(), "no receipt in %s%s", l.state, l.diagnose(ctx))
-	r, err := procs.ParseReceipt(data)
+	r, err := witness.ParseReceipt(data)
 	Expect(err).NotTo(HaveOccurred())
 	return r
 }
 
 // printed checks that a stop --wait or wait printed the receipt in the
 // state dir, and returns it.
-func (l *ctrLaunch) printed(ctx context.Context, res containers.Result) *procs.Receipt {
+func (l *ctrLaunch) printed(ctx context.Context, res containers.Result) *witness.Receipt {
 	GinkgoHelper()
 	Expect(res.Code).To(Equal(0), "%s%s", res, l.diagnose(ctx))
-	p, err := procs.ParseReceipt([]byte(res.Stdout))
+	p, err := witness.ParseReceipt([]byte(res.Stdout))
 	Expect(err).NotTo(HaveOccurred(), "%s", res)
 	r := l.receipt(ctx)
-	Expect(p).To(Equal(r), "the printed receipt differs from %s", procs.ReceiptFile)
+	Expect(p).To(Equal(r), "the printed receipt differs from %s", witness.ReceiptFile)
 	return r
 }
 
-func (l *ctrLaunch) stopWait(ctx context.Context) *procs.Receipt {
+func (l *ctrLaunch) stopWait(ctx context.Context) *witness.Receipt {
 	GinkgoHelper()
 	return l.printed(ctx, l.warden(ctx, "stop", "--state", l.state, "--wait", ctrWait))
 }
 
-func (l *ctrLaunch) waitReceipt(ctx context.Context) *procs.Receipt {
+func (l *ctrLaunch) waitReceipt(ctx context.Context) *witness.Receipt {
 	GinkgoHelper()
 	return l.printed(ctx, l.warden(ctx, "wait", "--state", l.state, "--timeout", ctrWait))
 }
 
 // expectGone checks, right after a confirmed receipt, that each process is
 // dead in the container's /proc: gone, or a zombie (dead, unreaped).
-func (l *ctrLaunch) expectGone(ctx context.Context, what string, ps ...procs.Line) {
+func (l *ctrLaunch) expectGone(ctx context.Context, what string, ps ...witness.Line) {
 	GinkgoHelper()
 	Expect(ps).NotTo(BeEmpty(), "no %s recorded: the spec would check nothing", what)
-	ids := make([]procs.ID, len(ps))
+	ids := make([]witness.ID, len(ps))
 	for i, p := range ps {
 		ids[i] = p.ID()
 	}
@@ -284,9 +284,9 @@ func (l *ctrLaunch) expectGone(ctx context.Context, what string, ps ...procs.Lin
 	}
 }
 
-func ctrExpectReached(r *procs.Receipt, p procs.Line, whys ...string) {
+func ctrExpectReached(r *witness.Receipt, p witness.Line, whys ...string) {
 	GinkgoHelper()
-	m, ok := procs.Find(r.Reached, p.ID())
+	m, ok := witness.Find(r.Reached, p.ID())
 	Expect(ok).To(BeTrue(), "%s %v is not in reached: %+v", p.Role, p.ID(), r.Reached)
 	Expect(m.Comm).To(Equal(p.Comm))
 	if len(whys) > 0 {
@@ -295,7 +295,7 @@ func ctrExpectReached(r *procs.Receipt, p procs.Line, whys ...string) {
 }
 
 // ctrOutcome checks the outcome fields of a receipt.
-func ctrOutcome(r *procs.Receipt, cause string, rc any, sig any) {
+func ctrOutcome(r *witness.Receipt, cause string, rc any, sig any) {
 	GinkgoHelper()
 	expectOutcome(r, cause, rc, sig, true)
 	Expect(r.Error).To(BeNil(), "error")
@@ -304,7 +304,7 @@ func ctrOutcome(r *procs.Receipt, cause string, rc any, sig any) {
 }
 
 // claimID reads the supervisor's (pid, start time) from STATE/claim.
-func (l *ctrLaunch) claimID(ctx context.Context) procs.ID {
+func (l *ctrLaunch) claimID(ctx context.Context) witness.ID {
 	GinkgoHelper()
 	data, ok := l.b.ReadFile(ctx, l.state+"/claim")
 	Expect(ok).To(BeTrue(), "no claim in %s", l.state)
@@ -314,7 +314,7 @@ func (l *ctrLaunch) claimID(ctx context.Context) procs.ID {
 	}
 	Expect(json.Unmarshal(data, &c)).To(Succeed(), "claim %q", data)
 	Expect(c.PID).To(BeNumerically(">", 0))
-	return procs.ID{PID: c.PID, StartTime: c.StartTime}
+	return witness.ID{PID: c.PID, StartTime: c.StartTime}
 }
 
 var _ = Describe("warden, inside containers of the test images,", framework.Docker, func() {
@@ -424,7 +424,7 @@ func ctrImageSpecs(image string) {
 					// itself from its own /proc/self/stat, or (when the
 					// stop's TERM beat it to its record) the receipt saw
 					// it: either way it was alive and visible.
-					var ids []procs.ID
+					var ids []witness.ID
 					for _, p := range rec.Role("respawned") {
 						ids = append(ids, p.ID())
 						ctrExpectReached(r, p)
@@ -482,12 +482,12 @@ func ctrImageSpecs(image string) {
 					// warden is root without CAP_SYS_PTRACE: another
 					// user's environ is unreadable, so SPEC §2 wants it
 					// listed as unverified (and cleanup still confirmed).
-					if _, ok := procs.Find(r.Reached, outsider.ID()); ok {
+					if _, ok := witness.Find(r.Reached, outsider.ID()); ok {
 						GinkgoWriter.Printf("outsider %v: reached\n", outsider.ID())
 						l.expectGone(ctx, "outsider with the marker", outsider)
 						return
 					}
-					_, ok := procs.Find(r.Unverified, outsider.ID())
+					_, ok := witness.Find(r.Unverified, outsider.ID())
 					GinkgoWriter.Printf("outsider %v: unverified %v (%s)\n", outsider.ID(), ok, l.b.ProcState(ctx, outsider.ID()))
 					Expect(ok).To(BeTrue(), "the outsider %v is neither reached nor unverified: %+v", outsider.ID(), r.Unverified)
 				}, SpecTimeout(ctrSpecTimeout))
@@ -505,7 +505,7 @@ func ctrImageSpecs(image string) {
 					Expect(l.b.ProcState(ctx, sup)).To(Equal("alive"), "positive control: the supervisor runs")
 					// Positive control: the exec's process leads its own
 					// group on the host, and it still runs.
-					hst, err := procs.ReadStat(front.HostPID)
+					hst, err := witness.Proc.ReadStat(front.HostPID)
 					Expect(err).NotTo(HaveOccurred())
 					Expect(hst.PGID).To(Equal(front.HostPID), "the exec's process leads its group")
 					running, _, err := front.Inspect()
@@ -621,20 +621,23 @@ func ctrLease(ctx context.Context, l *ctrLaunch) {
 	// period (8 renewals, started at least 0.2 s apart), so the launch
 	// lived on renewals.
 	Eventually(ctx, countRenewals).WithTimeout(60*time.Second).Should(BeNumerically(">=", 8), "renewals warden accepted%s", l.diagnose(ctx))
-	_, ok := l.b.ReadFile(ctx, l.state+"/"+procs.ReceiptFile)
+	_, ok := l.b.ReadFile(ctx, l.state+"/"+witness.ReceiptFile)
 	Expect(ok).To(BeFalse(), "the launch ended while the host renewed it%s", l.diagnose(ctx))
-	group := func() []procs.Stat {
-		var in []procs.Stat
-		for _, st := range procs.Table() {
+	group := func() ([]witness.Stat, error) {
+		table, err := witness.Proc.Table()
+		var in []witness.Stat
+		for _, st := range table {
 			if st.PGID == pgid && !st.Dead() {
 				in = append(in, st)
 			}
 		}
-		return in
+		return in, err
 	}
 	// Positive control: the shell and its foreground docker exec client
 	// (at least) are alive in the group.
-	Expect(len(group())).To(BeNumerically(">=", 2), "the host's group: %+v", group())
+	in, err := group()
+	Expect(err).NotTo(HaveOccurred())
+	Expect(len(in)).To(BeNumerically(">=", 2), "the host's group: %+v", in)
 	Expect(syscall.Kill(-pgid, syscall.SIGKILL)).To(Succeed())
 	err = host.Wait()
 	var ee *exec.ExitError
@@ -643,12 +646,12 @@ func ctrLease(ctx context.Context, l *ctrLaunch) {
 	Eventually(ctx, group).WithTimeout(30*time.Second).Should(BeEmpty(), "the host's docker exec clients died with it")
 	// warden wait renews once when called: it runs only after the receipt.
 	Eventually(ctx, func() bool {
-		_, ok := l.b.ReadFile(ctx, l.state+"/"+procs.ReceiptFile)
+		_, ok := l.b.ReadFile(ctx, l.state+"/"+witness.ReceiptFile)
 		return ok
 	}).WithTimeout(30*time.Second).WithPolling(250*time.Millisecond).Should(BeTrue(), "no receipt after the host vanished%s", l.diagnose(ctx))
 	r := l.waitReceipt(ctx)
 	ctrOutcome(r, "lease", 143, "TERM")
-	var ps []procs.Line
+	var ps []witness.Line
 	for _, role := range []string{"harness", "setsid", "daemon"} {
 		ps = append(ps, ctrOne(rec, role))
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/sandproof/sandproof/conformance/framework"
 	"github.com/sandproof/sandproof/conformance/procs"
+	"github.com/sandproof/sandproof/conformance/witness"
 )
 
 // mountTmpfs mounts a tmpfs of size at dir for the spec, and lazily
@@ -78,7 +79,7 @@ var _ = Describe("warden, with the state dir's disk full after the claim,", fram
 		rec := l.ready(ctx)
 		tool, daemon := one(rec, "setsid"), one(rec, "daemon")
 		Expect(filepath.Join(l.state, "claim")).To(BeAnExistingFile(), "positive control: the claim was taken before the disk filled")
-		Expect(filepath.Join(l.state, procs.ReceiptFile)).NotTo(BeAnExistingFile())
+		Expect(filepath.Join(l.state, witness.ReceiptFile)).NotTo(BeAnExistingFile())
 
 		fillDisk(small, l.state)
 		Expect(os.WriteFile(gate, nil, 0o644)).To(Succeed())
@@ -141,7 +142,7 @@ var _ = Describe("warden supervise, given a state dir it cannot write,", framewo
 				Expect(lines[0]).To(And(ContainSubstring(state), ContainSubstring("read-only")), "the error names the dir and the reason")
 				Expect(res.Stdout).To(BeEmpty(), "nothing reported as launched")
 				Expect(l.record).NotTo(BeAnExistingFile(), "the harness ran")
-				Expect(filepath.Join(state, procs.ReceiptFile)).NotTo(BeAnExistingFile())
+				Expect(filepath.Join(state, witness.ReceiptFile)).NotTo(BeAnExistingFile())
 			}
 
 			// Positive control: the same launch runs on a writable dir.
@@ -188,13 +189,13 @@ func tamperCommand(forge, unclaim bool, forged, state, out, adversary, record, s
 }
 
 // detachCommand is l.detach for any command line.
-func (l *launch) detachCommand(ctx SpecContext, flags, command []string) procs.Detached {
+func (l *launch) detachCommand(ctx SpecContext, flags, command []string) witness.Detached {
 	GinkgoHelper()
 	res := l.warden(ctx, l.superviseArgs(append(flags, "--detach"), command)...)
 	Expect(res.Code).To(Equal(0), "%s", res)
-	d, err := procs.ParseDetached(res.Stdout)
+	d, err := witness.ParseDetached(res.Stdout)
 	Expect(err).NotTo(HaveOccurred())
-	st, err := procs.ReadStat(d.SupervisorPID)
+	st, err := witness.Proc.ReadStat(d.SupervisorPID)
 	Expect(err).NotTo(HaveOccurred(), "the supervisor_pid supervise printed does not run")
 	l.supervisor = st.ID()
 	return d
@@ -219,13 +220,13 @@ var _ = Describe("a harness running as warden's own user (no --user),", framewor
 		rec := l.ready(ctx)
 		tool := one(rec, "setsid")
 		Expect(tamperLog(out)).To(ContainSubstring("receipt: forged"), "the same-uid harness could write into the state dir")
-		Expect(os.ReadFile(filepath.Join(l.state, procs.ReceiptFile))).To(BeEquivalentTo(forgedReceipt))
+		Expect(os.ReadFile(filepath.Join(l.state, witness.ReceiptFile))).To(BeEquivalentTo(forgedReceipt))
 
 		// The host asks: it is told "cleanup confirmed" by the forgery
 		// while the harness's tool is alive.
 		res := l.warden(ctx, "wait", "--state", l.state, "--timeout", "10")
 		Expect(res.Code).To(Equal(0), "%s", res)
-		r, err := procs.ParseReceipt([]byte(res.Stdout))
+		r, err := witness.ParseReceipt([]byte(res.Stdout))
 		Expect(err).NotTo(HaveOccurred())
 		Expect(r.LaunchID).To(Equal("forged-by-harness"), "wait reports the planted receipt (launch %s)", d.LaunchID)
 		Expect(procs.Alive(tool.ID())).To(BeTrue(), "the tool runs while the host reads 'confirmed'")
@@ -247,7 +248,7 @@ var _ = Describe("a harness running as warden's own user (no --user),", framewor
 			}
 			return alive
 		}).WithTimeout(15*time.Second).Should(BeEmpty(), "the stop still ended the launch")
-		Expect(os.ReadFile(filepath.Join(l.state, procs.ReceiptFile))).To(BeEquivalentTo(forgedReceipt), "the genuine receipt was lost")
+		Expect(os.ReadFile(filepath.Join(l.state, witness.ReceiptFile))).To(BeEquivalentTo(forgedReceipt), "the genuine receipt was lost")
 	})
 
 	framework.ConformanceIt("2 launch rules", "can remove its claim: the host can no longer tell a live supervisor (wait says 3, not 4) and a second launch takes the same state dir", func(ctx SpecContext) {
@@ -265,26 +266,26 @@ var _ = Describe("a harness running as warden's own user (no --user),", framewor
 		Expect(res.Code).To(Equal(3), "%s", res)
 
 		second := filepath.Join(l.dir, "second-record")
-		procs.KillOnCleanup(func() []procs.ID { return procs.RecordedIDs(second) })
+		procs.KillOnCleanup(func() []witness.ID { return witness.RecordedIDs(second) })
 		res = l.warden(ctx, l.superviseArgs([]string{"--deadline", "60", "--grace", "0.5", "--detach"},
 			[]string{framework.Fixture("adversary"), "--record", second, "sleep"})...)
 		Expect(res.Code).To(Equal(0), "the second launch was accepted: %s", res)
-		d2, err := procs.ParseDetached(res.Stdout)
+		d2, err := witness.ParseDetached(res.Stdout)
 		Expect(err).NotTo(HaveOccurred())
-		if st, err := procs.ReadStat(d2.SupervisorPID); err == nil {
+		if st, err := witness.Proc.ReadStat(d2.SupervisorPID); err == nil {
 			sup2 := st.ID()
-			procs.KillOnCleanup(func() []procs.ID { return []procs.ID{sup2} })
+			procs.KillOnCleanup(func() []witness.ID { return []witness.ID{sup2} })
 		}
-		Eventually(ctx, func() bool { r, err := procs.ReadRecord(second); return err == nil && r.Ready }).
+		Eventually(ctx, func() bool { r, err := witness.ReadRecord(second); return err == nil && r.Ready }).
 			WithTimeout(readyTimeout).Should(BeTrue())
 
 		// One stop request reaches both supervisors; one receipt wins.
 		res = l.warden(ctx, "stop", "--state", l.state, "--wait", "30")
 		Expect(res.Code).To(Equal(0), "%s%s", res, l.diagnose())
-		rec2, err := procs.ReadRecord(second)
+		rec2, err := witness.ReadRecord(second)
 		Expect(err).NotTo(HaveOccurred())
-		Eventually(ctx, func() []procs.ID {
-			var alive []procs.ID
+		Eventually(ctx, func() []witness.ID {
+			var alive []witness.ID
 			for _, p := range append(running(rec), running(rec2)...) {
 				if procs.Alive(p.ID()) {
 					alive = append(alive, p.ID())
@@ -323,7 +324,7 @@ var _ = Describe("a harness run with --user 1000,", framework.Local, framework.R
 		Expect(log).To(ContainSubstring("receipt: refused"))
 		Expect(log).To(ContainSubstring("claim: refused"))
 		Expect(strings.Count(log, "Permission denied")).To(Equal(2), "both attempts failed on permissions: %s", log)
-		Expect(filepath.Join(l.state, procs.ReceiptFile)).NotTo(BeAnExistingFile(), "no forged receipt")
+		Expect(filepath.Join(l.state, witness.ReceiptFile)).NotTo(BeAnExistingFile(), "no forged receipt")
 		Expect(os.ReadFile(filepath.Join(l.state, "claim"))).To(Equal(claim), "the claim is intact")
 
 		r := l.stopWait(ctx)

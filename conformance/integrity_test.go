@@ -32,8 +32,8 @@ import (
 
 	"github.com/sandproof/sandproof/conformance/containers"
 	"github.com/sandproof/sandproof/conformance/framework"
-	"github.com/sandproof/sandproof/conformance/procs"
 	"github.com/sandproof/sandproof/conformance/sessions"
+	"github.com/sandproof/sandproof/conformance/witness"
 	"github.com/sandproof/sandproof/runner/probe"
 	"github.com/sandproof/sandproof/runner/provider"
 	"github.com/sandproof/sandproof/runner/session"
@@ -118,15 +118,15 @@ func integritySession(ctx context.Context, image string, tools sessions.Tools, t
 	Expect(os.ReadFile(filepath.Join(tmp, "deliverable"))).To(Equal([]byte(token)))
 	err = b.SB.Download(ctx, s.Dir(), filepath.Join(tmp, "session"))
 	Expect(errors.Is(err, provider.ErrPathNotFound)).To(BeTrue(), "session dir %s after close: %v", s.Dir(), err)
-	rec, err := procs.ReadRecord(filepath.Join(capDir, "run", "a1", sessions.RecordName))
+	rec, err := witness.ReadRecord(filepath.Join(capDir, "run", "a1", sessions.RecordName))
 	Expect(err).NotTo(HaveOccurred(), "the adversary's record, captured at close")
 	h, err := rec.Harness()
 	Expect(err).NotTo(HaveOccurred())
 	Expect(h.UID).To(Equal(sessions.TaskUID), "the harness runs as the task user")
 	Expect(rec.Role("daemon")).To(HaveLen(1), "the harness planted a daemon")
-	pr, err := procs.ParseReceipt(res.ReceiptJSON)
+	pr, err := witness.ParseReceipt(res.ReceiptJSON)
 	Expect(err).NotTo(HaveOccurred())
-	_, reached := procs.Find(pr.Reached, rec.Role("daemon")[0].ID())
+	_, reached := witness.Find(pr.Reached, rec.Role("daemon")[0].ID())
 	Expect(reached).To(BeTrue(), "warden's cleanup reached the daemon: %+v", pr.Reached)
 	p, err := os.ReadFile(filepath.Join(capDir, "run", "a1", sessions.PathName))
 	Expect(err).NotTo(HaveOccurred(), "the harness's PATH, captured at close")

@@ -26,6 +26,7 @@ import (
 
 	"github.com/sandproof/sandproof/conformance/framework"
 	"github.com/sandproof/sandproof/conformance/procs"
+	"github.com/sandproof/sandproof/conformance/witness"
 )
 
 // craftedName is the name the adversary's crafted-name role gives itself.
@@ -39,7 +40,7 @@ const readyTimeout = 30 * time.Second
 // working directory, and the supervisor once one runs.
 type launch struct {
 	dir, state, record, cwd string
-	supervisor              procs.ID
+	supervisor              witness.ID
 }
 
 // newLaunch creates a spec's dirs and a cleanup that SIGKILLs, by identity,
@@ -49,8 +50,8 @@ func newLaunch() *launch {
 	dir := GinkgoT().TempDir()
 	l := &launch{dir: dir, state: filepath.Join(dir, "state"), record: filepath.Join(dir, "record"), cwd: filepath.Join(dir, "cwd")}
 	Expect(os.Mkdir(l.cwd, 0o755)).To(Succeed())
-	procs.KillOnCleanup(func() []procs.ID {
-		ids := procs.RecordedIDs(l.record)
+	procs.KillOnCleanup(func() []witness.ID {
+		ids := witness.RecordedIDs(l.record)
 		if l.supervisor.PID != 0 {
 			ids = append(ids, l.supervisor)
 		}
@@ -79,14 +80,14 @@ func (l *launch) superviseArgs(flags []string, command []string) []string {
 
 // detach starts a detached launch of the adversary with roles and checks
 // what supervise --detach prints; the supervisor must be alive.
-func (l *launch) detach(ctx context.Context, flags []string, roles ...string) procs.Detached {
+func (l *launch) detach(ctx context.Context, flags []string, roles ...string) witness.Detached {
 	GinkgoHelper()
 	res := l.warden(ctx, l.superviseArgs(append(flags, "--detach"), l.adversary(roles...))...)
 	Expect(res.Code).To(Equal(0), "%s", res)
-	d, err := procs.ParseDetached(res.Stdout)
+	d, err := witness.ParseDetached(res.Stdout)
 	Expect(err).NotTo(HaveOccurred())
 	Expect(filepath.Clean(d.State)).To(Equal(l.state))
-	st, err := procs.ReadStat(d.SupervisorPID)
+	st, err := witness.Proc.ReadStat(d.SupervisorPID)
 	Expect(err).NotTo(HaveOccurred(), "the supervisor_pid supervise printed does not run")
 	Expect(st.Dead()).To(BeFalse(), "the supervisor is a zombie already")
 	l.supervisor = st.ID()
@@ -96,19 +97,19 @@ func (l *launch) detach(ctx context.Context, flags []string, roles ...string) pr
 // ready waits for the adversary's "ready" and proves that every process it
 // planted and did not see exit is alive and visible in /proc now: the
 // positive control of every "is gone" check that follows.
-func (l *launch) ready(ctx context.Context) *procs.Record {
+func (l *launch) ready(ctx context.Context) *witness.Record {
 	GinkgoHelper()
-	var rec *procs.Record
+	var rec *witness.Record
 	Eventually(ctx, func() (bool, error) {
 		var err error
-		rec, err = procs.ReadRecord(l.record)
+		rec, err = witness.ReadRecord(l.record)
 		if os.IsNotExist(err) {
 			return false, nil
 		}
 		return err == nil && rec.Ready, err
 	}).WithTimeout(readyTimeout).Should(BeTrue(), "the harness never said it was ready; %s", l.diagnose())
 	for _, p := range running(rec) {
-		st, err := procs.Lookup(p.ID())
+		st, err := witness.Proc.Lookup(p.ID())
 		Expect(err).NotTo(HaveOccurred(), "positive control: %s %v should be alive after ready", p.Role, p.ID())
 		Expect(st.Dead()).To(BeFalse(), "positive control: %s %v is a zombie already", p.Role, p.ID())
 		Expect(st.Comm).To(Equal(p.Comm), "positive control: %s %v is visible under its name", p.Role, p.ID())
@@ -122,8 +123,8 @@ var exitByDesign = map[string]bool{"daemon-middle": true, "zombie-maker": true, 
 
 // running returns the recorded processes that should still run at ready:
 // not reaped by the harness, not the ones that exit by design.
-func running(rec *procs.Record) []procs.Line {
-	var out []procs.Line
+func running(rec *witness.Record) []witness.Line {
+	var out []witness.Line
 	for _, p := range rec.Procs {
 		if _, reaped := rec.Exits[p.PID]; reaped || exitByDesign[p.Role] {
 			continue
@@ -136,7 +137,7 @@ func running(rec *procs.Record) []procs.Line {
 // diagnose returns what the state dir says, for failure messages.
 func (l *launch) diagnose() string {
 	var b strings.Builder
-	for _, name := range []string{"stderr", "supervisor.log", procs.ReceiptFile} {
+	for _, name := range []string{"stderr", "supervisor.log", witness.ReceiptFile} {
 		if data, err := os.ReadFile(filepath.Join(l.state, name)); err == nil {
 			b.WriteString("\n" + name + ": " + string(data))
 		}
@@ -146,7 +147,7 @@ func (l *launch) diagnose() string {
 
 // stopWait runs `warden stop --wait`, which must exit 0 and print the
 // receipt it found, identical to the file.
-func (l *launch) stopWait(ctx context.Context, extra ...string) *procs.Receipt {
+func (l *launch) stopWait(ctx context.Context, extra ...string) *witness.Receipt {
 	GinkgoHelper()
 	res := l.warden(ctx, append([]string{"stop", "--state", l.state, "--wait", "45"}, extra...)...)
 	Expect(res.Code).To(Equal(0), "%s%s", res, l.diagnose())
@@ -154,7 +155,7 @@ func (l *launch) stopWait(ctx context.Context, extra ...string) *procs.Receipt {
 }
 
 // waitReceipt runs `warden wait`, which must exit 0 (confirmed).
-func (l *launch) waitReceipt(ctx context.Context) *procs.Receipt {
+func (l *launch) waitReceipt(ctx context.Context) *witness.Receipt {
 	GinkgoHelper()
 	res := l.warden(ctx, "wait", "--state", l.state, "--timeout", "45")
 	Expect(res.Code).To(Equal(0), "%s%s", res, l.diagnose())
@@ -163,20 +164,20 @@ func (l *launch) waitReceipt(ctx context.Context) *procs.Receipt {
 
 // receiptPrinted checks that a command printed the receipt in the state dir
 // and returns it.
-func (l *launch) receiptPrinted(res procs.Result) *procs.Receipt {
+func (l *launch) receiptPrinted(res procs.Result) *witness.Receipt {
 	GinkgoHelper()
-	printed, err := procs.ParseReceipt([]byte(res.Stdout))
+	printed, err := witness.ParseReceipt([]byte(res.Stdout))
 	Expect(err).NotTo(HaveOccurred(), "%s", res)
 	r := l.receipt()
-	Expect(printed).To(Equal(r), "the printed receipt differs from %s", procs.ReceiptFile)
+	Expect(printed).To(Equal(r), "the printed receipt differs from %s", witness.ReceiptFile)
 	return r
 }
 
 // receipt reads and checks STATE/receipt.json, and that no temp file of its
 // atomic write is left beside it.
-func (l *launch) receipt() *procs.Receipt {
+func (l *launch) receipt() *witness.Receipt {
 	GinkgoHelper()
-	r, err := procs.ReadReceipt(l.state)
+	r, err := witness.ReadReceipt(l.state)
 	Expect(err).NotTo(HaveOccurred(), "%s", l.diagnose())
 	expectNoTempFiles(l.state)
 	return r
@@ -203,18 +204,18 @@ func expectNoTempFiles(dir string) {
 
 // expectGone checks, right after a receipt that confirms cleanup, that each
 // process is gone (or a zombie: dead, awaiting its reaper).
-func expectGone(what string, ps ...procs.Line) {
+func expectGone(what string, ps ...witness.Line) {
 	GinkgoHelper()
 	Expect(ps).NotTo(BeEmpty(), "no %s recorded: the spec would check nothing", what)
 	for _, p := range ps {
-		Expect(procs.Alive(p.ID())).To(BeFalse(), "%s %s %v survived a confirmed cleanup: %s", what, p.Role, p.ID(), procs.State(p.ID()))
+		Expect(procs.Alive(p.ID())).To(BeFalse(), "%s %s %v survived a confirmed cleanup: %s", what, p.Role, p.ID(), witness.Proc.State(p.ID()))
 	}
 }
 
 // expectReached checks that the receipt lists p as reached, for one of whys.
-func expectReached(r *procs.Receipt, p procs.Line, whys ...string) procs.Member {
+func expectReached(r *witness.Receipt, p witness.Line, whys ...string) witness.Member {
 	GinkgoHelper()
-	m, ok := procs.Find(r.Reached, p.ID())
+	m, ok := witness.Find(r.Reached, p.ID())
 	Expect(ok).To(BeTrue(), "%s %v is not in reached: %+v", p.Role, p.ID(), r.Reached)
 	Expect(m.Comm).To(Equal(p.Comm))
 	if len(whys) > 0 {
@@ -224,7 +225,7 @@ func expectReached(r *procs.Receipt, p procs.Line, whys ...string) procs.Member 
 }
 
 // one returns the single recorded process with role.
-func one(rec *procs.Record, role string) procs.Line {
+func one(rec *witness.Record, role string) witness.Line {
 	GinkgoHelper()
 	ps := rec.Role(role)
 	Expect(ps).To(HaveLen(1), "recorded %q processes", role)
@@ -232,9 +233,9 @@ func one(rec *procs.Record, role string) procs.Line {
 }
 
 // spawned returns the single child with role as its parent recorded it.
-func spawned(rec *procs.Record, role string) procs.Line {
+func spawned(rec *witness.Record, role string) witness.Line {
 	GinkgoHelper()
-	var out []procs.Line
+	var out []witness.Line
 	for _, l := range rec.Spawned {
 		if l.Role == role {
 			out = append(out, l)
@@ -244,7 +245,7 @@ func spawned(rec *procs.Record, role string) procs.Line {
 	return out[0]
 }
 
-func harness(rec *procs.Record) procs.Line {
+func harness(rec *witness.Record) witness.Line {
 	GinkgoHelper()
 	h, err := rec.Harness()
 	Expect(err).NotTo(HaveOccurred())
@@ -268,7 +269,7 @@ func sharedAdversary(prefix string) (dir, bin string) {
 	return dir, bin
 }
 
-func expectOutcome(r *procs.Receipt, cause string, returnCode any, signal any, confirmed bool) {
+func expectOutcome(r *witness.Receipt, cause string, returnCode any, signal any, confirmed bool) {
 	GinkgoHelper()
 	Expect(r.Cause).To(Equal(cause), "cause")
 	if returnCode == nil {
@@ -311,7 +312,7 @@ var _ = Describe("warden supervise", framework.Local, func() {
 			l.detach(ctx, []string{"--deadline", "3", "--grace", "0.5"}, "daemon")
 			rec := l.ready(ctx)
 			h, daemon := harness(rec), one(rec, "daemon")
-			st, err := procs.Lookup(daemon.ID())
+			st, err := witness.Proc.Lookup(daemon.ID())
 			Expect(err).NotTo(HaveOccurred())
 			Expect(st.PPID).To(Equal(l.supervisor.PID), "positive control: the supervisor, a subreaper, adopted the daemon")
 
@@ -331,7 +332,7 @@ var _ = Describe("warden supervise", framework.Local, func() {
 
 			r := l.stopWait(ctx)
 			expectOutcome(r, "stopped", 7, nil, true)
-			rec, err := procs.ReadRecord(l.record)
+			rec, err := witness.ReadRecord(l.record)
 			Expect(err).NotTo(HaveOccurred())
 			// Positive control: the handler saw it alive right after
 			// starting it.
@@ -357,7 +358,7 @@ var _ = Describe("warden supervise", framework.Local, func() {
 			l.detach(ctx, []string{"--deadline", "60", "--grace", "30"}, "stopped-tool")
 			rec := l.ready(ctx)
 			tool := one(rec, "stopped")
-			st, err := procs.Lookup(tool.ID())
+			st, err := witness.Proc.Lookup(tool.ID())
 			Expect(err).NotTo(HaveOccurred())
 			Expect(string(st.State)).To(Equal("T"), "positive control: the tool is stopped")
 
@@ -366,7 +367,7 @@ var _ = Describe("warden supervise", framework.Local, func() {
 			expectOutcome(r, "stopped", 0, nil, true)
 			expectReached(r, tool)
 			expectGone("process", harness(rec), tool)
-			rec, err = procs.ReadRecord(l.record)
+			rec, err = witness.ReadRecord(l.record)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(rec.Exits).To(HaveKey(tool.PID), "the harness saw its tool end")
 			Expect(rec.Exits[tool.PID].Signal).To(Equal("TERM"), "the stopped tool was ended by TERM after a CONT, not by KILL")
@@ -380,7 +381,7 @@ var _ = Describe("warden supervise", framework.Local, func() {
 
 			r := l.stopWait(ctx)
 			expectOutcome(r, "stopped", 0, nil, true)
-			rec, err := procs.ReadRecord(l.record)
+			rec, err := witness.ReadRecord(l.record)
 			Expect(err).NotTo(HaveOccurred())
 			// Positive control: the harness saw the child alive in /proc
 			// right after forking it. (The stop may TERM it before it can
@@ -396,14 +397,14 @@ var _ = Describe("warden supervise", framework.Local, func() {
 			rec := l.ready(ctx)
 			h, dropper, daemon := harness(rec), one(rec, "drop-marker"), one(rec, "daemon")
 			Expect(h.Marker).To(Equal(d.LaunchID), "positive control: the harness carries the marker")
-			for _, p := range []procs.Line{dropper, daemon} {
+			for _, p := range []witness.Line{dropper, daemon} {
 				Expect(p.HasMarker).To(BeFalse(), "positive control: %s dropped WARDEN_LAUNCH", p.Role)
-				env, err := procs.Environ(p.PID)
+				env, err := witness.Proc.Environ(p.PID)
 				Expect(err).NotTo(HaveOccurred())
 				Expect(env).NotTo(ContainElement(HavePrefix("WARDEN_LAUNCH=")), "positive control: %s has no marker in /proc", p.Role)
 				Expect(p.SID).NotTo(Equal(h.SID), "positive control: %s left the harness's session", p.Role)
 			}
-			st, err := procs.Lookup(daemon.ID())
+			st, err := witness.Proc.Lookup(daemon.ID())
 			Expect(err).NotTo(HaveOccurred())
 			Expect(st.PPID).To(Equal(l.supervisor.PID), "positive control: the daemon was orphaned to the supervisor")
 
@@ -448,7 +449,7 @@ var _ = Describe("warden supervise", framework.Local, func() {
 				l := newLaunch()
 				res := l.warden(ctx, l.superviseArgs([]string{"--deadline", "60", "--grace", "0.5"}, l.adversary("exit", strconv.Itoa(c.code)))...)
 				Expect(res.Code).To(Equal(c.wantExit), "%s%s", res, l.diagnose())
-				rec, err := procs.ReadRecord(l.record)
+				rec, err := witness.ReadRecord(l.record)
 				Expect(err).NotTo(HaveOccurred(), "positive control: the harness ran")
 				Expect(rec.Ready).To(BeTrue())
 				// The foreground relays the harness's stdout and stderr.
@@ -463,7 +464,7 @@ var _ = Describe("warden supervise", framework.Local, func() {
 			l := newLaunch()
 			res := l.warden(ctx, l.superviseArgs([]string{"--deadline", "60", "--grace", "0.5"}, l.adversary("signal", "TERM"))...)
 			Expect(res.Code).To(Equal(1), "%s", res)
-			rec, err := procs.ReadRecord(l.record)
+			rec, err := witness.ReadRecord(l.record)
 			Expect(err).NotTo(HaveOccurred(), "positive control: the harness ran")
 			Expect(rec.Ready).To(BeTrue())
 			expectOutcome(l.receipt(), "exited", 143, "TERM", true)
@@ -499,17 +500,18 @@ var _ = Describe("warden supervise", framework.Local, func() {
 			l.detach(ctx, []string{"--deadline", "60", "--grace", "0.5"}, "zombies")
 			rec := l.ready(ctx)
 			Expect(rec.Zombies).To(HaveLen(3), "positive control: the fixture saw its children as zombies")
-			Eventually(ctx, func() []procs.Stat {
-				var zombies []procs.Stat
-				for _, st := range procs.Table() {
+			Eventually(ctx, func() ([]witness.Stat, error) {
+				table, err := witness.Proc.Table()
+				var zombies []witness.Stat
+				for _, st := range table {
 					if st.PPID == l.supervisor.PID && st.Dead() {
 						zombies = append(zombies, st)
 					}
 				}
-				return zombies
+				return zombies, err
 			}).WithTimeout(10*time.Second).Should(BeEmpty(), "zombie children of the supervisor")
 			for _, pid := range rec.Zombies {
-				st, err := procs.ReadStat(pid)
+				st, err := witness.Proc.ReadStat(pid)
 				if err == nil {
 					Expect(st.PPID).NotTo(Equal(l.supervisor.PID), "zombie %d is still the supervisor's", pid)
 				}
@@ -539,13 +541,13 @@ var _ = Describe("warden supervise", framework.Local, func() {
 			Expect(fi.Mode().Perm()).To(Equal(os.FileMode(0o700)))
 			r := l.receipt()
 			expectOutcome(r, "fenced", nil, nil, true)
-			before, err := os.ReadFile(filepath.Join(l.state, procs.ReceiptFile))
+			before, err := os.ReadFile(filepath.Join(l.state, witness.ReceiptFile))
 			Expect(err).NotTo(HaveOccurred())
 
 			res = l.warden(ctx, l.superviseArgs([]string{"--deadline", "60"}, l.adversary("sleep"))...)
 			Expect(res.Code).To(Equal(2), "%s", res)
 			Expect(l.record).NotTo(BeAnExistingFile(), "the fenced harness ran")
-			after, err := os.ReadFile(filepath.Join(l.state, procs.ReceiptFile))
+			after, err := os.ReadFile(filepath.Join(l.state, witness.ReceiptFile))
 			Expect(err).NotTo(HaveOccurred())
 			Expect(after).To(Equal(before), "the fenced receipt changed")
 
@@ -632,7 +634,7 @@ var _ = Describe("warden supervise", framework.Local, func() {
 					expectUsage(res, flag, v)
 					Expect(l.record).NotTo(BeAnExistingFile(), "--%s %q launched the harness", flag, v)
 					// A usable state dir gets a refused receipt.
-					r, err := procs.ReadReceipt(state)
+					r, err := witness.ReadReceipt(state)
 					Expect(err).NotTo(HaveOccurred(), "--%s %q: refused receipt", flag, v)
 					expectOutcome(r, "refused", nil, nil, true)
 				}
@@ -654,7 +656,7 @@ var _ = Describe("warden supervise", framework.Local, func() {
 				expectUsage(l.warden(ctx, "stop", "--state", l.state, "--wait", v), "wait", v)
 				expectUsage(l.warden(ctx, "wait", "--state", l.state, "--timeout", v), "timeout", v)
 			}
-			Expect(filepath.Join(l.state, procs.ReceiptFile)).NotTo(BeAnExistingFile(), "a refused stop fenced the state dir")
+			Expect(filepath.Join(l.state, witness.ReceiptFile)).NotTo(BeAnExistingFile(), "a refused stop fenced the state dir")
 		})
 	})
 
@@ -698,9 +700,9 @@ var _ = Describe("warden supervise", framework.Local, func() {
 			var out []byte
 			Eventually(ctx, output).WithTimeout(procs.CommandTimeout).Should(Receive(&out), "the pipe never reached EOF")
 			Expect(cmd.Wait()).To(Succeed(), "supervise --detach: %s", out)
-			d, err := procs.ParseDetached(string(out))
+			d, err := witness.ParseDetached(string(out))
 			Expect(err).NotTo(HaveOccurred())
-			if st, err := procs.ReadStat(d.SupervisorPID); err == nil {
+			if st, err := witness.Proc.ReadStat(d.SupervisorPID); err == nil {
 				l.supervisor = st.ID()
 			}
 			rec := l.ready(ctx)
@@ -719,9 +721,9 @@ var _ = Describe("warden supervise", framework.Local, func() {
 			res := l.warden(ctx, append([]string{"supervise", "--state", l.state, "--launch-id", outer,
 				"--deadline", "60", "--grace", "0.5", "--detach", "--"}, command...)...)
 			Expect(res.Code).To(Equal(0), "%s", res)
-			d, err := procs.ParseDetached(res.Stdout)
+			d, err := witness.ParseDetached(res.Stdout)
 			Expect(err).NotTo(HaveOccurred())
-			st, err := procs.ReadStat(d.SupervisorPID)
+			st, err := witness.Proc.ReadStat(d.SupervisorPID)
 			Expect(err).NotTo(HaveOccurred())
 			l.supervisor = st.ID()
 			rec := l.ready(ctx)
@@ -730,11 +732,13 @@ var _ = Describe("warden supervise", framework.Local, func() {
 			Expect(h.MarkerFirst).To(BeTrue(), "WARDEN_LAUNCH is first in the harness's environment")
 			// Everything under the outer supervisor: the inner front, the
 			// inner supervisor and the adversary's tree.
-			var tree []procs.ID
-			for _, st := range procs.Descendants(l.supervisor.PID) {
+			below, err := witness.Proc.Descendants(l.supervisor.PID)
+			Expect(err).NotTo(HaveOccurred())
+			var tree []witness.ID
+			for _, st := range below {
 				tree = append(tree, st.ID())
 			}
-			procs.KillOnCleanup(func() []procs.ID { return tree })
+			procs.KillOnCleanup(func() []witness.ID { return tree })
 			for _, p := range running(rec) {
 				Expect(tree).To(ContainElement(p.ID()), "positive control: %s %v is in the outer launch's tree", p.Role, p.ID())
 			}
@@ -744,7 +748,7 @@ var _ = Describe("warden supervise", framework.Local, func() {
 			Expect(r.LaunchID).To(Equal(outer))
 			Expect(r.CleanupConfirmed).To(BeTrue(), "survivors %+v", r.Survivors)
 			for _, id := range tree {
-				Expect(procs.Alive(id)).To(BeFalse(), "%v of the nested launch survived: %s", id, procs.State(id))
+				Expect(procs.Alive(id)).To(BeFalse(), "%v of the nested launch survived: %s", id, witness.Proc.State(id))
 			}
 			expectGone("process", running(rec)...)
 		})
@@ -764,19 +768,19 @@ var _ = Describe("warden supervise", framework.Local, func() {
 			res := l.warden(ctx, l.superviseArgs([]string{"--deadline", "60", "--grace", "0.5", "--user", "1000", "--detach"},
 				[]string{bin, "--record", l.record, "setsid-tool"})...)
 			Expect(res.Code).To(Equal(0), "%s", res)
-			d, err := procs.ParseDetached(res.Stdout)
+			d, err := witness.ParseDetached(res.Stdout)
 			Expect(err).NotTo(HaveOccurred())
-			if st, err := procs.ReadStat(d.SupervisorPID); err == nil {
+			if st, err := witness.Proc.ReadStat(d.SupervisorPID); err == nil {
 				l.supervisor = st.ID()
 			}
 			rec := l.ready(ctx)
 			h, tool := harness(rec), one(rec, "setsid")
-			for _, p := range []procs.Line{h, tool} {
-				uid, err := procs.UID(p.PID)
+			for _, p := range []witness.Line{h, tool} {
+				uid, err := witness.Proc.UID(p.PID)
 				Expect(err).NotTo(HaveOccurred())
 				Expect(uid).To(Equal(1000), "positive control: %s runs as uid 1000", p.Role)
 			}
-			supUID, err := procs.UID(l.supervisor.PID)
+			supUID, err := witness.Proc.UID(l.supervisor.PID)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(supUID).To(Equal(0), "the supervisor stays with the caller")
 			fi, err := os.Stat(l.state)
@@ -798,7 +802,7 @@ var _ = Describe("warden supervise", framework.Local, func() {
 			l.ready(ctx)
 			Expect(l.warden(ctx, "stop", "--state", l.state).Code).To(Equal(0))
 			// A reader polling all the time must never see a partial file.
-			path := filepath.Join(l.state, procs.ReceiptFile)
+			path := filepath.Join(l.state, witness.ReceiptFile)
 			Eventually(ctx, func() (bool, error) {
 				data, err := os.ReadFile(path)
 				if os.IsNotExist(err) {
@@ -807,7 +811,7 @@ var _ = Describe("warden supervise", framework.Local, func() {
 				if err != nil {
 					return false, StopTrying(err.Error())
 				}
-				if _, err := procs.ParseReceipt(data); err != nil {
+				if _, err := witness.ParseReceipt(data); err != nil {
 					return false, StopTrying("a reader saw a receipt that does not parse: " + err.Error())
 				}
 				return true, nil
@@ -837,7 +841,7 @@ var _ = Describe("warden stop and wait", framework.Local, func() {
 		l.detach(ctx, []string{"--deadline", "60", "--grace", "0.5", "--lease", "60"}, "sleep")
 		rec := l.ready(ctx)
 		Expect(procs.Alive(l.supervisor)).To(BeTrue(), "positive control: the supervisor runs")
-		Expect(procs.Kill(l.supervisor, syscall.SIGKILL)).To(Succeed())
+		Expect(witness.Kill(l.supervisor, syscall.SIGKILL)).To(Succeed())
 		Eventually(ctx, func() bool { return procs.Alive(l.supervisor) }).WithTimeout(10 * time.Second).Should(BeFalse())
 
 		for _, args := range [][]string{
@@ -848,7 +852,7 @@ var _ = Describe("warden stop and wait", framework.Local, func() {
 			res := l.warden(ctx, args...)
 			Expect(res.Code).To(Equal(4), "%s", res)
 		}
-		Expect(filepath.Join(l.state, procs.ReceiptFile)).NotTo(BeAnExistingFile())
+		Expect(filepath.Join(l.state, witness.ReceiptFile)).NotTo(BeAnExistingFile())
 		Expect(procs.Alive(harness(rec).ID())).To(BeTrue(), "the orphaned harness still runs (the cleanup kills it)")
 	})
 
@@ -900,7 +904,7 @@ var _ = Describe("warden renew", framework.Local, func() {
 			if res := l.warden(ctx, "renew", "--state", l.state); res.Code != 0 {
 				return "", StopTrying(res.String())
 			}
-			_, err := os.Stat(filepath.Join(l.state, procs.ReceiptFile))
+			_, err := os.Stat(filepath.Join(l.state, witness.ReceiptFile))
 			if err == nil {
 				return "receipt written while renewed" + l.diagnose(), nil
 			}
@@ -928,7 +932,7 @@ var _ = Describe("warden service", framework.Local, func() {
 		l.detach(ctx, []string{"--deadline", "60", "--grace", "0.5"}, "sleep")
 		rec := l.ready(ctx)
 		svcRecord := filepath.Join(l.dir, "service-record")
-		procs.KillOnCleanup(func() []procs.ID { return procs.RecordedIDs(svcRecord) })
+		procs.KillOnCleanup(func() []witness.ID { return witness.RecordedIDs(svcRecord) })
 		res := l.warden(ctx, "service", "--state", l.state, "--name", "db", "--",
 			framework.Fixture("adversary"), "--record", svcRecord, "setsid-tool")
 		Expect(res.Code).To(Equal(0), "%s", res)
@@ -939,12 +943,12 @@ var _ = Describe("warden service", framework.Local, func() {
 		r := l.stopWait(ctx)
 		expectOutcome(r, "stopped", 143, "TERM", true)
 		expectGone("process", harness(rec))
-		for _, p := range []procs.Line{svcMain, svcTool} {
-			_, reached := procs.Find(r.Reached, p.ID())
+		for _, p := range []witness.Line{svcMain, svcTool} {
+			_, reached := witness.Find(r.Reached, p.ID())
 			Expect(reached).To(BeFalse(), "service %s %v is in reached", p.Role, p.ID())
 			Expect(procs.Alive(p.ID())).To(BeTrue(), "service %s %v did not survive the launch's stop", p.Role, p.ID())
 		}
-		_, preserved := procs.Find(r.Preserved, svcMain.ID())
+		_, preserved := witness.Find(r.Preserved, svcMain.ID())
 		Expect(preserved).To(BeTrue(), "the service is listed under preserved: %+v", r.Preserved)
 
 		res = l.warden(ctx, "stop", "--state", l.state, "--services", "--wait", "45")

@@ -30,7 +30,7 @@ import (
 	"github.com/ory/dockertest/v3"
 	dc "github.com/ory/dockertest/v3/docker"
 
-	"github.com/sandproof/sandproof/conformance/procs"
+	"github.com/sandproof/sandproof/conformance/witness"
 )
 
 // ExecTimeout bounds every blocking exec, so a hung command fails its spec
@@ -273,7 +273,7 @@ func (s *Sandbox) ReadFile(ctx context.Context, p string) (data []byte, ok bool)
 // container's own pid namespace), as root. Pids without a stat file are
 // absent from the map. Every stat line read must parse: a table that drops
 // a process silently could let a leak pass.
-func (s *Sandbox) Stats(ctx context.Context, pids ...int) map[int]procs.Stat {
+func (s *Sandbox) Stats(ctx context.Context, pids ...int) map[int]witness.Stat {
 	ginkgo.GinkgoHelper()
 	// pid 1 is always read too: its presence proves the read worked, so a
 	// failed exec can never pass for "every process is gone".
@@ -282,12 +282,12 @@ func (s *Sandbox) Stats(ctx context.Context, pids ...int) map[int]procs.Stat {
 		argv = append(argv, "/proc/"+strconv.Itoa(pid)+"/stat")
 	}
 	r := s.Run(ctx, Exec{Argv: argv})
-	out := map[int]procs.Stat{}
+	out := map[int]witness.Stat{}
 	for _, line := range strings.Split(r.Stdout, "\n") {
 		if line == "" {
 			continue
 		}
-		st, err := procs.ParseStat([]byte(line))
+		st, err := witness.ParseStat([]byte(line))
 		gomega.Expect(err).NotTo(gomega.HaveOccurred(), "a stat line in container %.12s", s.ID)
 		out[st.PID] = st
 	}
@@ -298,12 +298,12 @@ func (s *Sandbox) Stats(ctx context.Context, pids ...int) map[int]procs.Stat {
 // ProcState says what the container's /proc shows for id: "alive",
 // "zombie" (dead, unreaped: pid 1 reaps nothing) or "gone" (no such pid,
 // or the pid now names another process).
-func (s *Sandbox) ProcState(ctx context.Context, id procs.ID) string {
+func (s *Sandbox) ProcState(ctx context.Context, id witness.ID) string {
 	ginkgo.GinkgoHelper()
 	return stateOf(s.Stats(ctx, id.PID), id)
 }
 
-func stateOf(stats map[int]procs.Stat, id procs.ID) string {
+func stateOf(stats map[int]witness.Stat, id witness.ID) string {
 	st, ok := stats[id.PID]
 	switch {
 	case !ok || st.StartTime != id.StartTime:
@@ -315,14 +315,14 @@ func stateOf(stats map[int]procs.Stat, id procs.ID) string {
 }
 
 // ProcStates returns ProcState for several processes from one read.
-func (s *Sandbox) ProcStates(ctx context.Context, ids ...procs.ID) map[procs.ID]string {
+func (s *Sandbox) ProcStates(ctx context.Context, ids ...witness.ID) map[witness.ID]string {
 	ginkgo.GinkgoHelper()
 	pids := make([]int, len(ids))
 	for i, id := range ids {
 		pids[i] = id.PID
 	}
 	stats := s.Stats(ctx, pids...)
-	out := map[procs.ID]string{}
+	out := map[witness.ID]string{}
 	for _, id := range ids {
 		out[id] = stateOf(stats, id)
 	}

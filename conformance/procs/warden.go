@@ -3,11 +3,9 @@ package procs
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os/exec"
-	"strings"
 	"syscall"
 	"time"
 
@@ -62,27 +60,4 @@ func Warden(ctx context.Context, bin, dir string, args ...string) Result {
 		gomega.Expect(err).NotTo(gomega.HaveOccurred(), "run warden %q", args)
 	}
 	return res
-}
-
-// Detached is what supervise --detach prints.
-type Detached struct {
-	LaunchID      string `json:"launch_id"`
-	SupervisorPID int    `json:"supervisor_pid"`
-	State         string `json:"state"`
-}
-
-// ParseDetached decodes supervise --detach's one line of output.
-func ParseDetached(stdout string) (Detached, error) {
-	var d Detached
-	line := strings.TrimSpace(stdout)
-	if strings.Count(line, "\n") != 0 {
-		return d, fmt.Errorf("supervise --detach printed more than one line: %q", stdout)
-	}
-	if err := json.Unmarshal([]byte(line), &d); err != nil {
-		return d, fmt.Errorf("supervise --detach output %q: %w", stdout, err)
-	}
-	if d.LaunchID == "" || d.SupervisorPID <= 0 || d.State == "" {
-		return d, fmt.Errorf("supervise --detach output %q lacks launch_id, supervisor_pid or state", stdout)
-	}
-	return d, nil
 }

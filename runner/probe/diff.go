@@ -1,6 +1,10 @@
 package probe
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/sandproof/sandproof/conformance/witness"
+)
 
 // Report is what changed between a baseline and a later snapshot.
 type Report struct {
@@ -33,14 +37,14 @@ type Change struct {
 // Diff compares a later snapshot with its baseline.
 func Diff(before, after Snapshot) Report {
 	r := Report{NewProcesses: []Process{}, NewZombies: []Process{}, Gone: []Process{}, Changes: []Change{}}
-	base := map[Key]bool{}
+	base := map[witness.ID]bool{}
 	for _, p := range before.Processes {
-		base[p.Key()] = true
+		base[p.ID()] = true
 	}
-	later := map[Key]bool{}
+	later := map[witness.ID]bool{}
 	for _, p := range after.Processes {
-		later[p.Key()] = true
-		if base[p.Key()] || isSelf(after.Self, p) {
+		later[p.ID()] = true
+		if base[p.ID()] || isSelf(after.Self, p) {
 			continue
 		}
 		if p.State == "Z" || p.State == "X" {
@@ -50,7 +54,7 @@ func Diff(before, after Snapshot) Report {
 		}
 	}
 	for _, p := range before.Processes {
-		if !later[p.Key()] && !isSelf(before.Self, p) {
+		if !later[p.ID()] && !isSelf(before.Self, p) {
 			r.Gone = append(r.Gone, p)
 		}
 	}
@@ -66,7 +70,7 @@ func Diff(before, after Snapshot) Report {
 
 // isSelf recognises the probe's own process; a start time of 0 means the
 // probe could not see itself (a fake proc root) and the pid alone decides.
-func isSelf(self Key, p Process) bool {
+func isSelf(self witness.ID, p Process) bool {
 	return self.PID != 0 && p.PID == self.PID && (self.StartTime == 0 || self.StartTime == p.StartTime)
 }
 

@@ -3,6 +3,8 @@ package probe
 import (
 	"reflect"
 	"testing"
+
+	"github.com/sandproof/sandproof/conformance/witness"
 )
 
 func baseline() Snapshot {
@@ -10,7 +12,7 @@ func baseline() Snapshot {
 		Schema: Schema, OS: "debian-12",
 		Python3: Tool{}, Bash: Tool{Path: "/usr/bin/bash", Resolved: "/usr/bin/bash", Version: "GNU bash, version 5.2.15", SHA256: "aa"},
 		Markers: []Marker{{Path: "/root/.config/m", SHA256: "11", Size: 2}, {Path: "/root/.cache/m", SHA256: "22", Size: 2}},
-		Self:    Key{PID: 50, StartTime: 900},
+		Self:    witness.ID{PID: 50, StartTime: 900},
 		Processes: []Process{
 			{PID: 1, StartTime: 10, Comm: "sleep", State: "S"},
 			{PID: 20, StartTime: 300, PPID: 1, Comm: "sshd", State: "S"},
@@ -22,7 +24,7 @@ func baseline() Snapshot {
 func TestDiffUnchanged(t *testing.T) {
 	b := baseline()
 	a := baseline()
-	a.Self = Key{PID: 77, StartTime: 2000}
+	a.Self = witness.ID{PID: 77, StartTime: 2000}
 	a.Processes = []Process{b.Processes[0], b.Processes[1], {PID: 77, StartTime: 2000, Comm: "probe", State: "R"}}
 	r := Diff(b, a)
 	if !r.Clean || len(r.NewProcesses) != 0 || len(r.Gone) != 0 || len(r.Changes) != 0 {
@@ -33,7 +35,7 @@ func TestDiffUnchanged(t *testing.T) {
 func TestDiffProcesses(t *testing.T) {
 	b := baseline()
 	a := baseline()
-	a.Self = Key{PID: 77, StartTime: 2000}
+	a.Self = witness.ID{PID: 77, StartTime: 2000}
 	a.Processes = []Process{
 		b.Processes[0],
 		{PID: 20, StartTime: 1500, PPID: 1, Comm: "sleep", State: "S"}, // pid 20 reused

@@ -4,7 +4,9 @@
 //
 // It shares no code with warden's supervision logic on purpose: the probe is
 // the independent witness that a warden bug cannot hide itself from, so it
-// reads /proc on its own and never consults warden's receipts or markers.
+// reads /proc through package witness (the suite's and the soak's reader,
+// never warden's runner/proc) and never consults warden's receipts or
+// markers.
 package probe
 
 import (
@@ -23,6 +25,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/sandproof/sandproof/conformance/witness"
 )
 
 // Schema names the snapshot format.
@@ -38,33 +42,12 @@ type Snapshot struct {
 	OSName string `json:"os_name,omitempty"`
 	// Path is the PATH the tools were looked up on: the image's, as the
 	// container runtime gave it to the probe.
-	Path      string    `json:"path"`
-	Python3   Tool      `json:"python3"`
-	Bash      Tool      `json:"bash"`
-	Markers   []Marker  `json:"markers"`
-	Self      Key       `json:"self"`
-	Processes []Process `json:"processes"`
-}
-
-// MarshalJSON writes Key as {"pid":..,"start_time":..}.
-func (k Key) MarshalJSON() ([]byte, error) {
-	return json.Marshal(struct {
-		PID       int    `json:"pid"`
-		StartTime uint64 `json:"start_time"`
-	}{k.PID, k.StartTime})
-}
-
-// UnmarshalJSON reads what MarshalJSON writes.
-func (k *Key) UnmarshalJSON(b []byte) error {
-	var v struct {
-		PID       int    `json:"pid"`
-		StartTime uint64 `json:"start_time"`
-	}
-	if err := json.Unmarshal(b, &v); err != nil {
-		return err
-	}
-	*k = Key{v.PID, v.StartTime}
-	return nil
+	Path      string     `json:"path"`
+	Python3   Tool       `json:"python3"`
+	Bash      Tool       `json:"bash"`
+	Markers   []Marker   `json:"markers"`
+	Self      witness.ID `json:"self"`
+	Processes []Process  `json:"processes"`
 }
 
 // Tool is a program found on PATH. The zero Tool means absent and is written
@@ -179,7 +162,7 @@ func Take(ctx context.Context, o Options) (Snapshot, error) {
 		return Snapshot{}, fmt.Errorf("take snapshot: %w", err)
 	}
 	s.Processes = procs
-	s.Self = Key{PID: os.Getpid()}
+	s.Self = witness.ID{PID: os.Getpid()}
 	for _, p := range procs {
 		if p.PID == s.Self.PID {
 			s.Self.StartTime = p.StartTime
@@ -194,7 +177,7 @@ func readOSRelease(root string) (id, pretty string) {
 	var b []byte
 	var err error
 	for _, p := range []string{"etc/os-release", "usr/lib/os-release"} {
-		if b, err = readCapped(filepath.Join(root, p), maxProcFile); err == nil {
+		if b, err = readCapped(filepath.Join(root, p), maxFile); err == nil {
 			break
 		}
 	}
@@ -350,4 +333,18 @@ func hashFile(path string) (string, int64, error) {
 		return "", 0, fmt.Errorf("hash %q: %w", path, err)
 	}
 	return hex.EncodeToString(h.Sum(nil)), n, nil
+}
+
+// maxFile caps how much of one small file (os-release) is read, so that a
+// hostile or broken image cannot cost memory.
+const maxFile = 64 << 10
+
+// readCapped reads a whole file, at most max bytes, without a stat first.
+func readCapped(path string, max int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, max))
 }

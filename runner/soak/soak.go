@@ -16,7 +16,6 @@ package soak
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -26,11 +25,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sandproof/sandproof/conformance/witness"
 )
 
 // Scenario is one adversary role list a cycle launches.
@@ -80,12 +80,12 @@ type Config struct {
 
 // Leftover is a process that was alive after the confirmed receipt.
 type Leftover struct {
-	Cycle    int    `json:"cycle"`
-	Scenario string `json:"scenario"`
-	Role     string `json:"role"`
-	ID       ID     `json:"id"`
-	Comm     string `json:"comm"`
-	State    string `json:"state"`
+	Cycle    int        `json:"cycle"`
+	Scenario string     `json:"scenario"`
+	Role     string     `json:"role"`
+	ID       witness.ID `json:"id"`
+	Comm     string     `json:"comm"`
+	State    string     `json:"state"`
 }
 
 // Cycle is the outcome of one launch/stop cycle.
@@ -348,59 +348,29 @@ func wardenCmd(ctx context.Context, bin, dir string, args ...string) (int, strin
 	return -1, stdout.String(), stderr.String(), fmt.Errorf("warden %q: %w (stderr %q)", args, err, stderr.String())
 }
 
-// line is one line of the adversary's record file (fixtures/cmd/adversary).
-type line struct {
-	Kind      string `json:"kind"`
-	Role      string `json:"role"`
-	PID       int    `json:"pid"`
-	StartTime uint64 `json:"start_time"`
-	Comm      string `json:"comm"`
-}
-
-type record struct {
-	procs, spawned []line
-	exits          map[int]bool
-	ready          bool
-}
-
-func readRecord(path string) (*record, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	r := &record{exits: map[int]bool{}}
-	lines := bytes.Split(data, []byte("\n"))
-	// Whatever follows the last newline is a line still being written.
-	for _, raw := range lines[:len(lines)-1] {
-		var l line
-		if err := json.Unmarshal(raw, &l); err != nil {
-			return nil, fmt.Errorf("record line %q: %w", raw, err)
-		}
-		switch l.Kind {
-		case "proc":
-			r.procs = append(r.procs, l)
-		case "spawned":
-			r.spawned = append(r.spawned, l)
-		case "ready":
-			r.ready = true
-		case "exit":
-			r.exits[l.PID] = true
-		}
-	}
-	return r, nil
-}
-
 // exitByDesign are the adversary roles that end on their own.
 var exitByDesign = map[string]bool{"daemon-middle": true, "zombie-maker": true, "exit0": true}
 
-// receipt is the part of STATE/receipt.json the soak checks, decoded here
-// from SPEC.md section 3, not through warden's own type.
-type receipt struct {
-	Schema           string            `json:"schema"`
-	CleanupConfirmed *bool             `json:"cleanup_confirmed"`
-	Cause            string            `json:"cause"`
-	StopSeconds      float64           `json:"stop_seconds"`
-	Survivors        []json.RawMessage `json:"survivors"`
+// running reports whether id may still run: a zombie is dead (the stop
+// rules count it so), and an unreadable stat counts as running, so that a
+// reading error can never turn into a clean verdict.
+func running(id witness.ID) bool {
+	alive, err := witness.Proc.Alive(id)
+	return alive || err != nil
+}
+
+// reapZombie collects id if it is a zombie (the soak is a child subreaper,
+// so supervisors and whatever outlives them come back to it). It waits for
+// that pid only while the zombie holds it, so it can never take the status
+// of a command the soak runs through os/exec; a process that is not our
+// child is left alone (ECHILD).
+func reapZombie(id witness.ID) {
+	st, err := witness.Proc.Lookup(id)
+	if err != nil || st.State != 'Z' {
+		return
+	}
+	var ws unix.WaitStatus
+	unix.Wait4(id.PID, &ws, unix.WNOHANG, nil)
 }
 
 func runCycle(ctx context.Context, cfg Config, n int, sc Scenario) *Cycle {
@@ -417,15 +387,12 @@ func runCycle(ctx context.Context, cfg Config, n int, sc Scenario) *Cycle {
 		c.Err = fmt.Sprintf("supervise --detach: exit %d, %v, stderr %q", code, err, stderr)
 		// Whatever it may have started is still checked below.
 	}
-	var sup ID
-	var d struct {
-		SupervisorPID int `json:"supervisor_pid"`
-	}
+	var sup witness.ID
 	if err == nil && code == 0 {
-		if jerr := json.Unmarshal([]byte(strings.TrimSpace(stdout)), &d); jerr != nil || d.SupervisorPID <= 0 {
-			c.Err = fmt.Sprintf("supervise --detach printed %q", stdout)
-		} else if st, serr := readStat("/proc", d.SupervisorPID); serr == nil {
-			sup = ID{d.SupervisorPID, st.startTime}
+		if d, derr := witness.ParseDetached(stdout); derr != nil {
+			c.Err = derr.Error()
+		} else if st, serr := witness.Proc.ReadStat(d.SupervisorPID); serr == nil {
+			sup = st.ID()
 		} else {
 			c.Err = fmt.Sprintf("supervisor %d is not in /proc right after --detach: %v", d.SupervisorPID, serr)
 		}
@@ -436,16 +403,16 @@ func runCycle(ctx context.Context, cfg Config, n int, sc Scenario) *Cycle {
 	// The positive control: every process that should run at ready is
 	// alive and visible under its recorded name.
 	if c.Err == "" {
-		r, err := readRecord(rec)
+		r, err := witness.ReadRecord(rec)
 		if err != nil {
 			c.Err = err.Error()
 		} else {
-			for _, p := range r.procs {
-				if r.exits[p.PID] || exitByDesign[p.Role] {
+			for _, p := range r.Procs {
+				if _, exited := r.Exits[p.PID]; exited || exitByDesign[p.Role] {
 					continue
 				}
-				st, err := lookup("/proc", ID{p.PID, p.StartTime})
-				if err != nil || st.comm != p.Comm || st.state == 'Z' {
+				st, err := witness.Proc.Lookup(p.ID())
+				if err != nil || st.Comm != p.Comm || st.Dead() {
 					c.Err = fmt.Sprintf("positive control: %s %d@%d not alive and visible at ready (%+v, %v)", p.Role, p.PID, p.StartTime, st, err)
 					break
 				}
@@ -469,22 +436,22 @@ func runCycle(ctx context.Context, cfg Config, n int, sc Scenario) *Cycle {
 
 	// Every recorded process, read again: a TERM handler may have
 	// started more during the stop.
-	r, rerr := readRecord(rec)
+	r, rerr := witness.ReadRecord(rec)
 	if rerr != nil && !os.IsNotExist(rerr) && c.Err == "" {
 		c.Err = rerr.Error()
 	}
-	var leftovers []ID
+	var leftovers []witness.ID
 	if r != nil {
-		seen := map[ID]bool{}
-		for _, p := range append(r.procs, r.spawned...) {
-			id := ID{p.PID, p.StartTime}
+		seen := map[witness.ID]bool{}
+		for _, p := range append(append([]witness.Line{}, r.Procs...), r.Spawned...) {
+			id := p.ID()
 			if seen[id] {
 				continue
 			}
 			seen[id] = true
 			c.Checked++
-			if st, err := lookup("/proc", id); alive("/proc", id) {
-				c.Leftovers = append(c.Leftovers, Leftover{Cycle: n, Scenario: sc.Name, Role: p.Role, ID: id, Comm: st.comm, State: describe(st, err)})
+			if st, err := witness.Proc.Lookup(id); running(id) {
+				c.Leftovers = append(c.Leftovers, Leftover{Cycle: n, Scenario: sc.Name, Role: p.Role, ID: id, Comm: st.Comm, State: describe(st, err)})
 				leftovers = append(leftovers, id)
 			}
 		}
@@ -493,22 +460,24 @@ func runCycle(ctx context.Context, cfg Config, n int, sc Scenario) *Cycle {
 	// (no services here): it must exit too.
 	if sup.PID != 0 {
 		deadline := time.Now().Add(10 * time.Second)
-		for alive("/proc", sup) && time.Now().Before(deadline) {
+		for running(sup) && time.Now().Before(deadline) {
 			time.Sleep(5 * time.Millisecond)
 		}
-		if alive("/proc", sup) {
-			st, err := lookup("/proc", sup)
-			c.Leftovers = append(c.Leftovers, Leftover{Cycle: n, Scenario: sc.Name, Role: "supervisor", ID: sup, Comm: st.comm, State: describe(st, err)})
+		if running(sup) {
+			st, err := witness.Proc.Lookup(sup)
+			c.Leftovers = append(c.Leftovers, Leftover{Cycle: n, Scenario: sc.Name, Role: "supervisor", ID: sup, Comm: st.Comm, State: describe(st, err)})
 			leftovers = append(leftovers, sup)
 		}
 	}
 	// Leftovers are reported above; now end them, by identity only.
 	for _, id := range leftovers {
-		kill(id)
+		if err := witness.Kill(id, unix.SIGKILL); err != nil && c.Err == "" {
+			c.Err = err.Error()
+		}
 	}
 	for _, id := range leftovers {
 		deadline := time.Now().Add(5 * time.Second)
-		for alive("/proc", id) && time.Now().Before(deadline) {
+		for running(id) && time.Now().Before(deadline) {
 			time.Sleep(5 * time.Millisecond)
 		}
 		reapZombie(id)
@@ -519,11 +488,11 @@ func runCycle(ctx context.Context, cfg Config, n int, sc Scenario) *Cycle {
 	return c
 }
 
-func describe(st stat, err error) string {
+func describe(st witness.Stat, err error) string {
 	if err != nil {
 		return "unreadable: " + err.Error()
 	}
-	return "state " + string(st.state)
+	return "state " + string(st.State)
 }
 
 // awaitReady waits for the fixture's "ready" line; it gives up early when a
@@ -531,14 +500,14 @@ func describe(st stat, err error) string {
 func awaitReady(ctx context.Context, cfg Config, rec, state string) string {
 	deadline := time.Now().Add(cfg.ReadyTimeout)
 	for {
-		r, err := readRecord(rec)
-		if err == nil && r.ready {
+		r, err := witness.ReadRecord(rec)
+		if err == nil && r.Ready {
 			return ""
 		}
 		if err != nil && !os.IsNotExist(err) {
 			return err.Error()
 		}
-		if data, err := os.ReadFile(filepath.Join(state, "receipt.json")); err == nil {
+		if data, err := os.ReadFile(filepath.Join(state, witness.ReceiptFile)); err == nil {
 			return fmt.Sprintf("the launch ended before the fixture was ready: %s", data)
 		}
 		if time.Now().After(deadline) {
@@ -552,38 +521,31 @@ func awaitReady(ctx context.Context, cfg Config, rec, state string) string {
 	}
 }
 
-// judgeReceipt reads the receipt the stop left and checks it against the
-// stop's exit status (SPEC.md section 4).
+// judgeReceipt reads the receipt the stop left, strictly against SPEC.md
+// section 3 (a receipt that breaks the contract counts as missing), and
+// checks it against the stop's exit status (section 4).
 func (c *Cycle) judgeReceipt(state string, code int, stderr string) {
-	data, err := os.ReadFile(filepath.Join(state, "receipt.json"))
+	r, err := witness.ReadReceipt(state)
 	if err != nil {
 		c.Receipt = "missing"
 		if c.Err == "" {
-			c.Err = fmt.Sprintf("stop --wait exit %d and no receipt (%v); stderr %q", code, err, stderr)
-		}
-		return
-	}
-	var r receipt
-	if err := json.Unmarshal(data, &r); err != nil || r.Schema != "warden.receipt/v1" || r.CleanupConfirmed == nil {
-		c.Receipt = "missing"
-		if c.Err == "" {
-			c.Err = fmt.Sprintf("receipt does not parse as warden.receipt/v1 (%v): %q", err, data)
+			c.Err = fmt.Sprintf("stop --wait exit %d and no valid receipt: %v; stderr %q", code, err, stderr)
 		}
 		return
 	}
 	c.Cause, c.StopSeconds = r.Cause, r.StopSeconds
 	c.Receipt = "unconfirmed"
-	if *r.CleanupConfirmed {
+	if r.CleanupConfirmed {
 		c.Receipt = "confirmed"
 	}
 	switch {
 	case c.Err != "":
-	case code == 0 && !*r.CleanupConfirmed, code == 1 && *r.CleanupConfirmed, code != 0 && code != 1:
-		c.Err = fmt.Sprintf("stop --wait exited %d for a receipt with cleanup_confirmed %v; stderr %q", code, *r.CleanupConfirmed, stderr)
+	case code == 0 && !r.CleanupConfirmed, code == 1 && r.CleanupConfirmed, code != 0 && code != 1:
+		c.Err = fmt.Sprintf("stop --wait exited %d for a receipt with cleanup_confirmed %v; stderr %q", code, r.CleanupConfirmed, stderr)
 	case r.Cause != "stopped":
 		c.Err = fmt.Sprintf("receipt cause %q, want stopped", r.Cause)
-	case *r.CleanupConfirmed && len(r.Survivors) > 0:
-		c.Err = fmt.Sprintf("confirmed receipt lists survivors: %s", data)
+	case r.CleanupConfirmed && len(r.Survivors) > 0:
+		c.Err = fmt.Sprintf("confirmed receipt lists survivors: %+v", r.Survivors)
 	}
 }
 

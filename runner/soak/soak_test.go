@@ -5,8 +5,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sandproof/sandproof/conformance/witness"
 )
 
 // binaries builds warden (with the given build tags, "" for the real one)
@@ -75,7 +78,7 @@ func TestSoakReportsLeftoversOfABrokenWarden(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		for _, l := range sum.Leftovers {
-			kill(l.ID)
+			witness.Kill(l.ID, syscall.SIGKILL)
 		}
 	})
 	if sum.OK() {
@@ -97,10 +100,10 @@ func TestSoakReportsLeftoversOfABrokenWarden(t *testing.T) {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for _, l := range sum.Leftovers {
-		for alive("/proc", l.ID) && time.Now().Before(deadline) {
+		for running(l.ID) && time.Now().Before(deadline) {
 			time.Sleep(5 * time.Millisecond)
 		}
-		if alive("/proc", l.ID) {
+		if running(l.ID) {
 			t.Errorf("leftover %v still runs after the soak", l.ID)
 		}
 	}

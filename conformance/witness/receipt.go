@@ -1,4 +1,4 @@
-package procs
+package witness
 
 import (
 	"bytes"
@@ -6,12 +6,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
-// Receipt is STATE/receipt.json as SPEC.md section 3 fixes it. The suite
-// keeps its own copy of the schema so it checks the contract, not warden's
-// struct.
+// Receipt is STATE/receipt.json as SPEC.md section 3 fixes it. The
+// witness keeps its own copy of the schema so that it checks the contract,
+// not warden's struct.
 type Receipt struct {
 	Schema           string   `json:"schema"`
 	WardenVersion    string   `json:"warden_version"`
@@ -172,11 +173,35 @@ func checkKind(v json.RawMessage, kind string) error {
 	return nil
 }
 
-// ReadReceipt reads and checks STATE/receipt.json.
+// ReadReceipt reads and checks STATE/receipt.json; a missing receipt is
+// os.ErrNotExist.
 func ReadReceipt(state string) (*Receipt, error) {
 	data, err := os.ReadFile(filepath.Join(state, ReceiptFile))
 	if err != nil {
 		return nil, err
 	}
 	return ParseReceipt(data)
+}
+
+// Detached is what supervise --detach prints (SPEC.md section 2).
+type Detached struct {
+	LaunchID      string `json:"launch_id"`
+	SupervisorPID int    `json:"supervisor_pid"`
+	State         string `json:"state"`
+}
+
+// ParseDetached decodes supervise --detach's one line of output.
+func ParseDetached(stdout string) (Detached, error) {
+	var d Detached
+	line := strings.TrimSpace(stdout)
+	if strings.Contains(line, "\n") {
+		return d, fmt.Errorf("supervise --detach printed more than one line: %q", stdout)
+	}
+	if err := json.Unmarshal([]byte(line), &d); err != nil {
+		return d, fmt.Errorf("supervise --detach output %q: %w", stdout, err)
+	}
+	if d.LaunchID == "" || d.SupervisorPID <= 0 || d.State == "" {
+		return d, fmt.Errorf("supervise --detach output %q lacks launch_id, supervisor_pid or state", stdout)
+	}
+	return d, nil
 }

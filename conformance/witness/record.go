@@ -1,4 +1,4 @@
-package procs
+package witness
 
 import (
 	"bytes"
@@ -8,26 +8,31 @@ import (
 	"os"
 )
 
-// Line is one line of the adversary fixture's record file (see
-// fixtures/cmd/adversary).
+// Line is one line of the adversary fixture's record file
+// (fixtures/cmd/adversary writes them, one JSON object a line).
 type Line struct {
-	Kind        string `json:"kind"` // proc, spawned, ready, exit, zombie
-	Role        string `json:"role"`
-	PID         int    `json:"pid"`
-	StartTime   uint64 `json:"start_time"`
-	PPID        int    `json:"ppid"`
-	PGID        int    `json:"pgid"`
-	SID         int    `json:"sid"`
-	Comm        string `json:"comm"`
-	UID         int    `json:"uid"`
-	Marker      string `json:"marker"`
+	// Kind is proc, spawned, ready, exit or zombie.
+	Kind      string `json:"kind"`
+	Role      string `json:"role,omitempty"`
+	PID       int    `json:"pid"`
+	StartTime uint64 `json:"start_time,omitempty"`
+	PPID      int    `json:"ppid,omitempty"`
+	PGID      int    `json:"pgid,omitempty"`
+	SID       int    `json:"sid,omitempty"`
+	Comm      string `json:"comm,omitempty"`
+	UID       int    `json:"uid"`
+	// Marker is the process's WARDEN_LAUNCH ("" when absent); MarkerFirst
+	// says whether it is the first entry of the environment.
+	Marker      string `json:"marker,omitempty"`
 	HasMarker   bool   `json:"has_marker"`
-	MarkerFirst bool   `json:"marker_first"`
-	Code        *int   `json:"code"`
-	Signal      string `json:"signal"`
+	MarkerFirst bool   `json:"marker_first,omitempty"`
+	// Code and Signal are an exit line's status of a reaped child; nil
+	// Code means it did not exit normally.
+	Code   *int   `json:"code,omitempty"`
+	Signal string `json:"signal,omitempty"`
 }
 
-// ID returns the identity of a proc line.
+// ID returns the identity of a proc or spawned line.
 func (l Line) ID() ID { return ID{l.PID, l.StartTime} }
 
 // Record is what the adversary fixture wrote so far.
@@ -53,13 +58,19 @@ func ReadRecord(path string) (*Record, error) {
 	if err != nil {
 		return nil, err
 	}
+	return ParseRecord(data)
+}
+
+// ParseRecord parses the contents of a record file; see ReadRecord. An
+// unknown kind is an error: the reader and the fixture disagree.
+func ParseRecord(data []byte) (*Record, error) {
 	r := &Record{Exits: map[int]Line{}}
 	lines := bytes.Split(data, []byte("\n"))
 	// Whatever follows the last newline is a line still being written.
 	for _, line := range lines[:len(lines)-1] {
 		var l Line
 		if err := json.Unmarshal(line, &l); err != nil {
-			return nil, fmt.Errorf("record %s: line %q: %w", path, line, err)
+			return nil, fmt.Errorf("record line %q: %w", line, err)
 		}
 		switch l.Kind {
 		case "proc":
@@ -73,14 +84,14 @@ func ReadRecord(path string) (*Record, error) {
 		case "zombie":
 			r.Zombies = append(r.Zombies, l.PID)
 		default:
-			return nil, fmt.Errorf("record %s: unknown kind %q", path, l.Kind)
+			return nil, fmt.Errorf("record line %q: unknown kind %q", line, l.Kind)
 		}
 	}
 	return r, nil
 }
 
 // RecordedIDs returns the identities in a record file, for cleanups; none
-// when it does not exist.
+// when it does not exist or does not parse.
 func RecordedIDs(path string) []ID {
 	r, err := ReadRecord(path)
 	if err != nil {
@@ -89,11 +100,16 @@ func RecordedIDs(path string) []ID {
 	return r.IDs()
 }
 
-// IDs returns every recorded process's identity.
+// IDs returns every recorded process's identity, each once, in record
+// order: a process is usually both spawned and proc.
 func (r *Record) IDs() []ID {
 	var ids []ID
-	for _, l := range append(r.Procs, r.Spawned...) {
-		ids = append(ids, l.ID())
+	seen := map[ID]bool{}
+	for _, l := range append(append([]Line{}, r.Procs...), r.Spawned...) {
+		if id := l.ID(); !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
 	}
 	return ids
 }

@@ -1,0 +1,266 @@
+// Package witness is the independent observer's reading of /proc and of
+// warden's outputs (receipts, the --detach line, the adversary fixture's
+// record file), shared by the conformance suite, the soak and the probe.
+//
+// It imports nothing from runner/ (warden's own /proc reader, stop rules
+// and receipt type live there): a bug in warden's parsing must not hide
+// itself in the checks that judge warden. It imports no Ginkgo or Gomega
+// either, so tools outside the suite can use it.
+package witness
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// ID names one process for its whole life: a pid alone can be reused.
+type ID struct {
+	PID       int    `json:"pid"`
+	StartTime uint64 `json:"start_time"`
+}
+
+func (id ID) String() string { return fmt.Sprintf("%d@%d", id.PID, id.StartTime) }
+
+// Stat is the part of /proc/PID/stat the witnesses look at.
+type Stat struct {
+	PID, PPID, PGID, SID int
+	Comm                 string
+	// State is field 3: R, S, D, T, t, Z, X, ...
+	State byte
+	// StartTime is field 22: clock ticks after boot.
+	StartTime uint64
+}
+
+// ID returns the stat's identity.
+func (s Stat) ID() ID { return ID{s.PID, s.StartTime} }
+
+// Dead is true for zombies: the stop rules count them as dead.
+func (s Stat) Dead() bool { return s.State == 'Z' || s.State == 'X' || s.State == 'x' }
+
+// ErrGone means no process holds the pid, or another process now does.
+var ErrGone = errors.New("process gone")
+
+// ParseStat parses one /proc/PID/stat line; nothing in it is evaluated. The
+// name runs from the first '(' to the LAST ')' because a process chooses it
+// freely (the adversary's crafted-name role):
+//
+//	4242 (x) S 1 1 $(>p)) S 4241 4242 4242 0 -1 4194304 ... 123456 ...
+//	     ^name: "x) S 1 1 $(>p)" ^state ^ppid ^pgrp ^sid     ^starttime (22)
+//
+// The fields after the name are counted from there: state is field 3.
+func ParseStat(data []byte) (Stat, error) {
+	open, closing := bytes.IndexByte(data, '('), bytes.LastIndexByte(data, ')')
+	if open < 1 || closing < open {
+		return Stat{}, invalidStat(data)
+	}
+	var s Stat
+	var err error
+	if s.PID, err = strconv.Atoi(strings.TrimSpace(string(data[:open]))); err != nil {
+		return Stat{}, invalidStat(data)
+	}
+	s.Comm = string(data[open+1 : closing])
+	// f[0] is field 3; field N is f[N-3].
+	f := strings.Fields(string(data[closing+1:]))
+	if len(f) < 22-2 || len(f[0]) != 1 {
+		return Stat{}, invalidStat(data)
+	}
+	s.State = f[0][0]
+	for i, p := range []*int{&s.PPID, &s.PGID, &s.SID} {
+		if *p, err = strconv.Atoi(f[4-3+i]); err != nil {
+			return Stat{}, invalidStat(data)
+		}
+	}
+	if s.StartTime, err = strconv.ParseUint(f[22-3], 10, 64); err != nil {
+		return Stat{}, invalidStat(data)
+	}
+	return s, nil
+}
+
+func invalidStat(data []byte) error {
+	const max = 200
+	if len(data) > max {
+		return fmt.Errorf("invalid stat data: %q...", data[:max])
+	}
+	return fmt.Errorf("invalid stat data: %q", data)
+}
+
+// FS is a proc filesystem, named by where it is mounted.
+type FS string
+
+// Proc is this process's own /proc.
+const Proc FS = "/proc"
+
+// maxFile caps what is read of one /proc file: stat and status are a few
+// hundred bytes, environ at most a few hundred KiB; a cap keeps a hostile
+// or broken tree from costing memory.
+const maxFile = 4 << 20
+
+// read reads a whole file without a stat first (/proc files report size
+// 0); a file larger than maxFile is an error, never silently cut.
+func (fs FS) read(pid int, name string) ([]byte, error) {
+	f, err := os.Open(string(fs) + "/" + strconv.Itoa(pid) + "/" + name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxFile+1))
+	if err == nil && len(data) > maxFile {
+		err = fmt.Errorf("read %s: larger than %d bytes", f.Name(), maxFile)
+	}
+	return data, err
+}
+
+// gone reports whether err means the process went away while being read.
+func gone(err error) bool {
+	return errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ESRCH)
+}
+
+// ReadStat reads and parses PID/stat; ErrGone when no process holds pid.
+func (fs FS) ReadStat(pid int) (Stat, error) {
+	data, err := fs.read(pid, "stat")
+	// A process that exits between open and read leaves an empty file.
+	if gone(err) || (err == nil && len(data) == 0) {
+		return Stat{}, ErrGone
+	}
+	if err != nil {
+		return Stat{}, err
+	}
+	return ParseStat(data)
+}
+
+// Lookup returns the stat of the process id names, or ErrGone when the pid
+// is free or now names another process.
+func (fs FS) Lookup(id ID) (Stat, error) {
+	st, err := fs.ReadStat(id.PID)
+	if err != nil {
+		return Stat{}, err
+	}
+	if st.StartTime != id.StartTime {
+		return Stat{}, ErrGone
+	}
+	return st, nil
+}
+
+// Alive reports whether the process id names still runs; a zombie does
+// not. A stat that cannot be read or parsed is an error, not a verdict
+// either way: a reading error must never pass for "gone", nor a positive
+// control for "alive".
+func (fs FS) Alive(id ID) (bool, error) {
+	st, err := fs.Lookup(id)
+	if errors.Is(err, ErrGone) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return !st.Dead(), nil
+}
+
+// State describes a process for failure messages: "gone", "zombie",
+// "unreadable: ..." or "alive: " and its stat.
+func (fs FS) State(id ID) string {
+	st, err := fs.Lookup(id)
+	switch {
+	case errors.Is(err, ErrGone):
+		return "gone"
+	case err != nil:
+		return "unreadable: " + err.Error()
+	case st.Dead():
+		return "zombie"
+	}
+	return fmt.Sprintf("alive: %+v", st)
+}
+
+// Table reads every process's stat, sorted by pid. Non-numeric entries and
+// processes that vanish during the scan are skipped; a stat that does not
+// parse is an error, since a table that silently drops processes would let
+// a leak pass.
+func (fs FS) Table() ([]Stat, error) {
+	entries, err := os.ReadDir(string(fs))
+	if err != nil {
+		return nil, fmt.Errorf("read proc root %q: %w", string(fs), err)
+	}
+	var out []Stat
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid <= 0 {
+			continue
+		}
+		st, err := fs.ReadStat(pid)
+		if errors.Is(err, ErrGone) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read %s/%d/stat: %w", string(fs), pid, err)
+		}
+		out = append(out, st)
+	}
+	slices.SortFunc(out, func(a, b Stat) int { return a.PID - b.PID })
+	return out, nil
+}
+
+// Descendants returns every live or zombie process below root in the
+// parent tree, root excluded, breadth first.
+func (fs FS) Descendants(root int) ([]Stat, error) {
+	table, err := fs.Table()
+	if err != nil {
+		return nil, err
+	}
+	children := map[int][]Stat{}
+	for _, st := range table {
+		children[st.PPID] = append(children[st.PPID], st)
+	}
+	var out []Stat
+	queue := []int{root}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, c := range children[p] {
+			out = append(out, c)
+			queue = append(queue, c.PID)
+		}
+	}
+	return out, nil
+}
+
+// UID returns the real uid of a process, from the "Uid:" line of
+// PID/status ("Uid:\t1000\t1000\t1000\t1000").
+func (fs FS) UID(pid int) (int, error) {
+	data, err := fs.read(pid, "status")
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "Uid:"); ok {
+			if f := strings.Fields(v); len(f) > 0 {
+				if uid, err := strconv.Atoi(f[0]); err == nil {
+					return uid, nil
+				}
+			}
+			return 0, fmt.Errorf("invalid Uid line in %s/%d/status: %q", string(fs), pid, line)
+		}
+	}
+	return 0, fmt.Errorf("no Uid line in %s/%d/status", string(fs), pid)
+}
+
+// Environ returns the process's environment entries, in order.
+func (fs FS) Environ(pid int) ([]string, error) {
+	data, err := fs.read(pid, "environ")
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range bytes.Split(data, []byte{0}) {
+		if len(e) > 0 {
+			out = append(out, string(e))
+		}
+	}
+	return out, nil
+}
