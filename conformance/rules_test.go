@@ -26,6 +26,7 @@ import (
 
 	"github.com/sandproof/sandproof/conformance/framework"
 	"github.com/sandproof/sandproof/conformance/procs"
+	"github.com/sandproof/sandproof/conformance/witness"
 	"github.com/sandproof/sandproof/fakeproc"
 	"github.com/sandproof/sandproof/runner/proc"
 )
@@ -44,7 +45,7 @@ const (
 // flags, records its stamps, and returns the state dir and the paths of
 // its ready and record files. It proves the harness is alive before it
 // returns: the positive control of every timing check on it.
-func rulesSigwait(ctx context.Context, flags []string, onSignal string) (state, ready, record string, harness procs.ID) {
+func rulesSigwait(ctx context.Context, flags []string, onSignal string) (state, ready, record string, harness witness.ID) {
 	GinkgoHelper()
 	dir := GinkgoT().TempDir()
 	state, ready, record = filepath.Join(dir, "state"), filepath.Join(dir, "ready"), filepath.Join(dir, "record")
@@ -53,9 +54,9 @@ func rulesSigwait(ctx context.Context, flags []string, onSignal string) (state, 
 		"-on-signal", onSignal, "-stamps", "-max", "120s")
 	res := procs.Warden(ctx, framework.Bin.Warden, dir, args...)
 	Expect(res.Code).To(Equal(0), "%s", res)
-	d, err := procs.ParseDetached(res.Stdout)
+	d, err := witness.ParseDetached(res.Stdout)
 	Expect(err).NotTo(HaveOccurred())
-	sup, err := procs.ReadStat(d.SupervisorPID)
+	sup, err := witness.Proc.ReadStat(d.SupervisorPID)
 	Expect(err).NotTo(HaveOccurred(), "the supervisor does not run")
 	var pid int
 	Eventually(ctx, func() error {
@@ -66,11 +67,11 @@ func rulesSigwait(ctx context.Context, flags []string, onSignal string) (state, 
 		pid, err = strconv.Atoi(strings.Fields(string(data))[0])
 		return err
 	}).WithTimeout(readyTimeout).Should(Succeed(), "the harness never wrote its ready file")
-	st, err := procs.ReadStat(pid)
+	st, err := witness.Proc.ReadStat(pid)
 	Expect(err).NotTo(HaveOccurred(), "positive control: the harness should be alive")
 	Expect(st.Dead()).To(BeFalse(), "positive control: the harness is a zombie already")
 	harness = st.ID()
-	procs.KillOnCleanup(func() []procs.ID { return []procs.ID{harness, sup.ID()} })
+	procs.KillOnCleanup(func() []witness.ID { return []witness.ID{harness, sup.ID()} })
 	return state, ready, record, harness
 }
 
@@ -101,7 +102,7 @@ var _ = Describe("warden supervise, on a deadline,", framework.Local, func() {
 
 		w := procs.Warden(ctx, framework.Bin.Warden, "", "wait", "--state", state, "--timeout", "30")
 		Expect(w.Code).To(Equal(0), "%s", w)
-		r, err := procs.ReadReceipt(state)
+		r, err := witness.ReadReceipt(state)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(r.Cause).To(Equal("deadline"))
 		Expect(r.TimedOut).To(BeTrue())
@@ -213,7 +214,7 @@ var _ = Describe("warden supervise in the foreground, when cleanup is not confir
 		if err != nil {
 			Expect(err).To(BeAssignableToTypeOf(exit), "warden did not run: %v\n%s", err, out)
 		}
-		r, rerr := procs.ReadReceipt(state)
+		r, rerr := witness.ReadReceipt(state)
 		Expect(rerr).NotTo(HaveOccurred(), "warden left no receipt; output:\n%s", out)
 		// The premise: the harness returned 0 and the leftover survived.
 		Expect(r.ReturnCode).To(HaveValue(Equal(0)))
@@ -252,11 +253,11 @@ var _ = Describe("warden supervise, started twice at once on one state dir,", fr
 			}
 			Expect(codes).To(ConsistOf(0, 2), "race %d: exit statuses of the two supervise", i)
 			winner := slices.Index(codes, 0)
-			d, err := procs.ParseDetached(outs[winner].String())
+			d, err := witness.ParseDetached(outs[winner].String())
 			Expect(err).NotTo(HaveOccurred())
 			w := procs.Warden(ctx, framework.Bin.Warden, dir, "wait", "--state", state, "--timeout", "30")
 			Expect(w.Code).To(Equal(0), "race %d: %s", i, w)
-			r, err := procs.ReadReceipt(state)
+			r, err := witness.ReadReceipt(state)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(r.LaunchID).To(Equal(d.LaunchID), "race %d: the receipt is the winner's", i)
 			Expect(markers[winner]).To(BeAnExistingFile(), "race %d: the winner's harness ran", i)
@@ -286,7 +287,7 @@ var _ = Describe("warden wait, on a launch with a lease,", framework.Local, func
 		// so the lease lapses while it waits.
 		w := procs.Warden(ctx, framework.Bin.Warden, "", "wait", "--state", state, "--timeout", strconv.Itoa(int(4*lease/time.Second)))
 		Expect(w.Code).To(Equal(0), "a wait blocked for 4 leases saw no lapse: %s", w)
-		r, err := procs.ParseReceipt([]byte(w.Stdout))
+		r, err := witness.ParseReceipt([]byte(w.Stdout))
 		Expect(err).NotTo(HaveOccurred())
 		Expect(r.Cause).To(Equal("lease"))
 		Expect(procs.Alive(harness)).To(BeFalse(), "the lapse stopped the harness")
