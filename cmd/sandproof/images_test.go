@@ -2,9 +2,10 @@ package main
 
 import (
 	"bytes"
-	"os"
 	"strings"
 	"testing"
+
+	"github.com/sandproof/sandproof/runner/testenv"
 )
 
 func TestImagesUsageErrors(t *testing.T) {
@@ -28,9 +29,7 @@ func TestImagesUsageErrors(t *testing.T) {
 }
 
 func TestImagesListAgainstEngine(t *testing.T) {
-	if os.Getenv("SANDPROOF_DOCKER") != "1" {
-		t.Skip("set SANDPROOF_DOCKER=1 to run against a Docker engine")
-	}
+	testenv.Docker(t)
 	var out, errb bytes.Buffer
 	if code := run(&out, &errb, []string{"images", "list", "--image", "extra=sandproof/none:0"}); code != 0 {
 		t.Fatalf("images list: exit %d\n%s", code, errb.String())
