@@ -27,9 +27,7 @@ func needDocker(tb testing.TB) Engine {
 	testenv.Docker(tb)
 	e := Engine{}
 	if _, err := e.Ping(context.Background()); err != nil {
-		// Opted in (or strict): the engine is required, never skipped.
-		tb.Fatalf("missing a Docker engine (%v); start one with `bash images/engine.sh start` (%s=1 or %s=1 asked for it)",
-			err, testenv.DockerEnv, testenv.StrictEnv)
+		testenv.OptedInEngine(tb, err)
 	}
 	return e
 }

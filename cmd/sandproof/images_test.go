@@ -2,9 +2,11 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"strings"
 	"testing"
 
+	"github.com/sandproof/sandproof/images"
 	"github.com/sandproof/sandproof/runner/testenv"
 )
 
@@ -30,6 +32,9 @@ func TestImagesUsageErrors(t *testing.T) {
 
 func TestImagesListAgainstEngine(t *testing.T) {
 	testenv.Docker(t)
+	if _, err := (images.Engine{}).Ping(context.Background()); err != nil {
+		testenv.OptedInEngine(t, err)
+	}
 	var out, errb bytes.Buffer
 	if code := run(&out, &errb, []string{"images", "list", "--image", "extra=sandproof/none:0"}); code != 0 {
 		t.Fatalf("images list: exit %d\n%s", code, errb.String())

@@ -84,6 +84,14 @@ func Docker(tb testing.TB) {
 	tb.Skipf("set %s=1 to run against a Docker engine (%s=1 implies it)", DockerEnv, StrictEnv)
 }
 
+// OptedInEngine fails tb when a test Docker let go on finds no engine
+// (err): the developer asked for the Docker tests, so they never skip.
+func OptedInEngine(tb testing.TB, err error) {
+	tb.Helper()
+	tb.Fatalf("missing a Docker engine (%s); start one with `bash images/engine.sh start` (%s=1 or %s=1 asked for it)",
+		oneLine(err.Error()), DockerEnv, StrictEnv)
+}
+
 // Long lets a slow test go on unless -short was given. Under strict,
 // -short is an error: the gate runs every test.
 func Long(tb testing.TB, why string) {
