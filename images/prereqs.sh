@@ -65,7 +65,8 @@ if ((${#need[@]})); then
 		exit 1
 	fi
 	say "installing ${need[*]}"
-	export DEBIAN_FRONTEND=noninteractive
+	# needrestart (when installed) would ask or print; nothing here needs a restart.
+	export DEBIAN_FRONTEND=noninteractive NEEDRESTART_SUSPEND=1
 	apt-get -o DPkg::Lock::Timeout=600 update -qq
 	apt-get -o DPkg::Lock::Timeout=600 install -y -qq "${need[@]}" >/dev/null
 	mapfile -t still < <(missing)
