@@ -8,7 +8,7 @@ ARCHES   := amd64 arm64
 # Specs to run (a Ginkgo label filter); `make test-local` leaves out `docker`.
 LABELS   ?=
 
-.PHONY: all build warden probe test test-local engine images vet unit conformance bench certify mutants fuzz soak clean
+.PHONY: all build warden probe test test-local prereqs engine images vet unit conformance bench certify mutants fuzz soak clean
 
 all: build
 
@@ -24,18 +24,26 @@ warden:
 			-o $(BIN)/linux-$$arch/warden ./cmd/warden || exit 1; \
 	done
 
-# The test command: a Docker engine (installed and started when missing, see
-# images/engine.sh), the three test images, then every unit test and spec.
-test: engine images
+# The test command: the Debian packages the tests need (images/prereqs.sh),
+# a Docker engine (started when none answers, see images/engine.sh), the
+# three test images, then every unit test and spec. SANDPROOF_STRICT=1: a
+# test or spec that lacks a prerequisite fails with one line saying what and
+# how to get it, instead of skipping; it implies SANDPROOF_DOCKER=1.
+test: prereqs engine images
 	$(MAKE) vet
-	SANDPROOF_DOCKER=1 $(MAKE) unit
-	$(MAKE) conformance
+	SANDPROOF_STRICT=1 SANDPROOF_DOCKER=1 $(MAKE) unit
+	SANDPROOF_STRICT=1 $(MAKE) conformance
 
-# Everything that needs no container engine.
+# Everything that needs no container engine; what the machine lacks is
+# skipped (not strict).
 test-local:
 	$(MAKE) vet unit conformance LABELS='!docker'
 
-engine:
+# Install the packages the tests, the images and the engine need (root, apt).
+prereqs:
+	bash images/prereqs.sh
+
+engine: prereqs
 	bash images/engine.sh start
 
 images:
@@ -67,7 +75,7 @@ FIXTURE_ADAPTERS := fixtures/adapters/miniagent-pi.yaml fixtures/adapters/miniag
 REAL_ADAPTERS    := adapters/pi.yaml adapters/opencode.yaml
 PARALLEL ?= 2
 
-certify: engine images build
+certify: prereqs engine images build
 	@if timeout 30 npm view @mariozechner/pi-coding-agent version >/dev/null 2>&1; then \
 		adapters="$(FIXTURE_ADAPTERS) $(REAL_ADAPTERS)"; \
 	else \

@@ -461,14 +461,14 @@ func fpSignalNames(ds []fakeproc.Delivery) []string {
 	return out
 }
 
-// requireSupervise skips a black-box spec while the warden under test has
-// no supervise command (the lead is still writing it).
+// fpRequireSupervise skips a black-box spec (fails it under
+// SANDPROOF_STRICT=1) while the warden under test has no supervise command.
 func fpRequireSupervise() {
 	GinkgoHelper()
 	out, err := exec.Command(framework.Bin.Warden, "supervise", "--help").CombinedOutput()
 	if strings.Contains(string(out), "unknown command") {
-		Skip(fmt.Sprintf("warden supervise is not implemented yet (%s supervise --help: %v: %s)",
-			framework.Bin.Warden, err, strings.TrimSpace(string(out))))
+		framework.Missing(fmt.Sprintf("a supervise command in the warden under test (%s supervise --help: %v: %s)",
+			framework.Bin.Warden, err, strings.TrimSpace(string(out))), "give it one: SPEC.md section 2")
 	}
 }
 

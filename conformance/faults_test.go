@@ -8,6 +8,7 @@ package conformance_test
 // these specs.
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,12 +29,18 @@ import (
 // failed spec's cleanup runs).
 func mountTmpfs(dir, size string) {
 	GinkgoHelper()
-	if os.Geteuid() != 0 {
-		Skip("mounting a tmpfs needs root")
-	}
+	requireRoot("mounting a tmpfs")
 	Expect(os.MkdirAll(dir, 0o755)).To(Succeed())
 	Expect(unix.Mount("tmpfs", dir, "tmpfs", 0, "size="+size+",mode=0755")).To(Succeed())
 	DeferCleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
+}
+
+// requireRoot ends the spec unless it runs as root, which what needs.
+func requireRoot(what string) {
+	GinkgoHelper()
+	if euid := os.Geteuid(); euid != 0 {
+		framework.Missing(fmt.Sprintf("root for %s (euid is %d)", what, euid), "run the suite as root, e.g. `sudo make test`")
+	}
 }
 
 // fillDisk writes a file under dir until the filesystem is full, and proves
@@ -298,9 +305,7 @@ var _ = Describe("a harness running as warden's own user (no --user),", framewor
 
 var _ = Describe("a harness run with --user 1000,", framework.Local, framework.Root, func() {
 	framework.ConformanceIt("2 flags", "should fail to forge its receipt or remove its claim, and the host should get the genuine receipt", func(ctx SpecContext) {
-		if os.Geteuid() != 0 {
-			Skip("--user needs root")
-		}
+		requireRoot("--user")
 		l := newLaunch()
 		// Everything uid 1000 must reach lives in a shared dir; the
 		// suite's build dir is private.

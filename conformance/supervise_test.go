@@ -756,9 +756,7 @@ var _ = Describe("warden supervise", framework.Local, func() {
 
 	Context("with --user", framework.Root, func() {
 		framework.ConformanceIt("2 flags", "should run the harness as that user and still stop its setsid'd tool", func(ctx SpecContext) {
-			if os.Geteuid() != 0 {
-				Skip("--user needs root")
-			}
+			requireRoot("--user")
 			l := newLaunch()
 			// The fixture and the record must be reachable by uid 1000;
 			// the suite's build dir is private.

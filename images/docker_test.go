@@ -14,21 +14,20 @@ import (
 	"time"
 
 	"github.com/sandproof/sandproof/runner/probe"
+	"github.com/sandproof/sandproof/runner/testenv"
 )
 
 // The tests in this file need a Docker engine (images/engine.sh start) and,
 // on a cold engine, the Debian mirror: they build the images (a no-op when
 // they are built) and run the probe inside each. They run only with
-// SANDPROOF_DOCKER=1.
+// SANDPROOF_DOCKER=1 or SANDPROOF_STRICT=1, and then an engine must answer.
 
 func needDocker(tb testing.TB) Engine {
 	tb.Helper()
-	if os.Getenv("SANDPROOF_DOCKER") != "1" {
-		tb.Skip("set SANDPROOF_DOCKER=1 to run against a Docker engine")
-	}
+	testenv.Docker(tb)
 	e := Engine{}
 	if _, err := e.Ping(context.Background()); err != nil {
-		tb.Fatalf("SANDPROOF_DOCKER=1 but %v", err)
+		testenv.OptedInEngine(tb, err)
 	}
 	return e
 }
@@ -234,7 +233,7 @@ func TestAlpineClassRunsMuslBinaries(t *testing.T) {
 	e := needDocker(t)
 	musl, err := exec.LookPath("musl-gcc")
 	if err != nil {
-		t.Skip("musl-gcc not installed (apt-get install musl-tools)")
+		testenv.Package(t, "musl-gcc", "musl-tools")
 	}
 	r, err := Lookup("alpine-class")
 	if err != nil {

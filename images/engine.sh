@@ -2,11 +2,11 @@
 # engine.sh start|stop|status — make sure a Docker engine runs for the image
 # builds and the suite, without touching an engine somebody else started.
 #
-# start: install docker.io and mmdebstrap from Debian when missing; if
-#   `docker info` already answers, do nothing more. Otherwise start dockerd in the
-#   background with no bridge and no iptables (containers run with
-#   --network none or host only), remember its pid and start time, and wait
-#   until `docker info` answers.
+# start: install what is missing (images/prereqs.sh: docker.io, mmdebstrap
+#   and the tests' packages); if `docker info` already answers, do nothing
+#   more. Otherwise start dockerd in the background with no bridge and no
+#   iptables (containers run with --network none or host only), remember its
+#   pid and start time, and wait until `docker info` answers.
 # stop: stop only the dockerd this script started (pid and start time must
 #   both match, so a reused pid is never signalled).
 # status: exit 0 when the engine answers, 3 when it does not.
@@ -53,21 +53,9 @@ wait_until() {
 	done
 }
 
-# install_missing: the engine, and mmdebstrap, which the image builds need
-# (a fresh machine has neither; everything else they use is in Debian's base).
-install_missing() {
-	local need=()
-	command -v dockerd >/dev/null || need+=(docker.io)
-	command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
-	((${#need[@]})) || return 0
-	say "installing ${need[*]}"
-	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -qq
-	apt-get -o DPkg::Lock::Timeout=600 install -y -qq "${need[@]}" >/dev/null
-}
-
 start() {
-	install_missing
+	# The engine, mmdebstrap and the rest come from the one list.
+	bash "$(dirname "${BASH_SOURCE[0]}")/prereqs.sh" --quiet
 	if answers; then
 		say "already running ($(docker info --format '{{.ServerVersion}}' 2>/dev/null))"
 		return 0

@@ -6,15 +6,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/sandproof/sandproof/runner/testenv"
 )
 
 // TestBuildsStatic: the probe must run in images with no libc at all, so
 // both release architectures must build with CGO_ENABLED=0 into ELF files
 // with no interpreter and no shared-library dependency.
 func TestBuildsStatic(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary twice")
-	}
+	testenv.Long(t, "builds the binary twice")
 	for _, arch := range []struct {
 		goarch  string
 		machine elf.Machine

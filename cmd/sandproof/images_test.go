@@ -2,9 +2,12 @@ package main
 
 import (
 	"bytes"
-	"os"
+	"context"
 	"strings"
 	"testing"
+
+	"github.com/sandproof/sandproof/images"
+	"github.com/sandproof/sandproof/runner/testenv"
 )
 
 func TestImagesUsageErrors(t *testing.T) {
@@ -28,8 +31,9 @@ func TestImagesUsageErrors(t *testing.T) {
 }
 
 func TestImagesListAgainstEngine(t *testing.T) {
-	if os.Getenv("SANDPROOF_DOCKER") != "1" {
-		t.Skip("set SANDPROOF_DOCKER=1 to run against a Docker engine")
+	testenv.Docker(t)
+	if _, err := (images.Engine{}).Ping(context.Background()); err != nil {
+		testenv.OptedInEngine(t, err)
 	}
 	var out, errb bytes.Buffer
 	if code := run(&out, &errb, []string{"images", "list", "--image", "extra=sandproof/none:0"}); code != 0 {

@@ -1,7 +1,8 @@
 // Package framework is the thin core every conformance spec uses: one wrapper
 // that tags a spec as conformance and names the SPEC.md clause it checks, the
-// frozen set of labels, and the paths of the binaries under test. Helpers for
-// processes, images and cases live beside it and are never imported by it.
+// frozen set of labels, the paths of the binaries under test, and Missing,
+// the one way a spec gives up on a prerequisite. Helpers for processes,
+// images and cases live beside it and are never imported by it.
 package framework
 
 import (
@@ -12,6 +13,8 @@ import (
 	"strings"
 
 	"github.com/onsi/ginkgo/v2"
+
+	"github.com/sandproof/sandproof/runner/testenv"
 )
 
 // Labels. They are registered here once; specs use these values, never
@@ -22,7 +25,8 @@ var (
 	Fakeproc = ginkgo.Label("fakeproc")
 	// Local specs start real processes on the Linux host.
 	Local = ginkgo.Label("local")
-	// Root specs need uid 0 (for --user); they skip themselves otherwise.
+	// Root specs need uid 0 (for --user, tmpfs mounts); they call Missing
+	// otherwise.
 	Root = ginkgo.Label("root")
 	// Docker specs run inside containers of the test images.
 	Docker = ginkgo.Label("docker")
@@ -40,6 +44,19 @@ func ConformanceIt(clause, text string, args ...any) bool {
 // ClauseLabel turns a clause into a label: "2 stop rules" -> "spec:2-stop-rules".
 func ClauseLabel(clause string) string {
 	return "spec:" + strings.Join(strings.Fields(strings.ToLower(clause)), "-")
+}
+
+// Missing ends the spec because the machine lacks what (how says how to
+// get it): under SANDPROOF_STRICT=1, which `make test` sets, the spec fails
+// with one line; otherwise it is skipped, so an ad-hoc run (a non-root
+// `ginkgo --label-filter='!docker'` gating another supervisor) still works.
+// It does not return.
+func Missing(what, how string) {
+	ginkgo.GinkgoHelper()
+	if testenv.Strict() {
+		ginkgo.Fail(testenv.Line(what, how))
+	}
+	ginkgo.Skip(testenv.Line(what, how))
 }
 
 // Binaries holds the paths of the executables under test, built once per

@@ -31,11 +31,13 @@ import (
 	dc "github.com/ory/dockertest/v3/docker"
 
 	"github.com/sandproof/sandproof/conformance/containers"
+	"github.com/sandproof/sandproof/conformance/framework"
 	"github.com/sandproof/sandproof/images"
 	"github.com/sandproof/sandproof/runner/probe"
 	"github.com/sandproof/sandproof/runner/provider"
 	"github.com/sandproof/sandproof/runner/provider/docker"
 	"github.com/sandproof/sandproof/runner/session"
+	"github.com/sandproof/sandproof/runner/testenv"
 )
 
 // Paths inside the container, as `sandproof certify` lays them out.
@@ -72,8 +74,10 @@ func BuildTools(root, dir, warden string) Tools {
 	arch := runtime.GOARCH
 	t := Tools{ProbeDir: filepath.Join(dir, "owner"), Bash: "/bin/bash-static"}
 	gomega.Expect(os.MkdirAll(t.ProbeDir, 0o755)).To(gomega.Succeed())
-	_, err := os.Stat(t.Bash)
-	gomega.Expect(err).NotTo(gomega.HaveOccurred(), "a static bash for images without one (apt-get install -y bash-static)")
+	if _, err := os.Stat(t.Bash); err != nil {
+		framework.Missing(fmt.Sprintf("a static bash for images without one (%v)", err),
+			"run `"+testenv.Prereqs+"` as root (installs the Debian package bash-static)")
+	}
 	probeBin, rmtree := filepath.Join(t.ProbeDir, "probe"), filepath.Join(dir, "rmtree")
 	for _, b := range []struct{ out, pkg string }{{probeBin, "./cmd/probe"}, {rmtree, "./runner/session/rmtree"}} {
 		cmd := exec.Command("go", "build", "-trimpath", "-o", b.out, b.pkg)

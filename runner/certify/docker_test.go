@@ -16,6 +16,7 @@ import (
 	"github.com/sandproof/sandproof/runner/adapter"
 	"github.com/sandproof/sandproof/runner/certify"
 	"github.com/sandproof/sandproof/runner/provider/docker"
+	"github.com/sandproof/sandproof/runner/testenv"
 )
 
 var (
@@ -69,11 +70,12 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// needEngine skips without a Docker engine or without the built images.
+// needEngine skips (fails under SANDPROOF_STRICT=1) without a Docker
+// engine or without the built images.
 func needEngine(t *testing.T, names ...string) []images.Image {
 	t.Helper()
 	if _, err := docker.New(); err != nil {
-		t.Skipf("no Docker engine answers (start one with `bash images/engine.sh start`): %v", err)
+		testenv.NoEngine(t, err)
 	}
 	all, err := images.Resolve(nil)
 	if err != nil {
@@ -86,7 +88,7 @@ func needEngine(t *testing.T, names ...string) []images.Image {
 				continue
 			}
 			if exec.Command("docker", "image", "inspect", img.Ref).Run() != nil {
-				t.Skipf("image %s (%s) is not built (run `sandproof images build`)", n, img.Ref)
+				testenv.NoImage(t, n, img.Ref)
 			}
 			out = append(out, img)
 		}
@@ -298,7 +300,7 @@ func TestCertifyUndeclaredGlibcFails(t *testing.T) {
 // to a process-group kill (the same case must fail: the daemon lives on).
 func TestCertifyDaemonNeedsWardenStop(t *testing.T) {
 	if runtime.GOOS != "linux" {
-		t.Skip("linux only")
+		testenv.Missing(t, "Linux (this is "+runtime.GOOS+")", "warden runs on Linux only: run the tests there")
 	}
 	imgs := needEngine(t, "debian-12")
 	warden, probe, groupkill := binaries(t)

@@ -3,11 +3,14 @@ package harness
 import (
 	"bytes"
 	"debug/elf"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sandproof/sandproof/runner/testenv"
 )
 
 // runParams runs `warden run` in this process on params holding argv.
@@ -45,7 +48,7 @@ func TestExecNamesTheMissingInterpreter(t *testing.T) {
 	// rewritten (same length) to one that does not exist.
 	sh, err := exec.LookPath("sh")
 	if err != nil {
-		t.Skip("no sh")
+		testenv.Missing(t, "sh on PATH", "install Debian's dash")
 	}
 	sh, _ = filepath.EvalSymlinks(sh)
 	data, err := os.ReadFile(sh)
@@ -54,7 +57,7 @@ func TestExecNamesTheMissingInterpreter(t *testing.T) {
 	}
 	ef, err := elf.NewFile(bytes.NewReader(data))
 	if err != nil {
-		t.Skipf("%s is not ELF: %v", sh, err)
+		testenv.Missing(t, fmt.Sprintf("a dynamically linked ELF sh (%s is not ELF: %v)", sh, err), "run the tests on Debian, whose /bin/sh is dash")
 	}
 	var interp *elf.Prog
 	for _, p := range ef.Progs {
@@ -63,7 +66,7 @@ func TestExecNamesTheMissingInterpreter(t *testing.T) {
 		}
 	}
 	if interp == nil {
-		t.Skipf("%s is static: no loader to rewrite", sh)
+		testenv.Missing(t, fmt.Sprintf("a dynamically linked sh (%s is static: no loader to rewrite)", sh), "run the tests on Debian, whose /bin/sh is dash")
 	}
 	// Positive control: the unmodified copy runs.
 	bin := filepath.Join(dir, "bin")

@@ -13,24 +13,23 @@ import (
 	"github.com/sandproof/sandproof/fixtures/model"
 	"github.com/sandproof/sandproof/images"
 	"github.com/sandproof/sandproof/runner/adapter"
+	"github.com/sandproof/sandproof/runner/testenv"
 )
 
-// dockerImage returns the debian-12 image ref, skipping when no engine
-// runs or the image is not built (`go run ./cmd/sandproof images build`).
+// dockerImage returns the debian-12 image ref, skipping (failing under
+// SANDPROOF_STRICT=1) when no engine runs or the image is not built.
 func dockerImage(t *testing.T) string {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("docker test")
-	}
-	if err := exec.Command("docker", "info").Run(); err != nil {
-		t.Skipf("no docker engine: %v", err)
+	testenv.Long(t, "runs the real harnesses in a container")
+	if out, err := exec.Command("docker", "info", "--format", "{{.ServerVersion}}").CombinedOutput(); err != nil {
+		testenv.NoEngine(t, fmt.Errorf("docker info: %v: %s", err, out))
 	}
 	r, err := images.Lookup("debian-12")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := exec.Command("docker", "image", "inspect", r.Ref()).Run(); err != nil {
-		t.Skipf("image %s not built", r.Ref())
+		testenv.NoImage(t, "debian-12", r.Ref())
 	}
 	return r.Ref()
 }
@@ -64,7 +63,7 @@ func TestRealHarnessesWriteTheDeliverable(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			npmOrSkip(t, m.Runtime.Prepare.With["package"], m.Runtime.Prepare.With["version"])
+			needNpm(t, m.Runtime.Prepare.With["package"], m.Runtime.Prepare.With["version"])
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 			defer cancel()
 			rtDir, err := m.PrepareRuntime(ctx, t.TempDir(), "amd64")

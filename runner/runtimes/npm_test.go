@@ -3,21 +3,24 @@ package runtimes
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/sandproof/sandproof/runner/testenv"
 )
 
-// npmOrSkip skips when the registry cannot be reached at all, and fails
-// when it answers but not as expected.
-func npmOrSkip(t *testing.T, pkg, version string) {
+// needNpm skips when the registry cannot be reached at all (fails under
+// SANDPROOF_STRICT=1), and fails when it answers but not as expected.
+func needNpm(t *testing.T, pkg, version string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if err := RegistryReachable(ctx, pkg, version); err != nil {
 		if errors.Is(err, ErrUnreachable) {
-			t.Skipf("npm registry unreachable: %v", err)
+			testenv.Missing(t, fmt.Sprintf("the npm registry (%v)", err), "give this host npm and access to registry.npmjs.org (or a mirror set with `npm config set registry`)")
 		}
 		t.Fatalf("registry answered, but not as pinned: %v", err)
 	}
@@ -33,10 +36,8 @@ func cacheDir(t *testing.T) string {
 }
 
 func prepareTwice(t *testing.T, spec Spec) {
-	if testing.Short() {
-		t.Skip("downloads hundreds of MB")
-	}
-	npmOrSkip(t, spec.Package, spec.Version)
+	testenv.Long(t, "downloads hundreds of MB")
+	needNpm(t, spec.Package, spec.Version)
 	dir := cacheDir(t)
 	ctx := context.Background()
 	cold, err := Prepare(ctx, spec, dir)
@@ -67,7 +68,7 @@ func prepareTwice(t *testing.T, spec Spec) {
 func TestPreparePi(t *testing.T) {
 	spec, err := Pi(HostTarget())
 	if errors.Is(err, ErrUnsupported) {
-		t.Skipf("host cannot build pi: %v", err)
+		testenv.Missing(t, fmt.Sprintf("a host that can build Pi (%v)", err), fmt.Sprintf("install Node >= %d.%d.%d for this architecture (Debian 12's nodejs is 18; NodeSource's nodejs 20 works)", MinNode[0], MinNode[1], MinNode[2]))
 	}
 	if err != nil {
 		t.Fatal(err)

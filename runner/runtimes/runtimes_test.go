@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sandproof/sandproof/runner/testenv"
 )
 
 // fakeSpec stages a tiny runtime: bin/tool, a shell script printing its
@@ -18,7 +20,7 @@ import (
 func fakeSpec(t *testing.T, builds *atomic.Int32) Spec {
 	t.Helper()
 	if _, err := exec.LookPath("sh"); err != nil {
-		t.Skip("no sh on this host")
+		testenv.Missing(t, "sh on PATH", "install Debian's dash")
 	}
 	return Spec{
 		Name: "fake", Version: "1.2.3", Target: HostTarget(), Package: "fake", Integrity: "sha512-fake",

@@ -17,21 +17,21 @@ import (
 	"github.com/sandproof/sandproof/runner/provider/docker"
 	"github.com/sandproof/sandproof/runner/provider/docker/testimage"
 	"github.com/sandproof/sandproof/runner/session"
+	"github.com/sandproof/sandproof/runner/testenv"
 )
 
 const busyboxImage = "sandproof-test/session-busybox:1"
 
 // dockerSandbox starts a container from a busybox-only image (no bash, no
-// libc) made from the host's static busybox; it skips without an engine.
+// libc) made from the host's static busybox; without an engine it skips
+// (fails under SANDPROOF_STRICT=1).
 func dockerSandbox(t *testing.T) (*docker.Provider, provider.Sandbox) {
 	t.Helper()
 	p, err := docker.New()
 	if err != nil {
-		t.Skipf("no Docker engine answers (start one with `bash images/engine.sh start`): %v", err)
+		testenv.NoEngine(t, err)
 	}
-	if err := testimage.ImportBusybox(busyboxImage, busyboxRootfs); err != nil {
-		t.Skipf("cannot make the busybox test image: %v", err)
-	}
+	testimage.Import(t, busyboxImage, busyboxRootfs)
 	sb, err := p.Create(context.Background(), provider.CreateSpec{
 		Image: busyboxImage, Network: provider.NetworkNone,
 		Labels: map[string]string{"test": t.Name()}, Expire: 10 * time.Minute,
@@ -61,7 +61,7 @@ func bashAdapter(mode string) session.Adapter {
 
 func TestDockerSessionEndToEnd(t *testing.T) {
 	if bins.Bash == nil {
-		t.Skip("no /bin/bash-static on this host (apt-get install -y bash-static)")
+		testenv.Package(t, "/bin/bash-static", "bash-static")
 	}
 	_, sb := dockerSandbox(t)
 	ctx := ctxT(t, 3*time.Minute)

@@ -10,17 +10,16 @@ import (
 	"time"
 
 	"github.com/sandproof/sandproof/conformance/witness"
+	"github.com/sandproof/sandproof/runner/testenv"
 )
 
 // binaries builds warden (with the given build tags, "" for the real one)
 // and the adversary into a temp dir.
 func binaries(t *testing.T, tags string) (warden, adversary string) {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("builds warden and runs real processes")
-	}
+	testenv.Long(t, "builds warden and runs real processes")
 	if runtime.GOOS != "linux" {
-		t.Skip("warden runs on Linux")
+		testenv.Missing(t, "Linux (this is "+runtime.GOOS+")", "warden runs on Linux only: run the tests there")
 	}
 	_, file, _, _ := runtime.Caller(0)
 	root, err := ModuleRoot(filepath.Dir(file))

@@ -5,13 +5,14 @@ import (
 	"testing"
 
 	"github.com/sandproof/sandproof/runner/proc"
+	"github.com/sandproof/sandproof/runner/testenv"
 )
 
 // An old process is pinned and reported live until it exits; then it is
 // forgotten (its pid may be reused); a young one is never pinned.
 func TestOldSetPinsOldProcessesUntilTheyExit(t *testing.T) {
 	if !PidfdSupported() {
-		t.Skip("no pidfd_open on this kernel")
+		testenv.Missing(t, "pidfd_open in this kernel (Linux 5.3 or later)", "it cannot be installed: run the tests on a newer kernel")
 	}
 	old := exec.Command("sleep", "1000")
 	young := exec.Command("sleep", "1000")

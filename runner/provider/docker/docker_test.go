@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"github.com/sandproof/sandproof/runner/provider"
 	"github.com/sandproof/sandproof/runner/provider/docker"
 	"github.com/sandproof/sandproof/runner/provider/docker/testimage"
+	"github.com/sandproof/sandproof/runner/testenv"
 )
 
 // BusyboxImage is imported once from the host's static busybox: a rootfs
@@ -26,11 +28,9 @@ func engine(t *testing.T) *docker.Provider {
 	t.Helper()
 	p, err := docker.New()
 	if err != nil {
-		t.Skipf("no Docker engine answers (start one with `bash images/engine.sh start`): %v", err)
+		testenv.NoEngine(t, err)
 	}
-	if err := testimage.ImportBusybox(busyboxImage, busyboxRootfs); err != nil {
-		t.Skipf("cannot make the busybox test image: %v", err)
-	}
+	testimage.Import(t, busyboxImage, busyboxRootfs)
 	return p
 }
 
@@ -233,7 +233,8 @@ rm -rf /srv/keep && mkdir /srv/keep && echo changed > /srv/keep/two`}})
 		t.Fatal(err)
 	}
 	if how != docker.DiffUpperDir {
-		t.Skipf("the engine is not local with overlay2 (diff read by %s): nothing to compare", how)
+		testenv.Missing(t, fmt.Sprintf("a local engine with overlay2 to compare the diff with (it was read by %s)", how),
+			"run the tests against the engine `bash images/engine.sh start` starts")
 	}
 	want, err := p.Pool.Client.ContainerChanges(sb.ID())
 	if err != nil {

@@ -4,11 +4,34 @@
 package testimage
 
 import (
+	"debug/elf"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"testing"
+
+	"github.com/sandproof/sandproof/runner/testenv"
 )
+
+// ErrNoStaticBusybox means the host has no statically linked busybox on
+// PATH to put in the image (Debian's busybox-static has one).
+var ErrNoStaticBusybox = errors.New("no static busybox on PATH")
+
+// Import imports rootfs as ref for tb, once (see ImportBusybox). Without a
+// static busybox on the host it skips tb (fails it under
+// SANDPROOF_STRICT=1); any other error fails tb.
+func Import(tb testing.TB, ref string, rootfs Rootfs) {
+	tb.Helper()
+	err := ImportBusybox(ref, rootfs)
+	if errors.Is(err, ErrNoStaticBusybox) {
+		testenv.Package(tb, fmt.Sprintf("a static busybox for the test image %s (%v)", ref, err), "busybox-static")
+	}
+	if err != nil {
+		tb.Fatalf("import the busybox test image %s: %v", ref, err)
+	}
+}
 
 // Rootfs is what goes into the image besides /bin/busybox. Paths are
 // relative to the root.
@@ -27,7 +50,7 @@ func ImportBusybox(ref string, rootfs Rootfs) error {
 	if exec.Command("docker", "image", "inspect", ref).Run() == nil {
 		return nil
 	}
-	bb, err := exec.LookPath("busybox")
+	bb, err := staticBusybox()
 	if err != nil {
 		return err
 	}
@@ -58,4 +81,24 @@ func ImportBusybox(ref string, rootfs Rootfs) error {
 		return errors.New(string(out))
 	}
 	return nil
+}
+
+// staticBusybox finds busybox on PATH and checks that it has no ELF
+// interpreter: the image has no libc for a dynamic one to load.
+func staticBusybox() (string, error) {
+	bb, err := exec.LookPath("busybox")
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", ErrNoStaticBusybox, err)
+	}
+	f, err := elf.Open(bb)
+	if err != nil {
+		return "", fmt.Errorf("%w: %s: %v", ErrNoStaticBusybox, bb, err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return "", fmt.Errorf("%w: %s is dynamically linked", ErrNoStaticBusybox, bb)
+		}
+	}
+	return bb, nil
 }
