@@ -35,3 +35,24 @@ func TestLocalOverlayProvesTheContainer(t *testing.T) {
 		}
 	}
 }
+
+// An exec that raced the container's death gets the OCI runtime's 126; a
+// program that is not there gets a 126 too on this engine, and is the
+// command's own failure.
+func TestStartFailed(t *testing.T) {
+	for _, tc := range []struct {
+		code int
+		out  string
+		want bool
+	}{
+		{126, "OCI runtime exec failed: exec failed: unable to start container process: error writing config to pipe: write init-p: broken pipe: unknown\r\n", true},
+		{126, "OCI runtime exec failed: exec failed: unable to start container process: exec: \"pidof\": executable file not found in $PATH: unknown\r\n", false},
+		{126, "sh: /x: Permission denied\n", false},
+		{127, "OCI runtime exec failed: broken pipe", false},
+		{0, "", false},
+	} {
+		if got := startFailed(tc.code, []byte(tc.out)); got != tc.want {
+			t.Errorf("startFailed(%d, %q) = %v, want %v", tc.code, tc.out, got, tc.want)
+		}
+	}
+}

@@ -135,6 +135,16 @@ func killedLikeContainer(code int) bool {
 	return code == 128+9 || code < 0 || code > 255
 }
 
+// startFailed: the engine could not start the exec's process (status 126
+// with the OCI runtime's own message), which is also what an exec that
+// races the container's death gets; like a KILL, it is checked against the
+// container's state before the status is trusted. A program that is not
+// there is the command's own failure and is reported at once.
+func startFailed(code int, stdout []byte) bool {
+	return code == 126 && bytes.Contains(stdout, []byte("OCI runtime exec failed")) &&
+		!bytes.Contains(stdout, []byte("not found")) && !bytes.Contains(stdout, []byte("no such file"))
+}
+
 // Open returns a handle on an existing running container.
 func (p *Provider) Open(ctx context.Context, id string) (provider.Sandbox, error) {
 	s := &Sandbox{client: p.Pool.Client, id: id}
@@ -220,7 +230,7 @@ func (s *Sandbox) Exec(ctx context.Context, spec provider.ExecSpec) (provider.Ex
 	if ins.Running {
 		return res, provider.Errorf("exec", s.id, fmt.Errorf("exec %q: stream ended while the command still runs", spec.Argv[0]))
 	}
-	if killedLikeContainer(ins.ExitCode) {
+	if killedLikeContainer(ins.ExitCode) || startFailed(ins.ExitCode, out.Bytes()) {
 		// A SIGKILL may be the container dying under the exec: the
 		// engine marks it stopped a moment after its processes are
 		// killed. Wait briefly for that before trusting the status.

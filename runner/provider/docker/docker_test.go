@@ -189,17 +189,31 @@ func TestDockerExecSignalStatus(t *testing.T) {
 	// the exec's 137.
 	started := make(chan struct{})
 	done := make(chan error, 1)
+	var killed provider.ExecResult
 	go func() {
-		_, err := sb.Exec(ctx, provider.ExecSpec{Argv: []string{"sh", "-c", "echo up; exec sleep 600"}, Stdin: readerSignal{started}})
+		var err error
+		killed, err = sb.Exec(ctx, provider.ExecSpec{Argv: []string{"sh", "-c", "echo up; exec sleep 600"}, Stdin: readerSignal{started}})
 		done <- err
 	}()
 	<-started
-	// The exec is attached (it read its stdin): kill the container.
+	// The exec is attached (it read its stdin); kill the container once
+	// its sleep runs, so the kill meets a running exec, not its start.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		res, err := sb.Exec(ctx, provider.ExecSpec{Argv: []string{"sh", "-c",
+			`for p in /proc/[0-9]*; do read -r c < $p/comm && [ "$c" = sleep ] && exit 0; done 2>/dev/null; exit 1`}})
+		if err == nil && res.ExitCode == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the exec's sleep never showed up: %v, %+v", err, res)
+		}
+	}
 	if out, err := exec.Command("docker", "kill", sb.ID()).CombinedOutput(); err != nil {
 		t.Fatalf("docker kill: %v %s", err, out)
 	}
 	if err := <-done; !provider.IsProviderError(err) || !errors.Is(err, provider.ErrGone) {
-		t.Fatalf("exec in a killed container: %v, want a ProviderError wrapping ErrGone", err)
+		t.Fatalf("exec in a killed container: %v (exit %d, stdout %q), want a ProviderError wrapping ErrGone", err, killed.ExitCode, killed.Stdout)
 	}
 }
 
