@@ -15,6 +15,8 @@ import (
 
 	"github.com/sandproof/sandproof/runner/probe"
 	"github.com/sandproof/sandproof/runner/testenv"
+	"github.com/sandproof/sandproof/runner/provider"
+	dockerprov "github.com/sandproof/sandproof/runner/provider/docker"
 )
 
 // The tests in this file need a Docker engine (images/engine.sh start) and,
@@ -116,8 +118,13 @@ func TestImagesWithProbe(t *testing.T) {
 				t.Fatalf("after Build(%s) = %+v: inspect = %+v, %v, %v; want labels %s=1 and the hash", r.Name, res, info, found, err, Label)
 			}
 
-			c := docker(t, "run", "--detach", "--network", "none", "--label", runLabel,
-				"--volume", probeDir+":/probe:ro", r.Ref())
+			k, v, _ := strings.Cut(runLabel, "=")
+			own, err := dockerprov.RunArgs(map[string]string{k: v}, provider.Limits{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := docker(t, append(append([]string{"run", "--detach", "--network", "none"}, own...),
+				"--volume", probeDir+":/probe:ro", r.Ref())...)
 			// Removed by CleanContainers at the end, which is under test.
 
 			before := snapshotIn(t, c)
@@ -256,8 +263,12 @@ func TestAlpineClassRunsMuslBinaries(t *testing.T) {
 		}
 	}
 	run := func(prog string) (string, error) {
-		out, err := exec.Command("docker", "run", "--rm", "--network", "none", "--label", Label+".test=musl",
-			"--volume", dir+":/t:ro", r.Ref(), "/t/"+prog).CombinedOutput()
+		own, err := dockerprov.RunArgs(map[string]string{Label + ".test": "musl"}, provider.Limits{})
+		if err != nil {
+			return "", err
+		}
+		args := append(append([]string{"run", "--rm", "--network", "none"}, own...), "--volume", dir+":/t:ro", r.Ref(), "/t/"+prog)
+		out, err := exec.Command("docker", args...).CombinedOutput()
 		return strings.TrimSpace(string(out)), err
 	}
 	if out, err := run("hello-musl"); err != nil || out != "hello from musl" {

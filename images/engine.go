@@ -10,6 +10,9 @@ import (
 	"os/exec"
 	"strings"
 	"time"
+
+	"github.com/sandproof/sandproof/runner/provider"
+	dockerprov "github.com/sandproof/sandproof/runner/provider/docker"
 )
 
 // Engine drives a Docker engine through the docker CLI. The CLI, rather than
@@ -110,11 +113,15 @@ func (e Engine) RemoveImageID(ctx context.Context, id string) error {
 	return err
 }
 
-// CleanContainers removes every container carrying the sandproof label (and
-// every label in also, KEY or KEY=VALUE), running or not, and returns their
-// ids. Containers inherit the label from sandproof images, so this also
-// catches containers a crashed suite started without labelling them itself.
+// CleanContainers removes every container carrying the sandproof label and
+// every label in also (KEY or KEY=VALUE, at least one: a test names its
+// own), running or not, and returns their ids. Owners are not looked at:
+// clean-ups of leftovers on a shared engine are `sandproof clean`'s
+// (runner/provider/docker.Clean).
 func (e Engine) CleanContainers(ctx context.Context, also ...string) ([]string, error) {
+	if len(also) == 0 {
+		return nil, fmt.Errorf("clean containers: no label selector (use sandproof clean for leftovers)")
+	}
 	args := []string{"container", "ls", "--all", "--quiet", "--no-trunc", "--filter", "label=" + Label}
 	for _, l := range also {
 		args = append(args, "--filter", "label="+l)
@@ -168,8 +175,14 @@ done
 // Facts starts a throwaway container of ref (no network, removed on exit)
 // and reports what its shell sees; paths are checked for existence.
 func (e Engine) Facts(ctx context.Context, ref string, paths ...string) (Facts, error) {
-	args := []string{"run", "--rm", "--network", "none", "--label", Label + "=1",
-		"--entrypoint", "/bin/sh", ref, "-c", factsScript, "facts"}
+	// Owner labels and limits as every sandproof container has, so
+	// `sandproof clean` beside it knows whose it is.
+	own, err := dockerprov.RunArgs(map[string]string{Label + ".images": "facts"}, provider.Limits{})
+	if err != nil {
+		return Facts{}, fmt.Errorf("look inside image %q: %w", ref, err)
+	}
+	args := append([]string{"run", "--rm", "--network", "none"}, own...)
+	args = append(args, "--entrypoint", "/bin/sh", ref, "-c", factsScript, "facts")
 	out, err := e.run(ctx, append(args, paths...)...)
 	if err != nil {
 		return Facts{}, fmt.Errorf("look inside image %q: %w", ref, err)

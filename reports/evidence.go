@@ -101,6 +101,10 @@ type Evidence struct {
 	Checks []Check `json:"checks"`
 	Stages []Stage `json:"stages"`
 
+	// Sandbox is the case container's network mode and the limits the
+	// engine applied to it; nil when no container was made (added to v1).
+	Sandbox *Sandbox `json:"sandbox,omitempty"`
+
 	// Provenance is flattened into the record: SPEC.md names its fields at
 	// the top level (warden_sha256, adapter_sha256, ...).
 	Provenance
@@ -119,6 +123,16 @@ type Provenance struct {
 	StartedAt     time.Time `json:"started_at,omitzero"`
 	EndedAt       time.Time `json:"ended_at,omitzero"`
 	Host          string    `json:"host"`
+}
+
+// Sandbox describes a case's container: its network mode and limits as
+// the engine reports them (SPEC.md section 8, rev 2).
+type Sandbox struct {
+	Network     string `json:"network"`
+	PidsLimit   int64  `json:"pids_limit"`
+	MemoryBytes int64  `json:"memory_bytes"`
+	CPUShares   int64  `json:"cpu_shares"`
+	OOMScoreAdj int    `json:"oom_score_adj"`
 }
 
 // Check is one verdict of a case, citing the SPEC.md clause it checks.

@@ -16,6 +16,7 @@ import (
 	"github.com/sandproof/sandproof/reports"
 	"github.com/sandproof/sandproof/runner/adapter"
 	"github.com/sandproof/sandproof/runner/certify"
+	"github.com/sandproof/sandproof/runner/provider"
 	// The real harnesses' runtimes (Pi, OpenCode) register their npm
 	// preparer here, so their manifests load.
 	_ "github.com/sandproof/sandproof/runner/runtimes"
@@ -29,6 +30,8 @@ func newCertifyCmd(stdout, stderr io.Writer) *cobra.Command {
 		modelArg, modelName, keyFile, warden, probe, bash, rmtree, out string
 		parallel                                                       int
 		resume                                                         bool
+		pidsLimit, cpuShares                                           int64
+		memory                                                         string
 	)
 	arch := runtime.GOARCH
 	cmd := &cobra.Command{
@@ -51,6 +54,10 @@ failed (skipped cases do not fail), 2 for usage errors.`,
 			if parallel < 1 {
 				return usagef("--parallel: bad value %q (want >= 1)", fmt.Sprint(parallel))
 			}
+			limits, err := parseLimits(pidsLimit, memory, cpuShares)
+			if err != nil {
+				return err
+			}
 			var ms []*adapter.Manifest
 			for _, f := range adapterFiles {
 				m, err := adapter.Load(f)
@@ -65,7 +72,7 @@ failed (skipped cases do not fail), 2 for usage errors.`,
 			}
 			o := certify.Options{Adapters: ms, Images: imgs, ModelName: modelName, Parallel: parallel,
 				Warden: warden, Probe: probe, Bash: bash, Rmtree: rmtree, Out: out, Resume: resume,
-				Progress: stderr, DiffAllow: diffAllow}
+				Progress: stderr, DiffAllow: diffAllow, Limits: limits}
 			switch {
 			case modelArg == "scripted":
 			case strings.HasPrefix(modelArg, "http://") || strings.HasPrefix(modelArg, "https://"):
@@ -120,7 +127,32 @@ failed (skipped cases do not fail), 2 for usage errors.`,
 	f.StringArrayVar(&diffAllow, "diff-allow", nil, "sandbox path the filesystem diff may hold (repeatable)")
 	f.BoolVar(&resume, "resume", false, "finish an interrupted run: skip cases already in DIR/evidence.jsonl")
 	f.StringVar(&out, "out", "", "run directory (required)")
+	d := provider.DefaultLimits
+	f.Int64Var(&pidsLimit, "pids-limit", d.PidsLimit, "most processes and threads a case's container may hold")
+	f.StringVar(&memory, "memory", "2g", "memory limit of a case's container (bytes, or with k, m or g), swap included")
+	f.Int64Var(&cpuShares, "cpu-shares", d.CPUShares, "CPU shares of a case's container (relative weight; 1024 is a full share)")
 	return cmd
+}
+
+// parseLimits checks the limit flags; a bad value names its flag and
+// quotes the value.
+func parseLimits(pids int64, memory string, shares int64) (provider.Limits, error) {
+	l := provider.Limits{PidsLimit: pids, CPUShares: shares, OOMScoreAdj: provider.DefaultLimits.OOMScoreAdj}
+	if pids < 16 {
+		return l, usagef("--pids-limit: bad value %q (want >= 16: warden, the probe and a harness need more)", fmt.Sprint(pids))
+	}
+	mem, err := provider.ParseBytes(memory)
+	if err != nil || mem < 6<<20 {
+		return l, usagef("--memory: bad value %q (want a size of at least 6m, e.g. 512m or 2g)", memory)
+	}
+	l.MemoryBytes = mem
+	if shares < 2 || shares > 262144 {
+		return l, usagef("--cpu-shares: bad value %q (want 2..262144)", fmt.Sprint(shares))
+	}
+	if err := l.Check(); err != nil {
+		return l, usageError{err}
+	}
+	return l, nil
 }
 
 // pickImages resolves --image values: NAME picks a known image, NAME=REF

@@ -1,36 +1,98 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/sandproof/sandproof/runner/provider"
 	"github.com/sandproof/sandproof/runner/provider/docker"
 )
 
 func init() { addCommand(newCleanCmd) }
 
-// newCleanCmd removes containers a crashed run left behind: only those
-// carrying the sandproof label, never anybody else's.
+// newCleanCmd removes containers that crashed runs left behind, on an
+// engine other runs may be using at the same moment: by default only this
+// host's containers whose owning process is gone.
 func newCleanCmd(stdout, stderr io.Writer) *cobra.Command {
-	return &cobra.Command{
-		Use:   "clean",
-		Short: "Remove leftover sandproof-labelled containers",
-		Args:  cobra.NoArgs,
+	var scope provider.CleanScope
+	cmd := &cobra.Command{
+		Use:   "clean [--run ID | --all | --all-hosts] [--dry-run]",
+		Short: "Remove sandproof containers whose owning process is gone",
+		Long: `Remove containers sandproof left behind. Every container sandproof creates
+carries the labels sandproof=1, sandproof.run (the run id),
+sandproof.host (this machine: a hash of its hostname and /etc/machine-id)
+and sandproof.owner.pid / sandproof.owner.start (the process that created
+it: pid and start time, field 22 of /proc/PID/stat).
+
+By default clean removes the containers of this host whose owner process is
+gone (no such pid, a zombie, or the pid now held by a process with another
+start time) and keeps every other: a live owner's (another run in the middle
+of its cases), another host's, and containers without owner labels (an
+older sandproof's, or one started by hand from a sandproof image).
+
+  --run ID     remove the containers of run ID on this host, owner alive or not
+  --all        remove every sandproof container of this host, live owners too
+  --all-hosts  remove every sandproof-labelled container the engine knows,
+               of any host or none: the old unscoped clean
+
+Prints one line per removed container with the reason, then the kept ones
+counted by reason.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			p, err := docker.New()
-			if err != nil {
-				return fmt.Errorf("clean: %w", err)
+			n := 0
+			for _, on := range []bool{scope.Run != "", scope.All, scope.AllHosts} {
+				if on {
+					n++
+				}
 			}
-			removed, err := docker.Clean(cmd.Context(), p)
-			for _, id := range removed {
-				fmt.Fprintf(stdout, "removed %s\n", id[:12])
+			if n > 1 {
+				return usagef("--run, --all and --all-hosts: give at most one")
 			}
-			if err != nil {
-				return fmt.Errorf("clean: %w", err)
+			if cmd.Flags().Changed("run") && strings.TrimSpace(scope.Run) == "" {
+				return usagef("--run: bad value %q (want a run id)", scope.Run)
 			}
-			return nil
+			return cleanContainers(cmd.Context(), stdout, scope)
 		},
 	}
+	f := cmd.Flags()
+	f.StringVar(&scope.Run, "run", "", "remove the containers of this run (this host's), owner alive or not")
+	f.BoolVar(&scope.All, "all", false, "remove every sandproof container of this host, live owners' too")
+	f.BoolVar(&scope.AllHosts, "all-hosts", false, "remove every sandproof-labelled container of any host or none")
+	f.BoolVar(&scope.DryRun, "dry-run", false, "print what would be removed, remove nothing")
+	return cmd
+}
+
+// cleanContainers runs docker.Clean in scope and prints one line per
+// removed container with the reason, then the kept ones counted by reason.
+func cleanContainers(ctx context.Context, stdout io.Writer, scope provider.CleanScope) error {
+	p, err := docker.New()
+	if err != nil {
+		return fmt.Errorf("clean: %w", err)
+	}
+	res, err := docker.Clean(ctx, p, scope)
+	verb := "removed"
+	if scope.DryRun {
+		verb = "would remove"
+	}
+	for _, c := range res.Removed {
+		fmt.Fprintf(stdout, "%s %.12s %s (%s)\n", verb, c.ID, strings.TrimPrefix(c.Name, "/"), c.Reason)
+	}
+	counts := res.KeptCounts()
+	var parts []string
+	for _, reason := range res.KeptReasons() {
+		parts = append(parts, fmt.Sprintf("%d %s", counts[reason], reason))
+	}
+	line := fmt.Sprintf("clean: %s %d container(s), kept %d", verb, len(res.Removed), len(res.Kept))
+	if len(parts) > 0 {
+		line += " (" + strings.Join(parts, ", ") + ")"
+	}
+	fmt.Fprintln(stdout, line)
+	if err != nil {
+		return fmt.Errorf("clean: %w", err)
+	}
+	return nil
 }

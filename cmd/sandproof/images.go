@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/sandproof/sandproof/images"
+	"github.com/sandproof/sandproof/runner/provider"
 	"github.com/spf13/cobra"
 )
 
@@ -213,30 +214,20 @@ a look inside the image with its own shell (a throwaway container, no network).`
 func newImagesCleanCmd(stdout, stderr io.Writer, f *imagesFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "clean",
-		Short: "Remove containers labelled sandproof=1 that were left over",
-		Long: `Remove every container carrying the label sandproof=1, running or not.
-Containers inherit the label from sandproof images, so this also removes
-containers a crashed run started from them. Prints one removed id per line.`,
+		Short: "Same as `sandproof clean` (kept for scripts): containers are cleaned in one place",
+		Long: `Containers are removed by one command only, sandproof clean; this one runs
+it with its default scope: the containers of this host whose owning process
+is gone. It removes no images (sandproof images build replaces an image whose
+recipe changed). Before the owner labels existed it removed every container
+labelled sandproof=1, other runs' in the middle of their cases included; for
+that, run sandproof clean --all-hosts.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if _, err := f.overrides(); err != nil {
 				return err
 			}
-			ctx, cancel := signalContext(cmd)
-			defer cancel()
-			e, err := f.engine(ctx)
-			if err != nil {
-				return err
-			}
-			ids, err := e.CleanContainers(ctx)
-			for _, id := range ids {
-				fmt.Fprintln(stdout, id)
-			}
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(stderr, "images: removed %d container(s)\n", len(ids))
-			return nil
+			fmt.Fprintln(stderr, "images clean: running `sandproof clean` (this host's containers whose owner is gone)")
+			return cleanContainers(cmd.Context(), stdout, provider.CleanScope{})
 		},
 	}
 }

@@ -31,6 +31,8 @@ import (
 	dc "github.com/ory/dockertest/v3/docker"
 
 	"github.com/sandproof/sandproof/conformance/witness"
+	"github.com/sandproof/sandproof/runner/provider"
+	"github.com/sandproof/sandproof/runner/provider/docker"
 )
 
 // ExecTimeout bounds every blocking exec, so a hung command fails its spec
@@ -77,8 +79,9 @@ type Sandbox struct {
 }
 
 // Start runs a container of ref with pid 1 the image's own command (the
-// plain `sleep infinity` of the test images), network "none", no init, and
-// registers its removal (by id) right away.
+// plain `sleep infinity` of the test images), network "none", no init, the
+// provider's default limits and owner labels, and registers its removal
+// (by id) right away.
 func Start(ref string) *Sandbox {
 	ginkgo.GinkgoHelper()
 	p, err := Pool()
@@ -86,15 +89,20 @@ func Start(ref string) *Sandbox {
 	img, err := p.Client.InspectImage(ref)
 	gomega.Expect(err).NotTo(gomega.HaveOccurred(), "image %s is missing: go run ./cmd/sandproof images build", ref)
 	repo, tag := splitRef(ref)
+	// The owner labels name this test process, so `sandproof clean` run
+	// beside the suite keeps its containers while it lives.
+	labels, err := docker.Labels(map[string]string{Label: "conformance-docker"})
+	gomega.Expect(err).NotTo(gomega.HaveOccurred(), "owner labels")
 	res, err := p.RunWithOptions(&dockertest.RunOptions{
 		Repository: repo,
 		Tag:        tag,
-		Labels:     map[string]string{"sandproof": "1", Label: "conformance-docker"},
+		Labels:     labels,
 	}, func(hc *dc.HostConfig) {
 		hc.NetworkMode = "none"
 		hc.Init = false
 		hc.AutoRemove = false
 		hc.RestartPolicy = dc.RestartPolicy{Name: "no"}
+		docker.ApplyLimits(hc, provider.DefaultLimits)
 	})
 	gomega.Expect(err).NotTo(gomega.HaveOccurred(), "start a container of %s", ref)
 	ginkgo.DeferCleanup(p.Purge, res)

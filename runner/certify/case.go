@@ -234,7 +234,8 @@ func (r *runner) runCase(ctx context.Context, c caseSpec) (ev *reports.Evidence,
 		var err error
 		sb, err = r.prov.Create(ctx, provider.CreateSpec{
 			Image: c.image.Ref, Network: provider.NetworkHost, Mounts: mounts, Expire: 30 * time.Minute,
-			Labels: map[string]string{"sandproof.run": r.runID, "sandproof.case": caseDirName(c.id)},
+			Labels: map[string]string{provider.LabelRun: r.runID, "sandproof.case": caseDirName(c.id)},
+			Limits: r.opts.Limits,
 			// The key reaches the harness only through the environment.
 			Env: []string{m.APIKeyEnv + "=" + r.key},
 		})
@@ -249,6 +250,11 @@ func (r *runner) runCase(ctx context.Context, c caseSpec) (ev *reports.Evidence,
 			return err
 		}
 		ev.ImageID = info.ImageID
+		// What the engine applies, read back, not what was asked for.
+		ev.Sandbox = &reports.Sandbox{Network: provider.NetworkHost}
+		if l := info.Limits; l != nil {
+			ev.Sandbox.PidsLimit, ev.Sandbox.MemoryBytes, ev.Sandbox.CPUShares, ev.Sandbox.OOMScoreAdj = l.PidsLimit, l.MemoryBytes, l.CPUShares, l.OOMScoreAdj
+		}
 		// One probe run makes /task, the marker dirs and markers (owned
 		// by the task user) and takes the baseline right after.
 		dirs := []string{TaskDir, home + "/.local"}

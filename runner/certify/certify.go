@@ -30,6 +30,7 @@ import (
 	"github.com/sandproof/sandproof/images"
 	"github.com/sandproof/sandproof/reports"
 	"github.com/sandproof/sandproof/runner/adapter"
+	"github.com/sandproof/sandproof/runner/provider"
 	"github.com/sandproof/sandproof/runner/provider/docker"
 	"github.com/sandproof/sandproof/runner/session"
 	"github.com/sandproof/sandproof/runner/version"
@@ -70,6 +71,9 @@ type Options struct {
 	// task user) and HOME /home/task.
 	User     string
 	TaskHome string
+	// Limits bound every case's container; zero fields mean
+	// provider.DefaultLimits'.
+	Limits provider.Limits
 }
 
 // CaseTiming is what a case cost.
@@ -160,6 +164,9 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	}
 	if len(o.Adapters) == 0 || len(o.Images) == 0 {
 		return nil, errors.New("certify: need at least one adapter and one image")
+	}
+	if err := o.Limits.Check(); err != nil {
+		return nil, fmt.Errorf("certify: %w", err)
 	}
 	names := map[string]bool{}
 	for _, m := range o.Adapters {

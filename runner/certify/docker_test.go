@@ -15,6 +15,7 @@ import (
 	"github.com/sandproof/sandproof/reports"
 	"github.com/sandproof/sandproof/runner/adapter"
 	"github.com/sandproof/sandproof/runner/certify"
+	"github.com/sandproof/sandproof/runner/provider"
 	"github.com/sandproof/sandproof/runner/provider/docker"
 	"github.com/sandproof/sandproof/runner/testenv"
 )
@@ -215,6 +216,10 @@ func TestCertifyMatrix(t *testing.T) {
 			}
 			t.Errorf("%s: status %s, want %s; checks not passed: %v (skip: %q)", id, ev.Status, want, failed, ev.SkipReason)
 		}
+		d := provider.DefaultLimits
+		if sb := ev.Sandbox; sb == nil || *sb != (reports.Sandbox{Network: provider.NetworkHost, PidsLimit: d.PidsLimit, MemoryBytes: d.MemoryBytes, CPUShares: d.CPUShares, OOMScoreAdj: d.OOMScoreAdj}) {
+			t.Errorf("%s: sandbox %+v, want host networking and the default limits %+v", id, ev.Sandbox, d)
+		}
 		if want == reports.StatusPassed && (ev.ModelCalls < 2 || ev.ActivationReceipt == nil || !ev.ActivationReceipt.CleanupConfirmed || ev.After == nil || len(ev.After.MarkersKept) != 4) {
 			t.Errorf("%s: model_calls %d, activation %+v, after %+v", id, ev.ModelCalls, ev.ActivationReceipt, ev.After)
 		}
@@ -270,13 +275,17 @@ func TestCertifyUndeclaredGlibcFails(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	sum, err := certify.Run(ctx, certify.Options{Adapters: []*adapter.Manifest{m}, Images: imgs,
-		Warden: warden, Probe: probe, Out: out})
+		Warden: warden, Probe: probe, Out: out, Limits: provider.Limits{PidsLimit: 300, MemoryBytes: 1 << 30, CPUShares: 256}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ev := readEvidence(t, out)["alpine-class/miniagent-glibc"]
 	if ev == nil || ev.Status != reports.StatusFailed || !sum.Failed() {
 		t.Fatalf("undeclared glibc on alpine-class: %+v, want failed", ev)
+	}
+	// The limits asked for, as the engine applied them.
+	if want := (reports.Sandbox{Network: provider.NetworkHost, PidsLimit: 300, MemoryBytes: 1 << 30, CPUShares: 256, OOMScoreAdj: provider.DefaultLimits.OOMScoreAdj}); ev.Sandbox == nil || *ev.Sandbox != want {
+		t.Errorf("sandbox %+v, want %+v", ev.Sandbox, want)
 	}
 	if checkStatus(ev, "activation.result") != reports.StatusFailed || checkStatus(ev, "verify.deliverable") != reports.StatusFailed {
 		t.Errorf("checks: %+v", ev.Checks)

@@ -97,7 +97,9 @@ type CreateSpec struct {
 	// Image is an image reference ("sandproof/debian-12:e6bada4fee28", an
 	// image id "sha256:..."). The local provider ignores it.
 	Image string
-	// Labels are added to the sandbox; LabelKey is always set.
+	// Labels are added to the sandbox. LabelKey and the owner labels
+	// (OwnerLabels: host, owner pid and start time) are always set, over
+	// anything given here; LabelRun defaults to this process's DefaultRun.
 	Labels map[string]string
 	// User is the sandbox's default user ("" = the image's).
 	User string
@@ -113,6 +115,9 @@ type CreateSpec struct {
 	// Expire is a backstop: the engine stops the sandbox after this long
 	// even if the host forgets it. Zero means one hour.
 	Expire time.Duration
+	// Limits bound the sandbox; zero fields mean DefaultLimits'. The local
+	// provider ignores them.
+	Limits Limits
 }
 
 // DefaultCommand is pid 1 of a sandbox when CreateSpec.Command is nil. A
@@ -156,6 +161,9 @@ type Info struct {
 	// side of exec: "" for a container, the temp root for the local
 	// provider (whose processes run on the host and see host paths).
 	PathPrefix string
+	// Limits are the limits the engine applies to the sandbox; nil when
+	// the provider applies none (local).
+	Limits *Limits
 }
 
 // Sandbox is one sandbox. Paths are absolute sandbox paths.

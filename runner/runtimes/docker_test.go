@@ -14,6 +14,8 @@ import (
 	"github.com/sandproof/sandproof/images"
 	"github.com/sandproof/sandproof/runner/adapter"
 	"github.com/sandproof/sandproof/runner/testenv"
+	"github.com/sandproof/sandproof/runner/provider"
+	dockerprov "github.com/sandproof/sandproof/runner/provider/docker"
 )
 
 // dockerImage returns the debian-12 image ref, skipping (failing under
@@ -75,8 +77,12 @@ func TestRealHarnessesWriteTheDeliverable(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer srv.Close()
-			id := docker(t, "run", "-d", "--network", "host", "--label", "sandproof=1", "--label", "sandproof-test=runtimes",
-				"-v", rtDir+":/rt:ro", "-e", "SANDPROOF_API_KEY=canary-"+name, ref, "sleep", "2147483647")
+			own, err := dockerprov.RunArgs(map[string]string{"sandproof-test": "runtimes"}, provider.Limits{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			id := docker(t, append(append([]string{"run", "-d", "--network", "host"}, own...),
+				"-v", rtDir+":/rt:ro", "-e", "SANDPROOF_API_KEY=canary-"+name, ref, "sleep", "2147483647")...)
 			defer exec.Command("docker", "rm", "-f", id).Run()
 			docker(t, "exec", id, "sh", "-c", "mkdir -p /task /sess/home/tmp && chown -R 1000:1000 /task /sess")
 

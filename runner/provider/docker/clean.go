@@ -4,41 +4,91 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 
 	dc "github.com/ory/dockertest/v3/docker"
 
 	"github.com/sandproof/sandproof/runner/provider"
 )
 
-// Clean removes every container carrying the sandproof label, running or
-// not, and returns the ids it removed. Containers without the label are
-// never touched, whoever made them. Extra "key=value" label selectors
-// narrow it further (all must match): a test cleans only its own.
-func Clean(ctx context.Context, p *Provider, labels ...string) ([]string, error) {
+// Cleaned is one container a clean-up looked at, and what it decided.
+type Cleaned struct {
+	ID     string
+	Name   string
+	Reason string
+}
+
+// CleanResult is what Clean did: the containers it removed and those it
+// kept, each with the reason.
+type CleanResult struct {
+	Removed []Cleaned
+	Kept    []Cleaned
+}
+
+// KeptCounts counts the kept containers by reason.
+func (r CleanResult) KeptCounts() map[string]int {
+	n := map[string]int{}
+	for _, k := range r.Kept {
+		n[k.Reason]++
+	}
+	return n
+}
+
+// KeptReasons returns the reasons of KeptCounts, sorted.
+func (r CleanResult) KeptReasons() []string {
+	var out []string
+	for reason := range r.KeptCounts() {
+		out = append(out, reason)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Clean removes the sandproof-labelled containers that scope.Judge says
+// to, running or not, and reports what it removed and what it kept, and
+// why. Containers without the sandproof label are never looked at.
+// Extra "key=value" label selectors narrow the listing further (all must
+// match): a test cleans only its own. With scope.DryRun, Removed lists
+// what would have been removed.
+func Clean(ctx context.Context, p *Provider, scope provider.CleanScope, labels ...string) (CleanResult, error) {
+	var res CleanResult
 	list, err := p.Pool.Client.ListContainers(dc.ListContainersOptions{
 		All:     true,
 		Filters: map[string][]string{"label": append([]string{provider.LabelKey}, labels...)},
 		Context: ctx,
 	})
 	if err != nil {
-		return nil, provider.Errorf("clean", "", fmt.Errorf("list labelled containers: %w", err))
+		return res, provider.Errorf("clean", "", fmt.Errorf("list labelled containers: %w", err))
 	}
-	var removed []string
 	var errs []error
 	for _, c := range list {
 		if _, ok := c.Labels[provider.LabelKey]; !ok {
 			continue // belt and braces: the filter is the engine's
 		}
+		item := Cleaned{ID: c.ID}
+		if len(c.Names) > 0 {
+			item.Name = c.Names[0]
+		}
+		remove, reason := scope.Judge(c.Labels)
+		item.Reason = reason
+		if !remove {
+			res.Kept = append(res.Kept, item)
+			continue
+		}
+		if scope.DryRun {
+			res.Removed = append(res.Removed, item)
+			continue
+		}
 		err := p.Pool.Client.RemoveContainer(dc.RemoveContainerOptions{ID: c.ID, Force: true, RemoveVolumes: true, Context: ctx})
 		var nsc *dc.NoSuchContainer
 		if err != nil && !errors.As(err, &nsc) {
-			errs = append(errs, fmt.Errorf("remove container %s: %w", c.ID[:12], err))
+			errs = append(errs, fmt.Errorf("remove container %.12s: %w", c.ID, err))
 			continue
 		}
-		removed = append(removed, c.ID)
+		res.Removed = append(res.Removed, item)
 	}
 	if len(errs) > 0 {
-		return removed, provider.Errorf("clean", "", errors.Join(errs...))
+		return res, provider.Errorf("clean", "", errors.Join(errs...))
 	}
-	return removed, nil
+	return res, nil
 }

@@ -2,7 +2,8 @@
 // ory/dockertest's Pool (whose Client is go-dockerclient).
 //
 // Containers are created with host networking or none (never a bridge), no
-// init, pid 1 a plain sleep that reaps nothing, the "sandproof" label, and
+// init, pid 1 a plain sleep that reaps nothing, the "sandproof" label and
+// the owner labels (provider.OwnerLabels), limits (provider.Limits), and
 // an engine-side stop after CreateSpec.Expire as a backstop against a host
 // that forgets them. Exec runs argv directly with stdout and stderr kept
 // apart; files move as tar streams. Every failure of the engine, and every
@@ -19,6 +20,8 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -64,7 +67,42 @@ func splitRef(ref string) (repo, tag string) {
 	return ref[:i], ref[i+1:]
 }
 
-// Create starts a container.
+// Labels returns the labels of a new container: extra, then the owner
+// labels of this process over them (provider.OwnerLabels), with this
+// process's provider.DefaultRun when extra names no run.
+func Labels(extra map[string]string) (map[string]string, error) {
+	run := extra[provider.LabelRun]
+	if run == "" {
+		var err error
+		if run, err = provider.DefaultRun(); err != nil {
+			return nil, err
+		}
+	}
+	own, err := provider.OwnerLabels(run)
+	if err != nil {
+		return nil, err
+	}
+	labels := map[string]string{}
+	for k, v := range extra {
+		labels[k] = v
+	}
+	for k, v := range own {
+		labels[k] = v
+	}
+	return labels, nil
+}
+
+// ApplyLimits sets l on a container's host config: memory+swap equal to
+// memory (no swap beyond the limit).
+func ApplyLimits(hc *dc.HostConfig, l provider.Limits) {
+	hc.PidsLimit = l.PidsLimit
+	hc.Memory = l.MemoryBytes
+	hc.MemorySwap = l.MemoryBytes
+	hc.CPUShares = l.CPUShares
+	hc.OomScoreAdj = l.OOMScoreAdj
+}
+
+// Create starts a container with the owner labels and spec.Limits.
 func (p *Provider) Create(ctx context.Context, spec provider.CreateSpec) (provider.Sandbox, error) {
 	if spec.Image == "" {
 		return nil, fmt.Errorf("create sandbox: empty image reference")
@@ -77,11 +115,14 @@ func (p *Provider) Create(ctx context.Context, spec provider.CreateSpec) (provid
 	default:
 		return nil, fmt.Errorf("create sandbox: network %q: want %q or %q", spec.Network, provider.NetworkNone, provider.NetworkHost)
 	}
-	labels := map[string]string{}
-	for k, v := range spec.Labels {
-		labels[k] = v
+	limits := spec.Limits.Or(provider.DefaultLimits)
+	if err := limits.Check(); err != nil {
+		return nil, fmt.Errorf("create sandbox: %w", err)
 	}
-	labels[provider.LabelKey] = "1"
+	labels, err := Labels(spec.Labels)
+	if err != nil {
+		return nil, fmt.Errorf("create sandbox: %w", err)
+	}
 	var binds []string
 	for _, m := range spec.Mounts {
 		if !strings.HasPrefix(m.Target, "/") || strings.Contains(m.Source+m.Target, ":") {
@@ -111,6 +152,7 @@ func (p *Provider) Create(ctx context.Context, spec provider.CreateSpec) (provid
 		hc.AutoRemove = false
 		hc.PublishAllPorts = false
 		hc.RestartPolicy = dc.RestartPolicy{Name: "no"}
+		ApplyLimits(hc, limits)
 	})
 	if err != nil {
 		return nil, provider.Errorf("create", "", fmt.Errorf("run image %q: %w", spec.Image, err))
@@ -342,6 +384,9 @@ func (s *Sandbox) Inspect(ctx context.Context) (provider.Info, error) {
 		return provider.Info{}, provider.Errorf("inspect", s.id, err)
 	}
 	info := provider.Info{ID: c.ID, Exists: true, Running: c.State.Running, ImageID: c.Image}
+	if hc := c.HostConfig; hc != nil {
+		info.Limits = &provider.Limits{PidsLimit: hc.PidsLimit, MemoryBytes: hc.Memory, CPUShares: hc.CPUShares, OOMScoreAdj: hc.OomScoreAdj}
+	}
 	s.mu.Lock()
 	arch, ok := s.archs[c.Image]
 	s.mu.Unlock()
@@ -384,4 +429,33 @@ func (s *Sandbox) Destroy(ctx context.Context) error {
 		return provider.Errorf("destroy", s.id, err)
 	}
 	return nil
+}
+
+// RunArgs returns the `docker run` options that give a container made with
+// the docker CLI what Create gives its own: the owner labels over extra
+// (Labels) and the limits l (zero fields: provider.DefaultLimits').
+func RunArgs(extra map[string]string, l provider.Limits) ([]string, error) {
+	labels, err := Labels(extra)
+	if err != nil {
+		return nil, err
+	}
+	l = l.Or(provider.DefaultLimits)
+	if err := l.Check(); err != nil {
+		return nil, err
+	}
+	keys := make([]string, 0, len(labels))
+	for k := range labels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var args []string
+	for _, k := range keys {
+		args = append(args, "--label", k+"="+labels[k])
+	}
+	return append(args,
+		"--pids-limit", strconv.FormatInt(l.PidsLimit, 10),
+		"--memory", strconv.FormatInt(l.MemoryBytes, 10),
+		"--memory-swap", strconv.FormatInt(l.MemoryBytes, 10),
+		"--cpu-shares", strconv.FormatInt(l.CPUShares, 10),
+		"--oom-score-adj", strconv.Itoa(l.OOMScoreAdj)), nil
 }

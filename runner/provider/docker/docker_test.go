@@ -109,38 +109,6 @@ func TestDockerGoneContainerIsProviderError(t *testing.T) {
 	}
 }
 
-func TestDockerCleanRemovesOnlyLabelled(t *testing.T) {
-	p := engine(t)
-	ctx := context.Background()
-	sb := create(t, p)
-	// Only this test's containers: others may be running beside it.
-	mine := "test=" + t.Name()
-	// A container without the label, made outside the provider.
-	out, err := exec.Command("docker", "run", "-d", "--network", "none", busyboxImage, "sleep", "600").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	other := strings.TrimSpace(string(out))
-	t.Cleanup(func() { exec.Command("docker", "rm", "-f", other).Run() })
-	removed, err := docker.Clean(ctx, p, mine)
-	if err != nil {
-		t.Fatal(err)
-	}
-	found := false
-	for _, id := range removed {
-		found = found || id == sb.ID()
-		if id == other {
-			t.Fatal("Clean removed an unlabelled container")
-		}
-	}
-	if !found {
-		t.Fatalf("Clean removed %q, not the labelled %s", removed, sb.ID())
-	}
-	if exec.Command("docker", "inspect", other).Run() != nil {
-		t.Fatal("the unlabelled container is gone")
-	}
-}
-
 func TestDockerPutWritesTreeInOneTransfer(t *testing.T) {
 	p := engine(t)
 	ctx := context.Background()
