@@ -2,7 +2,6 @@ package provider
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -108,25 +107,12 @@ type Fetched struct {
 	Withheld []Withheld
 }
 
-// Fetcher is a sandbox whose downloads take limits and report what they
-// withheld. Download on the same sandbox is Fetch with default limits.
-type Fetcher interface {
-	Fetch(ctx context.Context, path, hostPath string, lim Limits) (Fetched, error)
-}
-
-// ErrUnbounded means a sandbox cannot bound its downloads (it is no
-// Fetcher); nothing was downloaded.
-var ErrUnbounded = errors.New("the sandbox cannot bound its downloads")
-
-// Fetch downloads path to hostPath within lim. Symlinks and hard links are
-// recorded in the answer and never created on the host; devices, fifos and
-// sockets are skipped; regular files are cut at the caps.
+// Fetch downloads path to hostPath within lim (zero fields filled with
+// the defaults). Symlinks and hard links are recorded in the answer and
+// never created on the host; devices, fifos and sockets are skipped;
+// regular files are cut at the caps.
 func Fetch(ctx context.Context, sb Sandbox, path, hostPath string, lim Limits) (Fetched, error) {
-	f, ok := sb.(Fetcher)
-	if !ok {
-		return Fetched{}, fmt.Errorf("download %q: %w", path, ErrUnbounded)
-	}
-	return f.Fetch(ctx, path, hostPath, lim.WithDefaults())
+	return sb.Fetch(ctx, path, hostPath, lim.WithDefaults())
 }
 
 // DownloadBytes is DownloadFile with a cap of DefaultSmallBytes.

@@ -171,9 +171,14 @@ type Sandbox interface {
 	Mkdir(ctx context.Context, path string, mode os.FileMode, uid, gid int) error
 	// Download copies path (a file or a directory tree) to hostPath. A
 	// missing path is ErrPathNotFound, not a ProviderError. It is Fetch
-	// with default Limits (both providers are Fetchers): links are never
-	// created on the host, files are capped.
+	// with default Limits: links are never created on the host, files are
+	// capped.
 	Download(ctx context.Context, path, hostPath string) error
+	// Fetch is Download within lim, reporting what it wrote and what it
+	// withheld (links recorded with their targets, specials, files cut at
+	// a cap). Callers use the package function Fetch, which fills lim's
+	// defaults.
+	Fetch(ctx context.Context, path, hostPath string, lim Limits) (Fetched, error)
 	// Inspect reports the sandbox's state; a sandbox that no longer exists
 	// is Info{Exists: false} with a nil error.
 	Inspect(ctx context.Context) (Info, error)
