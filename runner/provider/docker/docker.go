@@ -21,6 +21,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ory/dockertest/v3"
@@ -305,10 +306,17 @@ func (s *Sandbox) Download(ctx context.Context, path, hostPath string) error {
 // and the answer records where it stopped.
 func (s *Sandbox) Fetch(ctx context.Context, path, hostPath string, lim provider.Limits) (provider.Fetched, error) {
 	pr, pw := io.Pipe()
+	// Ending the request is what stops the engine's stream: the client
+	// drains a response body it closes, which for a huge file would read
+	// all of it.
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
 	type unpacked struct {
-		got provider.Fetched
-		err error
+		got   provider.Fetched
+		err   error
+		early bool // the unpack ended before the engine's answer did
 	}
+	var answered atomic.Bool
 	done := make(chan unpacked, 1)
 	go func() {
 		got, err := untarTo(pr, hostPath, path, lim)
@@ -316,19 +324,28 @@ func (s *Sandbox) Fetch(ctx context.Context, path, hostPath string, lim provider
 			// Whatever follows the end of the archive (padding).
 			io.Copy(io.Discard, io.LimitReader(pr, 1<<20))
 		}
-		// Stop the engine's stream when the unpack ended early.
+		early := err != nil && !answered.Load()
+		if early {
+			stop()
+		}
 		pr.CloseWithError(errors.New("unpack ended"))
-		done <- unpacked{got, err}
+		done <- unpacked{got, err, early}
 	}()
 	err := s.client.DownloadFromContainer(s.id, dc.DownloadFromContainerOptions{
 		OutputStream: pw,
 		Path:         path,
-		Context:      ctx,
+		Context:      sctx,
 	})
+	answered.Store(true)
 	pw.CloseWithError(err)
 	u := <-done
 	if errors.Is(u.err, errReadCap) {
 		return u.got, nil
+	}
+	if u.early && ctx.Err() == nil {
+		// The unpack failed and stopped the stream: its error is the
+		// cause.
+		return u.got, fmt.Errorf("download %q: %w", path, u.err)
 	}
 	if err != nil {
 		var de *dc.Error
