@@ -126,7 +126,9 @@ func (r *runner) progress(format string, args ...any) {
 	}
 	r.progMu.Lock()
 	defer r.progMu.Unlock()
-	fmt.Fprintf(r.opts.Progress, "certify: "+format+"\n", args...)
+	// Text from the sandbox (errors, failure messages) reaches the
+	// console only made printable.
+	io.WriteString(r.opts.Progress, reports.Printable(fmt.Sprintf("certify: "+format, args...), false)+"\n")
 }
 
 func randomHex(n int) string {
