@@ -1,7 +1,10 @@
 package reports
 
 import (
+	"encoding/json"
+	"encoding/xml"
 	"fmt"
+	"html/template"
 	"strings"
 	"unicode/utf8"
 )
@@ -80,4 +83,19 @@ func (p PrintableWriter) Write(b []byte) (int, error) {
 		return 0, err
 	}
 	return len(b), nil
+}
+
+// Renderings returns s as each renderer writes it: as is, Markdown text
+// and code, HTML (html/template's escaping), XML, JSON (with HTML-safe
+// escapes) and Printable. The canary search looks for all of them.
+func Renderings(s string) []string {
+	out := []string{s, mdText(s), strings.TrimSuffix(strings.TrimPrefix(mdCode(s), "`"), "`"),
+		template.HTMLEscapeString(s), Printable(s, false)}
+	var x strings.Builder
+	xml.EscapeText(&x, []byte(s))
+	out = append(out, x.String())
+	if b, err := json.Marshal(s); err == nil {
+		out = append(out, string(b[1:len(b)-1]))
+	}
+	return out
 }
