@@ -106,6 +106,9 @@ type Evidence struct {
 	// sandbox had it (links recorded, never followed; specials; files
 	// cut at a cap); nil when nothing was withheld.
 	CapturesWithheld []Withheld `json:"captures_withheld,omitempty"`
+	// CapturesWithheldOmitted counts withheld entries not listed (the
+	// list keeps at most 100).
+	CapturesWithheldOmitted int `json:"captures_withheld_omitted,omitempty"`
 	// EventsOversizedLines counts events lines longer than the reader's
 	// cap, skipped.
 	EventsOversizedLines int `json:"events_oversized_lines,omitempty"`

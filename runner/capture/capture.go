@@ -154,7 +154,7 @@ func CopySQLite(src, dst string) error {
 }
 
 func copyFile(src, dst string) error {
-	in, err := os.Open(src)
+	in, err := hostfile.Open(src)
 	if err != nil {
 		return fmt.Errorf("copy %q: %w", src, err)
 	}

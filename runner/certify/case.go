@@ -65,6 +65,7 @@ type caseRun struct {
 	ev      *reports.Evidence
 	dir     string // host dir of the case's files
 	stopped bool   // a provider error ended the case
+	cut     int    // capture files cut at a cap, downloads stopped
 }
 
 func (cr *caseRun) check(id, clause string, ok bool, detail string, args ...any) bool {
@@ -351,9 +352,19 @@ func (r *runner) runCase(ctx context.Context, c caseSpec) (ev *reports.Evidence,
 			}
 			ev.AdapterSessionDirRemoved = closeRes.SessionDirRemoved
 			ev.CaptureBytes = closeRes.CaptureBytes
-			for _, w := range closeRes.Withheld {
+			// The evidence line stays small: the cut entries first, then
+			// the rest, 100 at most.
+			ws := slices.Clone(closeRes.Withheld)
+			slices.SortStableFunc(ws, func(a, b provider.Withheld) int { return cutFirst(a) - cutFirst(b) })
+			for _, w := range ws {
+				if len(ev.CapturesWithheld) == maxWithheldEvidence {
+					ev.CapturesWithheldOmitted++
+					continue
+				}
 				ev.CapturesWithheld = append(ev.CapturesWithheld, reports.Withheld(w))
 			}
+			ev.CapturesWithheldOmitted += closeRes.WithheldOmitted
+			cr.cut = closeRes.CaptureCut
 		}
 		if !cr.stopped && sess != nil {
 			cr.check("close.receipts", clauseClose, closeErr == nil && ev.CloseReceipt != nil && ev.CloseReceipt.CleanupConfirmed,
@@ -541,6 +552,16 @@ func missingRequirements(reqs []string, s probe.Snapshot, hostBash bool) []strin
 	return out
 }
 
+// maxWithheldEvidence caps captures_withheld.
+const maxWithheldEvidence = 100
+
+func cutFirst(w provider.Withheld) int {
+	if w.Kind == provider.WithheldTruncated || w.Kind == provider.WithheldStopped {
+		return 0
+	}
+	return 1
+}
+
 // checkCaptures records what the captures withheld: links and specials
 // are data (recorded, never followed) and pass; a file cut at a cap or a
 // download stopped fails the case, since its result was judged on part of
@@ -548,7 +569,7 @@ func missingRequirements(reqs []string, s probe.Snapshot, hostBash bool) []strin
 func (cr *caseRun) checkCaptures() {
 	ev := cr.ev
 	var notes []string
-	cut := 0
+	cut := cr.cut
 	for _, w := range ev.CapturesWithheld {
 		switch w.Kind {
 		case provider.WithheldSymlink, provider.WithheldHardlink:
@@ -556,13 +577,12 @@ func (cr *caseRun) checkCaptures() {
 		case provider.WithheldSpecial:
 			notes = append(notes, fmt.Sprintf("%s: special file, skipped", w.Path))
 		default:
-			cut++
 			notes = append(notes, fmt.Sprintf("%s: %s, %d of %d bytes kept", w.Path, w.Kind, w.Written, w.Size))
 		}
 	}
 	cr.check("close.captures_bounded", clauseCaptures, cut == 0,
-		"%d bytes captured (caps: %d per file, %d per case); %d withheld: %s",
-		ev.CaptureBytes, provider.DefaultFileBytes, provider.DefaultCaseBytes, len(notes), redact(strings.Join(truncList(notes, 20), "; "), cr.r.key))
+		"%d bytes captured (caps: %d per file, %d per case); %d withheld (%d more not listed): %s",
+		ev.CaptureBytes, provider.DefaultFileBytes, provider.DefaultCaseBytes, len(notes), ev.CapturesWithheldOmitted, redact(strings.Join(truncList(notes, 20), "; "), cr.r.key))
 }
 
 // readCaptures reads the activation's events and the adapter's result

@@ -100,11 +100,31 @@ type Withheld struct {
 	Written int64 `json:"written,omitempty"`
 }
 
+// MaxWithheld is how many Withheld entries a download keeps; the rest are
+// counted in Omitted (a sandbox can plant a million links).
+const MaxWithheld = 1000
+
 // Fetched is what a download wrote and withheld.
 type Fetched struct {
 	Files    int
 	Bytes    int64
 	Withheld []Withheld
+	// Omitted counts Withheld entries past MaxWithheld, not kept.
+	Omitted int
+	// Cut counts truncated and stopped entries, kept or not.
+	Cut int
+}
+
+// Add records w, or counts it past MaxWithheld.
+func (f *Fetched) Add(w Withheld) {
+	if w.Kind == WithheldTruncated || w.Kind == WithheldStopped {
+		f.Cut++
+	}
+	if len(f.Withheld) >= MaxWithheld {
+		f.Omitted++
+		return
+	}
+	f.Withheld = append(f.Withheld, w)
 }
 
 // Fetch downloads path to hostPath within lim (zero fields filled with

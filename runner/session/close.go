@@ -34,6 +34,11 @@ type CloseResult struct {
 	// specials skipped, files cut at a cap, downloads stopped. Sorted by
 	// path.
 	Withheld []provider.Withheld
+	// WithheldOmitted counts entries past provider.MaxWithheld per
+	// download, not listed.
+	WithheldOmitted int
+	// CaptureCut counts files cut at a cap and downloads stopped.
+	CaptureCut int
 	// CaptureBytes is what the captures wrote on the host.
 	CaptureBytes int64
 }
@@ -265,6 +270,8 @@ func (s *Session) capture(ctx context.Context, res *CloseResult) error {
 	var errs []error
 	for _, j := range jobs {
 		res.Withheld = append(res.Withheld, j.got.Withheld...)
+		res.WithheldOmitted += j.got.Omitted
+		res.CaptureCut += j.got.Cut
 		res.CaptureBytes += j.got.Bytes
 		switch err := j.err; {
 		case err == nil:

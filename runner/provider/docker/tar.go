@@ -120,7 +120,7 @@ func untarTo(r io.Reader, dst, sbPath string, lim provider.Limits) (provider.Fet
 			return got, nil
 		}
 		if cr.over {
-			got.Withheld = append(got.Withheld, provider.Withheld{Path: cur, Kind: provider.WithheldStopped})
+			got.Add(provider.Withheld{Path: cur, Kind: provider.WithheldStopped})
 			return got, errReadCap
 		}
 		if err != nil {
@@ -167,21 +167,21 @@ func untarTo(r io.Reader, dst, sbPath string, lim provider.Limits) (provider.Fet
 				if n < want {
 					kind = provider.WithheldStopped // the budget ran out
 				}
-				got.Withheld = append(got.Withheld, provider.Withheld{Path: cur, Kind: kind, Size: h.Size, Written: w})
+				got.Add(provider.Withheld{Path: cur, Kind: kind, Size: h.Size, Written: w})
 			}
 			if cr.over {
-				got.Withheld = append(got.Withheld, provider.Withheld{Path: cur, Kind: provider.WithheldStopped, Size: h.Size, Written: w})
+				got.Add(provider.Withheld{Path: cur, Kind: provider.WithheldStopped, Size: h.Size, Written: w})
 				return got, errReadCap
 			}
 			if err != nil {
 				return got, fmt.Errorf("unpack %q: %w", h.Name, err)
 			}
 		case tar.TypeSymlink:
-			got.Withheld = append(got.Withheld, provider.Withheld{Path: cur, Kind: provider.WithheldSymlink, Target: h.Linkname})
+			got.Add(provider.Withheld{Path: cur, Kind: provider.WithheldSymlink, Target: h.Linkname})
 		case tar.TypeLink:
-			got.Withheld = append(got.Withheld, provider.Withheld{Path: cur, Kind: provider.WithheldHardlink, Target: h.Linkname})
+			got.Add(provider.Withheld{Path: cur, Kind: provider.WithheldHardlink, Target: h.Linkname})
 		default:
-			got.Withheld = append(got.Withheld, provider.Withheld{Path: cur, Kind: provider.WithheldSpecial})
+			got.Add(provider.Withheld{Path: cur, Kind: provider.WithheldSpecial})
 		}
 	}
 }

@@ -292,11 +292,11 @@ func (s *Sandbox) Fetch(ctx context.Context, path, hostPath string, lim provider
 			if err != nil {
 				return err
 			}
-			got.Withheld = append(got.Withheld, provider.Withheld{Path: sp, Kind: provider.WithheldSymlink, Target: t})
+			got.Add(provider.Withheld{Path: sp, Kind: provider.WithheldSymlink, Target: t})
 		case d.Type().IsRegular():
 			want := min(fi.Size(), lim.FileBytes)
 			if read+want > lim.ReadBytes {
-				got.Withheld = append(got.Withheld, provider.Withheld{Path: sp, Kind: provider.WithheldStopped, Size: fi.Size()})
+				got.Add(provider.Withheld{Path: sp, Kind: provider.WithheldStopped, Size: fi.Size()})
 				return fs.SkipAll
 			}
 			n := lim.Budget.Take(want)
@@ -309,11 +309,11 @@ func (s *Sandbox) Fetch(ctx context.Context, path, hostPath string, lim provider
 				if n < want {
 					kind = provider.WithheldStopped
 				}
-				got.Withheld = append(got.Withheld, provider.Withheld{Path: sp, Kind: kind, Size: fi.Size(), Written: w})
+				got.Add(provider.Withheld{Path: sp, Kind: kind, Size: fi.Size(), Written: w})
 			}
 			return err
 		default:
-			got.Withheld = append(got.Withheld, provider.Withheld{Path: sp, Kind: provider.WithheldSpecial})
+			got.Add(provider.Withheld{Path: sp, Kind: provider.WithheldSpecial})
 		}
 		return nil
 	})
