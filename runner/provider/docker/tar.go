@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -150,8 +151,11 @@ func untarTo(r io.Reader, dst, sbPath string, lim provider.Limits) (provider.Fet
 			if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
 				return got, fmt.Errorf("unpack %q: %w", h.Name, err)
 			}
-			// O_EXCL|O_NOFOLLOW: nothing already there is written
-			// through (an archive naming a file twice is refused).
+			// A file from an earlier download is replaced, never
+			// written through (O_EXCL|O_NOFOLLOW after the remove).
+			if err := os.Remove(target); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return got, fmt.Errorf("unpack %q: %w", h.Name, err)
+			}
 			f, err := os.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, os.FileMode(h.Mode).Perm()|0o600)
 			if err != nil {
 				return got, fmt.Errorf("unpack %q: %w", h.Name, err)
