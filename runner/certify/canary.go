@@ -13,14 +13,15 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/sandproof/sandproof/reports"
+	"github.com/sandproof/sandproof/runner/capture"
 	"github.com/sandproof/sandproof/runner/hostfile"
-	"github.com/sandproof/sandproof/runner/provider"
 )
 
-// maxDecodeLine is the longest line whose JSON strings are decoded; a
-// longer line is still searched raw and in base64. A captured file is
-// capped below it.
-const maxDecodeLine = provider.DefaultFileBytes + 1<<20
+// maxDecodeLine is the longest JSON line whose strings are decoded (the
+// events reader's line cap); a longer line, and every line that does not
+// start like JSON, is searched as a stream (as is and in base64) without
+// being held.
+const maxDecodeLine = capture.MaxEventLine
 
 // FindCanary lists the files under dir that hold key in any encoding
 // sandproof itself applies (SPEC.md section 8): as is; as the renderers
@@ -130,21 +131,24 @@ func fileHasCanary(p string, needles [][]byte) (bool, error) {
 	long := false
 	for {
 		part, err := br.ReadSlice('\n')
+		if !long && len(line) == 0 && len(part) > 0 && part[0] != '{' && part[0] != '[' && part[0] != '"' {
+			long = true // not JSON: nothing to decode, stream it
+		}
 		switch {
 		case long:
 			chunk := append(carry, part...)
 			if containsAny(chunk, needles) {
 				return true, nil
 			}
-			carry = append([]byte(nil), chunk[max(0, len(chunk)-longest):]...)
+			carry = append(carry[:0], chunk[max(0, len(chunk)-longest):]...)
 		case len(line)+len(part) > maxDecodeLine:
-			// Too long to decode: searched raw from here on.
+			// Too long to decode: searched as a stream from here on.
 			chunk := append(line, part...)
 			if containsAny(chunk, needles) {
 				return true, nil
 			}
 			carry = append([]byte(nil), chunk[max(0, len(chunk)-longest):]...)
-			line, long = line[:0], true
+			line, long = nil, true
 		default:
 			line = append(line, part...)
 		}
@@ -159,7 +163,7 @@ func fileHasCanary(p string, needles [][]byte) (bool, error) {
 				return true, nil
 			}
 		}
-		line, carry, long = line[:0], nil, false
+		line, carry, long = line[:0], carry[:0], false
 		if err == io.EOF {
 			return false, nil
 		}

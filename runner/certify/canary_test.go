@@ -78,13 +78,17 @@ func TestFindCanaryLongLine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	f.WriteString(`{"x":"`)                   // held as JSON up to the cap, then streamed
 	pad := bytes.Repeat([]byte("a"), 1<<20-7) // the key straddles 1 MiB chunks
-	for i := int64(0); i*int64(len(pad)) <= maxDecodeLine; i++ {
+	for i := 0; i*len(pad) <= maxDecodeLine; i++ {
 		f.Write(pad)
 	}
-	f.WriteString(key + "\n")
+	f.WriteString(key + "\"}\n")
 	f.Close()
-	if hits, err := FindCanary(dir, key); err != nil || len(hits) != 1 {
+	// A non-JSON file is streamed from its start.
+	os.WriteFile(filepath.Join(dir, "short"), []byte("x\nplain "+key[:10]+"\n"+key[10:]+"\n"), 0o600)
+	// "short" splits the key over two lines: not a leak of the key.
+	if hits, err := FindCanary(dir, key); err != nil || len(hits) != 1 || filepath.Base(hits[0]) != "long" {
 		t.Errorf("key after %d bytes on one line: %v %v", maxDecodeLine, hits, err)
 	}
 }
