@@ -98,6 +98,21 @@ type Evidence struct {
 	Before *Before `json:"before"`
 	After  *After  `json:"after"`
 
+	// Captures (added to v1, SPEC.md section 8 "captured files are data").
+	// CaptureBytes is what the case's captures wrote on the host; zero
+	// when nothing was captured.
+	CaptureBytes int64 `json:"capture_bytes,omitempty"`
+	// CapturesWithheld lists what the host copies do not hold as the
+	// sandbox had it (links recorded, never followed; specials; files
+	// cut at a cap); nil when nothing was withheld.
+	CapturesWithheld []Withheld `json:"captures_withheld,omitempty"`
+	// CapturesWithheldOmitted counts withheld entries not listed (the
+	// list keeps at most 100).
+	CapturesWithheldOmitted int `json:"captures_withheld_omitted,omitempty"`
+	// EventsOversizedLines counts events lines longer than the reader's
+	// cap, skipped.
+	EventsOversizedLines int `json:"events_oversized_lines,omitempty"`
+
 	Checks []Check `json:"checks"`
 	Stages []Stage `json:"stages"`
 
@@ -241,6 +256,18 @@ type After struct {
 	// HarnessProcesses are processes alive at verification that were not in
 	// the setup baseline; any entry fails the case.
 	HarnessProcesses []Process `json:"harness_processes"`
+}
+
+// Withheld is one captured entry whose host copy differs from the
+// sandbox's: Kind is symlink or hardlink (Target recorded, never created
+// or followed), special (device, fifo, socket: skipped), truncated (Written
+// of Size apparent bytes kept) or stopped (the download stopped here).
+type Withheld struct {
+	Path    string `json:"path"`
+	Kind    string `json:"kind"`
+	Target  string `json:"target,omitempty"`
+	Size    int64  `json:"size,omitempty"`
+	Written int64  `json:"written,omitempty"`
 }
 
 // Process names a process the way warden does: pid plus start time.

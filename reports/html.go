@@ -193,7 +193,13 @@ func WriteHTML(w io.Writer, rep *Report) error {
 		}
 		v.Runs = append(v.Runs, hr)
 	}
-	if err := htmlTemplate.Execute(w, v); err != nil {
+	// html/template escapes markup but passes control characters: the
+	// page is made Printable whole (markup needs none of them).
+	var buf strings.Builder
+	if err := htmlTemplate.Execute(&buf, v); err != nil {
+		return fmt.Errorf("write html: %w", err)
+	}
+	if _, err := io.WriteString(w, Printable(buf.String(), true)); err != nil {
 		return fmt.Errorf("write html: %w", err)
 	}
 	return nil

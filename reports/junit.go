@@ -83,6 +83,7 @@ func WriteJUnit(w io.Writer, rep *Report) error {
 		})
 	}
 	out.Time = fmt.Sprintf("%.3f", total)
+	printableJUnit(&out)
 	if _, err := io.WriteString(w, xml.Header); err != nil {
 		return fmt.Errorf("write junit: %w", err)
 	}
@@ -183,4 +184,37 @@ func junitCaseSuite(r *Run, c *Case) junitSuite {
 	}
 	s.Tests = len(s.Cases)
 	return s
+}
+
+// printableJUnit makes every text of the tree Printable: attributes lose
+// newlines and tabs too (XML would normalise them to spaces anyway), the
+// failure text keeps them.
+func printableJUnit(out *junitSuites) {
+	at := func(s *string) { *s = Printable(*s, false) }
+	res := func(r *junitResult) {
+		if r != nil {
+			at(&r.Message)
+			at(&r.Type)
+			r.Text = Printable(r.Text, true)
+		}
+	}
+	at(&out.Name)
+	for i := range out.Suites {
+		s := &out.Suites[i]
+		at(&s.Name)
+		at(&s.ID)
+		at(&s.Hostname)
+		for j := range s.Properties {
+			at(&s.Properties[j].Name)
+			at(&s.Properties[j].Value)
+		}
+		for j := range s.Cases {
+			c := &s.Cases[j]
+			at(&c.Name)
+			at(&c.Classname)
+			res(c.Failure)
+			res(c.Error)
+			res(c.Skipped)
+		}
+	}
 }

@@ -15,7 +15,9 @@ import (
 // passed cases take one table row each, only the others get a section).
 func WriteMarkdown(w io.Writer, rep *Report) error {
 	bw := bufio.NewWriter(w)
-	p := func(format string, args ...any) { fmt.Fprintf(bw, format, args...) }
+	// Every line is made Printable once more, whatever the field: text
+	// from the sandbox never reaches a terminal that cats the file raw.
+	p := func(format string, args ...any) { bw.WriteString(Printable(fmt.Sprintf(format, args...), true)) }
 
 	var sl slugger
 	title := "sandproof report: " + string(rep.Status)
@@ -307,7 +309,7 @@ var mdEscaper = strings.NewReplacer(
 
 // mdText escapes s so that it shows literally inside a GFM table cell or a
 // list item: no emphasis, links, HTML or cell breaks.
-func mdText(s string) string { return mdEscaper.Replace(s) }
+func mdText(s string) string { return mdEscaper.Replace(Printable(s, true)) }
 
 var mdCodeEscaper = strings.NewReplacer("`", "'", "|", `\|`, "\r", " ", "\n", " ")
 
@@ -317,7 +319,7 @@ func mdCode(s string) string {
 	if s == "" {
 		return `""`
 	}
-	return "`" + mdCodeEscaper.Replace(s) + "`"
+	return "`" + mdCodeEscaper.Replace(Printable(s, true)) + "`"
 }
 
 // slugger gives headings the anchors GitHub gives them (github-slugger):

@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/sandproof/sandproof/reports"
 )
 
 // commandFactories holds the subcommands; each file registers its own in init.
@@ -68,7 +70,8 @@ func run(stdout, stderr io.Writer, args []string) int {
 	if errors.As(err, &ee) {
 		return ee.code
 	}
-	fmt.Fprintf(stderr, "sandproof: %v\n", err)
+	// An error can carry text from a sandbox (a file name, a message).
+	fmt.Fprintf(stderr, "sandproof: %s\n", reports.Printable(err.Error(), false))
 	var ue usageError
 	if errors.As(err, &ue) || isCobraUsage(err) {
 		return 2

@@ -17,6 +17,7 @@ import (
 	"github.com/sandproof/sandproof/reports"
 	"github.com/sandproof/sandproof/runner/adapter"
 	"github.com/sandproof/sandproof/runner/capture"
+	"github.com/sandproof/sandproof/runner/hostfile"
 	"github.com/sandproof/sandproof/runner/probe"
 	"github.com/sandproof/sandproof/runner/provider"
 	"github.com/sandproof/sandproof/runner/receipt"
@@ -42,6 +43,7 @@ const (
 	clauseTeardown = "§7.5 teardown"
 	clauseSecrets  = "§8 evidence"
 	clauseSkip     = "§7 requirements"
+	clauseCaptures = "§8 captured files are data"
 )
 
 // requirementPaths are the files whose presence satisfies a requirement
@@ -63,6 +65,7 @@ type caseRun struct {
 	ev      *reports.Evidence
 	dir     string // host dir of the case's files
 	stopped bool   // a provider error ended the case
+	cut     int    // capture files cut at a cap, downloads stopped
 }
 
 func (cr *caseRun) check(id, clause string, ok bool, detail string, args ...any) bool {
@@ -354,6 +357,20 @@ func (r *runner) runCase(ctx context.Context, c caseSpec) (ev *reports.Evidence,
 				ev.CloseReceipt = receiptOf(rec)
 			}
 			ev.AdapterSessionDirRemoved = closeRes.SessionDirRemoved
+			ev.CaptureBytes = closeRes.CaptureBytes
+			// The evidence line stays small: the cut entries first, then
+			// the rest, 100 at most.
+			ws := slices.Clone(closeRes.Withheld)
+			slices.SortStableFunc(ws, func(a, b provider.Withheld) int { return cutFirst(a) - cutFirst(b) })
+			for _, w := range ws {
+				if len(ev.CapturesWithheld) == maxWithheldEvidence {
+					ev.CapturesWithheldOmitted++
+					continue
+				}
+				ev.CapturesWithheld = append(ev.CapturesWithheld, reports.Withheld(w))
+			}
+			ev.CapturesWithheldOmitted += closeRes.WithheldOmitted
+			cr.cut = closeRes.CaptureCut
 		}
 		if !cr.stopped && sess != nil {
 			cr.check("close.receipts", clauseClose, closeErr == nil && ev.CloseReceipt != nil && ev.CloseReceipt.CleanupConfirmed,
@@ -361,6 +378,7 @@ func (r *runner) runCase(ctx context.Context, c caseSpec) (ev *reports.Evidence,
 			if closeErr != nil {
 				cr.errType("close_failed")
 			}
+			cr.checkCaptures()
 			captures, _ := m.CapturePaths(actx, sessDir, sessHome)
 			cr.readCaptures(actRes, captures)
 		}
@@ -540,6 +558,39 @@ func missingRequirements(reqs []string, s probe.Snapshot, hostBash bool) []strin
 	return out
 }
 
+// maxWithheldEvidence caps captures_withheld.
+const maxWithheldEvidence = 100
+
+func cutFirst(w provider.Withheld) int {
+	if w.Kind == provider.WithheldTruncated || w.Kind == provider.WithheldStopped {
+		return 0
+	}
+	return 1
+}
+
+// checkCaptures records what the captures withheld: links and specials
+// are data (recorded, never followed) and pass; a file cut at a cap or a
+// download stopped fails the case, since its result was judged on part of
+// the data.
+func (cr *caseRun) checkCaptures() {
+	ev := cr.ev
+	var notes []string
+	cut := cr.cut
+	for _, w := range ev.CapturesWithheld {
+		switch w.Kind {
+		case provider.WithheldSymlink, provider.WithheldHardlink:
+			notes = append(notes, fmt.Sprintf("%s: %s to %q (recorded, not followed)", w.Path, w.Kind, w.Target))
+		case provider.WithheldSpecial:
+			notes = append(notes, fmt.Sprintf("%s: special file, skipped", w.Path))
+		default:
+			notes = append(notes, fmt.Sprintf("%s: %s, %d of %d bytes kept", w.Path, w.Kind, w.Written, w.Size))
+		}
+	}
+	cr.check("close.captures_bounded", clauseCaptures, cut == 0,
+		"%d bytes captured (caps: %d per file, %d per case); %d withheld (%d more not listed): %s",
+		ev.CaptureBytes, provider.DefaultFileBytes, provider.DefaultCaseBytes, len(notes), ev.CapturesWithheldOmitted, redact(strings.Join(truncList(notes, 20), "; "), cr.r.key))
+}
+
 // readCaptures reads the activation's events and the adapter's result
 // source into the evidence.
 func (cr *caseRun) readCaptures(act *session.Result, captures map[string]string) {
@@ -555,6 +606,7 @@ func (cr *caseRun) readCaptures(act *session.Result, captures map[string]string)
 		}
 		st, err := capture.ReadEvents(events, fn)
 		ev.RecordedEventLines = st.Lines
+		ev.EventsOversizedLines = st.Oversized
 		if err != nil && m.Result.From == "events" {
 			readErr = err
 		}
@@ -564,7 +616,7 @@ func (cr *caseRun) readCaptures(act *session.Result, captures map[string]string)
 		if !ok {
 			readErr = fmt.Errorf("sqlite capture %q: no path", name)
 		} else {
-			_, readErr = capture.ReadSQLite(filepath.Join(capDir, "files", filepath.FromSlash(p)), m.Result.Query, j.Add)
+			_, readErr = capture.ReadSQLiteLimit(context.Background(), filepath.Join(capDir, "files", filepath.FromSlash(p)), m.Result.Query, capture.SQLiteLimits{}, j.Add)
 		}
 	}
 	out := j.Outcome()
@@ -589,7 +641,7 @@ func (cr *caseRun) readCaptures(act *session.Result, captures map[string]string)
 	}
 	// warden's runner's own word on a CLI it could not start (a missing
 	// loader, say), from the captured state dir.
-	if stderr, err := os.ReadFile(filepath.Join(capDir, "state", activation, "stderr")); err == nil {
+	if stderr, err := hostfile.ReadFile(filepath.Join(capDir, "state", activation, "stderr"), provider.DefaultSmallBytes); err == nil || errors.Is(err, hostfile.ErrTooLarge) {
 		if said := session.RunnerSaid(stderr); said != "" {
 			detail += "; " + redact(said, cr.r.key)
 		}

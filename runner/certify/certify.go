@@ -9,8 +9,6 @@
 package certify
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -18,7 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -130,7 +127,9 @@ func (r *runner) progress(format string, args ...any) {
 	}
 	r.progMu.Lock()
 	defer r.progMu.Unlock()
-	fmt.Fprintf(r.opts.Progress, "certify: "+format+"\n", args...)
+	// Text from the sandbox (errors, failure messages) reaches the
+	// console only made printable.
+	io.WriteString(r.opts.Progress, reports.Printable(fmt.Sprintf("certify: "+format, args...), false)+"\n")
 }
 
 func randomHex(n int) string {
@@ -332,61 +331,6 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		return sum, ctx.Err()
 	}
 	return sum, nil
-}
-
-// FindCanary lists the files under dir that contain key.
-func FindCanary(dir, key string) ([]string, error) {
-	var hits []string
-	needle := []byte(key)
-	err := filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if !e.Type().IsRegular() {
-			return nil
-		}
-		found, err := fileContains(p, needle)
-		if err != nil {
-			return err
-		}
-		if found {
-			hits = append(hits, p)
-		}
-		return nil
-	})
-	if err != nil {
-		return hits, fmt.Errorf("search for the canary: %w", err)
-	}
-	return hits, nil
-}
-
-func fileContains(p string, needle []byte) (bool, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return false, err
-	}
-	defer f.Close()
-	br := bufio.NewReaderSize(f, 1<<20)
-	buf := make([]byte, 1<<20)
-	var carry []byte
-	for {
-		n, err := br.Read(buf)
-		chunk := append(carry, buf[:n]...)
-		if bytes.Contains(chunk, needle) {
-			return true, nil
-		}
-		if len(chunk) >= len(needle) {
-			carry = append([]byte(nil), chunk[len(chunk)-len(needle)+1:]...)
-		} else {
-			carry = append([]byte(nil), chunk...)
-		}
-		if err == io.EOF {
-			return false, nil
-		}
-		if err != nil {
-			return false, err
-		}
-	}
 }
 
 func hashFile(p string) (string, error) {

@@ -18,6 +18,9 @@ import (
 	"github.com/sandproof/sandproof/runner/provider/docker"
 )
 
+// maxDeliverable caps the deliverable's download (the token is short).
+const maxDeliverable = 64 << 10
+
 // verify runs the owner's checks after close (SPEC.md section 7, step 4).
 // Processes come from the probe's process table, never from warden.
 func (cr *caseRun) verify(ctx context.Context, sb provider.Sandbox, before probe.Snapshot, allMarkers, markers []string, token, sessDir string) error {
@@ -74,7 +77,8 @@ func (cr *caseRun) verify(ctx context.Context, sb provider.Sandbox, before probe
 	if delivered {
 		after.Deliverable = token
 	} else {
-		got, err := provider.DownloadBytes(ctx, sb, Deliverable)
+		// A no-follow, capped read: a link is named, never followed.
+		got, err := provider.DownloadFile(ctx, sb, Deliverable, maxDeliverable)
 		if provider.IsProviderError(err) {
 			return err
 		}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"syscall"
 	"testing"
 )
 
@@ -149,5 +150,22 @@ func TestToolVersionFailureIsRecorded(t *testing.T) {
 	}
 	if s.Python3.Absent() || s.Python3.Version != "broken" || s.Python3.Error == "" {
 		t.Errorf("python3 = %+v; want present, version %q, an error", s.Python3, "broken")
+	}
+}
+
+// A fifo where a marker (or the deliverable) should be is reported, not
+// waited on: a plain open would block until a writer came.
+func TestReadMarkerFifoDoesNotBlock(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "deliverable.txt")
+	if err := syscall.Mkfifo(p, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Lstat(p)
+	if err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+		t.Fatalf("positive control: %v is not a fifo: %v", p, err)
+	}
+	m := readMarker(p)
+	if m.Error == "" || m.SHA256 != "" {
+		t.Errorf("fifo marker = %+v, want an error and no hash", m)
 	}
 }

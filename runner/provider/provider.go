@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"time"
 )
 
@@ -179,8 +178,15 @@ type Sandbox interface {
 	// owner; an existing directory is left as it is.
 	Mkdir(ctx context.Context, path string, mode os.FileMode, uid, gid int) error
 	// Download copies path (a file or a directory tree) to hostPath. A
-	// missing path is ErrPathNotFound, not a ProviderError.
+	// missing path is ErrPathNotFound, not a ProviderError. It is Fetch
+	// with default Limits: links are never created on the host, files are
+	// capped.
 	Download(ctx context.Context, path, hostPath string) error
+	// Fetch is Download within lim, reporting what it wrote and what it
+	// withheld (links recorded with their targets, specials, files cut at
+	// a cap). Callers use the package function Fetch, which fills lim's
+	// defaults.
+	Fetch(ctx context.Context, path, hostPath string, lim FetchLimits) (Fetched, error)
 	// Inspect reports the sandbox's state; a sandbox that no longer exists
 	// is Info{Exists: false} with a nil error.
 	Inspect(ctx context.Context) (Info, error)
@@ -219,25 +225,6 @@ func UploadFile(ctx context.Context, sb Sandbox, src, path string, mode os.FileM
 // UploadBytes uploads data to path in sb.
 func UploadBytes(ctx context.Context, sb Sandbox, data []byte, path string, mode os.FileMode, uid, gid int) error {
 	return sb.Upload(ctx, path, bytes.NewReader(data), int64(len(data)), mode, uid, gid)
-}
-
-// DownloadBytes returns the content of the file at path in sb; errors are
-// Download's (ErrPathNotFound when it is not there).
-func DownloadBytes(ctx context.Context, sb Sandbox, path string) ([]byte, error) {
-	tmp, err := os.MkdirTemp("", "sandproof-download-")
-	if err != nil {
-		return nil, fmt.Errorf("download %q: %w", path, err)
-	}
-	defer os.RemoveAll(tmp)
-	dst := filepath.Join(tmp, "file")
-	if err := sb.Download(ctx, path, dst); err != nil {
-		return nil, err
-	}
-	data, err := os.ReadFile(dst)
-	if err != nil {
-		return nil, fmt.Errorf("download %q: %w", path, err)
-	}
-	return data, nil
 }
 
 // Entry is one directory or regular file of a batch (Put). Paths are

@@ -63,6 +63,13 @@ func (t *traced) Download(ctx context.Context, path, hostPath string) error {
 	return err
 }
 
+func (t *traced) Fetch(ctx context.Context, path, hostPath string, lim FetchLimits) (Fetched, error) {
+	start := time.Now()
+	got, err := Fetch(ctx, t.sb, path, hostPath, lim)
+	t.log(start, "download", path, err)
+	return got, err
+}
+
 func (t *traced) Inspect(ctx context.Context) (Info, error) {
 	start := time.Now()
 	i, err := t.sb.Inspect(ctx)

@@ -29,6 +29,18 @@ type CloseResult struct {
 	Missing []string
 	// SessionDirRemoved is set when the session dir was checked gone.
 	SessionDirRemoved bool
+	// Withheld lists what the captures' host copies do not hold as the
+	// sandbox had it: links recorded (never created, never followed),
+	// specials skipped, files cut at a cap, downloads stopped. Sorted by
+	// path.
+	Withheld []provider.Withheld
+	// WithheldOmitted counts entries past provider.MaxWithheld per
+	// download, not listed.
+	WithheldOmitted int
+	// CaptureCut counts files cut at a cap and downloads stopped.
+	CaptureCut int
+	// CaptureBytes is what the captures wrote on the host.
+	CaptureBytes int64
 }
 
 // Captured is one downloaded path.
@@ -176,8 +188,10 @@ func (s *Session) capture(ctx context.Context, res *CloseResult) error {
 	type job struct {
 		p, dst   string
 		optional bool
+		got      provider.Fetched
 		err      error
 	}
+	lim := s.cfg.CaptureLimits.WithDefaults()
 	var jobs []*job
 	add := func(p, dst string, optional bool) {
 		jobs = append(jobs, &job{p: p, dst: dst, optional: optional})
@@ -224,7 +238,7 @@ func (s *Session) capture(ctx context.Context, res *CloseResult) error {
 				defer wg.Done()
 				sem <- struct{}{}
 				defer func() { <-sem }()
-				j.err = s.sb.Download(ctx, j.p, j.dst)
+				j.got, j.err = provider.Fetch(ctx, s.sb, j.p, j.dst, lim)
 			}()
 		}
 		wg.Wait()
@@ -255,6 +269,10 @@ func (s *Session) capture(ctx context.Context, res *CloseResult) error {
 	download(again)
 	var errs []error
 	for _, j := range jobs {
+		res.Withheld = append(res.Withheld, j.got.Withheld...)
+		res.WithheldOmitted += j.got.Omitted
+		res.CaptureCut += j.got.Cut
+		res.CaptureBytes += j.got.Bytes
 		switch err := j.err; {
 		case err == nil:
 			res.Captured = append(res.Captured, Captured{Path: j.p, HostPath: j.dst})
@@ -269,6 +287,7 @@ func (s *Session) capture(ctx context.Context, res *CloseResult) error {
 			errs = append(errs, fmt.Errorf("capture %q: %w", j.p, err))
 		}
 	}
+	slices.SortFunc(res.Withheld, func(a, b provider.Withheld) int { return strings.Compare(a.Path, b.Path) })
 	return errors.Join(errs...)
 }
 

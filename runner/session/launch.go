@@ -327,7 +327,9 @@ func (s *Session) exists(ctx context.Context, p string) (bool, error) {
 		return false, fmt.Errorf("check %q: %w", p, err)
 	}
 	defer os.RemoveAll(tmp)
-	err = s.sb.Download(ctx, p, tmp+"/x")
+	// Existence only: nothing needs writing, and a big tree is not read
+	// through.
+	_, err = provider.Fetch(ctx, s.sb, p, tmp+"/x", provider.FetchLimits{FileBytes: 1, Budget: provider.NewBudget(0), ReadBytes: 1 << 20})
 	switch {
 	case err == nil:
 		return true, nil

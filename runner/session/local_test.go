@@ -416,13 +416,18 @@ type downloads struct {
 }
 
 func (d *downloads) Download(ctx context.Context, p, hostPath string) error {
+	_, err := d.Fetch(ctx, p, hostPath, provider.FetchLimits{})
+	return err
+}
+
+func (d *downloads) Fetch(ctx context.Context, p, hostPath string, lim provider.FetchLimits) (provider.Fetched, error) {
 	d.mu.Lock()
 	d.paths = append(d.paths, p)
 	d.mu.Unlock()
 	if d.failUnder != "" && p == d.failUnder {
-		return errors.New("injected: the engine dropped the stream")
+		return provider.Fetched{}, errors.New("injected: the engine dropped the stream")
 	}
-	return d.Sandbox.Download(ctx, p, hostPath)
+	return provider.Fetch(ctx, d.Sandbox, p, hostPath, lim)
 }
 
 // A database declared inside a captured dir comes with the dir's one

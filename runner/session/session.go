@@ -180,6 +180,10 @@ type Config struct {
 	Owned bool
 	// CaptureDir is the host directory captures are downloaded into.
 	CaptureDir string
+	// CaptureLimits bound what close downloads, all captures together
+	// sharing one budget; zero fields mean provider's defaults (a fresh
+	// DefaultCaseBytes budget for the close).
+	CaptureLimits provider.FetchLimits
 }
 
 type phase int

@@ -24,6 +24,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ory/dockertest/v3"
@@ -344,33 +345,73 @@ func (s *Sandbox) untar(ctx context.Context, op string, r *io.PipeReader) error 
 	return nil
 }
 
-// Download fetches path as a tar stream and unpacks it at hostPath. The
-// engine answers 404 both for a missing path and for a missing container;
-// the container is inspected to tell them apart.
+// Download is Fetch with default limits.
 func (s *Sandbox) Download(ctx context.Context, path, hostPath string) error {
+	_, err := s.Fetch(ctx, path, hostPath, provider.FetchLimits{})
+	return err
+}
+
+// Fetch fetches path as a tar stream and unpacks it at hostPath within lim
+// (see untarTo). The engine answers 404 both for a missing path and for a
+// missing container; the container is inspected to tell them apart. A
+// download stopped at the read cap is not an error: what was written stays,
+// and the answer records where it stopped.
+func (s *Sandbox) Fetch(ctx context.Context, path, hostPath string, lim provider.FetchLimits) (provider.Fetched, error) {
 	pr, pw := io.Pipe()
-	done := make(chan error, 1)
-	go func() { done <- untarTo(pr, hostPath) }()
+	// Ending the request is what stops the engine's stream: the client
+	// drains a response body it closes, which for a huge file would read
+	// all of it.
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	type unpacked struct {
+		got   provider.Fetched
+		err   error
+		early bool // the unpack ended before the engine's answer did
+	}
+	var answered atomic.Bool
+	done := make(chan unpacked, 1)
+	go func() {
+		got, err := untarTo(pr, hostPath, path, lim)
+		if err == nil {
+			// Whatever follows the end of the archive (padding).
+			io.Copy(io.Discard, io.LimitReader(pr, 1<<20))
+		}
+		early := err != nil && !answered.Load()
+		if early {
+			stop()
+		}
+		pr.CloseWithError(errors.New("unpack ended"))
+		done <- unpacked{got, err, early}
+	}()
 	err := s.client.DownloadFromContainer(s.id, dc.DownloadFromContainerOptions{
 		OutputStream: pw,
 		Path:         path,
-		Context:      ctx,
+		Context:      sctx,
 	})
+	answered.Store(true)
 	pw.CloseWithError(err)
-	uerr := <-done
+	u := <-done
+	if errors.Is(u.err, errReadCap) {
+		return u.got, nil
+	}
+	if u.early && ctx.Err() == nil {
+		// The unpack failed and stopped the stream: its error is the
+		// cause.
+		return u.got, fmt.Errorf("download %q: %w", path, u.err)
+	}
 	if err != nil {
 		var de *dc.Error
 		if errors.As(err, &de) && de.Status == http.StatusNotFound {
 			if running, ierr := s.running(ctx); ierr == nil && running {
-				return fmt.Errorf("download %q: %w", path, provider.ErrPathNotFound)
+				return u.got, fmt.Errorf("download %q: %w", path, provider.ErrPathNotFound)
 			}
 		}
-		return s.transport("download", err)
+		return u.got, s.transport("download", err)
 	}
-	if uerr != nil {
-		return fmt.Errorf("download %q: %w", path, uerr)
+	if u.err != nil {
+		return u.got, fmt.Errorf("download %q: %w", path, u.err)
 	}
-	return nil
+	return u.got, nil
 }
 
 // Inspect asks the engine; a container it does not know is Exists false.

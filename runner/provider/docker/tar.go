@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/sandproof/sandproof/runner/provider"
@@ -70,23 +72,60 @@ func tarDir(p string, mode os.FileMode, uid, gid int) *io.PipeReader {
 	return pr
 }
 
+// errReadCap stops an unpack that read more than Limits.ReadBytes.
+var errReadCap = errors.New("read cap reached")
+
+// capReader counts what is read and fails past the cap.
+type capReader struct {
+	r    io.Reader
+	n    int64
+	max  int64
+	over bool
+}
+
+func (c *capReader) Read(p []byte) (int, error) {
+	if c.n >= c.max {
+		c.over = true
+		return 0, errReadCap
+	}
+	if int64(len(p)) > c.max-c.n {
+		p = p[:c.max-c.n]
+	}
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
 // untarTo unpacks the engine's archive of one path at dst: the archive's
-// first component (the path's base name) becomes dst itself. Entries that
-// would leave dst are refused; links are recreated, never followed; devices
-// and fifos are skipped (nothing to capture in them).
-func untarTo(r io.Reader, dst string) error {
-	tr := tar.NewReader(r)
-	var top string
+// first component (the path's base name) becomes dst itself. The archive
+// is data from the sandbox: entries that would leave dst are refused;
+// symlinks and hard links are recorded in the answer, never created (a
+// later host read cannot follow what is not there); devices and fifos are
+// recorded and skipped; a regular file is written up to lim.FileBytes and
+// what lim.Budget grants, decided on the header's (apparent) size before
+// a byte is written, the rest skipped and recorded. Past lim.ReadBytes
+// the unpack stops, records where, and returns errReadCap. sbPath is the
+// sandbox path the archive holds, for the record.
+func untarTo(r io.Reader, dst, sbPath string, lim provider.FetchLimits) (provider.Fetched, error) {
+	lim = lim.WithDefaults()
+	var got provider.Fetched
+	cr := &capReader{r: r, max: lim.ReadBytes}
+	tr := tar.NewReader(cr)
+	var top, cur string
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
 			if top == "" {
-				return fmt.Errorf("unpack into %q: empty archive", dst)
+				return got, fmt.Errorf("unpack into %q: empty archive", dst)
 			}
-			return nil
+			return got, nil
+		}
+		if cr.over {
+			got.Add(provider.Withheld{Path: cur, Kind: provider.WithheldStopped})
+			return got, errReadCap
 		}
 		if err != nil {
-			return fmt.Errorf("unpack into %q: %w", dst, err)
+			return got, fmt.Errorf("unpack into %q: %w", dst, err)
 		}
 		name := path.Clean(h.Name)
 		first, rest, _ := strings.Cut(name, "/")
@@ -94,36 +133,59 @@ func untarTo(r io.Reader, dst string) error {
 			top = first
 		}
 		if first != top || name == ".." || strings.HasPrefix(rest, "../") || strings.Contains(name, "/../") {
-			return fmt.Errorf("unpack into %q: entry %q leaves the archive root", dst, h.Name)
+			return got, fmt.Errorf("unpack into %q: entry %q leaves the archive root", dst, h.Name)
+		}
+		cur = sbPath
+		if rest != "" {
+			cur = path.Join(sbPath, rest)
 		}
 		target := filepath.Join(dst, filepath.FromSlash(rest))
 		switch h.Typeflag {
 		case tar.TypeDir:
 			if err := os.MkdirAll(target, os.FileMode(h.Mode).Perm()|0o700); err != nil {
-				return fmt.Errorf("unpack %q: %w", h.Name, err)
+				return got, fmt.Errorf("unpack %q: %w", h.Name, err)
 			}
 		case tar.TypeReg:
+			want := min(h.Size, lim.FileBytes)
+			n := lim.Budget.Take(want)
 			if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
-				return fmt.Errorf("unpack %q: %w", h.Name, err)
+				return got, fmt.Errorf("unpack %q: %w", h.Name, err)
 			}
-			f, err := os.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, os.FileMode(h.Mode).Perm()|0o600)
+			// A file from an earlier download is replaced, never
+			// written through (O_EXCL|O_NOFOLLOW after the remove).
+			if err := os.Remove(target); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return got, fmt.Errorf("unpack %q: %w", h.Name, err)
+			}
+			f, err := os.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, os.FileMode(h.Mode).Perm()|0o600)
 			if err != nil {
-				return fmt.Errorf("unpack %q: %w", h.Name, err)
+				return got, fmt.Errorf("unpack %q: %w", h.Name, err)
 			}
-			_, err = io.Copy(f, tr)
+			w, err := io.CopyN(f, tr, n)
 			if cerr := f.Close(); err == nil {
 				err = cerr
 			}
+			got.Files++
+			got.Bytes += w
+			if w < h.Size {
+				kind := provider.WithheldTruncated
+				if n < want {
+					kind = provider.WithheldStopped // the budget ran out
+				}
+				got.Add(provider.Withheld{Path: cur, Kind: kind, Size: h.Size, Written: w})
+			}
+			if cr.over {
+				got.Add(provider.Withheld{Path: cur, Kind: provider.WithheldStopped, Size: h.Size, Written: w})
+				return got, errReadCap
+			}
 			if err != nil {
-				return fmt.Errorf("unpack %q: %w", h.Name, err)
+				return got, fmt.Errorf("unpack %q: %w", h.Name, err)
 			}
 		case tar.TypeSymlink:
-			if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
-				return fmt.Errorf("unpack %q: %w", h.Name, err)
-			}
-			if err := os.Symlink(h.Linkname, target); err != nil {
-				return fmt.Errorf("unpack %q: %w", h.Name, err)
-			}
+			got.Add(provider.Withheld{Path: cur, Kind: provider.WithheldSymlink, Target: h.Linkname})
+		case tar.TypeLink:
+			got.Add(provider.Withheld{Path: cur, Kind: provider.WithheldHardlink, Target: h.Linkname})
+		default:
+			got.Add(provider.Withheld{Path: cur, Kind: provider.WithheldSpecial})
 		}
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/sandproof/sandproof/runner/hostfile"
 	"github.com/sandproof/sandproof/runner/provider"
 )
 
@@ -248,25 +249,37 @@ func (s *Sandbox) Mkdir(ctx context.Context, path string, mode os.FileMode, uid,
 	return nil
 }
 
-// Download copies a file or a tree; symlinks are copied as links, never
-// followed.
+// Download is Fetch with default limits.
 func (s *Sandbox) Download(ctx context.Context, path, hostPath string) error {
+	_, err := s.Fetch(ctx, path, hostPath, provider.FetchLimits{})
+	return err
+}
+
+// Fetch copies a file or a tree within lim: symlinks are recorded, never
+// created or followed; devices, fifos and sockets are recorded and
+// skipped; a regular file is opened without following links and cut at
+// the caps by its apparent (lstat) size.
+func (s *Sandbox) Fetch(ctx context.Context, path, hostPath string, lim provider.FetchLimits) (provider.Fetched, error) {
+	var got provider.Fetched
 	if err := s.alive("download"); err != nil {
-		return err
+		return got, err
 	}
+	lim = lim.WithDefaults()
 	hp, err := s.hostPath(path)
 	if err != nil {
-		return fmt.Errorf("download: %w", err)
+		return got, fmt.Errorf("download: %w", err)
 	}
 	if _, err := os.Lstat(hp); errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("download %q: %w", path, provider.ErrPathNotFound)
+		return got, fmt.Errorf("download %q: %w", path, provider.ErrPathNotFound)
 	}
+	var read int64
 	err = filepath.WalkDir(hp, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		rel, _ := filepath.Rel(hp, p)
 		dst := filepath.Join(hostPath, rel)
+		sp := filepath.ToSlash(filepath.Join(path, rel))
 		fi, err := d.Info()
 		if err != nil {
 			return err
@@ -279,36 +292,63 @@ func (s *Sandbox) Download(ctx context.Context, path, hostPath string) error {
 			if err != nil {
 				return err
 			}
-			return os.Symlink(t, dst)
+			got.Add(provider.Withheld{Path: sp, Kind: provider.WithheldSymlink, Target: t})
 		case d.Type().IsRegular():
-			return copyFile(p, dst, fi.Mode().Perm())
+			want := min(fi.Size(), lim.FileBytes)
+			if read+want > lim.ReadBytes {
+				got.Add(provider.Withheld{Path: sp, Kind: provider.WithheldStopped, Size: fi.Size()})
+				return fs.SkipAll
+			}
+			n := lim.Budget.Take(want)
+			w, err := copyCapped(p, dst, fi.Mode().Perm(), n)
+			read += w
+			got.Files++
+			got.Bytes += w
+			if w < fi.Size() {
+				kind := provider.WithheldTruncated
+				if n < want {
+					kind = provider.WithheldStopped
+				}
+				got.Add(provider.Withheld{Path: sp, Kind: kind, Size: fi.Size(), Written: w})
+			}
+			return err
+		default:
+			got.Add(provider.Withheld{Path: sp, Kind: provider.WithheldSpecial})
 		}
-		return nil // devices, sockets, fifos: nothing to capture
+		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("download %q: %w", path, err)
+		return got, fmt.Errorf("download %q: %w", path, err)
 	}
-	return nil
+	return got, nil
 }
 
-func copyFile(src, dst string, mode os.FileMode) error {
-	in, err := os.Open(src)
+// copyCapped copies at most n bytes of the regular file src (opened
+// without following a link) to the new file dst.
+func copyCapped(src, dst string, mode os.FileMode, n int64) (int64, error) {
+	in, err := hostfile.Open(src)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer in.Close()
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return err
+		return 0, err
 	}
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
+	if err := os.Remove(dst); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return 0, err
+	}
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, mode|0o600)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	_, err = io.Copy(out, in)
+	w, err := io.CopyN(out, in, n)
+	if errors.Is(err, io.EOF) {
+		err = nil // the file shrank meanwhile
+	}
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
-	return err
+	return w, err
 }
 
 // Inspect reports whether the root still exists. A local sandbox "runs" as

@@ -1,0 +1,94 @@
+package certify
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sandproof/sandproof/reports"
+	"github.com/sandproof/sandproof/runner/harness"
+)
+
+// recorded returns what warden's runner writes to the events file for
+// the harness's stdout.
+func recorded(t *testing.T, stdout string) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	r := harness.NewRecorder(&b, 0)
+	if _, err := r.Write([]byte(stdout)); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// The canary is found in every encoding sandproof applies, with a
+// positive control each time that the plain search would miss it.
+func TestFindCanaryDecodes(t *testing.T) {
+	key := NewCanary()
+	other := NewCanary()
+	mdKey := "sk_live_" + strings.TrimPrefix(key, "sk-sandproof-canary-") // a key Markdown escapes
+	cases := []struct {
+		name, key string
+		data      []byte
+		want      bool
+	}{
+		{"raw_b64 after a non-UTF-8 byte", key, recorded(t, "\xff"+key+"\n"), true},
+		{"raw_b64, second alignment", key, recorded(t, "\xff\xfe"+key+"\n"), true},
+		{"raw_b64, third alignment", key, recorded(t, "\xff\xfe\xfd"+key+" tail\n"), true},
+		{"JSON string escapes", key, recorded(t, `{"type":"x","msg":"`+strings.ReplaceAll(key, "-", `\u002d`)+`"}`+"\n"), true},
+		{"JSON inside a JSON string", key, []byte(`{"body":"{\"auth\":\"Bearer ` + strings.ReplaceAll(key, "-", `\\u002d`) + `\"}"}` + "\n"), true},
+		{"Markdown escapes", mdKey, []byte(reports.Renderings(mdKey)[1] + "\n"), true},
+		{"another key in raw_b64", key, recorded(t, "\xff"+other+"\n"), false},
+		{"clean events", key, recorded(t, `{"type":"agent_end"}`+"\n\xffbinary\n"), false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, "events.jsonl"), c.data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if c.want && bytes.Contains(c.data, []byte(c.key)) {
+				t.Fatalf("positive control: the key is in the file as is, a plain search finds it: %q", c.data)
+			}
+			if c.name == "raw_b64 after a non-UTF-8 byte" && !bytes.Contains(c.data, []byte(`"raw_b64"`)) {
+				t.Fatalf("positive control: the line is not stored as raw_b64: %q", c.data)
+			}
+			hits, err := FindCanary(dir, c.key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := len(hits) == 1; got != c.want {
+				t.Errorf("found %t, want %t in %q", got, c.want, c.data)
+			}
+		})
+	}
+}
+
+// A line longer than the decode cap is still searched raw across the
+// reader's chunk boundaries.
+func TestFindCanaryLongLine(t *testing.T) {
+	key := NewCanary()
+	dir := t.TempDir()
+	f, err := os.Create(filepath.Join(dir, "long"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(`{"x":"`)                   // held as JSON up to the cap, then streamed
+	pad := bytes.Repeat([]byte("a"), 1<<20-7) // the key straddles 1 MiB chunks
+	for i := 0; i*len(pad) <= maxDecodeLine; i++ {
+		f.Write(pad)
+	}
+	f.WriteString(key + "\"}\n")
+	f.Close()
+	// A non-JSON file is streamed from its start.
+	os.WriteFile(filepath.Join(dir, "short"), []byte("x\nplain "+key[:10]+"\n"+key[10:]+"\n"), 0o600)
+	// "short" splits the key over two lines: not a leak of the key.
+	if hits, err := FindCanary(dir, key); err != nil || len(hits) != 1 || filepath.Base(hits[0]) != "long" {
+		t.Errorf("key after %d bytes on one line: %v %v", maxDecodeLine, hits, err)
+	}
+}
