@@ -470,7 +470,7 @@ func (s *supervisor) scanner(since uint64) *stop.Scanner {
 	}
 	return &stop.Scanner{FS: s.fs, Old: s.old, Launch: stop.Launch{
 		ID: s.cfg.LaunchID, Self: s.self.PID, Harness: s.harnessIdentity(), Since: since,
-		Services: services, ServiceMarker: s.serviceMarker(),
+		Services: services,
 	}}
 }
 
@@ -485,8 +485,6 @@ func (s *supervisor) harnessIdentity() proc.Identity {
 	return s.harness
 }
 
-func (s *supervisor) serviceMarker() string { return s.cfg.LaunchID }
-
 // stopLaunch stops everything the launch reached and fills in the receipt.
 func (s *supervisor) stopLaunch(r *receipt.Receipt, cause string, since uint64) {
 	r.Cause = cause
@@ -498,6 +496,10 @@ func (s *supervisor) stopLaunch(r *receipt.Receipt, cause string, since uint64) 
 		Grace:     s.cfg.Grace,
 	}
 	res := eng.Run(context.Background())
+	// Every process below the supervisor is dead now; collect the zombies
+	// it adopted before the receipt, so none outlives the supervisor and
+	// lands on whatever reaps above it (a soak, a container's init).
+	s.reapNow()
 	s.logf("stop (%s): %d reached, %d survivors, %d rounds, %.3fs", cause, len(res.Reached), len(res.Survivors), res.Rounds, res.Seconds)
 	r.StopSeconds = res.Seconds
 	r.Reached = nonNil(res.Reached)

@@ -1,0 +1,100 @@
+package stop
+
+import (
+	"errors"
+
+	"github.com/sandproof/sandproof/runner/mutant"
+	"github.com/sandproof/sandproof/runner/proc"
+)
+
+// Node is one process the kernel's children lists showed, with the parent
+// whose list it was in.
+type Node struct {
+	Member
+	PPID int
+}
+
+// Walk reads the supervisor's tree from the kernel: the children lists of
+// every thread of the supervisor (PROC_ROOT/SELF/task/*/children), then of
+// every child, down. The supervisor is a child subreaper, so every process
+// forked from the harness's tree is in it, whatever it did to its session,
+// group or environment, as long as it lives. skip names pids (services and
+// their subtrees) not to enter. A supervisor with no entry in the proc root
+// (a fake tree that does not list it) has no tree; a kernel without
+// children lists gives proc.ErrNoChildrenList.
+func (s *Scanner) Walk(skip map[int]bool) ([]Member, error) {
+	nodes, err := s.walk(s.Launch.Self, skip, nil)
+	out := make([]Member, 0, len(nodes))
+	for _, n := range nodes {
+		out = append(out, n.Member)
+	}
+	return out, err
+}
+
+// walkFrom is Walk from another root (a service), ignoring errors.
+func (s *Scanner) walkFrom(root int, _ map[int]proc.Stat, skip map[int]bool, visit func(Node)) []Node {
+	nodes, _ := s.walk(root, skip, visit)
+	return nodes
+}
+
+// walk visits every process below root, breadth first, calling visit (when
+// set) on each as soon as its stat is read, so a caller can signal it
+// before its parent's next fork. Zombies are listed but not entered: the
+// kernel handed their children on before they died.
+func (s *Scanner) walk(root int, skip map[int]bool, visit func(Node)) ([]Node, error) {
+	var out []Node
+	seen := map[int]bool{root: true}
+	queue := []int{root}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		kids, err := s.FS.Children(p)
+		switch {
+		case errors.Is(err, proc.ErrGone):
+			continue // it died: its children went to the supervisor, read next time
+		case err != nil:
+			return out, err
+		}
+		for _, c := range kids {
+			if seen[c] || c == s.Launch.Self || skip[c] {
+				continue
+			}
+			seen[c] = true
+			st, err := s.FS.Stat(c)
+			if err != nil {
+				continue // gone between the list and the stat
+			}
+			why := WhyDescendant
+			if p == s.Launch.Self {
+				why = WhyOrphan
+			}
+			n := Node{Member: Member{PID: c, StartTime: st.StartTime, Comm: st.Comm, Why: why, State: string(st.State)}, PPID: p}
+			out = append(out, n)
+			if visit != nil {
+				visit(n)
+			}
+			if !st.Dead() {
+				queue = append(queue, c)
+			}
+		}
+	}
+	return out, nil
+}
+
+// treeRoots are where a hold walks from: the supervisor, or for a stop of
+// the services each live service.
+func (s *Scanner) treeRoots() []int {
+	if mutant.Is("nokernelwalk") {
+		return nil
+	}
+	if !s.ServicesOnly {
+		return []int{s.Launch.Self}
+	}
+	var roots []int
+	for _, svc := range s.Launch.Services {
+		if st, err := s.FS.Stat(svc.PID); err == nil && st.StartTime == svc.StartTime {
+			roots = append(roots, svc.PID)
+		}
+	}
+	return roots
+}
