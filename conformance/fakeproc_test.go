@@ -180,7 +180,7 @@ var _ = Describe("the stop engine, on a fake tree,", framework.Fakeproc, func() 
 		fpExpectStopped(f, res, child, 1, stop.WhyOrphan)
 	})
 
-	framework.ConformanceIt("2 stop rules", "should hold a harness that ignores TERM once the grace has passed, not before, and KILL it once it shows stopped", func() {
+	framework.ConformanceIt("2 hold", "should hold a harness that ignores TERM once the grace has passed, not before, and KILL it once it shows stopped", func() {
 		f := newFakeStop(fakeproc.Proc{OnTERM: fakeproc.IgnoreTERM})
 
 		res := f.run()
@@ -194,7 +194,7 @@ var _ = Describe("the stop engine, on a fake tree,", framework.Fakeproc, func() 
 		Expect(got[2].Round).To(Equal(got[1].Round+1), "KILL in the round after the STOP, once /proc showed it stopped")
 	})
 
-	framework.ConformanceIt("2 stop rules", "should not confirm the cleanup when a process cannot be held, and list it as a survivor", func() {
+	framework.ConformanceIt("2 hold", "should not confirm the cleanup when a process cannot be held, and list it as a survivor", func() {
 		f := newFakeStop(fakeproc.Proc{OnTERM: fakeproc.IgnoreTERM})
 		// A ptraced tool whose tracer swallows every SIGSTOP: it never
 		// shows state T, so nothing proves it did not fork in between.
@@ -403,7 +403,7 @@ var _ = Describe("the stop engine, on a fake tree,", framework.Fakeproc, func() 
 		}
 	})
 
-	framework.ConformanceIt("2 stop rules", "should preserve the daemon a service double-forks, which the service's own reaper adopts", func() {
+	framework.ConformanceIt("2 services by identity", "should preserve the daemon a service double-forks, which the service's own reaper adopts", func() {
 		f := newFakeStop(fakeproc.Proc{})
 		svc := f.k.Fork(fpSup, fakeproc.Proc{Comm: "warden", Setsid: true, Subreaper: true, Env: fpNoMarker()})
 		pg := f.k.Fork(svc.PID, fakeproc.Proc{Comm: "postgres"})
@@ -418,7 +418,7 @@ var _ = Describe("the stop engine, on a fake tree,", framework.Fakeproc, func() 
 		Expect(res.Confirmed).To(BeTrue())
 	})
 
-	framework.ConformanceIt("2 stop rules", "should reach a process that names itself a service in WARDEN_SERVICE and dropped the marker, and keep the declared one", func() {
+	framework.ConformanceIt("2 services by identity", "should reach a process that names itself a service in WARDEN_SERVICE and dropped the marker, and keep the declared one", func() {
 		f := newFakeStop(fakeproc.Proc{})
 		svc := f.k.Fork(fpSup, fakeproc.Proc{Comm: "warden", Setsid: true, Subreaper: true, Env: fpNoMarker()})
 		spoof := f.k.DoubleFork(fpHarness, fakeproc.Proc{Comm: "spoofer", Env: []string{stop.ServiceVar + "=" + fpLaunch, "PATH=/bin"}})

@@ -114,6 +114,13 @@ func (e *Engine) Run(ctx context.Context) Result {
 				res.Err = fmt.Errorf("read the supervisor's children: %w", snap.TreeErr)
 				break
 			}
+			if !e.settled(snap) {
+				// The tree moved between two readings (a process forked
+				// and its parent exited while the lists were read): read
+				// it all again.
+				e.pause(ctx, round, nil)
+				continue
+			}
 			res.Confirmed = true
 			break
 		}
@@ -155,6 +162,38 @@ func (e *Engine) Run(ctx context.Context) Result {
 	res.Seconds = clock.Now().Sub(start).Seconds()
 	sortMembers(res.Reached)
 	return res
+}
+
+// settled reads the supervisor's children lists once more after a scan
+// that found nothing reached alive, and agrees only if this second reading
+// shows the very same processes (zombies included) and none of them alive.
+// One reading alone can miss a process that forks and lets its parent exit
+// in a loop: the walk reads the supervisor's list while the parent lives,
+// the parent exits (its child goes to the supervisor's list, already read)
+// and is read as a zombie. The second reading then sees the child, or the
+// zombie gone, or another zombie: any change refuses the confirmation.
+func (e *Engine) settled(snap *Snapshot) bool {
+	if mutant.Is("nokernelwalk") {
+		return true
+	}
+	skip := map[int]bool{}
+	for _, m := range snap.Preserved {
+		skip[m.PID] = true
+	}
+	again, err := e.Scanner.Walk(skip)
+	if err != nil || len(again) != len(snap.Tree) {
+		return false
+	}
+	ids := map[proc.Identity]bool{}
+	for _, m := range snap.Tree {
+		ids[m.Identity()] = true
+	}
+	for _, m := range again {
+		if !ids[m.Identity()] || (m.State != "Z" && m.State != "X") {
+			return false
+		}
+	}
+	return true
 }
 
 // MaxHoldRounds bounds the readings of a hold: a tree that still grows
