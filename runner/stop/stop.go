@@ -2,6 +2,7 @@ package stop
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"sort"
@@ -114,11 +115,16 @@ func (e *Engine) Run(ctx context.Context) Result {
 				res.Err = fmt.Errorf("read the supervisor's children: %w", snap.TreeErr)
 				break
 			}
-			if !e.settled(snap) {
+			if living, ok := e.settled(snap); !ok {
 				// The tree moved between two readings (a process forked
 				// and its parent exited while the lists were read): read
-				// it all again.
-				e.pause(ctx, round, nil)
+				// it all again, within the bounded wait.
+				if clock.Now().After(endAt) || ctx.Err() != nil {
+					res.Survivors = living
+					res.Err = errors.New("the supervisor's children lists did not settle")
+					break
+				}
+				e.pause(ctx, round, living)
 				continue
 			}
 			res.Confirmed = true
@@ -172,28 +178,30 @@ func (e *Engine) Run(ctx context.Context) Result {
 // the parent exits (its child goes to the supervisor's list, already read)
 // and is read as a zombie. The second reading then sees the child, or the
 // zombie gone, or another zombie: any change refuses the confirmation.
-func (e *Engine) settled(snap *Snapshot) bool {
-	if mutant.Is("nokernelwalk") {
-		return true
+func (e *Engine) settled(snap *Snapshot) (living []Member, ok bool) {
+	if mutant.Is("nokernelwalk") || mutant.Is("groupkill") || mutant.Is("nosubreaper") {
+		return nil, true
 	}
 	skip := map[int]bool{}
 	for _, m := range snap.Preserved {
 		skip[m.PID] = true
 	}
 	again, err := e.Scanner.Walk(skip)
-	if err != nil || len(again) != len(snap.Tree) {
-		return false
-	}
+	ok = err == nil && len(again) == len(snap.Tree)
 	ids := map[proc.Identity]bool{}
 	for _, m := range snap.Tree {
 		ids[m.Identity()] = true
 	}
 	for _, m := range again {
-		if !ids[m.Identity()] || (m.State != "Z" && m.State != "X") {
-			return false
+		if m.State != "Z" && m.State != "X" {
+			living = append(living, m)
+			ok = false
+		}
+		if !ids[m.Identity()] {
+			ok = false
 		}
 	}
-	return true
+	return living, ok
 }
 
 // MaxHoldRounds bounds the readings of a hold: a tree that still grows
