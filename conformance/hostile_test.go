@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -57,27 +56,13 @@ func living(comm string) []witness.Stat {
 	return out
 }
 
-// killNamed SIGSTOPs and then SIGKILLs, by identity, every live process
-// named comm, until /proc shows none for a while: the cleanup of a spec
-// whose hopper or bomb escaped (names are unique per spec).
+// killNamed stops and kills every live process named comm that hangs
+// below pid 1 (where an escaped hopper or bomb process is reparented; names
+// are unique per spec), reading pid 1's children lists until 2,000
+// readings in a row find none: the cleanup of a spec that failed.
 func killNamed(comm string) {
-	limit := time.Now().Add(10 * time.Second)
-	quiet := 0
-	for quiet < 50 && time.Now().Before(limit) {
-		table, _ := witness.Proc.Table()
-		found := false
-		for _, st := range table {
-			if st.Comm == comm && !st.Dead() {
-				found = true
-				witness.Kill(st.ID(), syscall.SIGSTOP)
-				witness.Kill(st.ID(), syscall.SIGKILL)
-			}
-		}
-		if found {
-			quiet = 0
-		} else {
-			quiet++
-		}
+	if n := witness.KillNamedChildren(comm, []int{1}, 2000, 20*time.Second); n > 0 {
+		GinkgoWriter.Printf("cleanup: stopped and killed %d escaped %q processes\n", n, comm)
 	}
 }
 

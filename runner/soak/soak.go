@@ -167,6 +167,9 @@ type Summary struct {
 	First Percentiles `json:"stop_latency_first"`
 	Last  Percentiles `json:"stop_latency_last"`
 	Drift float64     `json:"stop_p50_drift"`
+	// Tenths are the stop latency p50s of each tenth of the cycles, in
+	// order: a drift shows as a trend, noise from the host as a jump.
+	Tenths []time.Duration `json:"stop_p50_by_tenth_ns"`
 	// KeptDir holds the dirs of failed cycles ("" when none was kept).
 	KeptDir string `json:"kept_dir,omitempty"`
 }
@@ -204,6 +207,13 @@ func (s *Summary) Write(w io.Writer) {
 	fmt.Fprintf(w, "  stop latency, first %d cycles:  %s\n", s.First.N, s.First)
 	fmt.Fprintf(w, "  stop latency, last %d cycles:   %s\n", s.Last.N, s.Last)
 	fmt.Fprintf(w, "  p50 drift (last/first):        %.2fx (at most %.1fx from 1,000 cycles on)\n", s.Drift, MaxDrift)
+	if len(s.Tenths) > 0 {
+		fmt.Fprintf(w, "  p50 by tenth of the cycles:    ")
+		for _, d := range s.Tenths {
+			fmt.Fprintf(w, " %s", ms(d))
+		}
+		fmt.Fprintln(w)
+	}
 	names := make([]string, 0, len(s.PerScenario))
 	for n := range s.PerScenario {
 		names = append(names, n)
@@ -349,6 +359,17 @@ feed:
 		}
 	}
 	sum.First, sum.Last = percentiles(first), percentiles(last)
+	if cfg.Cycles >= 10 {
+		for t := 0; t < 10; t++ {
+			var part []time.Duration
+			for n := t * cfg.Cycles / 10; n < (t+1)*cfg.Cycles/10; n++ {
+				if d, ok := byCycle[n]; ok {
+					part = append(part, d)
+				}
+			}
+			sum.Tenths = append(sum.Tenths, percentiles(part).P50)
+		}
+	}
 	if sum.First.P50 > 0 {
 		sum.Drift = float64(sum.Last.P50) / float64(sum.First.P50)
 	}
@@ -412,13 +433,28 @@ func running(id witness.ID) bool {
 // that pid only while the zombie holds it, so it can never take the status
 // of a command the soak runs through os/exec; a process that is not our
 // child is left alone (ECHILD).
+//
+// /proc shows a thread-group leader as Z as soon as its own thread exits,
+// while its other threads (a Go program has several) may still be exiting;
+// until they are gone wait4 has nothing to collect and returns 0. So it
+// tries again (bounded) rather than once: a single WNOHANG left about one
+// supervisor in two unreaped, and the zombies piled up under the soak, a
+// few hundred per thousand cycles, making every later scan of /proc longer
+// (the stop's p50 drifted with the cycles).
 func reapZombie(id witness.ID) {
-	st, err := witness.Proc.Lookup(id)
-	if err != nil || st.State != 'Z' {
-		return
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st, err := witness.Proc.Lookup(id)
+		if err != nil || st.State != 'Z' {
+			return
+		}
+		var ws unix.WaitStatus
+		pid, err := unix.Wait4(id.PID, &ws, unix.WNOHANG, nil)
+		if pid == id.PID || (err != nil && err != unix.EINTR) || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(time.Millisecond)
 	}
-	var ws unix.WaitStatus
-	unix.Wait4(id.PID, &ws, unix.WNOHANG, nil)
 }
 
 func runCycle(ctx context.Context, cfg Config, n int, sc Scenario) *Cycle {
@@ -557,19 +593,24 @@ func runCycle(ctx context.Context, cfg Config, n int, sc Scenario) *Cycle {
 	return c
 }
 
-// killNamed stops and kills, by identity, every live process named comm
-// until /proc has shown none for 50 readings in a row (bounded): the end of
-// an escaped hopper, whose name is unique to its cycle.
+// killNamed ends an escaped hopper (its name is unique to its cycle): the
+// soak is a child subreaper, so the hopper's every incarnation is a direct
+// child of this process, and its children lists meet it where a /proc scan
+// would not.
 func killNamed(comm string) {
-	limit := time.Now().Add(10 * time.Second)
-	for quiet := 0; quiet < 50 && time.Now().Before(limit); {
-		table, _ := witness.Proc.Table()
-		quiet++
-		for _, st := range table {
-			if st.Comm == comm && !st.Dead() {
-				quiet = 0
-				witness.Kill(st.ID(), unix.SIGSTOP)
-				witness.Kill(st.ID(), unix.SIGKILL)
+	witness.KillNamedChildren(comm, []int{os.Getpid()}, 2000, 20*time.Second)
+	// Collect the zombies it left with us: only pids that are zombies
+	// under that name now, so no status os/exec waits for is taken.
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", os.Getpid()))
+	for _, t := range tasks {
+		data, _ := os.ReadFile(t)
+		for _, f := range bytes.Fields(data) {
+			pid, err := strconv.Atoi(string(f))
+			if err != nil {
+				continue
+			}
+			if st, err := witness.Proc.ReadStat(pid); err == nil && st.Comm == comm && st.State == 'Z' {
+				reapZombie(st.ID())
 			}
 		}
 	}

@@ -215,7 +215,7 @@ func (s *Scanner) compute(stats []proc.Stat) *Snapshot {
 	if !mutant.Is("nokernelwalk") {
 		for _, svc := range l.Services {
 			if preserved[svc.PID] {
-				for _, n := range s.walkFrom(svc.PID, byPID, nil, nil) {
+				for _, n := range s.walkFrom(svc.PID) {
 					preserved[n.PID] = true
 					if _, ok := byPID[n.PID]; !ok {
 						byPID[n.PID] = proc.Stat{PID: n.PID, StartTime: n.StartTime, Comm: n.Comm, State: n.State[0], PPID: n.PPID}

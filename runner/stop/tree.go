@@ -31,9 +31,10 @@ func (s *Scanner) Walk(skip map[int]bool) ([]Member, error) {
 	return out, err
 }
 
-// walkFrom is Walk from another root (a service), ignoring errors.
-func (s *Scanner) walkFrom(root int, _ map[int]proc.Stat, skip map[int]bool, visit func(Node)) []Node {
-	nodes, _ := s.walk(root, skip, visit)
+// walkFrom is a walk from another root (a service), ignoring errors: what
+// it cannot read is still found through the stat parent links.
+func (s *Scanner) walkFrom(root int) []Node {
+	nodes, _ := s.walk(root, nil, nil)
 	return nodes
 }
 
