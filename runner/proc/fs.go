@@ -379,6 +379,32 @@ func (fs FS) Children(pid int) ([]int, error) {
 	}
 }
 
+// ChildrenOf is Children for a process whose stat was just read: a
+// single-threaded process has one children list, task/PID/children, read
+// without listing its threads. A thread started after the stat was read
+// can hide a child from this reading; callers that must not miss one (the
+// reading that confirms a cleanup) use Children.
+func (fs FS) ChildrenOf(st Stat) ([]int, error) {
+	if st.Threads != 1 {
+		return fs.Children(st.PID)
+	}
+	path := fs.Root + "/" + strconv.Itoa(st.PID) + "/task/" + strconv.Itoa(st.PID) + "/children"
+	data, err := readSmall(path, make([]byte, 0, 256), 1<<22)
+	if err != nil {
+		if gone(err) {
+			return fs.Children(st.PID) // gone, or no children lists: let Children tell
+		}
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	var out []int
+	for _, f := range bytes.Fields(data) {
+		if v, ok := parseUint(f); ok && v > 0 && v <= 1<<31-1 {
+			out = append(out, int(v))
+		}
+	}
+	return out, nil
+}
+
 // listNumeric lists the numeric names in dir, sorted.
 func listNumeric(dir string) ([]int, error) {
 	d, err := os.Open(dir)

@@ -287,7 +287,7 @@ func (s *Scanner) compute(stats []proc.Stat) *Snapshot {
 	// children lists of every thread. A child of the supervisor is an
 	// orphan it adopted (or the harness), anything deeper a descendant.
 	if !mutant.Is("nokernelwalk") && !mutant.Is("nosubreaper") {
-		nodes, err := s.walk(l.Self, preserved, nil)
+		nodes, err := s.walk(l.Self, preserved, nil, byPID, true)
 		snap.TreeErr = err
 		for _, n := range nodes {
 			snap.Tree = append(snap.Tree, n.Member)

@@ -59,6 +59,9 @@ type Result struct {
 	Seconds float64
 	// Err is the last scan error, if scanning itself failed.
 	Err error
+	// Unsettled counts the rounds that found nothing reached alive but whose
+	// second reading of the children lists disagreed.
+	Unsettled int
 }
 
 // Run stops the launch: it rescans at the start and on every round, sends
@@ -116,6 +119,7 @@ func (e *Engine) Run(ctx context.Context) Result {
 				break
 			}
 			if living, ok := e.settled(snap); !ok {
+				res.Unsettled++
 				// The tree moved between two readings (a process forked
 				// and its parent exited while the lists were read): read
 				// it all again, within the bounded wait.
@@ -172,12 +176,14 @@ func (e *Engine) Run(ctx context.Context) Result {
 
 // settled reads the supervisor's children lists once more after a scan
 // that found nothing reached alive, and agrees only if this second reading
-// shows the very same processes (zombies included) and none of them alive.
-// One reading alone can miss a process that forks and lets its parent exit
-// in a loop: the walk reads the supervisor's list while the parent lives,
-// the parent exits (its child goes to the supervisor's list, already read)
-// and is read as a zombie. The second reading then sees the child, or the
-// zombie gone, or another zombie: any change refuses the confirmation.
+// shows nothing alive and no process the first reading did not show
+// (zombies reaped in between may be missing). One reading alone can miss a
+// process that forks and lets its parent exit in a loop: the walk reads the
+// supervisor's list while the parent lives, the parent exits (its child
+// goes to the supervisor's list, already read) and is read as a zombie.
+// The second reading then shows the child, alive or as a new zombie whose
+// own child was handed to the supervisor before it died: a new identity
+// either way, and the confirmation is refused.
 func (e *Engine) settled(snap *Snapshot) (living []Member, ok bool) {
 	if mutant.Is("nokernelwalk") || mutant.Is("groupkill") || mutant.Is("nosubreaper") {
 		return nil, true
@@ -187,7 +193,7 @@ func (e *Engine) settled(snap *Snapshot) (living []Member, ok bool) {
 		skip[m.PID] = true
 	}
 	again, err := e.Scanner.Walk(skip)
-	ok = err == nil && len(again) == len(snap.Tree)
+	ok = err == nil
 	ids := map[proc.Identity]bool{}
 	for _, m := range snap.Tree {
 		ids[m.Identity()] = true
@@ -252,7 +258,7 @@ func (e *Engine) hold(ctx context.Context, round *int, snap *Snapshot, clock Clo
 				if n.State != "Z" && n.State != "X" {
 					stopOne(n.Member, iter)
 				}
-			})
+			}, nil, true)
 		}
 		// Re-read every member: drop the dead, stop again whoever is not
 		// held yet (a SIGCONT from a sibling may have woken it).

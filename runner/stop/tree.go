@@ -23,7 +23,7 @@ type Node struct {
 // (a fake tree that does not list it) has no tree; a kernel without
 // children lists gives proc.ErrNoChildrenList.
 func (s *Scanner) Walk(skip map[int]bool) ([]Member, error) {
-	nodes, err := s.walk(s.Launch.Self, skip, nil)
+	nodes, err := s.walk(s.Launch.Self, skip, nil, nil, false)
 	out := make([]Member, 0, len(nodes))
 	for _, n := range nodes {
 		out = append(out, n.Member)
@@ -34,36 +34,53 @@ func (s *Scanner) Walk(skip map[int]bool) ([]Member, error) {
 // walkFrom is a walk from another root (a service), ignoring errors: what
 // it cannot read is still found through the stat parent links.
 func (s *Scanner) walkFrom(root int) []Node {
-	nodes, _ := s.walk(root, nil, nil)
+	nodes, _ := s.walk(root, nil, nil, nil, true)
 	return nodes
 }
 
 // walk visits every process below root, breadth first, calling visit (when
 // set) on each as soon as its stat is read, so a caller can signal it
 // before its parent's next fork. Zombies are listed but not entered: the
-// kernel handed their children on before they died.
-func (s *Scanner) walk(root int, skip map[int]bool, visit func(Node)) ([]Node, error) {
+// kernel handed their children on before they died. known, when set, holds
+// stats read this round, used instead of reading them again; fast reads a
+// single-threaded process's one children list without listing its threads
+// (see proc.FS.ChildrenOf). The reading that confirms a cleanup uses
+// neither.
+func (s *Scanner) walk(root int, skip map[int]bool, visit func(Node), known map[int]proc.Stat, fast bool) ([]Node, error) {
 	var out []Node
 	seen := map[int]bool{root: true}
-	queue := []int{root}
+	type item struct {
+		st   proc.Stat
+		full bool
+	}
+	queue := []item{{st: proc.Stat{PID: root}, full: true}}
 	for len(queue) > 0 {
-		p := queue[0]
+		it := queue[0]
 		queue = queue[1:]
-		kids, err := s.FS.Children(p)
+		var kids []int
+		var err error
+		if fast && !it.full {
+			kids, err = s.FS.ChildrenOf(it.st)
+		} else {
+			kids, err = s.FS.Children(it.st.PID)
+		}
 		switch {
 		case errors.Is(err, proc.ErrGone):
 			continue // it died: its children went to the supervisor, read next time
 		case err != nil:
 			return out, err
 		}
+		p := it.st.PID
 		for _, c := range kids {
 			if seen[c] || c == s.Launch.Self || skip[c] {
 				continue
 			}
 			seen[c] = true
-			st, err := s.FS.Stat(c)
-			if err != nil {
-				continue // gone between the list and the stat
+			st, ok := known[c]
+			if !ok || st.Dead() {
+				if st, err = s.FS.Stat(c); err != nil {
+					continue // gone between the list and the stat
+				}
 			}
 			why := WhyDescendant
 			if p == s.Launch.Self {
@@ -75,7 +92,7 @@ func (s *Scanner) walk(root int, skip map[int]bool, visit func(Node)) ([]Node, e
 				visit(n)
 			}
 			if !st.Dead() {
-				queue = append(queue, c)
+				queue = append(queue, item{st: st})
 			}
 		}
 	}

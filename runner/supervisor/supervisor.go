@@ -500,7 +500,7 @@ func (s *supervisor) stopLaunch(r *receipt.Receipt, cause string, since uint64) 
 	// it adopted before the receipt, so none outlives the supervisor and
 	// lands on whatever reaps above it (a soak, a container's init).
 	s.reapAdopted()
-	s.logf("stop (%s): %d reached, %d survivors, %d rounds, %.3fs", cause, len(res.Reached), len(res.Survivors), res.Rounds, res.Seconds)
+	s.logf("stop (%s): %d reached, %d survivors, %d rounds (%d unsettled), %.3fs", cause, len(res.Reached), len(res.Survivors), res.Rounds, res.Unsettled, res.Seconds)
 	r.StopSeconds = res.Seconds
 	r.Reached = nonNil(res.Reached)
 	r.Survivors = nonNil(res.Survivors)
