@@ -78,6 +78,9 @@ type Scanner struct {
 	ServicesOnly bool
 
 	groupMembers map[proc.Identity]bool
+	// vanished counts, in the last walk, listed children gone before their
+	// stat was read.
+	vanished int
 }
 
 // Snapshot is one round's view.

@@ -7,6 +7,10 @@ import (
 	"github.com/sandproof/sandproof/runner/proc"
 )
 
+// ErrMoved means the tree changed while it was read: a listed process was
+// gone (exited and reaped) before its stat was read.
+var ErrMoved = errors.New("the tree moved while it was read")
+
 // Node is one process the kernel's children lists showed, with the parent
 // whose list it was in.
 type Node struct {
@@ -22,8 +26,16 @@ type Node struct {
 // their subtrees) not to enter. A supervisor with no entry in the proc root
 // (a fake tree that does not list it) has no tree; a kernel without
 // children lists gives proc.ErrNoChildrenList.
+//
+// A child listed but gone before its stat could be read makes Walk return
+// ErrMoved along with what it read: it may have handed a child of its own
+// to the supervisor after the supervisor's list was read, so the reading
+// cannot vouch for the whole tree.
 func (s *Scanner) Walk(skip map[int]bool) ([]Member, error) {
 	nodes, err := s.walk(s.Launch.Self, skip, nil, nil, false)
+	if err == nil && s.vanished > 0 {
+		err = ErrMoved
+	}
 	out := make([]Member, 0, len(nodes))
 	for _, n := range nodes {
 		out = append(out, n.Member)
@@ -48,6 +60,7 @@ func (s *Scanner) walkFrom(root int) []Node {
 // neither.
 func (s *Scanner) walk(root int, skip map[int]bool, visit func(Node), known map[int]proc.Stat, fast bool) ([]Node, error) {
 	var out []Node
+	s.vanished = 0
 	seen := map[int]bool{root: true}
 	type item struct {
 		st   proc.Stat
@@ -79,7 +92,8 @@ func (s *Scanner) walk(root int, skip map[int]bool, visit func(Node), known map[
 			st, ok := known[c]
 			if !ok || st.Dead() {
 				if st, err = s.FS.Stat(c); err != nil {
-					continue // gone between the list and the stat
+					s.vanished++ // gone between the list and the stat
+					continue
 				}
 			}
 			why := WhyDescendant
