@@ -180,18 +180,34 @@ var _ = Describe("the stop engine, on a fake tree,", framework.Fakeproc, func() 
 		fpExpectStopped(f, res, child, 1, stop.WhyOrphan)
 	})
 
-	framework.ConformanceIt("2 stop rules", "should KILL a harness that ignores TERM once the grace has passed, not before", func() {
+	framework.ConformanceIt("2 hold", "should hold a harness that ignores TERM once the grace has passed, not before, and KILL it once it shows stopped", func() {
 		f := newFakeStop(fakeproc.Proc{OnTERM: fakeproc.IgnoreTERM})
 
 		res := f.run()
 		fpExpectStopped(f, res, f.harness, 0, stop.WhyGroup)
 		got := f.deliveries(f.harness)
-		Expect(got).To(HaveLen(2))
-		Expect(fpSignalNames(got)).To(Equal([]string{"TERM", "KILL"}))
+		Expect(fpSignalNames(got)).To(Equal([]string{"TERM", "STOP", "KILL"}))
 		Expect(got[0].At).To(Equal(f.start), "TERM at the start of the stop")
-		waited := got[1].At.Sub(f.start)
-		Expect(waited).To(BeNumerically(">=", fpGrace), "KILL before the grace was over")
-		Expect(waited).To(BeNumerically("<", fpGrace+fpRound), "KILL later than the first round after the grace")
+		held := got[1].At.Sub(f.start)
+		Expect(held).To(BeNumerically(">=", fpGrace), "STOP (and so KILL) before the grace was over")
+		Expect(held).To(BeNumerically("<", fpGrace+fpRound), "STOP later than the first round after the grace")
+		Expect(got[2].Round).To(Equal(got[1].Round+1), "KILL in the round after the STOP, once /proc showed it stopped")
+	})
+
+	framework.ConformanceIt("2 hold", "should not confirm the cleanup when a process cannot be held, and list it as a survivor", func() {
+		f := newFakeStop(fakeproc.Proc{OnTERM: fakeproc.IgnoreTERM})
+		// A ptraced tool whose tracer swallows every SIGSTOP: it never
+		// shows state T, so nothing proves it did not fork in between.
+		tool := f.k.Fork(fpHarness, fakeproc.Proc{Comm: "traced", Setsid: true, Env: fpNoMarker(),
+			OnTERM: fakeproc.IgnoreTERM, Unstoppable: true})
+		Expect(f.k.Alive(tool)).To(BeTrue())
+
+		res := f.run()
+		r, why := f.firstReached(tool)
+		Expect([]any{r, why}).To(Equal([]any{0, stop.WhyDescendant}), "the tool was alive and reached")
+		Expect(f.k.SignalsTo(tool)).To(ContainElement("STOP"))
+		Expect(res.Confirmed).To(BeFalse())
+		Expect(fpIDs(res.Survivors)).To(ContainElement(tool))
 	})
 
 	framework.ConformanceIt("2 stop rules", "should send CONT with the TERM to a stopped tool, so it ends without a KILL", func() {
@@ -371,11 +387,10 @@ var _ = Describe("the stop engine, on a fake tree,", framework.Fakeproc, func() 
 
 	framework.ConformanceIt("2 stop rules", "should preserve declared services, and list them, while it stops an orphan next to them", func() {
 		f := newFakeStop(fakeproc.Proc{})
-		svc := f.k.Fork(fpSup, fakeproc.Proc{Comm: "postgres", Setsid: true, Env: []string{stop.ServiceVar + "=db"}})
-		worker := f.k.Fork(svc.PID, fakeproc.Proc{Comm: "postgres-wal"})
+		svc := f.k.Fork(fpSup, fakeproc.Proc{Comm: "warden", Setsid: true, Subreaper: true, Env: fpNoMarker()})
+		worker := f.k.Fork(svc.PID, fakeproc.Proc{Comm: "postgres"})
 		orphan := f.k.DoubleFork(fpHarness, fakeproc.Proc{Comm: "daemon", Env: fpNoMarker()})
 		f.launch.Services = []proc.Identity{svc}
-		f.launch.ServiceMarker = "db"
 		Expect(f.k.Parent(orphan)).To(Equal(fpSup))
 		Expect(f.k.Parent(svc)).To(Equal(fpSup), "the service sits beside the orphan")
 
@@ -388,18 +403,35 @@ var _ = Describe("the stop engine, on a fake tree,", framework.Fakeproc, func() 
 		}
 	})
 
-	framework.ConformanceIt("2 stop rules", "should preserve a service's double-forked helper that carries the service marker", func() {
+	framework.ConformanceIt("2 services by identity", "should preserve the daemon a service double-forks, which the service's own reaper adopts", func() {
 		f := newFakeStop(fakeproc.Proc{})
-		svc := f.k.Fork(fpSup, fakeproc.Proc{Comm: "postgres", Setsid: true, Env: []string{stop.ServiceVar + "=db"}})
-		helper := f.k.DoubleFork(svc.PID, fakeproc.Proc{Comm: "pg-helper"})
+		svc := f.k.Fork(fpSup, fakeproc.Proc{Comm: "warden", Setsid: true, Subreaper: true, Env: fpNoMarker()})
+		pg := f.k.Fork(svc.PID, fakeproc.Proc{Comm: "postgres"})
+		helper := f.k.DoubleFork(pg.PID, fakeproc.Proc{Comm: "pg-helper"})
 		f.launch.Services = []proc.Identity{svc}
-		f.launch.ServiceMarker = "db"
-		Expect(f.k.Parent(helper)).To(Equal(fpSup), "the helper was adopted by the supervisor")
+		Expect(f.k.Parent(helper)).To(Equal(svc.PID), "the service's reaper adopted the daemon")
 
 		res := f.run()
-		Expect(fpIDs(res.Preserved)).To(ConsistOf(svc, helper))
+		Expect(fpIDs(res.Preserved)).To(ConsistOf(svc, pg, helper))
 		Expect(f.k.SignalsTo(helper)).To(BeEmpty())
 		Expect(f.k.Alive(helper)).To(BeTrue())
+		Expect(res.Confirmed).To(BeTrue())
+	})
+
+	framework.ConformanceIt("2 services by identity", "should reach a process that names itself a service in WARDEN_SERVICE and dropped the marker, and keep the declared one", func() {
+		f := newFakeStop(fakeproc.Proc{})
+		svc := f.k.Fork(fpSup, fakeproc.Proc{Comm: "warden", Setsid: true, Subreaper: true, Env: fpNoMarker()})
+		spoof := f.k.DoubleFork(fpHarness, fakeproc.Proc{Comm: "spoofer", Env: []string{stop.ServiceVar + "=" + fpLaunch, "PATH=/bin"}})
+		f.launch.Services = []proc.Identity{svc}
+		env, err := f.k.FS().Environ(spoof.PID, proc.EnvironLimit, time.Second)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(proc.LaunchIDs(env)).To(BeEmpty(), "the spoofer carries no marker")
+		Expect(string(env)).To(ContainSubstring(stop.ServiceVar+"="+fpLaunch), "the spoofer claims the service marker")
+
+		res := f.run()
+		fpExpectStopped(f, res, spoof, 0, stop.WhyOrphan)
+		Expect(fpIDs(res.Preserved)).To(ConsistOf(svc))
+		Expect(f.k.Alive(svc)).To(BeTrue())
 	})
 
 	framework.ConformanceIt("2 stop rules", "should list a process whose environ cannot be read as unverified, without signalling it", func() {

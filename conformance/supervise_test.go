@@ -119,7 +119,7 @@ func (l *launch) ready(ctx context.Context) *witness.Record {
 
 // exitByDesign are the adversary roles that end on their own: double-fork
 // middles and the children left as zombies.
-var exitByDesign = map[string]bool{"daemon-middle": true, "zombie-maker": true, "exit0": true}
+var exitByDesign = map[string]bool{"daemon-middle": true, "zombie-maker": true, "exit0": true, "hopper": true}
 
 // running returns the recorded processes that should still run at ready:
 // not reaped by the harness, not the ones that exit by design.

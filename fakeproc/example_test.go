@@ -19,7 +19,8 @@ func (exampleTB) Fatalf(format string, args ...any) { panic(fmt.Sprintf(format, 
 func (t exampleTB) TempDir() string                 { return t.dir }
 
 // A harness that ignores TERM, stopped by the production engine on
-// simulated time: the KILL comes exactly when the grace is over.
+// simulated time: once the grace is over it is held (STOP) and, one round
+// later, seen stopped and KILLed.
 func ExampleKernel_Engine() {
 	dir, err := os.MkdirTemp("", "fakeproc-example-")
 	if err != nil {
@@ -39,6 +40,7 @@ func ExampleKernel_Engine() {
 	fmt.Println("confirmed:", res.Confirmed)
 	// Output:
 	// 200 TERM 0s
-	// 200 KILL 1s
+	// 200 STOP 1s
+	// 200 KILL 1.02s
 	// confirmed: true
 }

@@ -101,6 +101,7 @@ func (k *Kernel) write(p *process) {
 		env, args = "", ""
 	}
 	k.writeFile(dir, "stat", p.StatLine())
+	defer k.syncChildren()
 	k.writeFile(dir, "status", p.StatusText())
 	k.writeFile(dir, "cmdline", args)
 	envPath := filepath.Join(dir, "environ")
@@ -137,6 +138,42 @@ func (k *Kernel) removeDir(pid int) {
 	gone := filepath.Join(filepath.Dir(k.root), fmt.Sprintf(".%s-gone-%d-%d", filepath.Base(k.root), pid, k.seq))
 	k.must(os.Rename(dir, gone))
 	k.must(os.RemoveAll(gone))
+	delete(k.children, pid)
+	k.syncChildren()
+}
+
+// syncChildren renders every process's PROC_ROOT/PID/task/PID/children
+// the way fs/proc/array.c does ("PID PID "; zombies included, in creation
+// order, which for a fake tree is pid order), one thread per process, so
+// a supervisor walks a fake tree through the kernel's children lists as
+// it walks /proc. Only the files whose list changed are rewritten.
+func (k *Kernel) syncChildren() {
+	lists := map[int]*strings.Builder{}
+	for _, p := range k.sortedProcs() {
+		if _, ok := k.procs[p.PPID]; !ok {
+			continue
+		}
+		b := lists[p.PPID]
+		if b == nil {
+			b = &strings.Builder{}
+			lists[p.PPID] = b
+		}
+		b.WriteString(strconv.Itoa(p.PID))
+		b.WriteByte(' ')
+	}
+	for pid := range k.procs {
+		want := ""
+		if b := lists[pid]; b != nil {
+			want = b.String()
+		}
+		if got, ok := k.children[pid]; ok && got == want {
+			continue
+		}
+		task := filepath.Join(k.dir(pid), "task", strconv.Itoa(pid))
+		k.must(os.MkdirAll(task, 0o755))
+		k.writeFile(task, "children", want)
+		k.children[pid] = want
+	}
 }
 
 // writeUptime renders PROC_ROOT/uptime: seconds since boot and idle

@@ -103,6 +103,13 @@ type Proc struct {
 	// Zombie keeps the process as a zombie (state Z) after it exits until
 	// Reap, as when its parent does not wait for it.
 	Zombie bool
+	// Unstoppable is a process SIGSTOP does not hold: a ptraced process
+	// whose tracer swallows the stop. Its state never shows T.
+	Unstoppable bool
+	// Subreaper marks a process that set PR_SET_CHILD_SUBREAPER (a
+	// service's reaper): orphans below it come back to it. Options'
+	// Subreaper names the supervisor the same way.
+	Subreaper bool
 	// EnvironUnreadable makes reading environ fail, as for another user's
 	// process when the reader lacks CAP_SYS_PTRACE.
 	EnvironUnreadable bool
@@ -135,6 +142,8 @@ type Kernel struct {
 	lost      []Delivery
 	sigOffset int64
 	seq       int
+	// children caches what each task/PID/children file holds.
+	children map[int]string
 	// lastStart remembers the start time of every pid's last holder, so a
 	// reused pid never repeats an identity even within one clock tick.
 	lastStart map[int]uint64
@@ -180,7 +189,7 @@ func New(t TB, opt Options) *Kernel {
 		opt.Epoch = time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 	}
 	k := &Kernel{t: t, root: opt.Dir, opt: opt, procs: map[int]*process{}, uptime: opt.Uptime,
-		nextPID: 300, scripts: map[int][]func(*Kernel){}, lastStart: map[int]uint64{}}
+		nextPID: 300, scripts: map[int][]func(*Kernel){}, lastStart: map[int]uint64{}, children: map[int]string{}}
 	if err := os.MkdirAll(k.root, 0o755); err != nil {
 		t.Fatalf("fakeproc: create proc root %q: %v", opt.Dir, err)
 	}
@@ -439,7 +448,7 @@ func (k *Kernel) heir(p *process) int {
 		if !ok {
 			break
 		}
-		if a == k.opt.Subreaper && anc.State != 'Z' {
+		if (a == k.opt.Subreaper || anc.Subreaper) && anc.State != 'Z' {
 			return a
 		}
 		a = anc.PPID

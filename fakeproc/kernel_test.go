@@ -47,7 +47,7 @@ func TestStatLineHasTheKernelsFieldsAndParses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := proc.Stat{PID: 200, Comm: "pi", State: 'S', PPID: 100, PGID: 200, SID: 100, StartTime: h.StartTime}
+	want := proc.Stat{PID: 200, Comm: "pi", State: 'S', PPID: 100, PGID: 200, SID: 100, Threads: 1, StartTime: h.StartTime}
 	if st != want {
 		t.Errorf("ParseStat = %+v, want %+v", st, want)
 	}

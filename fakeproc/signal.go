@@ -133,8 +133,10 @@ func (k *Kernel) apply(p *process, sig syscall.Signal) {
 	case syscall.SIGKILL:
 		k.exit(p.PID, int(syscall.SIGKILL))
 	case syscall.SIGSTOP, syscall.SIGTSTP:
-		p.State = 'T'
-		k.write(p)
+		if !p.Unstoppable {
+			p.State = 'T'
+			k.write(p)
+		}
 	case syscall.SIGCONT:
 		if p.State == 'T' || p.State == 't' {
 			p.State = 'S'

@@ -30,6 +30,10 @@ var (
 	Root = ginkgo.Label("root")
 	// Docker specs run inside containers of the test images.
 	Docker = ginkgo.Label("docker")
+	// Hostile specs run the adversary's hardest roles (a fork-and-exit
+	// hopper, a bounded fork bomb, a process claiming to be a service)
+	// against a real supervisor on this host.
+	Hostile = ginkgo.Label("hostile")
 )
 
 // ConformanceIt declares a spec that certifies one clause of SPEC.md. The

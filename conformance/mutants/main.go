@@ -56,6 +56,9 @@ var Catalog = []Mutant{
 	{"relpath", "5 path search", "argv[0] looked up in relative and empty PATH entries too"},
 	{"paramsmarker", "5 params", "params may set WARDEN_LAUNCH"},
 	{"jsonbraces", "5 events mode", "a line in braces taken for JSON without validation"},
+	{"nohold", "2 hold", "no SIGSTOP hold before KILL: a hopper or a fork bomb can outrun the stop"},
+	{"nokernelwalk", "2 kernel confirms", "cleanup confirmed from the last /proc scan, without the kernel's children lists"},
+	{"serviceenv", "2 services by identity", "a process that sets WARDEN_SERVICE to the launch id is kept as a service"},
 }
 
 func main() {

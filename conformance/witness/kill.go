@@ -3,7 +3,12 @@ package witness
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -55,4 +60,40 @@ func goneOr(err error) error {
 		return nil
 	}
 	return fmt.Errorf("check identity before signal: %w", err)
+}
+
+// KillNamedChildren ends processes that do not hold still: every live
+// child of the given parents (read from the kernel's children lists,
+// PROC/PID/task/*/children) named comm is sent SIGSTOP and then SIGKILL, by
+// identity, until quiet readings in a row find none or limit has passed.
+// An escaped fork-and-exit hopper is always a direct child of the nearest
+// subreaper (or pid 1), and a full /proc scan is too slow to meet it; its
+// children list is not. It returns how many processes it signalled.
+func KillNamedChildren(comm string, parents []int, quiet int, limit time.Duration) int {
+	end := time.Now().Add(limit)
+	n := 0
+	for calm := 0; calm < quiet && time.Now().Before(end); {
+		calm++
+		for _, parent := range parents {
+			tasks, _ := filepath.Glob(fmt.Sprintf("%s/%d/task/*/children", string(Proc), parent))
+			for _, t := range tasks {
+				data, _ := os.ReadFile(t)
+				for _, f := range strings.Fields(string(data)) {
+					pid, err := strconv.Atoi(f)
+					if err != nil {
+						continue
+					}
+					st, err := Proc.ReadStat(pid)
+					if err != nil || st.Comm != comm || st.Dead() {
+						continue
+					}
+					Kill(st.ID(), unix.SIGSTOP)
+					Kill(st.ID(), unix.SIGKILL)
+					n++
+					calm = 0
+				}
+			}
+		}
+	}
+	return n
 }

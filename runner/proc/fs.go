@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -314,3 +315,113 @@ func (fs FS) Uptime() (float64, error) {
 // ClockTicks is the kernel's USER_HZ, fixed at 100 on every Linux ABI Go
 // supports; stat start times count in it.
 const ClockTicks = 100
+
+// ErrNoChildrenList means the kernel publishes no children lists
+// (/proc/PID/task/TID/children needs CONFIG_PROC_CHILDREN): a cleanup cannot
+// be confirmed from the kernel's own word.
+var ErrNoChildrenList = errors.New("no /proc/PID/task/TID/children (kernel built without CONFIG_PROC_CHILDREN)")
+
+// Children returns the children of every thread of pid, from the kernel's
+// lists PROC_ROOT/PID/task/TID/children (a child belongs to the thread that
+// forked it, and Go forks from any thread). A thread that exits hands its
+// children to another thread of the process, so the threads are listed
+// again after the reads and the whole read is redone when they changed.
+// ErrGone when pid has no entry; ErrNoChildrenList when it has one but the
+// kernel keeps no children lists. Zombies are listed too: the caller reads
+// their state.
+func (fs FS) Children(pid int) ([]int, error) {
+	taskDir := fs.Root + "/" + strconv.Itoa(pid) + "/task"
+	tids, err := listNumeric(taskDir)
+	if err != nil {
+		if gone(err) {
+			if _, serr := os.Lstat(fs.Root + "/" + strconv.Itoa(pid)); serr == nil {
+				return nil, ErrNoChildrenList
+			}
+			return nil, ErrGone
+		}
+		return nil, fmt.Errorf("list %s: %w", taskDir, err)
+	}
+	buf := make([]byte, 0, 256)
+	for attempt := 0; ; attempt++ {
+		var out []int
+		missing := 0
+		for _, tid := range tids {
+			path := taskDir + "/" + strconv.Itoa(tid) + "/children"
+			data, err := readSmall(path, buf, 1<<22)
+			if err != nil {
+				if gone(err) {
+					missing++
+					continue
+				}
+				return nil, fmt.Errorf("read %s: %w", path, err)
+			}
+			for _, f := range bytes.Fields(data) {
+				if v, ok := parseUint(f); ok && v > 0 && v <= 1<<31-1 {
+					out = append(out, int(v))
+				}
+			}
+		}
+		again, err := listNumeric(taskDir)
+		if err != nil {
+			if gone(err) {
+				return nil, ErrGone
+			}
+			return nil, fmt.Errorf("list %s: %w", taskDir, err)
+		}
+		if missing == len(tids) && len(tids) > 0 && slices.Equal(again, tids) {
+			// Every thread is listed and none has a children file.
+			return nil, ErrNoChildrenList
+		}
+		if slices.Equal(again, tids) || attempt >= 8 {
+			return out, nil
+		}
+		tids = again
+	}
+}
+
+// ChildrenOf is Children for a process whose stat was just read: a
+// single-threaded process has one children list, task/PID/children, read
+// without listing its threads. A thread started after the stat was read
+// can hide a child from this reading; callers that must not miss one (the
+// reading that confirms a cleanup) use Children.
+func (fs FS) ChildrenOf(st Stat) ([]int, error) {
+	if st.Threads != 1 {
+		return fs.Children(st.PID)
+	}
+	path := fs.Root + "/" + strconv.Itoa(st.PID) + "/task/" + strconv.Itoa(st.PID) + "/children"
+	data, err := readSmall(path, make([]byte, 0, 256), 1<<22)
+	if err != nil {
+		if gone(err) {
+			return fs.Children(st.PID) // gone, or no children lists: let Children tell
+		}
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	var out []int
+	for _, f := range bytes.Fields(data) {
+		if v, ok := parseUint(f); ok && v > 0 && v <= 1<<31-1 {
+			out = append(out, int(v))
+		}
+	}
+	return out, nil
+}
+
+// listNumeric lists the numeric names in dir, sorted.
+func listNumeric(dir string) ([]int, error) {
+	d, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int, 0, len(names))
+	for _, n := range names {
+		if v, ok := parseUint([]byte(n)); ok && n[0] != '0' && v <= 1<<31-1 {
+			out = append(out, int(v))
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}

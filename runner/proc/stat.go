@@ -22,12 +22,15 @@ func (id Identity) String() string { return fmt.Sprintf("%d@%d", id.PID, id.Star
 
 // Stat is the part of /proc/PID/stat the supervisor uses.
 type Stat struct {
-	PID       int
-	Comm      string
-	State     byte // R, S, D, T, t, Z, X, ...
-	PPID      int
-	PGID      int
-	SID       int
+	PID   int
+	Comm  string
+	State byte // R, S, D, T, t, Z, X, ...
+	PPID  int
+	PGID  int
+	SID   int
+	// Threads is num_threads (field 20); zero when it did not parse, which
+	// readers take as "unknown".
+	Threads   int
 	StartTime uint64 // clock ticks since boot (field 22)
 }
 
@@ -98,6 +101,9 @@ func ParseStat(data []byte) (Stat, error) {
 	}
 	if sid, ok = parseUint(fields[3]); !ok {
 		return s, fmt.Errorf("%w: bad session %q", ErrBadStat, fields[3])
+	}
+	if n, ok := parseUint(fields[17]); ok && n < 1<<31 {
+		s.Threads = int(n)
 	}
 	if s.StartTime, ok = parseUint(fields[19]); !ok {
 		return s, fmt.Errorf("%w: bad starttime %q", ErrBadStat, fields[19])

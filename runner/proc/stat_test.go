@@ -34,7 +34,7 @@ func TestParseStatCraftedNames(t *testing.T) {
 			if err != nil {
 				t.Fatalf("ParseStat: %v", err)
 			}
-			want := Stat{PID: 4242, Comm: tc.comm, State: 'S', PPID: 7, PGID: 4242, SID: 4242, StartTime: 987654}
+			want := Stat{PID: 4242, Comm: tc.comm, State: 'S', PPID: 7, PGID: 4242, SID: 4242, Threads: 1, StartTime: 987654}
 			if st != want {
 				t.Fatalf("got %+v, want %+v", st, want)
 			}

@@ -52,7 +52,9 @@ var Scenarios = []Scenario{
 	{"fork-during-stop", []string{"fork-during-stop"}},
 	{"crafted-name", []string{"crafted-name"}},
 	{"zombies", []string{"zombies"}},
-	{"mixed", []string{"setsid-tool", "daemon", "drop-marker", "crafted-name", "stopped-tool", "term-respawn"}},
+	{"hopper", []string{"hopper"}},
+	{"env-spoofer", []string{"env-spoofer"}},
+	{"mixed", []string{"setsid-tool", "daemon", "drop-marker", "crafted-name", "stopped-tool", "term-respawn", "env-spoofer"}},
 }
 
 // Config says what to soak and how hard.
@@ -158,14 +160,34 @@ type Summary struct {
 	PerScenario map[string]Percentiles `json:"stop_latency_by_scenario"`
 	// ReceiptStop is the receipts' own stop_seconds.
 	ReceiptStop Percentiles `json:"receipt_stop_seconds"`
+	// First and Last are the stop latencies of the first and the last
+	// DriftWindow cycles (by cycle number, confirmed ones only), and Drift
+	// the ratio of their p50s: a stop that gets slower with every cycle
+	// (something accumulating on the host or in warden) shows here.
+	First Percentiles `json:"stop_latency_first"`
+	Last  Percentiles `json:"stop_latency_last"`
+	Drift float64     `json:"stop_p50_drift"`
+	// Tenths are the stop latency p50s of each tenth of the cycles, in
+	// order: a drift shows as a trend, noise from the host as a jump.
+	Tenths []time.Duration `json:"stop_p50_by_tenth_ns"`
 	// KeptDir holds the dirs of failed cycles ("" when none was kept).
 	KeptDir string `json:"kept_dir,omitempty"`
 }
 
+// DriftWindow is how many cycles at each end the drift compares: 500, or
+// half the cycles when there are fewer than 1,000.
+func DriftWindow(cycles int) int { return min(500, cycles/2) }
+
+// MaxDrift is the largest last/first p50 ratio a soak of at least 1,000
+// cycles passes with.
+const MaxDrift = 1.5
+
 // OK reports whether every cycle ran, ended with a confirmed receipt and
-// left nothing alive.
+// left nothing alive, and (for 1,000 cycles or more) the stop did not get
+// slower from the first cycles to the last.
 func (s *Summary) OK() bool {
-	return s.Completed == s.Cycles && len(s.Leftovers) == 0 && s.Missing == 0 && s.Unconfirmed == 0 && len(s.Errors) == 0
+	return s.Completed == s.Cycles && len(s.Leftovers) == 0 && s.Missing == 0 && s.Unconfirmed == 0 && len(s.Errors) == 0 &&
+		(s.Cycles < 1000 || s.Drift <= MaxDrift)
 }
 
 // Write prints the summary for people.
@@ -182,6 +204,16 @@ func (s *Summary) Write(w io.Writer) {
 	fmt.Fprintf(w, "  cycle errors:         %d\n", len(s.Errors))
 	fmt.Fprintf(w, "  stop latency (request -> confirmed receipt): %s\n", s.Latency)
 	fmt.Fprintf(w, "  receipt stop_seconds:                        %s\n", s.ReceiptStop)
+	fmt.Fprintf(w, "  stop latency, first %d cycles:  %s\n", s.First.N, s.First)
+	fmt.Fprintf(w, "  stop latency, last %d cycles:   %s\n", s.Last.N, s.Last)
+	fmt.Fprintf(w, "  p50 drift (last/first):        %.2fx (at most %.1fx from 1,000 cycles on)\n", s.Drift, MaxDrift)
+	if len(s.Tenths) > 0 {
+		fmt.Fprintf(w, "  p50 by tenth of the cycles:    ")
+		for _, d := range s.Tenths {
+			fmt.Fprintf(w, " %s", ms(d))
+		}
+		fmt.Fprintln(w)
+	}
 	names := make([]string, 0, len(s.PerScenario))
 	for n := range s.PerScenario {
 		names = append(names, n)
@@ -243,6 +275,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	var (
 		mu         sync.Mutex
 		lat, stops []time.Duration
+		byCycle    = map[int]time.Duration{}
 		byScenario = map[string][]time.Duration{}
 		lastPrint  time.Time
 		kept       bool
@@ -260,6 +293,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 			sum.Unconfirmed++
 		case "confirmed":
 			lat = append(lat, c.Latency)
+			byCycle[c.N] = c.Latency
 			stops = append(stops, time.Duration(c.StopSeconds*float64(time.Second)))
 			byScenario[c.Scenario] = append(byScenario[c.Scenario], c.Latency)
 		}
@@ -312,6 +346,33 @@ feed:
 	for n, ds := range byScenario {
 		sum.PerScenario[n] = percentiles(ds)
 	}
+	var first, last []time.Duration
+	win := DriftWindow(cfg.Cycles)
+	for n := 0; n < cfg.Cycles; n++ {
+		d, ok := byCycle[n]
+		switch {
+		case !ok:
+		case n < win:
+			first = append(first, d)
+		case n >= cfg.Cycles-win:
+			last = append(last, d)
+		}
+	}
+	sum.First, sum.Last = percentiles(first), percentiles(last)
+	if cfg.Cycles >= 10 {
+		for t := 0; t < 10; t++ {
+			var part []time.Duration
+			for n := t * cfg.Cycles / 10; n < (t+1)*cfg.Cycles/10; n++ {
+				if d, ok := byCycle[n]; ok {
+					part = append(part, d)
+				}
+			}
+			sum.Tenths = append(sum.Tenths, percentiles(part).P50)
+		}
+	}
+	if sum.First.P50 > 0 {
+		sum.Drift = float64(sum.Last.P50) / float64(sum.First.P50)
+	}
 	if kept {
 		sum.KeptDir = cfg.Dir
 	} else if ownDir {
@@ -328,10 +389,18 @@ const commandTimeout = 90 * time.Second
 
 // wardenCmd runs warden with args and returns its exit status and output.
 func wardenCmd(ctx context.Context, bin, dir string, args ...string) (int, string, string, error) {
+	return wardenCmdEnv(ctx, nil, bin, dir, args...)
+}
+
+// wardenCmdEnv is wardenCmd with variables added to the environment.
+func wardenCmdEnv(ctx context.Context, env []string, bin, dir string, args ...string) (int, string, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, commandTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Dir = dir
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.WaitDelay = 2 * time.Second
@@ -349,7 +418,7 @@ func wardenCmd(ctx context.Context, bin, dir string, args ...string) (int, strin
 }
 
 // exitByDesign are the adversary roles that end on their own.
-var exitByDesign = map[string]bool{"daemon-middle": true, "zombie-maker": true, "exit0": true}
+var exitByDesign = map[string]bool{"daemon-middle": true, "zombie-maker": true, "exit0": true, "hopper": true}
 
 // running reports whether id may still run: a zombie is dead (the stop
 // rules count it so), and an unreadable stat counts as running, so that a
@@ -364,13 +433,28 @@ func running(id witness.ID) bool {
 // that pid only while the zombie holds it, so it can never take the status
 // of a command the soak runs through os/exec; a process that is not our
 // child is left alone (ECHILD).
+//
+// /proc shows a thread-group leader as Z as soon as its own thread exits,
+// while its other threads (a Go program has several) may still be exiting;
+// until they are gone wait4 has nothing to collect and returns 0. So it
+// tries again (bounded) rather than once: a single WNOHANG left about one
+// supervisor in two unreaped, and the zombies piled up under the soak, a
+// few hundred per thousand cycles, making every later scan of /proc longer
+// (the stop's p50 drifted with the cycles).
 func reapZombie(id witness.ID) {
-	st, err := witness.Proc.Lookup(id)
-	if err != nil || st.State != 'Z' {
-		return
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st, err := witness.Proc.Lookup(id)
+		if err != nil || st.State != 'Z' {
+			return
+		}
+		var ws unix.WaitStatus
+		pid, err := unix.Wait4(id.PID, &ws, unix.WNOHANG, nil)
+		if pid == id.PID || (err != nil && err != unix.EINTR) || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(time.Millisecond)
 	}
-	var ws unix.WaitStatus
-	unix.Wait4(id.PID, &ws, unix.WNOHANG, nil)
 }
 
 func runCycle(ctx context.Context, cfg Config, n int, sc Scenario) *Cycle {
@@ -382,7 +466,10 @@ func runCycle(ctx context.Context, cfg Config, n int, sc Scenario) *Cycle {
 	}
 	args := []string{"supervise", "--state", state, "--deadline", "600", "--grace", strconv.FormatFloat(cfg.Grace, 'f', -1, 64),
 		"--detach", "--", cfg.Adversary, "--record", rec}
-	code, stdout, stderr, err := wardenCmd(ctx, cfg.Warden, c.Dir, append(args, sc.Roles...)...)
+	// A hopper is known by its name alone (its pids do not last): one
+	// name per cycle, so a leftover can be told from another cycle's.
+	hopName := fmt.Sprintf("hop%d", n%100000)
+	code, stdout, stderr, err := wardenCmdEnv(ctx, []string{"ADVERSARY_HOP_NAME=" + hopName}, cfg.Warden, c.Dir, append(args, sc.Roles...)...)
 	if err != nil || code != 0 {
 		c.Err = fmt.Sprintf("supervise --detach: exit %d, %v, stderr %q", code, err, stderr)
 		// Whatever it may have started is still checked below.
@@ -456,6 +543,24 @@ func runCycle(ctx context.Context, cfg Config, n int, sc Scenario) *Cycle {
 			}
 		}
 	}
+	// A hopper leaves no pid to look up: each incarnation writes its pid to
+	// the heartbeat file as it starts. A hopper alive after the receipt
+	// keeps writing (about once a millisecond): watch the file a while.
+	if hb := rec + ".hops"; slices.Contains(sc.Roles, "hopper") {
+		if lines := countLines(hb); lines == 0 && c.Err == "" {
+			c.Err = "positive control: the hopper never wrote its heartbeat"
+		} else {
+			c.Checked++
+			for deadline := time.Now().Add(30 * time.Millisecond); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+				if now := countLines(hb); now != lines {
+					c.Leftovers = append(c.Leftovers, Leftover{Cycle: n, Scenario: sc.Name, Role: "hopper", Comm: hopName,
+						State: fmt.Sprintf("heartbeat went on after the receipt: %d -> %d lines", lines, now)})
+					killNamed(hopName)
+					break
+				}
+			}
+		}
+	}
 	// The supervisor has nothing left to do once its receipt is written
 	// (no services here): it must exit too.
 	if sup.PID != 0 {
@@ -486,6 +591,35 @@ func runCycle(ctx context.Context, cfg Config, n int, sc Scenario) *Cycle {
 		reapZombie(sup)
 	}
 	return c
+}
+
+// killNamed ends an escaped hopper (its name is unique to its cycle): the
+// soak is a child subreaper, so the hopper's every incarnation is a direct
+// child of this process, and its children lists meet it where a /proc scan
+// would not.
+func killNamed(comm string) {
+	witness.KillNamedChildren(comm, []int{os.Getpid()}, 2000, 20*time.Second)
+	// Collect the zombies it left with us: only pids that are zombies
+	// under that name now, so no status os/exec waits for is taken.
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", os.Getpid()))
+	for _, t := range tasks {
+		data, _ := os.ReadFile(t)
+		for _, f := range bytes.Fields(data) {
+			pid, err := strconv.Atoi(string(f))
+			if err != nil {
+				continue
+			}
+			if st, err := witness.Proc.ReadStat(pid); err == nil && st.Comm == comm && st.State == 'Z' {
+				reapZombie(st.ID())
+			}
+		}
+	}
+}
+
+// countLines counts the lines of a file (0 when it is missing).
+func countLines(path string) int {
+	data, _ := os.ReadFile(path)
+	return bytes.Count(data, []byte("\n"))
 }
 
 func describe(st witness.Stat, err error) string {

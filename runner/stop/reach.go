@@ -49,16 +49,16 @@ type Launch struct {
 	// started at or after it can carry its marker, so only theirs environ is
 	// read. Zero reads every process's environment.
 	Since uint64
-	// Services are declared services: they, their descendants and processes
-	// carrying ServiceMarker are preserved, never reached.
+	// Services are declared services, named by identity: each of them and
+	// its whole subtree (the kernel's children lists, and the stat parent
+	// links) is preserved, never reached. Nothing else is a service: no
+	// environment variable makes a process one.
 	Services []proc.Identity
-	// ServiceMarker is the value of WARDEN_SERVICE that the supervisor puts
-	// into each service's environment; "" for none.
-	ServiceMarker string
 }
 
-// ServiceVar marks the environment of declared services and what they start,
-// so a service's double-forked helper is still recognised as the service's.
+// ServiceVar is the variable that earlier versions trusted to mark a
+// service's processes. It marks nothing now: a process that sets it is
+// reached like any other (the env-spoofer fixture and its specs check it).
 const ServiceVar = "WARDEN_SERVICE"
 
 // Scanner computes reached sets for one launch, remembering across rounds
@@ -78,6 +78,9 @@ type Scanner struct {
 	ServicesOnly bool
 
 	groupMembers map[proc.Identity]bool
+	// vanished counts, in the last walk, listed children gone before their
+	// stat was read.
+	vanished int
 }
 
 // Snapshot is one round's view.
@@ -89,6 +92,13 @@ type Snapshot struct {
 	Unverified []Member
 	// Preserved are declared services and what belongs to them.
 	Preserved []Member
+	// Tree is what the kernel's children lists showed below the supervisor
+	// this round (services' subtrees left out), zombies included. Every
+	// living member is also in Reached.
+	Tree []Member
+	// TreeErr is set when the kernel's children lists could not be read:
+	// no cleanup can be confirmed then.
+	TreeErr error
 	// Stats is the whole table of the round, by pid.
 	Stats map[int]proc.Stat
 }
@@ -147,7 +157,7 @@ func (s *Scanner) compute(stats []proc.Stat) *Snapshot {
 		timeout = 100 * time.Millisecond
 	}
 	type envInfo struct {
-		marked, service, failed, gone bool
+		marked, failed, gone bool
 	}
 	envs := map[int]envInfo{}
 	candidate := func(st proc.Stat) bool {
@@ -166,15 +176,14 @@ func (s *Scanner) compute(stats []proc.Stat) *Snapshot {
 			e.failed = true
 		default:
 			e.marked = proc.CarriesLaunch(env, l.ID)
-			e.service = l.ServiceMarker != "" && hasService(env, l.ServiceMarker)
 		}
 		envs[pid] = e
 		return e
 	}
 
-	// Preserved first: services, whatever carries their marker (a service's
-	// double-forked helper is adopted by the supervisor and would otherwise
-	// look like an orphan), and their descendants; none of them is reached.
+	// Preserved first: each service (by identity) and its subtree, from
+	// the stat parent links and from the kernel's children lists (which
+	// also show a child forked after the table was listed).
 	preserved := map[int]bool{}
 	var queue []int
 	for _, svc := range l.Services {
@@ -183,13 +192,16 @@ func (s *Scanner) compute(stats []proc.Stat) *Snapshot {
 			queue = append(queue, svc.PID)
 		}
 	}
-	if len(l.Services) > 0 && l.ServiceMarker != "" {
+	if mutant.Is("serviceenv") && len(l.Services) > 0 {
+		// The mutant: a process is a service because its environment says so.
 		for _, st := range stats {
-			if candidate(st) && !preserved[st.PID] {
-				if e := readEnv(st.PID); e.service && !e.marked {
-					preserved[st.PID] = true
-					queue = append(queue, st.PID)
-				}
+			if !candidate(st) || preserved[st.PID] {
+				continue
+			}
+			env, err := s.FS.Environ(st.PID, proc.EnvironLimit, timeout)
+			if err == nil && bytes.Contains(env, []byte("\x00"+ServiceVar+"="+l.ID+"\x00")) || bytes.HasPrefix(env, []byte(ServiceVar+"="+l.ID+"\x00")) {
+				preserved[st.PID] = true
+				queue = append(queue, st.PID)
 			}
 		}
 	}
@@ -200,6 +212,18 @@ func (s *Scanner) compute(stats []proc.Stat) *Snapshot {
 			if !preserved[c] && c != l.Self {
 				preserved[c] = true
 				queue = append(queue, c)
+			}
+		}
+	}
+	if !mutant.Is("nokernelwalk") {
+		for _, svc := range l.Services {
+			if preserved[svc.PID] {
+				for _, n := range s.walkFrom(svc.PID) {
+					preserved[n.PID] = true
+					if _, ok := byPID[n.PID]; !ok {
+						byPID[n.PID] = proc.Stat{PID: n.PID, StartTime: n.StartTime, Comm: n.Comm, State: n.State[0], PPID: n.PPID}
+					}
+				}
 			}
 		}
 	}
@@ -259,6 +283,30 @@ func (s *Scanner) compute(stats []proc.Stat) *Snapshot {
 	for _, c := range children[l.Self] {
 		if !mutant.Is("nosubreaper") {
 			add(c, WhyOrphan)
+		}
+	}
+	// The kernel's word: every process below the supervisor, whatever it
+	// did to its session, group or environment, found through the
+	// children lists of every thread. A child of the supervisor is an
+	// orphan it adopted (or the harness), anything deeper a descendant.
+	if !mutant.Is("nokernelwalk") && !mutant.Is("nosubreaper") {
+		nodes, err := s.walk(l.Self, preserved, nil, byPID, true)
+		snap.TreeErr = err
+		for _, n := range nodes {
+			snap.Tree = append(snap.Tree, n.Member)
+			st, ok := byPID[n.PID]
+			switch {
+			case !ok || st.StartTime != n.StartTime:
+				byPID[n.PID] = proc.Stat{PID: n.PID, StartTime: n.StartTime, Comm: n.Comm, State: n.State[0], PPID: n.PPID}
+				children[n.PPID] = append(children[n.PPID], n.PID)
+			default:
+				st.State = n.State[0] // the fresher reading
+				byPID[n.PID] = st
+			}
+			if n.State == "Z" || n.State == "X" {
+				continue
+			}
+			add(n.PID, n.Why)
 		}
 	}
 	s.descend(reached, preserved, children, add)
@@ -341,14 +389,4 @@ func (s *Scanner) descend(reached map[int]string, preserved map[int]bool, childr
 			queue = append(queue, c)
 		}
 	}
-}
-
-func hasService(environ []byte, marker string) bool {
-	want := []byte(ServiceVar + "=" + marker)
-	for _, entry := range bytes.Split(environ, []byte{0}) {
-		if bytes.HasPrefix(entry, []byte(ServiceVar+"=")) {
-			return bytes.Equal(entry, want)
-		}
-	}
-	return false
 }

@@ -2,6 +2,8 @@ package stop
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"runtime"
 	"sort"
 	"sync"
@@ -57,12 +59,17 @@ type Result struct {
 	Seconds float64
 	// Err is the last scan error, if scanning itself failed.
 	Err error
+	// Unsettled counts the rounds that found nothing reached alive but whose
+	// second reading of the children lists disagreed.
+	Unsettled int
 }
 
 // Run stops the launch: it rescans at the start and on every round, sends
-// TERM (with CONT to stopped processes) to everything reached, KILL to what
-// is still alive once the grace has passed, and returns when a round finds
-// nothing alive or KillWait after the KILL has passed.
+// TERM (with CONT to stopped processes) to everything reached and, once the
+// grace has passed, holds what is still alive (see hold) and KILLs it; it
+// returns when a round finds nothing reached alive (the cleanup is then
+// confirmed, provided the kernel's children lists could be read and every
+// process was held) or KillWait after the grace has passed.
 func (e *Engine) Run(ctx context.Context) Result {
 	clock := e.Clock
 	if clock == nil {
@@ -78,6 +85,17 @@ func (e *Engine) Run(ctx context.Context) Result {
 	sent := map[proc.Identity]syscall.Signal{}
 	seen := map[proc.Identity]bool{}
 	var res Result
+	held := false
+	var unheld []Member
+	note := func(snap *Snapshot) {
+		res.Unverified, res.Preserved = snap.Unverified, snap.Preserved
+		for _, m := range snap.Reached {
+			if !seen[m.Identity()] {
+				seen[m.Identity()] = true
+				res.Reached = append(res.Reached, m)
+			}
+		}
+	}
 	for round := 0; ; round++ {
 		snap, err := e.Scanner.Scan()
 		res.Rounds = round + 1
@@ -92,16 +110,28 @@ func (e *Engine) Run(ctx context.Context) Result {
 		if e.OnRound != nil {
 			e.OnRound(round, snap)
 		}
-		res.Unverified, res.Preserved = snap.Unverified, snap.Preserved
-		for _, m := range snap.Reached {
-			if !seen[m.Identity()] {
-				seen[m.Identity()] = true
-				res.Reached = append(res.Reached, m)
-			}
-		}
+		note(snap)
 		if len(snap.Reached) == 0 {
-			res.Confirmed = true
 			res.Err = nil
+			if snap.TreeErr != nil {
+				// Nothing seen, but the kernel could not say so: not confirmed.
+				res.Err = fmt.Errorf("read the supervisor's children: %w", snap.TreeErr)
+				break
+			}
+			if living, ok := e.settled(snap); !ok {
+				res.Unsettled++
+				// The tree moved between two readings (a process forked
+				// and its parent exited while the lists were read): read
+				// it all again, within the bounded wait.
+				if clock.Now().After(endAt) || ctx.Err() != nil {
+					res.Survivors = living
+					res.Err = errors.New("the supervisor's children lists did not settle")
+					break
+				}
+				e.pause(ctx, round, living)
+				continue
+			}
+			res.Confirmed = true
 			break
 		}
 		now := clock.Now()
@@ -109,16 +139,220 @@ func (e *Engine) Run(ctx context.Context) Result {
 			res.Survivors = snap.Reached
 			break
 		}
-		sig := syscall.SIGTERM
-		if !now.Before(killAt) && !mutant.Is("nokill") {
-			sig = syscall.SIGKILL
+		if now.Before(killAt) || mutant.Is("nokill") {
+			e.signalAll(snap.Reached, syscall.SIGTERM, sent)
+			e.pause(ctx, round, snap.Reached)
+			continue
 		}
-		e.signalAll(snap.Reached, sig, sent)
+		if !held && !mutant.Is("nohold") {
+			held = true
+			var members []Member
+			members, unheld = e.hold(ctx, &round, snap, clock, endAt, note)
+			e.signalAll(members, syscall.SIGKILL, sent)
+			e.pause(ctx, round, members)
+			continue
+		}
+		e.signalAll(snap.Reached, syscall.SIGKILL, sent)
 		e.pause(ctx, round, snap.Reached)
+	}
+	if len(unheld) > 0 {
+		// A process that could not be held (ptraced, say) may have forked
+		// between two readings: the stop cannot vouch for its tree.
+		res.Confirmed = false
+		for _, m := range unheld {
+			if _, dup := findMember(res.Survivors, m.Identity()); !dup {
+				res.Survivors = append(res.Survivors, m)
+			}
+		}
+		sortMembers(res.Survivors)
+		if res.Err == nil {
+			res.Err = fmt.Errorf("could not hold %d process(es) with SIGSTOP", len(unheld))
+		}
 	}
 	res.Seconds = clock.Now().Sub(start).Seconds()
 	sortMembers(res.Reached)
 	return res
+}
+
+// settled reads the supervisor's children lists once more after a scan
+// that found nothing reached alive, and agrees only if this second reading
+// shows nothing alive and no process the first reading did not show
+// (zombies reaped in between may be missing). One reading alone can miss a
+// process that forks and lets its parent exit in a loop: the walk reads the
+// supervisor's list while the parent lives, the parent exits (its child
+// goes to the supervisor's list, already read) and is read as a zombie.
+// The second reading then shows the child, alive or as a new zombie whose
+// own child was handed to the supervisor before it died: a new identity
+// either way, and the confirmation is refused.
+func (e *Engine) settled(snap *Snapshot) (living []Member, ok bool) {
+	if mutant.Is("nokernelwalk") || mutant.Is("groupkill") || mutant.Is("nosubreaper") {
+		return nil, true
+	}
+	skip := map[int]bool{}
+	for _, m := range snap.Preserved {
+		skip[m.PID] = true
+	}
+	again, err := e.Scanner.Walk(skip)
+	ok = err == nil
+	ids := map[proc.Identity]bool{}
+	for _, m := range snap.Tree {
+		ids[m.Identity()] = true
+	}
+	for _, m := range again {
+		if m.State != "Z" && m.State != "X" {
+			living = append(living, m)
+			ok = false
+		}
+		if !ids[m.Identity()] {
+			ok = false
+		}
+	}
+	return living, ok
+}
+
+// MaxHoldRounds bounds the readings of a hold: a tree that still grows
+// after that many is not held, and the stop is not confirmed.
+const MaxHoldRounds = 64
+
+// held reports whether a stat state shows a process that cannot run:
+// stopped by a signal (T) or in a tracing stop (t).
+func heldState(state string) bool { return state == "T" || state == "t" }
+
+// hold stops a stop from being outrun. Every reached process is sent
+// SIGSTOP; then the kernel's children lists are read again and again,
+// each newly seen process stopped the moment it is read (a process that
+// forks and lets its parent exit in a loop is caught between two forks), and
+// every known one re-read, until a reading finds no new member and every
+// member shows state T or t; a full rescan then checks that nothing was
+// reached another way (group, marker), and the hold ends. A stopped process
+// cannot fork, so what is held is all there is to KILL. It returns the
+// members to KILL and those it could not hold within MaxHoldRounds.
+func (e *Engine) hold(ctx context.Context, round *int, snap *Snapshot, clock Clock, endAt time.Time, note func(*Snapshot)) (members, unheld []Member) {
+	known := map[proc.Identity]Member{}
+	stopSent := map[proc.Identity]int{}
+	fresh := false
+	stopOne := func(m Member, iter int) {
+		id := m.Identity()
+		if _, ok := known[id]; !ok {
+			known[id] = m
+			fresh = true
+		}
+		if !heldState(m.State) && stopSent[id] != iter+1 {
+			stopSent[id] = iter + 1
+			e.send(id, syscall.SIGSTOP)
+		}
+	}
+	skip := map[int]bool{}
+	for _, m := range snap.Preserved {
+		skip[m.PID] = true
+	}
+	for iter := 0; ; iter++ {
+		fresh = false
+		if iter == 0 {
+			for _, m := range snap.Reached {
+				stopOne(m, iter)
+			}
+		}
+		for _, root := range e.Scanner.treeRoots() {
+			e.Scanner.walk(root, skip, func(n Node) {
+				if n.State != "Z" && n.State != "X" {
+					stopOne(n.Member, iter)
+				}
+			}, nil, true)
+		}
+		// Re-read every member: drop the dead, stop again whoever is not
+		// held yet (a SIGCONT from a sibling may have woken it).
+		var waiting []Member
+		for id, m := range known {
+			st, err := e.Scanner.FS.Stat(id.PID)
+			if err != nil || st.StartTime != id.StartTime || st.Dead() {
+				delete(known, id)
+				continue
+			}
+			m.State = string(st.State)
+			known[id] = m
+			if !heldState(m.State) {
+				waiting = append(waiting, m)
+				if stopSent[id] != iter+1 {
+					stopSent[id] = iter + 1
+					e.send(id, syscall.SIGSTOP)
+				}
+			}
+		}
+		if len(waiting) == 0 && !fresh && iter > 0 {
+			full, err := e.Scanner.Scan()
+			if err == nil {
+				note(full)
+				for _, m := range full.Reached {
+					if _, ok := known[m.Identity()]; !ok && !heldState(m.State) {
+						stopOne(m, iter)
+					} else if !ok {
+						known[m.Identity()] = m
+					}
+				}
+				if !fresh {
+					break
+				}
+			}
+		}
+		if iter+1 >= MaxHoldRounds || clock.Now().After(endAt) || ctx.Err() != nil {
+			for _, m := range known {
+				if !heldState(m.State) {
+					unheld = append(unheld, m)
+				}
+			}
+			break
+		}
+		e.pauseHold(ctx, *round, waiting)
+		*round++
+	}
+	for _, m := range known {
+		members = append(members, m)
+	}
+	sortMembers(members)
+	sortMembers(unheld)
+	return members, unheld
+}
+
+// pauseHold waits until every waiting member is held or gone, or a round
+// has passed; fakeproc's pause step stands in for it on fake trees.
+func (e *Engine) pauseHold(ctx context.Context, round int, waiting []Member) {
+	if e.Pause != nil {
+		e.Pause(ctx, round, waiting)
+		return
+	}
+	roundLen := e.Round
+	if roundLen == 0 {
+		roundLen = 20 * time.Millisecond
+	}
+	deadline := time.Now().Add(roundLen)
+	step := 200 * time.Microsecond
+	for ctx.Err() == nil && time.Now().Before(deadline) {
+		done := true
+		for _, m := range waiting {
+			st, err := e.Scanner.FS.Stat(m.PID)
+			if err == nil && st.StartTime == m.StartTime && !st.Dead() && !heldState(string(st.State)) {
+				done = false
+				break
+			}
+		}
+		if done {
+			return
+		}
+		time.Sleep(step)
+		if step < 2*time.Millisecond {
+			step *= 2
+		}
+	}
+}
+
+func findMember(ms []Member, id proc.Identity) (Member, bool) {
+	for _, m := range ms {
+		if m.Identity() == id {
+			return m, true
+		}
+	}
+	return Member{}, false
 }
 
 // signalAll sends sig to every reached process: TERM once (with CONT to a

@@ -18,9 +18,10 @@ import (
 )
 
 // startService starts a declared service asked for by `warden service`. It
-// runs in a session of its own, as the harness's user, with WARDEN_SERVICE in
-// its environment instead of this launch's marker, and is recorded by
-// identity so a stop of the launch keeps it.
+// starts warden's service reaper (ServiceReaperCommand) in a session of its
+// own, which starts COMMAND as the harness's user without this launch's
+// marker and stays its parent and subreaper; the reaper is recorded by
+// identity, and it and everything below it are the service.
 func (s *supervisor) startService(requestName string) {
 	path := filepath.Join(s.cfg.State, requestName)
 	data, err := os.ReadFile(path)
@@ -55,7 +56,6 @@ func (s *supervisor) startService(requestName string) {
 	if outer := os.Getenv(proc.MarkerVar); outer != "" {
 		env = append([]string{proc.MarkerVar + "=" + outer}, env...)
 	}
-	env = append(env, stop.ServiceVar+"="+s.serviceMarker())
 	argvPath, err := lookPath(req.Argv[0], env)
 	if err != nil {
 		rec.Error = err.Error()
@@ -71,12 +71,16 @@ func (s *supervisor) startService(requestName string) {
 		return
 	}
 	defer out.Close()
-	sys := &syscall.SysProcAttr{Setsid: true}
-	if u := s.cfg.User; u != nil {
-		sys.Credential = &syscall.Credential{Uid: u.UID, Gid: u.GID, Groups: []uint32{}}
+	spec, _ := json.Marshal(ServiceSpec{Path: argvPath, Argv: req.Argv, Env: env, Dir: req.Cwd, User: s.cfg.User})
+	if req.Cwd != "" {
+		if fi, err := os.Stat(req.Cwd); err != nil || !fi.IsDir() {
+			rec.Error = fmt.Sprintf("service cwd %q: not a directory", req.Cwd)
+			answer()
+			return
+		}
 	}
-	pid, err := syscall.ForkExec(argvPath, req.Argv, &syscall.ProcAttr{
-		Dir: req.Cwd, Env: env, Files: []uintptr{devnull.Fd(), out.Fd(), out.Fd()}, Sys: sys,
+	pid, err := syscall.ForkExec("/proc/self/exe", []string{"warden", ServiceReaperCommand, string(spec)}, &syscall.ProcAttr{
+		Env: env, Files: []uintptr{devnull.Fd(), out.Fd(), out.Fd()}, Sys: &syscall.SysProcAttr{Setsid: true},
 	})
 	if err != nil {
 		rec.Error = fmt.Sprintf("exec %q: %v", argvPath, err)

@@ -470,7 +470,7 @@ func (s *supervisor) scanner(since uint64) *stop.Scanner {
 	}
 	return &stop.Scanner{FS: s.fs, Old: s.old, Launch: stop.Launch{
 		ID: s.cfg.LaunchID, Self: s.self.PID, Harness: s.harnessIdentity(), Since: since,
-		Services: services, ServiceMarker: s.serviceMarker(),
+		Services: services,
 	}}
 }
 
@@ -485,8 +485,6 @@ func (s *supervisor) harnessIdentity() proc.Identity {
 	return s.harness
 }
 
-func (s *supervisor) serviceMarker() string { return s.cfg.LaunchID }
-
 // stopLaunch stops everything the launch reached and fills in the receipt.
 func (s *supervisor) stopLaunch(r *receipt.Receipt, cause string, since uint64) {
 	r.Cause = cause
@@ -498,7 +496,11 @@ func (s *supervisor) stopLaunch(r *receipt.Receipt, cause string, since uint64) 
 		Grace:     s.cfg.Grace,
 	}
 	res := eng.Run(context.Background())
-	s.logf("stop (%s): %d reached, %d survivors, %d rounds, %.3fs", cause, len(res.Reached), len(res.Survivors), res.Rounds, res.Seconds)
+	// Every process below the supervisor is dead now; collect the zombies
+	// it adopted before the receipt, so none outlives the supervisor and
+	// lands on whatever reaps above it (a soak, a container's init).
+	s.reapAdopted()
+	s.logf("stop (%s): %d reached, %d survivors, %d rounds (%d unsettled), %.3fs", cause, len(res.Reached), len(res.Survivors), res.Rounds, res.Unsettled, res.Seconds)
 	r.StopSeconds = res.Seconds
 	r.Reached = nonNil(res.Reached)
 	r.Survivors = nonNil(res.Survivors)
@@ -536,6 +538,32 @@ func (s *supervisor) stopLaunch(r *receipt.Receipt, cause string, since uint64) 
 			r.ReturnCode = receipt.Int(128 + int(ws.Signal()))
 			r.Signal = receipt.String(stop.SignalName(ws.Signal()))
 		}
+	}
+}
+
+// reapAdopted reaps until the kernel lists no zombie child of the
+// supervisor, for at most a second. One pass is not enough: /proc shows a
+// multi-threaded process as a zombie once its main thread has exited, but
+// wait4 can collect it only when its last thread is gone.
+func (s *supervisor) reapAdopted() {
+	deadline := time.Now().Add(time.Second)
+	for {
+		s.reapNow()
+		kids, err := s.fs.Children(s.self.PID)
+		if err != nil || time.Now().After(deadline) {
+			return
+		}
+		zombie := false
+		for _, pid := range kids {
+			if st, err := s.fs.Stat(pid); err == nil && st.Dead() {
+				zombie = true
+				break
+			}
+		}
+		if !zombie {
+			return
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 

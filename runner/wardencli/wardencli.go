@@ -8,6 +8,7 @@ import (
 	"io"
 
 	"github.com/sandproof/sandproof/runner/harness"
+	"github.com/sandproof/sandproof/runner/supervisor"
 	"github.com/sandproof/sandproof/runner/version"
 )
 
@@ -45,6 +46,12 @@ func Run(args []string, stdout, stderr io.Writer) int {
 		return runSupervise(args[1:], stdout, stderr)
 	case supervisorCommand:
 		return runSupervisor(args[1:])
+	case supervisor.ServiceReaperCommand:
+		if len(args) != 2 {
+			fmt.Fprintln(stderr, "warden: "+supervisor.ServiceReaperCommand+" is internal")
+			return 2
+		}
+		return supervisor.RunServiceReaper(args[1])
 	case "stop":
 		return runStop(args[1:], stdout, stderr)
 	case "wait":

@@ -1,0 +1,231 @@
+package conformance_test
+
+// Hostile specs: the adversary roles that try to outrun a stop or pass for
+// a service, run against the real supervisor. Every check that a process
+// is gone reads /proc through witness, after a positive control showing
+// the process alive and visible under its name.
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/sandproof/sandproof/conformance/framework"
+	"github.com/sandproof/sandproof/conformance/procs"
+	"github.com/sandproof/sandproof/conformance/witness"
+)
+
+// hopsFile is where the hopper role writes one pid per incarnation.
+func hopsFile(record string) string { return record + ".hops" }
+
+// hops reads the hopper's heartbeat: every incarnation's pid, in order.
+func hops(record string) []int {
+	GinkgoHelper()
+	data, err := os.ReadFile(hopsFile(record))
+	if os.IsNotExist(err) {
+		return nil
+	}
+	Expect(err).NotTo(HaveOccurred())
+	var out []int
+	for _, f := range bytes.Fields(data) {
+		if n, err := strconv.Atoi(string(f)); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// living returns the live processes named comm in /proc now.
+func living(comm string) []witness.Stat {
+	GinkgoHelper()
+	table, err := witness.Proc.Table()
+	Expect(err).NotTo(HaveOccurred())
+	var out []witness.Stat
+	for _, st := range table {
+		if st.Comm == comm && !st.Dead() {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+// killNamed stops and kills every live process named comm that hangs
+// below pid 1 (where an escaped hopper or bomb process is reparented; names
+// are unique per spec), reading pid 1's children lists until 2,000
+// readings in a row find none: the cleanup of a spec that failed.
+func killNamed(comm string) {
+	if n := witness.KillNamedChildren(comm, []int{1}, 2000, 20*time.Second); n > 0 {
+		GinkgoWriter.Printf("cleanup: stopped and killed %d escaped %q processes\n", n, comm)
+	}
+}
+
+// uniqueComm is a process name (at most 15 bytes) no other spec uses.
+func uniqueComm(prefix string) string {
+	return fmt.Sprintf("%s%d-%d", prefix, GinkgoParallelProcess(), time.Now().UnixNano()%1_000_000)
+}
+
+var _ = Describe("warden supervise, facing processes that try to outrun the stop,", framework.Local, framework.Hostile, func() {
+	framework.ConformanceIt("2 kernel confirms", "should stop a fork-and-exit hopper and confirm only once it is dead, three times in a row", func(ctx SpecContext) {
+		for attempt := 1; attempt <= 3; attempt++ {
+			By(fmt.Sprintf("attempt %d", attempt))
+			l := newLaunch()
+			name := uniqueComm("hop")
+			DeferCleanup(killNamed, name)
+			GinkgoT().Setenv("ADVERSARY_HOP_NAME", name)
+			GinkgoT().Setenv("ADVERSARY_HOP_NS", "200000")
+			l.detach(ctx, []string{"--deadline", "60", "--grace", "0.2"}, "hopper")
+			l.ready(ctx)
+			// Positive control: the hopper hops (its heartbeat grows by
+			// many incarnations) and /proc shows one of them alive under
+			// its name.
+			start := len(hops(l.record))
+			Eventually(ctx, func() int { return len(hops(l.record)) - start }).
+				WithTimeout(20*time.Second).Should(BeNumerically(">=", 20), "the hopper never hopped")
+			Eventually(ctx, func() []witness.Stat { return living(name) }).
+				WithTimeout(20*time.Second).ShouldNot(BeEmpty(), "positive control: a hopper is alive and visible")
+
+			r := l.stopWait(ctx)
+			expectOutcome(r, "stopped", 143, "TERM", true)
+			// Never a confirmed receipt while a tree process lives: the
+			// heartbeat has stopped, and /proc shows no hopper, reading
+			// after reading.
+			after := hops(l.record)
+			Expect(after).NotTo(BeEmpty())
+			last := after[len(after)-1]
+			st, err := witness.Proc.ReadStat(last)
+			if err == nil && st.Comm == name {
+				Expect(st.Dead()).To(BeTrue(), "the last hopper %d lives on after a confirmed receipt", last)
+			}
+			Consistently(ctx, func() int { return len(hops(l.record)) }).
+				WithTimeout(300*time.Millisecond).WithPolling(10*time.Millisecond).
+				Should(Equal(len(after)), "the hopper went on hopping after a confirmed receipt")
+			Consistently(ctx, func() []witness.Stat { return living(name) }).
+				WithTimeout(300*time.Millisecond).WithPolling(10*time.Millisecond).
+				Should(BeEmpty(), "a hopper lives after a confirmed receipt")
+		}
+	})
+
+	framework.ConformanceIt("2 hold", "should stop a fork bomb bounded by RLIMIT_NPROC and write a receipt that never confirms a living bomb", func(ctx SpecContext) {
+		if os.Geteuid() != 0 {
+			Skip("--user needs root")
+		}
+		prlimit, err := exec.LookPath("prlimit")
+		if err != nil {
+			Skip("no prlimit(1) on this host")
+		}
+		l := newLaunch()
+		shared, bin := sharedAdversary("sandproof-bomb-")
+		record := filepath.Join(shared, "record")
+		l.record = record
+		name := uniqueComm("bomb")
+		DeferCleanup(killNamed, name)
+		GinkgoT().Setenv("ADVERSARY_BOMB_NAME", name)
+		// Root ignores RLIMIT_NPROC: the harness runs as uid 1000, whose
+		// process count the limit bounds (a few more than uid 1000 runs
+		// already, so the bomb can grow).
+		base := 0
+		if table, err := witness.Proc.Table(); err == nil {
+			for _, st := range table {
+				if uid, err := witness.Proc.UID(st.PID); err == nil && uid == 1000 {
+					base++
+				}
+			}
+		}
+		limit := strconv.Itoa(base + 40)
+		l.detachCommand(ctx, []string{"--deadline", "60", "--grace", "0.2", "--user", "1000"},
+			[]string{prlimit, "--nproc=" + limit, "--", bin, "--record", record, "fork-bomb"})
+		rec := l.ready(ctx)
+		Expect(harness(rec).UID).To(Equal(1000), "positive control: the harness runs as uid 1000")
+		Eventually(ctx, func() int { return len(living(name)) }).
+			WithTimeout(20*time.Second).Should(BeNumerically(">=", 5), "positive control: the bomb grew")
+
+		res := l.warden(ctx, "stop", "--state", l.state, "--wait", "45")
+		Expect(res.Code).To(BeElementOf(0, 1), "%s%s", res, l.diagnose())
+		r := l.receiptPrinted(res)
+		Expect(r.Cause).To(Equal("stopped"))
+		if r.CleanupConfirmed {
+			Expect(r.Survivors).To(BeEmpty())
+			Consistently(ctx, func() []witness.Stat { return living(name) }).
+				WithTimeout(300*time.Millisecond).WithPolling(10*time.Millisecond).
+				Should(BeEmpty(), "a bomb process lives after a confirmed receipt")
+		} else {
+			Expect(r.Survivors).NotTo(BeEmpty(), "an unconfirmed stop names its survivors")
+		}
+	})
+})
+
+var _ = Describe("warden service, facing a process that claims to be a service,", framework.Local, framework.Hostile, func() {
+	framework.ConformanceIt("2 services by identity", "should stop an env-spoofed service and keep the declared one", func(ctx SpecContext) {
+		l := newLaunch()
+		l.detach(ctx, []string{"--deadline", "60", "--grace", "0.5"}, "env-spoofer")
+		rec := l.ready(ctx)
+		spoof := one(rec, "env-spoofer")
+		env, err := witness.Proc.Environ(spoof.PID)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(env).To(ContainElement(HavePrefix("WARDEN_SERVICE=")), "positive control: the spoofer claims the service marker")
+		Expect(env).NotTo(ContainElement(HavePrefix("WARDEN_LAUNCH=")), "positive control: the spoofer dropped the launch marker")
+
+		svcRecord := filepath.Join(l.dir, "service-record")
+		procs.KillOnCleanup(func() []witness.ID { return witness.RecordedIDs(svcRecord) })
+		res := l.warden(ctx, "service", "--state", l.state, "--name", "db", "--",
+			framework.Fixture("adversary"), "--record", svcRecord, "sleep")
+		Expect(res.Code).To(Equal(0), "%s", res)
+		svc := &launch{record: svcRecord}
+		svcMain := harness(svc.ready(ctx))
+
+		r := l.stopWait(ctx)
+		expectOutcome(r, "stopped", 143, "TERM", true)
+		expectReached(r, spoof)
+		expectGone("spoofer", spoof)
+		_, kept := witness.Find(r.Preserved, svcMain.ID())
+		Expect(kept).To(BeTrue(), "the declared service is preserved: %+v", r.Preserved)
+		Expect(procs.Alive(svcMain.ID())).To(BeTrue(), "the declared service survives the launch's stop")
+
+		res = l.warden(ctx, "stop", "--state", l.state, "--services", "--wait", "45")
+		Expect(res.Code).To(Equal(0), "%s%s", res, l.diagnose())
+		expectGone("service", svcMain)
+	})
+
+	framework.ConformanceIt("2 services by identity", "should keep a declared service that daemonizes, and its daemon, through the launch's stop", func(ctx SpecContext) {
+		l := newLaunch()
+		l.detach(ctx, []string{"--deadline", "60", "--grace", "0.5"}, "setsid-tool")
+		rec := l.ready(ctx)
+
+		svcRecord := filepath.Join(l.dir, "service-record")
+		procs.KillOnCleanup(func() []witness.ID { return witness.RecordedIDs(svcRecord) })
+		res := l.warden(ctx, "service", "--state", l.state, "--name", "db", "--",
+			framework.Fixture("adversary"), "--record", svcRecord, "daemon", "drop-marker")
+		Expect(res.Code).To(Equal(0), "%s", res)
+		svc := &launch{record: svcRecord}
+		svcRec := svc.ready(ctx)
+		daemons := svcRec.Role("daemon")
+		Expect(daemons).To(HaveLen(2), "the service double-forked two daemons")
+		for _, d := range daemons {
+			st, err := witness.Proc.Lookup(d.ID())
+			Expect(err).NotTo(HaveOccurred())
+			Expect(st.PPID).NotTo(Equal(d.PPID), "positive control: daemon %v was orphaned (its middle exited)", d.ID())
+		}
+
+		r := l.stopWait(ctx)
+		expectOutcome(r, "stopped", 143, "TERM", true)
+		expectGone("tool", harness(rec), one(rec, "setsid"))
+		for _, d := range daemons {
+			_, reached := witness.Find(r.Reached, d.ID())
+			Expect(reached).To(BeFalse(), "the service's daemon %v was reached", d.ID())
+			_, kept := witness.Find(r.Preserved, d.ID())
+			Expect(kept).To(BeTrue(), "the service's daemon %v is listed as preserved: %+v", d.ID(), r.Preserved)
+			Expect(procs.Alive(d.ID())).To(BeTrue(), "the service's daemon %v still runs", d.ID())
+		}
+
+		res = l.warden(ctx, "stop", "--state", l.state, "--services", "--wait", "45")
+		Expect(res.Code).To(Equal(0), "%s%s", res, l.diagnose())
+		expectGone("service daemon", daemons...)
+	})
+})
