@@ -118,7 +118,7 @@ failed (skipped cases do not fail), 2 for usage errors.`,
 	f.StringArrayVar(&imageArgs, "image", nil, "image NAME or NAME=REF (repeatable; default: every built image)")
 	f.StringVar(&modelArg, "model", "scripted", "scripted, or a model base URL")
 	f.StringVar(&modelName, "model-name", "fake-model", "model id given to the harness ({model})")
-	f.StringVar(&keyFile, "api-key-file", "", "API key for the harness (default: a fresh canary key)")
+	f.StringVar(&keyFile, "api-key-file", "", "the model's API key: the relay sends it upstream; sandboxes only ever hold a per-run canary")
 	f.IntVar(&parallel, "parallel", 1, "cases run at once")
 	f.StringVar(&warden, "warden", filepath.Join("bin", "linux-"+arch, "warden"), "static warden build for this host's arch")
 	f.StringVar(&probe, "probe", filepath.Join("bin", "linux-"+arch, "probe"), "static probe build for this host's arch")

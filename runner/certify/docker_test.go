@@ -192,7 +192,7 @@ func TestCertifyMatrix(t *testing.T) {
 	defer cancel()
 	sum, err := certify.Run(ctx, certify.Options{
 		Adapters: load(t, "miniagent-pi", "miniagent-opencode", "miniagent-daemon"), Images: imgs,
-		APIKey: key, Parallel: 2, Warden: warden, Probe: probe, Bash: bashStatic(), Out: out, Progress: &progress,
+		Canary: key, Parallel: 2, Warden: warden, Probe: probe, Bash: bashStatic(), Out: out, Progress: &progress,
 	})
 	if err != nil {
 		t.Fatalf("certify: %v\nprogress:\n%s", err, progress.String())
