@@ -113,12 +113,22 @@ type RunProvenance struct {
 	WardenSHA256 []string `json:"warden_sha256"`
 	// AdapterSHA256 pairs each harness with its adapter digest.
 	AdapterSHA256 []Digest `json:"adapter_sha256"`
+	// Harnesses gives each harness's runtime provenance (package,
+	// version, integrity, tree digest, CLI version), once per distinct
+	// value; nil when no record carried one.
+	Harnesses []HarnessDigest `json:"harnesses,omitempty"`
 	// ImageIDs pairs each image with its image id.
 	ImageIDs      []Digest  `json:"image_ids"`
 	SuiteVersions []string  `json:"suite_versions"`
 	Hosts         []string  `json:"hosts"`
 	StartedAt     time.Time `json:"started_at,omitzero"`
 	EndedAt       time.Time `json:"ended_at,omitzero"`
+}
+
+// HarnessDigest pairs a harness with its runtime provenance.
+type HarnessDigest struct {
+	Name    string         `json:"name"`
+	Runtime HarnessRuntime `json:"runtime"`
 }
 
 // Digest pairs a name (harness, image) with a digest.
@@ -284,6 +294,9 @@ func (r *Run) addProvenance(e *Evidence) {
 	}
 	if e.AdapterSHA256 != "" && r.prov.once("a\x00"+e.Harness+"\x00"+e.AdapterSHA256) {
 		p.AdapterSHA256 = append(p.AdapterSHA256, Digest{e.Harness, e.AdapterSHA256})
+	}
+	if h := e.HarnessRuntime; h != nil && r.prov.once("r\x00"+e.Harness+"\x00"+h.TreeSHA256+"\x00"+h.Integrity+"\x00"+h.CLIVersion) {
+		p.Harnesses = append(p.Harnesses, HarnessDigest{e.Harness, *h})
 	}
 	if e.ImageID != "" && r.prov.once("i\x00"+e.Image+"\x00"+e.ImageID) {
 		p.ImageIDs = append(p.ImageIDs, Digest{e.Image, e.ImageID})

@@ -226,7 +226,10 @@ func (r *runner) runCase(ctx context.Context, c caseSpec) (ev *reports.Evidence,
 	}
 	defer rel.Close()
 	modelURL := rel.URL()
-	ev.HarnessRuntime = r.harness[m.Name]
+	if h := r.harness[m.Name]; h != nil {
+		hc := *h
+		ev.HarnessRuntime = &hc
+	}
 	challenge := model.ChallengePrefix + randomHex(16)
 
 	actx := adapter.Context{ModelURL: modelURL, Model: r.opts.ModelName, TaskDir: TaskDir, RuntimeHostDir: c.runtime}
@@ -357,6 +360,15 @@ func (r *runner) runCase(ctx context.Context, c caseSpec) (ev *reports.Evidence,
 			}
 		}
 
+		// The CLI's own version, under warden with a deadline, after the
+		// activation so it cannot help it; its output is read after
+		// close from the captured run dir.
+		var versionRes *session.Result
+		var versionErr error
+		if seedErr == nil && !cr.stopped && len(m.VersionArgv) > 0 {
+			versionRes, versionErr = sess.Activate(ctx, adapter.VersionLaunchID, "", versionDeadline)
+		}
+
 		// 3. Close: always, so what ran is stopped and captured.
 		if !cr.stopped {
 			cr.stage(reports.StageClose, func() error {
@@ -379,6 +391,9 @@ func (r *runner) runCase(ctx context.Context, c caseSpec) (ev *reports.Evidence,
 			}
 			captures, _ := m.CapturePaths(actx, sessDir, sessHome)
 			cr.readCaptures(actRes, captures)
+			if len(m.VersionArgv) > 0 && ev.HarnessRuntime != nil {
+				ev.HarnessRuntime.CLIVersion, ev.HarnessRuntime.CLIVersionError = cr.readVersion(versionRes, versionErr)
+			}
 		}
 
 		// 4. Verify, only after close (owner). The relay and the model

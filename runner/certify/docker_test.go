@@ -369,3 +369,58 @@ func TestCertifyStrayWriteFailsDiff(t *testing.T) {
 		}
 	}
 }
+
+func checkDetail(ev *reports.Evidence, id string) string {
+	for _, c := range ev.Checks {
+		if c.ID == id {
+			return c.Detail
+		}
+	}
+	return ""
+}
+
+// TestCertifyFakesFail runs two fakes beside an honest adapter (the
+// positive control) on every image: sh -c writing the deliverable without
+// the model fails naming the missing model call; a harness that calls the
+// model but never runs its tool fails naming the missing round trip.
+func TestCertifyFakesFail(t *testing.T) {
+	imgs := needEngine(t, "debian-12", "alpine-class", "old-python")
+	warden, probe, _ := binaries(t)
+	out := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	_, err := certify.Run(ctx, certify.Options{Adapters: load(t, "miniagent-opencode", "fake-noloop", "fake-notools"), Images: imgs,
+		Parallel: 2, Warden: warden, Probe: probe, Bash: bashStatic(), Out: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := readEvidence(t, out)
+	for _, img := range imgs {
+		good := evs[certify.CaseID(img.Name, "miniagent-opencode")]
+		if good == nil || good.Status != reports.StatusPassed || good.ModelSteps == nil || good.ModelSteps.WriteCall == 0 ||
+			good.ModelSteps.ResultCall == 0 || good.After == nil || !strings.HasPrefix(good.After.Deliverable, "proof-") {
+			t.Fatalf("%s: the honest adapter did not pass with a round trip: %+v", img.Name, good)
+		}
+		if good.ModelSteps.SandboxAuth["canary"] != good.ModelCalls || good.ModelCalls < 3 {
+			t.Errorf("%s: %d calls, sandbox keys %v; want every call with the canary", img.Name, good.ModelCalls, good.ModelSteps.SandboxAuth)
+		}
+		noloop := evs[certify.CaseID(img.Name, "fake-noloop")]
+		if noloop == nil || noloop.Status != reports.StatusFailed || noloop.ModelCalls != 0 ||
+			checkStatus(noloop, "verify.model_called") != reports.StatusFailed ||
+			!strings.Contains(checkDetail(noloop, "verify.model_called"), "never called the model") {
+			t.Errorf("%s: fake-noloop: %+v; want failed on verify.model_called", img.Name, noloop)
+		}
+		// The fake did write what the prompt asks for: only the model
+		// steps tell it from a harness.
+		if noloop != nil && (noloop.After == nil || !strings.HasPrefix(noloop.After.Deliverable, "proof-sandproof-challenge-")) {
+			t.Errorf("%s: fake-noloop wrote %+v; want the challenge copied", img.Name, noloop.After)
+		}
+		notools := evs[certify.CaseID(img.Name, "fake-notools")]
+		if notools == nil || notools.Status != reports.StatusFailed || notools.ModelCalls != 1 ||
+			checkStatus(notools, "verify.model_called") != reports.StatusPassed ||
+			checkStatus(notools, "verify.challenge_round_trip") != reports.StatusFailed ||
+			!strings.Contains(checkDetail(notools, "verify.challenge_round_trip"), "did not run the model's tool call") {
+			t.Errorf("%s: fake-notools: %+v; want failed on verify.challenge_round_trip", img.Name, notools)
+		}
+	}
+}

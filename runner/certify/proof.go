@@ -15,6 +15,7 @@ import (
 	"github.com/sandproof/sandproof/reports"
 	"github.com/sandproof/sandproof/runner/adapter"
 	"github.com/sandproof/sandproof/runner/relay"
+	"github.com/sandproof/sandproof/runner/session"
 )
 
 // ChallengeFile is where the owner writes the case's challenge, readable by
@@ -250,4 +251,38 @@ func treeHash(root string) (string, int, error) {
 		return nil
 	})
 	return hex.EncodeToString(h.Sum(nil)), files, err
+}
+
+// versionDeadline bounds the CLI's version launch, in seconds.
+const versionDeadline = 30
+
+// readVersion returns the first non-empty line of the version launch's
+// output (read bounded, capped), or why there is none.
+func (cr *caseRun) readVersion(res *session.Result, err error) (string, string) {
+	if err != nil {
+		return "", truncate(errText(err, cr.r.key), 200)
+	}
+	if res == nil || res.Receipt == nil {
+		return "", "no receipt"
+	}
+	f, err := os.Open(filepath.Join(cr.dir, "capture", "run", adapter.VersionLaunchID, "stdout.log"))
+	if err != nil {
+		return "", truncate(err.Error(), 200)
+	}
+	defer f.Close()
+	b, _ := io.ReadAll(io.LimitReader(f, 4096))
+	line := ""
+	for _, l := range strings.Split(string(b), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			line = truncate(redact(l, cr.r.key), 200)
+			break
+		}
+	}
+	if rc := res.Receipt.ReturnCode; rc == nil || *rc != 0 {
+		return line, fmt.Sprintf("version launch: %s", receiptText(res, nil, cr.r.key))
+	}
+	if line == "" {
+		return "", "version launch printed nothing"
+	}
+	return line, ""
 }
