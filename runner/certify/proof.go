@@ -145,9 +145,13 @@ func (cr *caseRun) loopChecks(p loopProof, derived string) {
 	cr.check("verify.challenge_asked", clauseVerify, askOK, "%s",
 		pick(askOK, fmt.Sprintf("call %d: the model asked for a tool call before the challenge came back", st.AskCall),
 			"no model answer asked for a tool call: the model was never asked to read the challenge"))
+	why := fmt.Sprintf("the harness did not run the tool call of call %d", st.AskCall)
+	if st.AskCall == 0 {
+		why = "the model never asked for it"
+	}
 	cr.check("verify.challenge_round_trip", clauseVerify, st.ResultCall > 0, "%s",
 		pick(st.ResultCall > 0, fmt.Sprintf("call %d carried the challenge back in a tool result", st.ResultCall),
-			fmt.Sprintf("no request carried a tool result holding the challenge (%d calls, %d tool results): the harness did not run the model's tool call", p.calls, p.results)))
+			fmt.Sprintf("no request carried a tool result holding the challenge (%d calls, %d tool results): %s", p.calls, p.results, why)))
 	wrote := st.WriteCall > 0
 	detail := "no model answer after the challenge came back wrote the deliverable"
 	if wrote {
