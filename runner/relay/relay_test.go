@@ -168,3 +168,35 @@ func TestRelayDoesNotBufferSSE(t *testing.T) {
 		t.Fatalf("calls = %+v; want one with text done and 3 chunks", c)
 	}
 }
+
+// A streamed Responses API answer is read too, and recorded texts are
+// capped.
+func TestRelayReadsResponsesAndCapsTexts(t *testing.T) {
+	srv, err := model.Start(model.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	r := startRelay(t, relay.Options{Upstream: srv.URL(), MaxText: 40})
+	long := model.ChallengePrefix + strings.Repeat("ab", 16) + strings.Repeat(" padding", 20)
+	body := fmt.Sprintf(`{"model":"fake-model","stream":true,"input":[
+		{"role":"user","content":%q},
+		{"type":"function_call","call_id":"c1","name":"read","arguments":"{}"},
+		{"type":"function_call_output","call_id":"c1","output":%q}],
+		"tools":[{"type":"function","name":"write","parameters":{"type":"object","properties":{"path":{"type":"string"},"content":{"type":"string"}}}}]}`,
+		model.ChallengePrompt("/task/challenge.txt", "/task/deliverable.txt"), long)
+	resp, err := http.Post(r.URL()+"/responses", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.ReadAll(resp.Body)
+	resp.Body.Close()
+	r.Close()
+	c := r.Calls()
+	if len(c) != 1 || len(c[0].ToolResults) != 1 || len(c[0].ToolCalls) != 1 || c[0].ToolCalls[0].Name != "write" || c[0].Usage == nil {
+		t.Fatalf("calls = %+v; want one tool result in, one write out, usage", c)
+	}
+	if got := c[0].ToolResults[0]; got != long[:40]+"…" {
+		t.Fatalf("tool result kept as %q; want the first 40 bytes and an ellipsis", got)
+	}
+}
