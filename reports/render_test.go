@@ -318,3 +318,21 @@ func TestCasePagesShowModelStepsAndHarness(t *testing.T) {
 		t.Error("a record without model_steps shows model steps")
 	}
 }
+
+// A harness is listed once per runtime: a skipped case's record (no CLI
+// version) adds nothing, a different CLI version adds a line.
+func TestRunProvenanceListsEachHarnessRuntimeOnce(t *testing.T) {
+	rt := HarnessRuntime{Package: "p", Version: "1", Integrity: "sha512-x", TreeSHA256: "t"}
+	skipped, a, b, c := okEvidence("r", "a", "alpine", "pi"), okEvidence("r", "b", "debian", "pi"), okEvidence("r", "c", "old", "pi"), okEvidence("r", "d", "other", "pi")
+	skipped.HarnessRuntime = &rt
+	withV := rt
+	withV.CLIVersion = "1"
+	a.HarnessRuntime, b.HarnessRuntime = &withV, &withV
+	otherV := rt
+	otherV.CLIVersion = "2"
+	c.HarnessRuntime = &otherV
+	got := build(t, skipped, a, b, c).Runs[0].Provenance.Harnesses
+	if len(got) != 2 || got[0].Runtime.CLIVersion != "1" || got[1].Runtime.CLIVersion != "2" {
+		t.Fatalf("harnesses = %+v; want versions 1 and 2 once each", got)
+	}
+}

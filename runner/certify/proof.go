@@ -140,7 +140,7 @@ func (cr *caseRun) loopChecks(p loopProof, derived string) {
 	st := p.steps
 	cr.ev.ModelSteps = st
 	cr.check("verify.model_called", clauseVerify, p.calls > 0,
-		"%d model call(s) through the relay (sandbox key %v)%s", p.calls, st.SandboxAuth, when(p.calls == 0, ": the harness never called the model"))
+		"%d model call(s) through the relay%s%s", p.calls, authText(st.SandboxAuth), when(p.calls == 0, ": the harness never called the model"))
 	askOK := st.AskCall > 0 || st.ResultCall > 0
 	cr.check("verify.challenge_asked", clauseVerify, askOK, "%s",
 		pick(askOK, fmt.Sprintf("call %d: the model asked for a tool call before the challenge came back", st.AskCall),
@@ -162,6 +162,19 @@ func (cr *caseRun) loopChecks(p loopProof, derived string) {
 		}
 	}
 	cr.check("verify.write_after_challenge", clauseVerify, wrote, "%s", detail)
+}
+
+// authText says which keys the sandbox presented, " (keys: canary 3)".
+func authText(m map[string]int) string {
+	if len(m) == 0 {
+		return ""
+	}
+	var parts []string
+	for k, n := range m {
+		parts = append(parts, fmt.Sprintf("%s %d", k, n))
+	}
+	sort.Strings(parts)
+	return " (keys: " + strings.Join(parts, ", ") + ")"
 }
 
 func when(ok bool, s string) string {
@@ -202,7 +215,7 @@ func runtimeProvenance(m *adapter.Manifest, dir string) (*reports.HarnessRuntime
 		}
 		h.Files = append(h.Files, reports.Digest{Name: f.Dst, Value: sum})
 	}
-	if dir != "" {
+	if dir != "" && (m.Runtime.Prepare != nil || len(m.Runtime.Files) > 0) {
 		var err error
 		if h.TreeSHA256, h.TreeFiles, err = treeHash(dir); err != nil {
 			return h, fmt.Errorf("hash runtime tree %s: %w", dir, err)
