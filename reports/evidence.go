@@ -120,6 +120,11 @@ type Evidence struct {
 	// engine applied to it; nil when no container was made (added to v1).
 	Sandbox *Sandbox `json:"sandbox,omitempty"`
 
+	// ModelSteps is the bounded summary of the relay's transcript: what
+	// the model was asked and answered, and where the challenge round
+	// trip happened; nil when no relay ran (added to v1).
+	ModelSteps *ModelSteps `json:"model_steps,omitempty"`
+
 	// Provenance is flattened into the record: SPEC.md names its fields at
 	// the top level (warden_sha256, adapter_sha256, ...).
 	Provenance
@@ -138,6 +143,80 @@ type Provenance struct {
 	StartedAt     time.Time `json:"started_at,omitzero"`
 	EndedAt       time.Time `json:"ended_at,omitzero"`
 	Host          string    `json:"host"`
+	// HarnessRuntime says what was certified: the runtime's package,
+	// version and integrity (or each file's digest), the runtime tree's
+	// digest and the CLI's own version output; nil when unknown (added to
+	// v1).
+	HarnessRuntime *HarnessRuntime `json:"harness_runtime,omitempty"`
+}
+
+// HarnessRuntime is the provenance of an adapter's harness (SPEC.md section
+// 8, rev 2).
+type HarnessRuntime struct {
+	// Package, Version and Integrity come from the adapter's npm runtime;
+	// empty for other runtimes.
+	Package   string `json:"package,omitempty"`
+	Version   string `json:"version,omitempty"`
+	Integrity string `json:"integrity,omitempty"`
+	// Preparer names the runtime's preparer ("npm-runtime", "go-build");
+	// empty for a files-only runtime.
+	Preparer string `json:"preparer,omitempty"`
+	// Files are the sha256 of each file of a `files:` runtime.
+	Files []Digest `json:"files,omitempty"`
+	// TreeSHA256 digests the prepared runtime tree: every path, type,
+	// mode, and content (or link target), in path order; empty when the
+	// adapter has no runtime dir.
+	TreeSHA256 string `json:"tree_sha256,omitempty"`
+	// TreeFiles counts the regular files hashed.
+	TreeFiles int `json:"tree_files,omitempty"`
+	// CLIVersion is the first line of the CLI's own version output, run
+	// under warden with a deadline; empty when not run.
+	CLIVersion string `json:"cli_version,omitempty"`
+	// CLIVersionError says why the version output is missing.
+	CLIVersionError string `json:"cli_version_error,omitempty"`
+}
+
+// MaxModelSteps bounds ModelSteps.Steps; the rest are counted in Dropped.
+const MaxModelSteps = 32
+
+// ModelSteps summarises a case's model calls, as the relay saw them.
+type ModelSteps struct {
+	// Model is "scripted" or the upstream's base URL.
+	Model string `json:"model"`
+	// SandboxAuth counts the calls by the key the sandbox presented
+	// ("canary", "wrong", "missing").
+	SandboxAuth map[string]int `json:"sandbox_auth"`
+	Steps       []ModelStep    `json:"steps"`
+	Dropped     int            `json:"dropped,omitempty"`
+	// The challenge round trip by call number (0: not seen): the first
+	// answer that asked for a tool before the challenge came back, the
+	// request that carried the challenge in a tool result, and the answer
+	// after it that wrote the deliverable.
+	AskCall    int `json:"ask_call"`
+	ResultCall int `json:"result_call"`
+	WriteCall  int `json:"write_call"`
+	// Missing names the first step of the round trip not seen, "" when
+	// all were.
+	Missing string `json:"missing,omitempty"`
+}
+
+// ModelStep is one model call.
+type ModelStep struct {
+	Seq    int  `json:"seq"`
+	Status int  `json:"status"`
+	Stream bool `json:"stream"`
+	// ToolCalls names the tools the answer called.
+	ToolCalls []string `json:"tool_calls,omitempty"`
+	// ToolResults counts the tool results the request carried;
+	// ChallengeBack says one of them held the challenge.
+	ToolResults   int  `json:"tool_results"`
+	ChallengeBack bool `json:"challenge_back,omitempty"`
+	// WritesDeliverable says the answer's tool call carried the
+	// deliverable's content.
+	WritesDeliverable bool   `json:"writes_deliverable,omitempty"`
+	Text              string `json:"text,omitempty"`
+	InputTokens       int    `json:"input_tokens,omitempty"`
+	OutputTokens      int    `json:"output_tokens,omitempty"`
 }
 
 // Sandbox describes a case's container: its network mode and limits as

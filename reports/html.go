@@ -30,12 +30,15 @@ var htmlTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
 		}
 		return strconv.Quote(*p)
 	},
-	"time":   fmtTime,
-	"span":   fmtSpan,
-	"yesno":  yesNo,
-	"num":    func(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) },
-	"python": pythonSummary,
-	"gaps":   gapsSummary,
+	"time":      fmtTime,
+	"span":      fmtSpan,
+	"yesno":     yesNo,
+	"num":       func(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) },
+	"python":    pythonSummary,
+	"steps":     ModelStepsSummary,
+	"stepLines": stepLines,
+	"runtime":   RuntimeSummary,
+	"gaps":      gapsSummary,
 }).Parse(htmlSource))
 
 // The view adds what only the HTML needs (timeline geometry) to the same

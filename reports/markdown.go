@@ -99,6 +99,9 @@ func writeMarkdownProvenance(p func(string, ...any), r *Run) {
 	p("**Provenance**\n\n")
 	p("- warden sha256: %s\n", joinCode(pv.WardenSHA256))
 	p("- adapter sha256: %s\n", joinDigests(pv.AdapterSHA256))
+	for _, h := range pv.Harnesses {
+		p("- harness %s: %s\n", mdText(h.Name), mdText(RuntimeSummary(&h.Runtime)))
+	}
 	p("- image ids: %s\n", joinDigests(pv.ImageIDs))
 	p("- suite version: %s\n", joinCode(pv.SuiteVersions))
 	p("- host: %s\n", joinCode(pv.Hosts))
@@ -162,6 +165,12 @@ func writeMarkdownDetails(p func(string, ...any), r *Run) {
 		p("- adapter session dir removed: %s\n", yesNo(e.AdapterSessionDirRemoved, e))
 		p("- python3 before → after: %s\n", mdText(pythonSummary(e)))
 		p("- observation gaps: %s\n", mdText(gapsSummary(e.CloseObservationGaps)))
+		if e.ModelSteps != nil {
+			p("- model steps: %s\n", mdText(ModelStepsSummary(e)))
+			for _, st := range stepLines(e) {
+				p("  - %s\n", mdText(st))
+			}
+		}
 		for _, ch := range e.Checks {
 			if ch.Status == StatusPassed {
 				continue
@@ -347,4 +356,92 @@ func (s *slugger) add(heading string) string {
 	}
 	s.seen[base]++
 	return slug
+}
+
+// RuntimeSummary says in one line what harness was certified.
+func RuntimeSummary(h *HarnessRuntime) string {
+	if h == nil {
+		return "unknown"
+	}
+	var parts []string
+	if h.Package != "" {
+		parts = append(parts, fmt.Sprintf("%s@%s (%s)", h.Package, h.Version, h.Integrity))
+	} else if h.Preparer != "" {
+		parts = append(parts, "prepared by "+h.Preparer)
+	}
+	for _, f := range h.Files {
+		parts = append(parts, fmt.Sprintf("file %s sha256 %s", f.Name, f.Value))
+	}
+	if h.TreeSHA256 != "" {
+		parts = append(parts, fmt.Sprintf("runtime tree sha256 %s (%d files)", h.TreeSHA256, h.TreeFiles))
+	}
+	switch {
+	case h.CLIVersion != "" && h.CLIVersionError == "":
+		parts = append(parts, fmt.Sprintf("--version %q", h.CLIVersion))
+	case h.CLIVersionError != "":
+		parts = append(parts, fmt.Sprintf("--version failed: %s", h.CLIVersionError))
+	}
+	if len(parts) == 0 {
+		return "unknown"
+	}
+	return strings.Join(parts, "; ")
+}
+
+// ModelStepsSummary says in one line what the relay saw of the model: the
+// calls, and where the challenge round trip happened or which step is
+// missing.
+func ModelStepsSummary(e *Evidence) string {
+	m := e.ModelSteps
+	if m == nil {
+		return fmt.Sprintf("%d model calls (no relay transcript)", e.ModelCalls)
+	}
+	s := fmt.Sprintf("%d model calls to %s", e.ModelCalls, m.Model)
+	var trip []string
+	if m.AskCall > 0 {
+		trip = append(trip, fmt.Sprintf("call %d asked for the challenge", m.AskCall))
+	}
+	if m.ResultCall > 0 {
+		trip = append(trip, fmt.Sprintf("call %d brought it back in a tool result", m.ResultCall))
+	}
+	if m.WriteCall > 0 {
+		trip = append(trip, fmt.Sprintf("call %d wrote the deliverable", m.WriteCall))
+	}
+	if len(trip) > 0 {
+		s += "; " + strings.Join(trip, ", ")
+	}
+	if m.Missing != "" {
+		s += "; missing: " + m.Missing
+	}
+	return s
+}
+
+// stepLines gives one line per model call.
+func stepLines(e *Evidence) []string {
+	if e.ModelSteps == nil {
+		return nil
+	}
+	var out []string
+	for _, st := range e.ModelSteps.Steps {
+		l := fmt.Sprintf("call %d: HTTP %d", st.Seq, st.Status)
+		if st.ToolResults > 0 {
+			l += fmt.Sprintf(", %d tool result(s) in", st.ToolResults)
+			if st.ChallengeBack {
+				l += " (challenge back)"
+			}
+		}
+		if len(st.ToolCalls) > 0 {
+			l += ", called " + strings.Join(st.ToolCalls, ", ")
+			if st.WritesDeliverable {
+				l += " (writes the deliverable)"
+			}
+		}
+		if st.Text != "" {
+			l += fmt.Sprintf(", text %q", st.Text)
+		}
+		out = append(out, l)
+	}
+	if e.ModelSteps.Dropped > 0 {
+		out = append(out, fmt.Sprintf("%d more call(s) not kept", e.ModelSteps.Dropped))
+	}
+	return out
 }

@@ -284,3 +284,55 @@ func TestWriteAll(t *testing.T) {
 		t.Errorf("report.html written for rejected evidence (stat: %v)", err)
 	}
 }
+
+// A case's page explains the verdict from the evidence alone: the model
+// steps (which call asked for the challenge, brought it back, wrote the
+// deliverable, or which step is missing) and what harness was certified.
+func TestCasePagesShowModelStepsAndHarness(t *testing.T) {
+	e := okEvidence("r", "c", "debian", "pi")
+	e.Checks[0] = Check{ID: "verify.challenge_round_trip", Status: StatusFailed, Clause: "§7.4 verify", Detail: "no tool result"}
+	e.ModelCalls = 1
+	e.ModelSteps = &ModelSteps{Model: "scripted", SandboxAuth: map[string]int{"canary": 1}, AskCall: 1, Missing: "tool result carrying the challenge",
+		Steps: []ModelStep{{Seq: 1, Status: 200, Stream: true, ToolCalls: []string{"read"}}}}
+	e.HarnessRuntime = &HarnessRuntime{Package: "@mariozechner/pi-coding-agent", Version: "0.73.1", Integrity: "sha512-x", TreeSHA256: "abc123", TreeFiles: 9, CLIVersion: "0.73.1"}
+	rep := build(t, e)
+	var md, html bytes.Buffer
+	if err := WriteMarkdown(&md, rep); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteHTML(&html, rep); err != nil {
+		t.Fatal(err)
+	}
+	for name, out := range map[string]string{"md": md.String(), "html": html.String()} {
+		for _, want := range []string{"1 model calls to scripted", "call 1 asked for the challenge", "missing: tool result carrying the challenge",
+			"call 1: HTTP 200, called read", "@mariozechner/pi-coding-agent@0.73.1", "runtime tree sha256 abc123 (9 files)"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%s lacks %q", name, want)
+			}
+		}
+	}
+	// Without the new fields, nothing is claimed.
+	var plain bytes.Buffer
+	WriteMarkdown(&plain, build(t, okEvidence("r", "c", "debian", "pi")))
+	if strings.Contains(plain.String(), "model steps") {
+		t.Error("a record without model_steps shows model steps")
+	}
+}
+
+// A harness is listed once per runtime: a skipped case's record (no CLI
+// version) adds nothing, a different CLI version adds a line.
+func TestRunProvenanceListsEachHarnessRuntimeOnce(t *testing.T) {
+	rt := HarnessRuntime{Package: "p", Version: "1", Integrity: "sha512-x", TreeSHA256: "t"}
+	skipped, a, b, c := okEvidence("r", "a", "alpine", "pi"), okEvidence("r", "b", "debian", "pi"), okEvidence("r", "c", "old", "pi"), okEvidence("r", "d", "other", "pi")
+	skipped.HarnessRuntime = &rt
+	withV := rt
+	withV.CLIVersion = "1"
+	a.HarnessRuntime, b.HarnessRuntime = &withV, &withV
+	otherV := rt
+	otherV.CLIVersion = "2"
+	c.HarnessRuntime = &otherV
+	got := build(t, skipped, a, b, c).Runs[0].Provenance.Harnesses
+	if len(got) != 2 || got[0].Runtime.CLIVersion != "1" || got[1].Runtime.CLIVersion != "2" {
+		t.Fatalf("harnesses = %+v; want versions 1 and 2 once each", got)
+	}
+}

@@ -113,12 +113,22 @@ type RunProvenance struct {
 	WardenSHA256 []string `json:"warden_sha256"`
 	// AdapterSHA256 pairs each harness with its adapter digest.
 	AdapterSHA256 []Digest `json:"adapter_sha256"`
+	// Harnesses gives each harness's runtime provenance (package,
+	// version, integrity, tree digest, CLI version), once per distinct
+	// value; nil when no record carried one.
+	Harnesses []HarnessDigest `json:"harnesses,omitempty"`
 	// ImageIDs pairs each image with its image id.
 	ImageIDs      []Digest  `json:"image_ids"`
 	SuiteVersions []string  `json:"suite_versions"`
 	Hosts         []string  `json:"hosts"`
 	StartedAt     time.Time `json:"started_at,omitzero"`
 	EndedAt       time.Time `json:"ended_at,omitzero"`
+}
+
+// HarnessDigest pairs a harness with its runtime provenance.
+type HarnessDigest struct {
+	Name    string         `json:"name"`
+	Runtime HarnessRuntime `json:"runtime"`
 }
 
 // Digest pairs a name (harness, image) with a digest.
@@ -277,6 +287,31 @@ func (b *Builder) Add(source string, e *Evidence) error {
 	return nil
 }
 
+// addHarness lists a harness's runtime once per distinct runtime and CLI
+// version; a record without a version (a skipped case) adds nothing when
+// the same runtime is listed, and a later version fills an entry without
+// one.
+func (r *Run) addHarness(name string, h *HarnessRuntime) {
+	p := &r.Provenance
+	same := func(o *HarnessRuntime) bool {
+		return o.TreeSHA256 == h.TreeSHA256 && o.Integrity == h.Integrity && o.Package == h.Package && o.Version == h.Version
+	}
+	for i := range p.Harnesses {
+		o := &p.Harnesses[i]
+		if o.Name != name || !same(&o.Runtime) {
+			continue
+		}
+		switch {
+		case h.CLIVersion == "" && h.CLIVersionError == "", o.Runtime.CLIVersion == h.CLIVersion && o.Runtime.CLIVersionError == h.CLIVersionError:
+			return
+		case o.Runtime.CLIVersion == "" && o.Runtime.CLIVersionError == "":
+			o.Runtime = *h
+			return
+		}
+	}
+	p.Harnesses = append(p.Harnesses, HarnessDigest{name, *h})
+}
+
 func (r *Run) addProvenance(e *Evidence) {
 	p := &r.Provenance
 	if e.WardenSHA256 != "" && r.prov.once("w\x00"+e.WardenSHA256) {
@@ -284,6 +319,9 @@ func (r *Run) addProvenance(e *Evidence) {
 	}
 	if e.AdapterSHA256 != "" && r.prov.once("a\x00"+e.Harness+"\x00"+e.AdapterSHA256) {
 		p.AdapterSHA256 = append(p.AdapterSHA256, Digest{e.Harness, e.AdapterSHA256})
+	}
+	if h := e.HarnessRuntime; h != nil {
+		r.addHarness(e.Harness, h)
 	}
 	if e.ImageID != "" && r.prov.once("i\x00"+e.Image+"\x00"+e.ImageID) {
 		p.ImageIDs = append(p.ImageIDs, Digest{e.Image, e.ImageID})

@@ -38,8 +38,12 @@ func newCertifyCmd(stdout, stderr io.Writer) *cobra.Command {
 		Use:   "certify --adapter FILE [--adapter FILE...] --out DIR",
 		Short: "Run the case protocol (SPEC.md section 7) for every image x adapter",
 		Long: `Certify adapters: for every image x adapter, set up a container, seed the
-adapter, run one activation (create /task/deliverable.txt holding a random
-token), close with receipts, verify after close and tear down. One evidence
+adapter, run one activation (read the challenge the owner wrote to
+/task/challenge.txt through a tool, then write /task/deliverable.txt with
+the token the model makes from it), close with receipts, verify after close
+(the deliverable, and the model loop step by step from the transcript of the
+recording relay every model call goes through) and tear down. The sandbox
+only holds a canary key; the relay sends --api-key-file's key upstream. One evidence
 line per case goes to DIR/evidence.jsonl as each case ends; report.html,
 report.md and junit.xml are written beside it at the end. Exit 1 when a case
 failed (skipped cases do not fail), 2 for usage errors.`,
@@ -118,7 +122,7 @@ failed (skipped cases do not fail), 2 for usage errors.`,
 	f.StringArrayVar(&imageArgs, "image", nil, "image NAME or NAME=REF (repeatable; default: every built image)")
 	f.StringVar(&modelArg, "model", "scripted", "scripted, or a model base URL")
 	f.StringVar(&modelName, "model-name", "fake-model", "model id given to the harness ({model})")
-	f.StringVar(&keyFile, "api-key-file", "", "API key for the harness (default: a fresh canary key)")
+	f.StringVar(&keyFile, "api-key-file", "", "the model's API key: the relay sends it upstream; sandboxes only ever hold a per-run canary")
 	f.IntVar(&parallel, "parallel", 1, "cases run at once")
 	f.StringVar(&warden, "warden", filepath.Join("bin", "linux-"+arch, "warden"), "static warden build for this host's arch")
 	f.StringVar(&probe, "probe", filepath.Join("bin", "linux-"+arch, "probe"), "static probe build for this host's arch")

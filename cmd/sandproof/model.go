@@ -38,8 +38,10 @@ func newModelServeCmd(stdout, stderr io.Writer) *cobra.Command {
 		Short: "Serve the scripted model until INT or TERM; prints the base URL first",
 		Long: `Serve the scripted model on loopback. The first line on stdout is the base URL
 (http://127.0.0.1:PORT/v1) to configure a harness with. The default script does
-the certification task (one tool call that writes the deliverable, then "done");
---script answers a fault instead: 429, 400 (context_length_exceeded), 500, stall
+the certification task: for a challenge prompt, a tool call that reads the
+challenge, then the write of a token derived from it, then "done" (--script
+challenge forces it); otherwise one tool call that writes the prompt's token,
+then "done" (--script prompt-token forces it). --script answers a fault instead: 429, 400 (context_length_exceeded), 500, stall
 or malformed, to every request or, as in "429@1" or "500@1,2", to those requests
 only.`,
 		Args: cobra.NoArgs,
@@ -76,7 +78,7 @@ only.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&addr, "addr", "127.0.0.1:0", "listen address; must be on the loopback")
-	f.StringVar(&script, "script", "default", "default, 429, 400, 500, stall or malformed, optionally @N[,M] for those requests only")
+	f.StringVar(&script, "script", "default", "default, challenge, prompt-token, or a fault: 429, 400, 500, stall or malformed, optionally @N[,M] for those requests only")
 	f.StringVar(&logPath, "log", "", "append one JSON line per call to this file")
 	f.StringVar(&keyFile, "api-key-file", "", "require Authorization: Bearer with the key in this file")
 	f.StringVar(&prefer, "prefer", "write", "tool used when both a shell and a write tool are declared: write or shell")

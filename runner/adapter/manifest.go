@@ -41,11 +41,15 @@ type Manifest struct {
 	// APIKeyEnv names the variable the harness reads its key from.
 	APIKeyEnv string
 	// Install is nil when the adapter has no install step.
-	Install  *Step
-	Launch   Launch
-	State    State
-	Captures Captures
-	Result   Result
+	Install *Step
+	Launch  Launch
+	// VersionArgv, when not empty, prints the CLI's own version (run once
+	// per case under warden, in the launch's environment, for the
+	// evidence's provenance).
+	VersionArgv []string
+	State       State
+	Captures    Captures
+	Result      Result
 }
 
 // Runtime says how the harness gets into the sandbox.
@@ -412,10 +416,11 @@ func (d *decoder) manifest(n *yaml.Node, m *Manifest) {
 			})
 			m.Install = s
 		},
-		"launch":   func(k string, v *yaml.Node) { launchNode = v; d.launch(k, v, m) },
-		"state":    func(k string, v *yaml.Node) { stateNode = v; d.state(k, v, m) },
-		"captures": func(k string, v *yaml.Node) { d.captures(k, v, m) },
-		"result":   func(k string, v *yaml.Node) { d.result(k, v, m) },
+		"launch":       func(k string, v *yaml.Node) { launchNode = v; d.launch(k, v, m) },
+		"version_argv": func(k string, v *yaml.Node) { m.VersionArgv = d.argv(k, v) },
+		"state":        func(k string, v *yaml.Node) { stateNode = v; d.state(k, v, m) },
+		"captures":     func(k string, v *yaml.Node) { d.captures(k, v, m) },
+		"result":       func(k string, v *yaml.Node) { d.result(k, v, m) },
 	})
 	_ = launchNode
 	if stateNode == nil {

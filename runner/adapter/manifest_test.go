@@ -11,8 +11,8 @@ import (
 
 func TestFixtureManifestsLoad(t *testing.T) {
 	files, _ := filepath.Glob("../../fixtures/adapters/*.yaml")
-	if len(files) != 4 {
-		t.Fatalf("%d fixture manifests, want 4", len(files))
+	if len(files) != 6 {
+		t.Fatalf("%d fixture manifests, want 6", len(files))
 	}
 	for _, f := range files {
 		m, err := adapter.Load(f)
@@ -22,6 +22,10 @@ func TestFixtureManifestsLoad(t *testing.T) {
 		}
 		if len(m.SHA256) != 64 || m.Launch.Deadline <= 0 || len(m.Launch.Argv) == 0 {
 			t.Errorf("%s: %+v", f, m)
+		}
+		// Every fixture that runs the mini-agent names its version.
+		if m.Runtime.Prepare != nil && (len(m.VersionArgv) != 2 || m.VersionArgv[1] != "--version") {
+			t.Errorf("%s: version_argv %q", f, m.VersionArgv)
 		}
 	}
 }

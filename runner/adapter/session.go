@@ -101,6 +101,10 @@ func (m *Manifest) params(c Context, s Step, e session.Env, extraEnv map[string]
 	return harness.Params{Argv: argv, Env: env, InheritEnv: []string{m.APIKeyEnv}}, nil
 }
 
+// VersionLaunchID is the launch id under which a session's Activate runs
+// the manifest's version_argv instead of its launch.
+const VersionLaunchID = "cli-version"
+
 // Session turns the manifest into the adapter a session runs.
 func (m *Manifest) Session(c Context) (session.Adapter, error) {
 	a := session.Adapter{Name: m.Name, NeedsBash: c.NeedsBash || slices.Contains(m.Requires, "bash"), Files: map[string]session.File{}}
@@ -136,6 +140,16 @@ func (m *Manifest) Session(c Context) (session.Adapter, error) {
 		}
 	}
 	a.Launch = func(e session.Env) (harness.Params, error) {
+		if path.Base(e.RunDir) == VersionLaunchID && len(m.VersionArgv) > 0 {
+			p, err := m.params(c, Step{Argv: m.VersionArgv, Env: m.Launch.Env}, e, nil)
+			if err != nil {
+				return p, fmt.Errorf("version_argv: %w", err)
+			}
+			p.Cwd, p.Mode = e.Home, harness.ModeDirect
+			p.Stdout = path.Join(e.RunDir, "stdout.log")
+			p.Stderr = p.Stdout
+			return p, nil
+		}
 		p, err := m.params(c, m.Launch.Step, e, nil)
 		if err != nil {
 			return p, fmt.Errorf("launch: %w", err)

@@ -205,20 +205,35 @@ func (r *runner) runCase(ctx context.Context, c caseSpec) (ev *reports.Evidence,
 	allMarkers := append(slices.Clone(markers), reqPaths...)
 
 	// The scripted model: one server per case on the host's loopback, so
-	// model_calls are the case's own; it requires the run's key.
-	modelURL := r.opts.ModelURL
+	// its calls are the case's own; it requires the upstream key. Every
+	// model, scripted or not, is reached through the case's recording
+	// relay, which holds the canary in and the upstream key out.
+	upstream, modelName := r.opts.ModelURL, r.opts.ModelURL
 	var srv *model.Server
-	if modelURL == "" {
+	if upstream == "" {
 		var err error
-		srv, err = model.Start(model.Options{Addr: "127.0.0.1:0", APIKey: r.key, LogPath: filepath.Join(cr.dir, "model_calls.jsonl")})
+		srv, err = model.Start(model.Options{Addr: "127.0.0.1:0", APIKey: r.upstreamKey, LogPath: filepath.Join(cr.dir, "model_calls.jsonl")})
 		if err != nil {
 			cr.check("setup.model", clauseSetup, false, "start the scripted model: %v", err)
 			cr.finish()
 			return ev, timing
 		}
 		defer srv.Close()
-		modelURL = srv.URL()
+		upstream, modelName = srv.URL(), "scripted"
 	}
+	rel, err := startRelay(upstream, r.key, r.upstreamKey, filepath.Join(cr.dir, "model_relay.jsonl"))
+	if err != nil {
+		cr.check("setup.relay", clauseSetup, false, "start the model relay: %v", err)
+		cr.finish()
+		return ev, timing
+	}
+	defer rel.Close()
+	modelURL := rel.URL()
+	if h := r.harness[m.Name]; h != nil {
+		hc := *h
+		ev.HarnessRuntime = &hc
+	}
+	challenge := model.ChallengePrefix + randomHex(16)
 
 	actx := adapter.Context{ModelURL: modelURL, Model: r.opts.ModelName, TaskDir: TaskDir, RuntimeHostDir: c.runtime}
 	mounts := []provider.Mount{{Source: r.probeDir, Target: ownerDir}}
@@ -229,7 +244,6 @@ func (r *runner) runCase(ctx context.Context, c caseSpec) (ev *reports.Evidence,
 
 	var sb provider.Sandbox
 	var before probe.Snapshot
-	token := "deliverable-" + randomHex(8)
 	skip := ""
 
 	// 1. Setup (owner).
@@ -274,13 +288,18 @@ func (r *runner) runCase(ctx context.Context, c caseSpec) (ev *reports.Evidence,
 			return err
 		}
 		ev.Before = beforeOf(before, markers)
+		// The challenge, readable by the harness user only; never in
+		// the prompt, unknown to the adapter.
+		if err := provider.UploadBytes(ctx, sb, []byte(challenge+"\n"), ChallengeFile, 0o400, uid, gid); err != nil {
+			return err
+		}
 		missing := missingRequirements(m.Requires, before, r.opts.Bash != "")
 		if len(missing) > 0 {
 			skip = fmt.Sprintf("image %s lacks %s", c.image.Name, strings.Join(missing, "; "))
 		}
 		return nil
 	})
-	cr.check("setup", clauseSetup, setupErr == nil, "container, /task, four XDG markers, probe baseline: %s", errText(setupErr, r.key))
+	cr.check("setup", clauseSetup, setupErr == nil, "container, /task, the challenge, four XDG markers, probe baseline: %s", errText(setupErr, r.key))
 
 	var sess *session.Session
 	var actRes *session.Result
@@ -331,7 +350,7 @@ func (r *runner) runCase(ctx context.Context, c caseSpec) (ev *reports.Evidence,
 		if seedErr == nil {
 			actErr := cr.stage(reports.StageActivation, func() error {
 				var err error
-				actRes, err = sess.Activate(ctx, activation, model.CertPrompt(Deliverable, token), m.Launch.Deadline)
+				actRes, err = sess.Activate(ctx, activation, model.ChallengePrompt(ChallengeFile, Deliverable), m.Launch.Deadline)
 				return err
 			})
 			if actRes != nil {
@@ -342,6 +361,15 @@ func (r *runner) runCase(ctx context.Context, c caseSpec) (ev *reports.Evidence,
 				ok := actErr == nil && actRes != nil && actRes.Receipt.CleanupConfirmed
 				cr.check("activation.receipt", clauseSeed, ok, "activation receipt: %s", receiptText(actRes, actErr, r.key))
 			}
+		}
+
+		// The CLI's own version, under warden with a deadline, after the
+		// activation so it cannot help it; its output is read after
+		// close from the captured run dir.
+		var versionRes *session.Result
+		var versionErr error
+		if seedErr == nil && !cr.stopped && len(m.VersionArgv) > 0 {
+			versionRes, versionErr = sess.Activate(ctx, adapter.VersionLaunchID, "", versionDeadline)
 		}
 
 		// 3. Close: always, so what ran is stopped and captured.
@@ -381,12 +409,26 @@ func (r *runner) runCase(ctx context.Context, c caseSpec) (ev *reports.Evidence,
 			cr.checkCaptures()
 			captures, _ := m.CapturePaths(actx, sessDir, sessHome)
 			cr.readCaptures(actRes, captures)
+			if len(m.VersionArgv) > 0 && ev.HarnessRuntime != nil {
+				ev.HarnessRuntime.CLIVersion, ev.HarnessRuntime.CLIVersionError = cr.readVersion(versionRes, versionErr)
+			}
 		}
 
-		// 4. Verify, only after close (owner).
+		// 4. Verify, only after close (owner). The relay and the model
+		// are closed first: Close waits for calls in flight, so the
+		// transcript is whole.
 		if !cr.stopped && closeRes != nil {
 			cr.stage(reports.StageVerify, func() error {
-				return cr.verify(ctx, sb, before, allMarkers, markers, token, sessDir)
+				rel.Close()
+				derived := ""
+				if srv != nil {
+					srv.Close()
+					derived = srv.Token(challenge)
+				}
+				ev.ModelCalls = rel.ModelCalls()
+				proof := analyse(rel.Calls(), challenge, derived, modelName)
+				cr.loopChecks(proof, derived)
+				return cr.verify(ctx, sb, before, allMarkers, markers, proof, sessDir)
 			})
 		}
 	} else if setupErr == nil {
@@ -395,9 +437,8 @@ func (r *runner) runCase(ctx context.Context, c caseSpec) (ev *reports.Evidence,
 		ev.Checks = append(ev.Checks, reports.Check{ID: "requirements", Status: reports.StatusSkipped, Clause: clauseSkip, Detail: skip})
 		r.progress("%s: skipped: %s", c.id, skip)
 	}
-	if srv != nil {
-		ev.ModelCalls = srv.ModelCalls()
-	}
+	rel.Close()
+	ev.ModelCalls = rel.ModelCalls()
 
 	// 5. Teardown (owner), whatever happened.
 	if sb != nil {
@@ -420,9 +461,14 @@ func (r *runner) runCase(ctx context.Context, c caseSpec) (ev *reports.Evidence,
 		cr.check("teardown.container_removed", clauseTeardown, terr == nil, "container removed and unknown to the engine: %s", errText(terr, r.key))
 	}
 
-	// The key must not be in anything this case left on the host.
+	// No key may be in anything this case left on the host.
 	leaks, err := FindCanary(cr.dir, r.key)
-	cr.check("secrets.canary", clauseSecrets, err == nil && len(leaks) == 0, "API key canary in the case's files: %d file(s) %v", len(leaks), relAll(cr.dir, leaks))
+	if err == nil && r.opts.APIKey != "" {
+		var more []string
+		more, err = FindCanary(cr.dir, r.opts.APIKey)
+		leaks = append(leaks, more...)
+	}
+	cr.check("secrets.canary", clauseSecrets, err == nil && len(leaks) == 0, "API key canary or model key in the case's files: %d file(s) %v", len(leaks), relAll(cr.dir, leaks))
 	cr.finish()
 	return ev, timing
 }

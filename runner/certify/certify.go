@@ -44,13 +44,19 @@ type Options struct {
 	Adapters []*adapter.Manifest
 	Images   []images.Image
 	// ModelURL is a real model's base URL; "" starts the scripted model
-	// (one server per case, on 127.0.0.1, requiring the key).
+	// (one server per case, on 127.0.0.1, requiring the key). Either way
+	// every call goes through the case's recording relay.
 	ModelURL string
 	// ModelName is {model}; "" means "fake-model".
 	ModelName string
-	// APIKey is given to the harness; "" means a fresh canary key. It is
-	// never written anywhere.
+	// APIKey is the model's key: the relay sends it upstream, it never
+	// enters a sandbox and is never written anywhere. "" means a fresh
+	// random key for the scripted model, and none for a ModelURL.
 	APIKey string
+	// Canary is the only key the sandbox holds (the relay swaps it for
+	// APIKey); "" means a fresh canary key. The run fails if it shows up
+	// in any output.
+	Canary string
 	// Parallel is how many cases run at once; < 1 means 1.
 	Parallel int
 	// Host paths of the static builds for the host's architecture. Bash
@@ -109,10 +115,14 @@ type caseSpec struct {
 
 // runner is one run's shared state.
 type runner struct {
-	opts      Options
-	runID     string
-	key       string
-	host      string
+	opts  Options
+	runID string
+	key   string // the canary: the only key a sandbox holds
+	// upstreamKey is the model's key, sent by the relay only.
+	upstreamKey string
+	host        string
+	// harness is each adapter's provenance, by name.
+	harness   map[string]*reports.HarnessRuntime
 	wardenSHA string
 	prov      *docker.Provider
 	bins      session.Binaries
@@ -174,9 +184,15 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		}
 		names[m.Name] = true
 	}
-	r := &runner{opts: o, key: o.APIKey}
+	r := &runner{opts: o, key: o.Canary, upstreamKey: o.APIKey}
 	if r.key == "" {
 		r.key = NewCanary()
+	}
+	if r.upstreamKey == "" && o.ModelURL == "" {
+		r.upstreamKey = "sk-sandproof-upstream-" + randomHex(16)
+	}
+	if r.upstreamKey == r.key {
+		return nil, errors.New("certify: the canary and the model's key must differ")
 	}
 	r.host, _ = os.Hostname()
 	var err error
@@ -277,6 +293,16 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		for i := range cases {
 			cases[i].runtime = prepared[cases[i].adapter.Name]
 		}
+		r.harness = map[string]*reports.HarnessRuntime{}
+		for _, m := range o.Adapters {
+			t := time.Now()
+			h, err := runtimeProvenance(m, prepared[m.Name])
+			if err != nil {
+				return nil, fmt.Errorf("certify: adapter %s: %w", m.Name, err)
+			}
+			r.harness[m.Name] = h
+			r.progress("adapter %s: runtime tree %s (%d files) hashed in %.1fs", m.Name, h.TreeSHA256, h.TreeFiles, time.Since(t).Seconds())
+		}
 	}
 
 	var mu sync.Mutex
@@ -322,10 +348,15 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	}
 	sum.Report = rep
 	sum.Wall = time.Since(start)
-	if leaks, err := FindCanary(o.Out, r.key); err != nil {
-		return sum, err
-	} else if len(leaks) > 0 {
-		return sum, fmt.Errorf("%w: %s", ErrCanaryLeaked, strings.Join(leaks, ", "))
+	for _, k := range []string{r.key, o.APIKey} {
+		if k == "" {
+			continue
+		}
+		if leaks, err := FindCanary(o.Out, k); err != nil {
+			return sum, err
+		} else if len(leaks) > 0 {
+			return sum, fmt.Errorf("%w: %s", ErrCanaryLeaked, strings.Join(leaks, ", "))
+		}
 	}
 	if ctx.Err() != nil {
 		return sum, ctx.Err()

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandproof/sandproof/fixtures/model"
 	"github.com/sandproof/sandproof/images"
 	"github.com/sandproof/sandproof/reports"
 	"github.com/sandproof/sandproof/runner/adapter"
@@ -192,7 +193,7 @@ func TestCertifyMatrix(t *testing.T) {
 	defer cancel()
 	sum, err := certify.Run(ctx, certify.Options{
 		Adapters: load(t, "miniagent-pi", "miniagent-opencode", "miniagent-daemon"), Images: imgs,
-		APIKey: key, Parallel: 2, Warden: warden, Probe: probe, Bash: bashStatic(), Out: out, Progress: &progress,
+		Canary: key, Parallel: 2, Warden: warden, Probe: probe, Bash: bashStatic(), Out: out, Progress: &progress,
 	})
 	if err != nil {
 		t.Fatalf("certify: %v\nprogress:\n%s", err, progress.String())
@@ -367,5 +368,111 @@ func TestCertifyStrayWriteFailsDiff(t *testing.T) {
 		case c.Status != reports.StatusPassed:
 			t.Errorf("check %s: %s (%s), want passed: only the diff may fail", c.ID, c.Status, c.Detail)
 		}
+	}
+}
+
+func checkDetail(ev *reports.Evidence, id string) string {
+	for _, c := range ev.Checks {
+		if c.ID == id {
+			return c.Detail
+		}
+	}
+	return ""
+}
+
+// TestCertifyFakesFail runs two fakes beside an honest adapter (the
+// positive control) on every image: sh -c writing the deliverable without
+// the model fails naming the missing model call; a harness that calls the
+// model but never runs its tool fails naming the missing round trip.
+func TestCertifyFakesFail(t *testing.T) {
+	imgs := needEngine(t, "debian-12", "alpine-class", "old-python")
+	warden, probe, _ := binaries(t)
+	out := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	_, err := certify.Run(ctx, certify.Options{Adapters: load(t, "miniagent-opencode", "fake-noloop", "fake-notools"), Images: imgs,
+		Parallel: 2, Warden: warden, Probe: probe, Bash: bashStatic(), Out: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := readEvidence(t, out)
+	for _, img := range imgs {
+		good := evs[certify.CaseID(img.Name, "miniagent-opencode")]
+		if good == nil || good.Status != reports.StatusPassed || good.ModelSteps == nil || good.ModelSteps.WriteCall == 0 ||
+			good.ModelSteps.ResultCall == 0 || good.After == nil || !strings.HasPrefix(good.After.Deliverable, "proof-") {
+			t.Fatalf("%s: the honest adapter did not pass with a round trip: %+v", img.Name, good)
+		}
+		if h := good.HarnessRuntime; h == nil || h.CLIVersion != "miniagent 0.1.0" || h.Preparer != "go-build" || len(h.TreeSHA256) != 64 || h.TreeFiles != 1 {
+			t.Errorf("%s: harness runtime %+v; want the go-build tree and the CLI's version", img.Name, good.HarnessRuntime)
+		}
+		if good.ModelSteps.SandboxAuth["canary"] != good.ModelCalls || good.ModelCalls < 3 {
+			t.Errorf("%s: %d calls, sandbox keys %v; want every call with the canary", img.Name, good.ModelCalls, good.ModelSteps.SandboxAuth)
+		}
+		noloop := evs[certify.CaseID(img.Name, "fake-noloop")]
+		if noloop == nil || noloop.Status != reports.StatusFailed || noloop.ModelCalls != 0 ||
+			checkStatus(noloop, "verify.model_called") != reports.StatusFailed ||
+			!strings.Contains(checkDetail(noloop, "verify.model_called"), "never called the model") {
+			t.Errorf("%s: fake-noloop: %+v; want failed on verify.model_called", img.Name, noloop)
+		}
+		// The fake did write what the prompt asks for: only the model
+		// steps tell it from a harness.
+		if noloop != nil && (noloop.After == nil || !strings.HasPrefix(noloop.After.Deliverable, "proof-sandproof-challenge-")) {
+			t.Errorf("%s: fake-noloop wrote %+v; want the challenge copied", img.Name, noloop.After)
+		}
+		notools := evs[certify.CaseID(img.Name, "fake-notools")]
+		if notools == nil || notools.Status != reports.StatusFailed || notools.ModelCalls != 1 ||
+			checkStatus(notools, "verify.model_called") != reports.StatusPassed ||
+			checkStatus(notools, "verify.challenge_round_trip") != reports.StatusFailed ||
+			!strings.Contains(checkDetail(notools, "verify.challenge_round_trip"), "the harness did not run the tool call of call 1") {
+			t.Errorf("%s: fake-notools: %+v; want failed on verify.challenge_round_trip", img.Name, notools)
+		}
+	}
+}
+
+// TestCertifyModelURLRecordsEveryCall certifies against a model started
+// apart (as `--model URL` does): the relay counts what the model counted,
+// the model saw only the real key, the sandbox only the canary, and no
+// output holds the real key.
+func TestCertifyModelURLRecordsEveryCall(t *testing.T) {
+	imgs := needEngine(t, "debian-12")
+	warden, probe, _ := binaries(t)
+	const real = "sk-real-model-key-5150"
+	srv, err := model.Start(model.Options{APIKey: real})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	out := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	_, err = certify.Run(ctx, certify.Options{Adapters: load(t, "miniagent-pi"), Images: imgs, ModelURL: srv.URL(), APIKey: real,
+		Warden: warden, Probe: probe, Out: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Close()
+	ev := readEvidence(t, out)["debian-12/miniagent-pi"]
+	if ev == nil || ev.Status != reports.StatusPassed {
+		t.Fatalf("case: %+v; want passed", ev)
+	}
+	if ev.ModelCalls != srv.ModelCalls() || ev.ModelCalls != 3 {
+		t.Errorf("evidence model_calls %d, the model counted %d; want 3 each", ev.ModelCalls, srv.ModelCalls())
+	}
+	for _, c := range srv.Calls() {
+		if c.Auth != "ok" {
+			t.Errorf("the model got call %+v without the real key", c)
+		}
+	}
+	if st := ev.ModelSteps; st == nil || st.SandboxAuth["canary"] != 3 || st.Model != srv.URL() || st.ResultCall == 0 || st.WriteCall == 0 {
+		t.Errorf("model steps %+v; want 3 canary calls to %s with the round trip", st, srv.URL())
+	}
+	// Positive control for the search, then the real key is nowhere.
+	plant := t.TempDir()
+	os.WriteFile(filepath.Join(plant, "x"), []byte(real), 0o600)
+	if hits, _ := certify.FindCanary(plant, real); len(hits) != 1 {
+		t.Fatal("the key search misses a planted key")
+	}
+	if hits, err := certify.FindCanary(out, real); err != nil || len(hits) != 0 {
+		t.Errorf("real key in the run's files: %v %v", hits, err)
 	}
 }

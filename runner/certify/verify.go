@@ -23,7 +23,7 @@ const maxDeliverable = 64 << 10
 
 // verify runs the owner's checks after close (SPEC.md section 7, step 4).
 // Processes come from the probe's process table, never from warden.
-func (cr *caseRun) verify(ctx context.Context, sb provider.Sandbox, before probe.Snapshot, allMarkers, markers []string, token, sessDir string) error {
+func (cr *caseRun) verify(ctx context.Context, sb provider.Sandbox, before probe.Snapshot, allMarkers, markers []string, proof loopProof, sessDir string) error {
 	ev, key := cr.ev, cr.r.key
 	after := &reports.After{MarkersKept: []string{}, MarkersLost: []string{}, HarnessProcesses: []reports.Process{}}
 	ev.After = after
@@ -68,14 +68,17 @@ func (cr *caseRun) verify(ctx context.Context, sb provider.Sandbox, before probe
 		seen[m.Path] = m
 	}
 
-	// The deliverable: its sha256 against the token's; only a mismatch
-	// is downloaded, so the evidence can say what the file held.
-	want := sha256.Sum256([]byte(token))
+	// The deliverable: its sha256 against the content the model's write
+	// call carried; only a mismatch (or a shell write, whose content is
+	// somewhere in its command) is downloaded, so the evidence can say
+	// what the file held.
+	want := sha256.Sum256([]byte(proof.want))
 	dm, ok := seen[Deliverable]
-	delivered := ok && !dm.Missing && dm.Error == "" && dm.SHA256 == hex.EncodeToString(want[:])
+	present := ok && !dm.Missing && dm.Error == ""
+	delivered := present && proof.want != "" && dm.SHA256 == hex.EncodeToString(want[:])
 	var detailErr error
 	if delivered {
-		after.Deliverable = token
+		after.Deliverable = proof.want
 	} else {
 		// A no-follow, capped read: a link is named, never followed.
 		got, err := provider.DownloadFile(ctx, sb, Deliverable, maxDeliverable)
@@ -83,9 +86,21 @@ func (cr *caseRun) verify(ctx context.Context, sb provider.Sandbox, before probe
 			return err
 		}
 		after.Deliverable, detailErr = string(got), err
+		// A shell write: the file's content, at least 8 bytes, is in the
+		// command the model issued.
+		if present && err == nil && proof.want == "" && proof.wantIn != "" && len(got) >= 8 && strings.Contains(proof.wantIn, string(got)) {
+			delivered = true
+		}
+	}
+	wantText := fmt.Sprintf("the content of the write call (%q)", truncate(proof.want, 80))
+	switch {
+	case proof.want == "" && proof.wantIn != "":
+		wantText = "content found in the write call's command"
+	case proof.want == "":
+		wantText = "the content of a write call, but the transcript holds none"
 	}
 	check("verify.deliverable", delivered,
-		"%s holds %q, want the token %q (%s)", Deliverable, truncate(after.Deliverable, 80), token, errText(detailErr, key))
+		"%s holds %q, want %s (%s)", Deliverable, truncate(after.Deliverable, 80), wantText, errText(detailErr, key))
 
 	diff := probe.Diff(before, snap)
 	after.Python3, after.Bash = toolText(snap.Python3), toolText(snap.Bash)

@@ -1,0 +1,305 @@
+package certify
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/sandproof/sandproof/reports"
+	"github.com/sandproof/sandproof/runner/adapter"
+	"github.com/sandproof/sandproof/runner/relay"
+	"github.com/sandproof/sandproof/runner/session"
+)
+
+// ChallengeFile is where the owner writes the case's challenge, readable by
+// the harness user only (SPEC.md section 7 step 1, rev 2).
+const ChallengeFile = TaskDir + "/challenge.txt"
+
+// loopProof is what the relay's transcript shows of the challenge round
+// trip (SPEC.md section 7 step 2, rev 2).
+type loopProof struct {
+	steps *reports.ModelSteps
+	// want is the content the write call gave the deliverable; "" when the
+	// call carried no content argument (a shell command), then wantIn is
+	// the command's arguments, which must contain the deliverable.
+	want, wantIn string
+	// writeTool names the tool of the write call.
+	writeTool string
+	calls     int
+	results   int
+}
+
+// contentArgs are the argument names a write tool takes its content in.
+var contentArgs = []string{"content", "contents", "text", "data", "body", "file_text"}
+
+// writeContent returns the content argument of a tool call's JSON
+// arguments, if it has one.
+func writeContent(args string) (string, bool) {
+	var m map[string]any
+	if json.Unmarshal([]byte(args), &m) != nil {
+		return "", false
+	}
+	for k, v := range m {
+		for _, want := range contentArgs {
+			if s, ok := v.(string); ok && strings.EqualFold(k, want) && s != "" {
+				return s, true
+			}
+		}
+	}
+	return "", false
+}
+
+// analyse reads the relay's calls: the answer that asked for a tool before
+// the challenge came back, the first request whose tool results carry the
+// challenge, and the first answer from then on whose tool call writes the
+// deliverable. derived, when not empty, is the token the scripted model
+// makes from the challenge: then only a call carrying it is the write.
+func analyse(calls []relay.Call, challenge, derived, modelName string) loopProof {
+	sort.SliceStable(calls, func(i, j int) bool { return calls[i].Seq < calls[j].Seq })
+	st := &reports.ModelSteps{Model: modelName, SandboxAuth: map[string]int{}, Steps: []reports.ModelStep{}}
+	p := loopProof{steps: st}
+	for _, c := range calls {
+		if c.Seq == 0 {
+			continue
+		}
+		p.calls++
+		st.SandboxAuth[c.Auth]++
+		step := reports.ModelStep{Seq: c.Seq, Status: c.Status, Stream: c.Stream, ToolResults: len(c.ToolResults)}
+		p.results += len(c.ToolResults)
+		if len(c.Text) > 80 {
+			step.Text = c.Text[:80] + "…"
+		} else {
+			step.Text = c.Text
+		}
+		if c.Usage != nil {
+			step.InputTokens, step.OutputTokens = c.Usage.Input, c.Usage.Output
+		}
+		for _, r := range c.ToolResults {
+			if challenge != "" && strings.Contains(r, challenge) {
+				step.ChallengeBack = true
+			}
+		}
+		if step.ChallengeBack && st.ResultCall == 0 {
+			st.ResultCall = c.Seq
+		}
+		for _, tc := range c.ToolCalls {
+			step.ToolCalls = append(step.ToolCalls, tc.Name)
+		}
+		if st.ResultCall == 0 && st.AskCall == 0 && len(c.ToolCalls) > 0 {
+			st.AskCall = c.Seq
+		}
+		if st.ResultCall != 0 && st.WriteCall == 0 {
+			for _, tc := range c.ToolCalls {
+				content, hasContent := writeContent(tc.Arguments)
+				switch {
+				case derived != "" && !strings.Contains(tc.Arguments, derived):
+					continue
+				case hasContent:
+					p.want = content
+				case derived != "":
+					p.want = derived
+				case strings.TrimSpace(tc.Arguments) != "":
+					p.wantIn = tc.Arguments
+				default:
+					continue
+				}
+				st.WriteCall, p.writeTool = c.Seq, tc.Name
+				step.WritesDeliverable = true
+				break
+			}
+		}
+		if len(st.Steps) < reports.MaxModelSteps {
+			st.Steps = append(st.Steps, step)
+		} else {
+			st.Dropped++
+		}
+	}
+	switch {
+	case p.calls == 0:
+		st.Missing = "model call"
+	case st.AskCall == 0 && st.ResultCall == 0:
+		st.Missing = "tool call asking for the challenge"
+	case st.ResultCall == 0:
+		st.Missing = "tool result carrying the challenge"
+	case st.WriteCall == 0:
+		st.Missing = "write of the deliverable after the challenge"
+	}
+	return p
+}
+
+// loopChecks adds the round trip's checks, each naming the step it looks
+// for, and returns what the deliverable must hold.
+func (cr *caseRun) loopChecks(p loopProof, derived string) {
+	st := p.steps
+	cr.ev.ModelSteps = st
+	cr.check("verify.model_called", clauseVerify, p.calls > 0,
+		"%d model call(s) through the relay%s%s", p.calls, authText(st.SandboxAuth), when(p.calls == 0, ": the harness never called the model"))
+	askOK := st.AskCall > 0 || st.ResultCall > 0
+	cr.check("verify.challenge_asked", clauseVerify, askOK, "%s",
+		pick(askOK, fmt.Sprintf("call %d: the model asked for a tool call before the challenge came back", st.AskCall),
+			"no model answer asked for a tool call: the model was never asked to read the challenge"))
+	why := fmt.Sprintf("the harness did not run the tool call of call %d", st.AskCall)
+	if st.AskCall == 0 {
+		why = "the model never asked for it"
+	}
+	cr.check("verify.challenge_round_trip", clauseVerify, st.ResultCall > 0, "%s",
+		pick(st.ResultCall > 0, fmt.Sprintf("call %d carried the challenge back in a tool result", st.ResultCall),
+			fmt.Sprintf("no request carried a tool result holding the challenge (%d calls, %d tool results): %s", p.calls, p.results, why)))
+	wrote := st.WriteCall > 0
+	detail := "no model answer after the challenge came back wrote the deliverable"
+	if wrote {
+		detail = fmt.Sprintf("call %d answered with %s writing the deliverable after the challenge came back", st.WriteCall, p.writeTool)
+		if derived != "" && p.want != derived {
+			wrote = false
+			detail += fmt.Sprintf(", but with %q, not the token derived from the challenge", truncate(p.want, 80))
+		}
+	}
+	cr.check("verify.write_after_challenge", clauseVerify, wrote, "%s", detail)
+}
+
+// authText says which keys the sandbox presented, " (keys: canary 3)".
+func authText(m map[string]int) string {
+	if len(m) == 0 {
+		return ""
+	}
+	var parts []string
+	for k, n := range m {
+		parts = append(parts, fmt.Sprintf("%s %d", k, n))
+	}
+	sort.Strings(parts)
+	return " (keys: " + strings.Join(parts, ", ") + ")"
+}
+
+func when(ok bool, s string) string {
+	if ok {
+		return s
+	}
+	return ""
+}
+
+func pick(ok bool, yes, no string) string {
+	if ok {
+		return yes
+	}
+	return no
+}
+
+// startRelay puts the case's recording relay in front of upstream.
+func startRelay(upstream, canary, upstreamKey, log string) (*relay.Relay, error) {
+	return relay.Start(relay.Options{Upstream: upstream, SandboxKey: canary, UpstreamKey: upstreamKey, LogPath: log})
+}
+
+// runtimeProvenance says what an adapter's harness is: the npm package,
+// version and integrity it was prepared from, or each runtime file's
+// digest, and the digest of the prepared tree.
+func runtimeProvenance(m *adapter.Manifest, dir string) (*reports.HarnessRuntime, error) {
+	h := &reports.HarnessRuntime{}
+	if p := m.Runtime.Prepare; p != nil {
+		h.Preparer = p.Name
+		h.Package, h.Version, h.Integrity = p.With["package"], p.With["version"], p.With["integrity"]
+		if p.Name != "npm-runtime" {
+			h.Package, h.Version, h.Integrity = "", "", ""
+		}
+	}
+	for _, f := range m.Runtime.Files {
+		sum, err := hashFile(f.Src)
+		if err != nil {
+			sum = "error: " + err.Error()
+		}
+		h.Files = append(h.Files, reports.Digest{Name: f.Dst, Value: sum})
+	}
+	if dir != "" && (m.Runtime.Prepare != nil || len(m.Runtime.Files) > 0) {
+		var err error
+		if h.TreeSHA256, h.TreeFiles, err = treeHash(dir); err != nil {
+			return h, fmt.Errorf("hash runtime tree %s: %w", dir, err)
+		}
+	}
+	return h, nil
+}
+
+// treeHash digests a tree: for every entry in path order, its relative
+// path, type and permission bits, and the sha256 of a file's content or a
+// link's target (links are never followed).
+func treeHash(root string) (string, int, error) {
+	h := sha256.New()
+	files := 0
+	err := filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		info, err := e.Info()
+		if err != nil {
+			return err
+		}
+		mode := info.Mode()
+		switch {
+		case mode&fs.ModeSymlink != 0:
+			t, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(h, "l %s %s\n", rel, t)
+		case mode.IsDir():
+			fmt.Fprintf(h, "d %s %o\n", rel, mode.Perm())
+		case mode.IsRegular():
+			f, err := os.Open(p)
+			if err != nil {
+				return err
+			}
+			fh := sha256.New()
+			_, err = io.Copy(fh, f)
+			f.Close()
+			if err != nil {
+				return err
+			}
+			files++
+			fmt.Fprintf(h, "f %s %o %x\n", rel, mode.Perm(), fh.Sum(nil))
+		default:
+			fmt.Fprintf(h, "o %s %v\n", rel, mode.Type())
+		}
+		return nil
+	})
+	return hex.EncodeToString(h.Sum(nil)), files, err
+}
+
+// versionDeadline bounds the CLI's version launch, in seconds.
+const versionDeadline = 30
+
+// readVersion returns the first non-empty line of the version launch's
+// output (read bounded, capped), or why there is none.
+func (cr *caseRun) readVersion(res *session.Result, err error) (string, string) {
+	if err != nil {
+		return "", truncate(errText(err, cr.r.key), 200)
+	}
+	if res == nil || res.Receipt == nil {
+		return "", "no receipt"
+	}
+	f, err := os.Open(filepath.Join(cr.dir, "capture", "run", adapter.VersionLaunchID, "stdout.log"))
+	if err != nil {
+		return "", truncate(err.Error(), 200)
+	}
+	defer f.Close()
+	b, _ := io.ReadAll(io.LimitReader(f, 4096))
+	line := ""
+	for _, l := range strings.Split(string(b), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			line = truncate(redact(l, cr.r.key), 200)
+			break
+		}
+	}
+	if rc := res.Receipt.ReturnCode; rc == nil || *rc != 0 {
+		return line, fmt.Sprintf("version launch: %s", receiptText(res, nil, cr.r.key))
+	}
+	if line == "" {
+		return "", "version launch printed nothing"
+	}
+	return line, ""
+}

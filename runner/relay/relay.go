@@ -1,0 +1,585 @@
+// Package relay is the recording model relay of SPEC.md section 7 (rev 2):
+// a real HTTP server on the host's loopback that every model call of a case
+// goes through, in front of the scripted model or a real one. The sandbox
+// holds only the case's canary key; the relay checks it and swaps in the
+// upstream key when it forwards, so the upstream key never enters a
+// container. Each call is recorded (status, streaming, usage, the tool
+// results the request carried, the tool calls the answer made), sizes
+// capped, no header logged; SSE answers are passed on chunk by chunk, never
+// buffered.
+package relay
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Options configure a Relay.
+type Options struct {
+	// Upstream is the model's base URL, "http://HOST:PORT/v1".
+	Upstream string
+	// SandboxKey is the key the sandbox must present as a bearer token
+	// (the case's canary); "" accepts any.
+	SandboxKey string
+	// UpstreamKey replaces it on the way out; "" sends no key.
+	UpstreamKey string
+	// LogPath, when not empty, receives one JSON line per call.
+	LogPath string
+	// MaxBody caps the bytes of a request or an answer kept for parsing;
+	// 0 means 4 MiB. What passes through is never capped.
+	MaxBody int
+	// MaxText caps each recorded text (a tool result, arguments, the
+	// answer's text); 0 means 4 KiB.
+	MaxText int
+}
+
+// ToolCall is one tool call an answer made.
+type ToolCall struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// Usage is an answer's token counts.
+type Usage struct {
+	Input  int `json:"input"`
+	Output int `json:"output"`
+}
+
+// Call is one request relayed.
+type Call struct {
+	Seq    int       `json:"seq"` // 1-based, model requests only (POST)
+	Method string    `json:"method"`
+	Path   string    `json:"path"`
+	Time   time.Time `json:"time"`
+	// Auth is what the sandbox presented: "canary", "wrong", "missing" or
+	// "any" (no SandboxKey set).
+	Auth   string `json:"auth"`
+	Status int    `json:"status"`
+	Stream bool   `json:"stream"`
+	Model  string `json:"model,omitempty"`
+	// Tools lists the tools the request declared.
+	Tools []string `json:"tools,omitempty"`
+	// ToolResults are the texts of the tool results the request carried,
+	// in order, each capped.
+	ToolResults []string `json:"tool_results,omitempty"`
+	// ToolCalls are those the answer made; Text its text, capped.
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	Text      string     `json:"text,omitempty"`
+	Usage     *Usage     `json:"usage,omitempty"`
+	// Chunks counts the SSE data lines passed on.
+	Chunks int `json:"chunks,omitempty"`
+	// Bytes is the answer's size; Truncated says the parsed part was
+	// capped.
+	Bytes     int64   `json:"bytes"`
+	Truncated bool    `json:"truncated,omitempty"`
+	Seconds   float64 `json:"seconds"`
+	Error     string  `json:"error,omitempty"`
+}
+
+// Relay is a running relay.
+type Relay struct {
+	opts     Options
+	upstream *url.URL
+	ln       net.Listener
+	srv      *http.Server
+	client   *http.Client
+	serveErr chan error
+	once     sync.Once
+
+	mu    sync.Mutex
+	seq   int
+	calls []Call
+	log   *os.File
+}
+
+// Start listens on a random loopback port and relays until Close.
+func Start(o Options) (*Relay, error) {
+	u, err := url.Parse(o.Upstream)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("relay: bad upstream %q", o.Upstream)
+	}
+	if o.MaxBody == 0 {
+		o.MaxBody = 4 << 20
+	}
+	if o.MaxText == 0 {
+		o.MaxText = 4 << 10
+	}
+	r := &Relay{opts: o, upstream: u, serveErr: make(chan error, 1),
+		// No timeout: a stream lasts as long as the model talks; the
+		// client's leaving cancels the upstream request.
+		client: &http.Client{Transport: &http.Transport{Proxy: nil, DisableCompression: true, MaxIdleConnsPerHost: 4}}}
+	if o.LogPath != "" {
+		if r.log, err = os.OpenFile(o.LogPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600); err != nil {
+			return nil, fmt.Errorf("relay: open transcript: %w", err)
+		}
+	}
+	if r.ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+		if r.log != nil {
+			r.log.Close()
+		}
+		return nil, fmt.Errorf("relay: listen: %w", err)
+	}
+	r.srv = &http.Server{Handler: http.HandlerFunc(r.handle), ReadHeaderTimeout: 10 * time.Second}
+	go func() { r.serveErr <- r.srv.Serve(r.ln) }()
+	return r, nil
+}
+
+// URL is the base URL the harness is given, "http://127.0.0.1:PORT/v1"
+// (the upstream's path kept).
+func (r *Relay) URL() string {
+	return "http://" + r.ln.Addr().String() + strings.TrimRight(r.upstream.Path, "/")
+}
+
+// Calls returns a copy of the calls recorded so far, in the order they
+// ended.
+func (r *Relay) Calls() []Call {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Call(nil), r.calls...)
+}
+
+// ModelCalls counts the model requests (POSTs) relayed.
+func (r *Relay) ModelCalls() int {
+	n := 0
+	for _, c := range r.Calls() {
+		if c.Seq > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// Close stops the relay and closes the transcript.
+func (r *Relay) Close() error {
+	var err error
+	r.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err = r.srv.Shutdown(ctx); err != nil {
+			r.srv.Close()
+		}
+		if serr := <-r.serveErr; serr != nil && !errors.Is(serr, http.ErrServerClosed) && err == nil {
+			err = serr
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.log != nil {
+			if cerr := r.log.Close(); cerr != nil && err == nil {
+				err = cerr
+			}
+			r.log = nil
+		}
+	})
+	return err
+}
+
+func (r *Relay) record(c Call) {
+	c.Seconds = time.Since(c.Time).Seconds()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls = append(r.calls, c)
+	if r.log != nil {
+		b, _ := json.Marshal(c)
+		r.log.Write(append(b, '\n'))
+	}
+}
+
+// auth reads the sandbox's bearer key (or api-key header) in constant time.
+func (r *Relay) auth(h http.Header) string {
+	if r.opts.SandboxKey == "" {
+		return "any"
+	}
+	got := strings.TrimPrefix(h.Get("Authorization"), "Bearer ")
+	if got == "" {
+		got = h.Get("Api-Key")
+	}
+	if got == "" {
+		got = h.Get("X-Api-Key")
+	}
+	switch {
+	case got == "":
+		return "missing"
+	case subtle.ConstantTimeCompare([]byte(got), []byte(r.opts.SandboxKey)) == 1:
+		return "canary"
+	}
+	return "wrong"
+}
+
+// hopHeaders are not forwarded (RFC 9110 section 7.6.1), nor are the keys.
+var hopHeaders = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authorization", "Te", "Trailer",
+	"Transfer-Encoding", "Upgrade", "Authorization", "Api-Key", "X-Api-Key", "Accept-Encoding", "Content-Length", "Host"}
+
+func (r *Relay) handle(w http.ResponseWriter, req *http.Request) {
+	c := Call{Method: req.Method, Path: req.URL.Path, Time: time.Now(), Auth: r.auth(req.Header)}
+	if req.Method == http.MethodPost {
+		r.mu.Lock()
+		r.seq++
+		c.Seq = r.seq
+		r.mu.Unlock()
+	}
+	defer func() { r.record(c) }()
+	if c.Auth == "wrong" || c.Auth == "missing" {
+		// The sandbox's key is the canary: anything else is refused
+		// here, never passed on.
+		c.Status = http.StatusUnauthorized
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(c.Status)
+		io.WriteString(w, `{"error":{"message":"sandproof relay: the key is not this case's","type":"invalid_request_error","code":"invalid_api_key"}}`)
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(req.Body, 64<<20))
+	if err != nil {
+		c.Error = fmt.Sprintf("read request: %v", err)
+		http.Error(w, "read request", http.StatusBadRequest)
+		c.Status = http.StatusBadRequest
+		return
+	}
+	r.parseRequest(&c, body)
+
+	// The upstream path: the relay's own path with the upstream's base in
+	// place of the relay's (which is the same).
+	target := *r.upstream
+	target.Path = req.URL.Path
+	target.RawQuery = req.URL.RawQuery
+	out, err := http.NewRequestWithContext(req.Context(), req.Method, target.String(), bytes.NewReader(body))
+	if err != nil {
+		c.Error = fmt.Sprintf("build upstream request: %v", err)
+		c.Status = http.StatusBadGateway
+		http.Error(w, "sandproof relay: bad upstream request", c.Status)
+		return
+	}
+	for k, vs := range req.Header {
+		out.Header[k] = vs
+	}
+	for _, h := range hopHeaders {
+		out.Header.Del(h)
+	}
+	out.Header.Set("Accept-Encoding", "identity")
+	if r.opts.UpstreamKey != "" {
+		out.Header.Set("Authorization", "Bearer "+r.opts.UpstreamKey)
+	}
+	resp, err := r.client.Do(out)
+	if err != nil {
+		c.Error = r.redact(fmt.Sprintf("upstream: %v", err))
+		c.Status = http.StatusBadGateway
+		http.Error(w, "sandproof relay: upstream unreachable", c.Status)
+		return
+	}
+	defer resp.Body.Close()
+	for k, vs := range resp.Header {
+		w.Header()[k] = vs
+	}
+	for _, h := range []string{"Connection", "Keep-Alive", "Transfer-Encoding", "Trailer", "Upgrade", "Content-Length"} {
+		w.Header().Del(h)
+	}
+	w.WriteHeader(resp.StatusCode)
+	c.Status = resp.StatusCode
+	sse := strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
+	fl, _ := w.(http.Flusher)
+	kept := &capped{max: r.opts.MaxBody}
+	buf := make([]byte, 32<<10)
+	for {
+		n, rerr := resp.Body.Read(buf)
+		if n > 0 {
+			c.Bytes += int64(n)
+			kept.Write(buf[:n])
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				c.Error = fmt.Sprintf("write to the harness: %v", werr)
+				break
+			}
+			// Every chunk goes on at once: an SSE stream is never held
+			// back.
+			if fl != nil {
+				fl.Flush()
+			}
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			c.Error = r.redact(fmt.Sprintf("read upstream: %v", rerr))
+			break
+		}
+	}
+	c.Truncated = kept.over
+	if sse {
+		r.parseSSE(&c, kept.b.Bytes())
+	} else {
+		r.parseJSON(&c, kept.b.Bytes())
+	}
+}
+
+// redact keeps the upstream key out of recorded errors.
+func (r *Relay) redact(s string) string {
+	if r.opts.UpstreamKey != "" {
+		s = strings.ReplaceAll(s, r.opts.UpstreamKey, "[upstream key]")
+	}
+	if r.opts.SandboxKey != "" {
+		s = strings.ReplaceAll(s, r.opts.SandboxKey, "[canary]")
+	}
+	return s
+}
+
+// capped keeps the first max bytes written.
+type capped struct {
+	b    bytes.Buffer
+	max  int
+	over bool
+}
+
+func (c *capped) Write(p []byte) {
+	room := c.max - c.b.Len()
+	if room < len(p) {
+		c.over = true
+		if room > 0 {
+			c.b.Write(p[:room])
+		}
+		return
+	}
+	c.b.Write(p)
+}
+
+func (r *Relay) text(s string) string {
+	s = r.redact(s)
+	if len(s) > r.opts.MaxText {
+		return s[:r.opts.MaxText] + "…"
+	}
+	return s
+}
+
+// parseRequest reads the model, stream flag, declared tools and tool
+// results of a Chat Completions or Responses request.
+func (r *Relay) parseRequest(c *Call, body []byte) {
+	var q struct {
+		Model    string `json:"model"`
+		Stream   bool   `json:"stream"`
+		Messages []struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+		Input json.RawMessage `json:"input"`
+		Tools []struct {
+			Name     string `json:"name"`
+			Function struct {
+				Name string `json:"name"`
+			} `json:"function"`
+		} `json:"tools"`
+	}
+	if json.Unmarshal(body, &q) != nil {
+		return
+	}
+	c.Model, c.Stream = q.Model, q.Stream
+	for _, t := range q.Tools {
+		n := t.Function.Name
+		if n == "" {
+			n = t.Name
+		}
+		if n != "" && len(c.Tools) < 64 {
+			c.Tools = append(c.Tools, r.text(n))
+		}
+	}
+	for _, m := range q.Messages {
+		if m.Role == "tool" || m.Role == "function" {
+			c.ToolResults = append(c.ToolResults, r.text(contentText(m.Content)))
+		}
+	}
+	var items []struct {
+		Type   string          `json:"type"`
+		Output json.RawMessage `json:"output"`
+	}
+	if len(q.Input) > 0 && json.Unmarshal(q.Input, &items) == nil {
+		for _, it := range items {
+			if it.Type == "function_call_output" || it.Type == "custom_tool_call_output" {
+				c.ToolResults = append(c.ToolResults, r.text(contentText(it.Output)))
+			}
+		}
+	}
+}
+
+// contentText flattens a content: a string or a list of parts with text.
+func contentText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var parts []struct {
+		Text   string `json:"text"`
+		Output string `json:"output"`
+	}
+	if json.Unmarshal(raw, &parts) != nil {
+		return string(raw)
+	}
+	var b strings.Builder
+	for i, p := range parts {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(p.Text + p.Output)
+	}
+	return b.String()
+}
+
+// answer is the part of an answer the relay reads: a Chat Completions
+// object or chunk, or a Responses object or event.
+type answer struct {
+	Choices []struct {
+		Index   int `json:"index"`
+		Message *struct {
+			Content   string `json:"content"`
+			ToolCalls []struct {
+				Function struct {
+					Name      string `json:"name"`
+					Arguments string `json:"arguments"`
+				} `json:"function"`
+			} `json:"tool_calls"`
+		} `json:"message"`
+		Delta *struct {
+			Content   string `json:"content"`
+			ToolCalls []struct {
+				Index    int `json:"index"`
+				Function struct {
+					Name      string `json:"name"`
+					Arguments string `json:"arguments"`
+				} `json:"function"`
+			} `json:"tool_calls"`
+		} `json:"delta"`
+	} `json:"choices"`
+	Usage *struct {
+		PromptTokens     int `json:"prompt_tokens"`
+		CompletionTokens int `json:"completion_tokens"`
+		InputTokens      int `json:"input_tokens"`
+		OutputTokens     int `json:"output_tokens"`
+	} `json:"usage"`
+	// Responses API.
+	Type     string           `json:"type"`
+	Output   []responsesItem  `json:"output"`
+	Response *responsesObject `json:"response"`
+}
+
+type responsesObject struct {
+	Output []responsesItem `json:"output"`
+	Usage  *struct {
+		InputTokens  int `json:"input_tokens"`
+		OutputTokens int `json:"output_tokens"`
+	} `json:"usage"`
+}
+
+type responsesItem struct {
+	Type      string `json:"type"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+	Content   []struct {
+		Text string `json:"text"`
+	} `json:"content"`
+}
+
+// parseJSON reads a plain answer.
+func (r *Relay) parseJSON(c *Call, body []byte) {
+	var a answer
+	if json.Unmarshal(body, &a) != nil {
+		return
+	}
+	var text strings.Builder
+	for _, ch := range a.Choices {
+		if ch.Message == nil {
+			continue
+		}
+		text.WriteString(ch.Message.Content)
+		for _, tc := range ch.Message.ToolCalls {
+			c.ToolCalls = append(c.ToolCalls, ToolCall{Name: r.text(tc.Function.Name), Arguments: r.text(tc.Function.Arguments)})
+		}
+	}
+	r.responsesItems(c, a.Output, &text)
+	if a.Usage != nil {
+		c.Usage = &Usage{Input: a.Usage.PromptTokens + a.Usage.InputTokens, Output: a.Usage.CompletionTokens + a.Usage.OutputTokens}
+	}
+	c.Text = r.text(text.String())
+}
+
+func (r *Relay) responsesItems(c *Call, items []responsesItem, text *strings.Builder) {
+	for _, it := range items {
+		switch it.Type {
+		case "function_call", "custom_tool_call":
+			c.ToolCalls = append(c.ToolCalls, ToolCall{Name: r.text(it.Name), Arguments: r.text(it.Arguments)})
+		case "message":
+			for _, p := range it.Content {
+				text.WriteString(p.Text)
+			}
+		}
+	}
+}
+
+// parseSSE reads a streamed answer: Chat Completions chunks (tool call
+// arguments arrive in pieces, by index) or Responses events (the final
+// response.completed holds the output).
+func (r *Relay) parseSSE(c *Call, body []byte) {
+	type acc struct {
+		name string
+		args strings.Builder
+	}
+	var calls []*acc
+	var text strings.Builder
+	sc := bufio.NewScanner(bytes.NewReader(body))
+	sc.Buffer(make([]byte, 64<<10), len(body)+1)
+	for sc.Scan() {
+		d, ok := strings.CutPrefix(sc.Text(), "data:")
+		if !ok {
+			continue
+		}
+		c.Chunks++
+		d = strings.TrimSpace(d)
+		if d == "[DONE]" {
+			continue
+		}
+		var a answer
+		if json.Unmarshal([]byte(d), &a) != nil {
+			continue
+		}
+		for _, ch := range a.Choices {
+			if ch.Delta == nil {
+				continue
+			}
+			text.WriteString(ch.Delta.Content)
+			for _, tc := range ch.Delta.ToolCalls {
+				for len(calls) <= tc.Index && tc.Index < 64 {
+					calls = append(calls, &acc{})
+				}
+				if tc.Index >= len(calls) {
+					continue
+				}
+				if tc.Function.Name != "" {
+					calls[tc.Index].name = tc.Function.Name
+				}
+				if calls[tc.Index].args.Len() < r.opts.MaxBody {
+					calls[tc.Index].args.WriteString(tc.Function.Arguments)
+				}
+			}
+		}
+		if a.Usage != nil {
+			c.Usage = &Usage{Input: a.Usage.PromptTokens + a.Usage.InputTokens, Output: a.Usage.CompletionTokens + a.Usage.OutputTokens}
+		}
+		if a.Type == "response.completed" && a.Response != nil {
+			r.responsesItems(c, a.Response.Output, &text)
+			if u := a.Response.Usage; u != nil {
+				c.Usage = &Usage{Input: u.InputTokens, Output: u.OutputTokens}
+			}
+		}
+	}
+	for _, a := range calls {
+		c.ToolCalls = append(c.ToolCalls, ToolCall{Name: r.text(a.name), Arguments: r.text(a.args.String())})
+	}
+	c.Text = r.text(text.String())
+}
