@@ -370,3 +370,24 @@ var _ = Describe("warden run in events mode, given a line in braces that is not 
 		Expect(runnerContents(runnerEvents(events))).To(Equal(append(want, `event:{"ok":true}`)))
 	})
 })
+
+var _ = Describe("warden supervise, starting the harness,", framework.Local, func() {
+	framework.ConformanceIt("2 launch rules", "should give the harness the highest oom_score_adj, above its supervisor's", func(ctx SpecContext) {
+		state, _, _, harness := rulesSigwait(ctx, []string{"--deadline", "60"}, "record")
+		adj := func(pid int) int {
+			GinkgoHelper()
+			data, err := os.ReadFile(fmt.Sprintf("/proc/%d/oom_score_adj", pid))
+			Expect(err).NotTo(HaveOccurred())
+			n, err := strconv.Atoi(strings.TrimSpace(string(data)))
+			Expect(err).NotTo(HaveOccurred())
+			return n
+		}
+		// The supervisor (the harness's parent) stays below the top, so the
+		// OOM killer picks the harness first.
+		st, err := witness.Proc.ReadStat(harness.PID)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(adj(st.PPID)).To(BeNumerically("<", 1000), "the supervisor's oom_score_adj")
+		Expect(adj(harness.PID)).To(Equal(1000), "the harness's oom_score_adj")
+		Expect(procs.Warden(ctx, framework.Bin.Warden, "", "stop", "--state", state, "--wait", "30").Code).To(Equal(0))
+	})
+})

@@ -287,8 +287,19 @@ func (s *supervisor) startHarness(env []string) (int, error) {
 	if err != nil {
 		return 0, &execError{path: path, err: err}
 	}
+	// The harness is what the kernel's OOM killer should pick, never its
+	// supervisor: raising a process's score needs no privilege. What the
+	// harness forks in the moment before this write keeps the old score.
+	if err := os.WriteFile(fmt.Sprintf("/proc/%d/oom_score_adj", pid), []byte(HarnessOOMScoreAdj+"\n"), 0); err != nil {
+		s.logf("raise the harness's oom_score_adj: %v", err)
+	}
 	return pid, nil
 }
+
+// HarnessOOMScoreAdj is the harness's oom_score_adj: the highest, so
+// under memory pressure the harness goes first and the supervisor lives to
+// write the receipt.
+const HarnessOOMScoreAdj = "1000"
 
 type execError struct {
 	path string
