@@ -430,14 +430,21 @@ func TestCertifyFakesFail(t *testing.T) {
 }
 
 // TestCertifyModelURLRecordsEveryCall certifies against a model started
-// apart (as `--model URL` does): the relay counts what the model counted,
+// apart with the prompt-token script (as `--model URL` with a real model
+// does): the relay counts what the model counted,
 // the model saw only the real key, the sandbox only the canary, and no
 // output holds the real key.
 func TestCertifyModelURLRecordsEveryCall(t *testing.T) {
 	imgs := needEngine(t, "debian-12")
 	warden, probe, _ := binaries(t)
 	const real = "sk-real-model-key-5150"
-	srv, err := model.Start(model.Options{APIKey: real})
+	// prompt-token stands in for a real model: it follows the prompt's
+	// words (ProofPrefix and the challenge), not the scripted secret.
+	script, err := model.ParseScript("prompt-token")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := model.Start(model.Options{APIKey: real, Script: script})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,7 +36,8 @@ func hostileVariant(t *testing.T, fixture, name, script, extra string) *adapter.
 	t.Helper()
 	return fixtureVariant(t, fixture, name, func(src string) string {
 		q, _ := json.Marshal(`"$@"; rc=$?; ` + script + `; exit $rc`)
-		out := strings.Replace(src, `argv: ["{runtime_dir}/bin/miniagent",`, `argv: ["/bin/sh", "-c", `+string(q)+`, "sh", "{runtime_dir}/bin/miniagent",`, 1)
+		// The launch's argv, not version_argv.
+		out := strings.Replace(src, "\n  argv: [\"{runtime_dir}/bin/miniagent\",", "\n  argv: [\"/bin/sh\", \"-c\", "+string(q)+", \"sh\", \"{runtime_dir}/bin/miniagent\",", 1)
 		out = strings.Replace(out, "name: "+fixture+"\n", "name: "+name+"\n", 1)
 		if out == src || !strings.Contains(out, "name: "+name+"\n") {
 			t.Fatalf("could not wrap the launch of %s", fixture)

@@ -22,6 +22,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -147,8 +148,11 @@ func (r *Relay) URL() string {
 // ended.
 func (r *Relay) Calls() []Call {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]Call(nil), r.calls...)
+	calls := append([]Call(nil), r.calls...)
+	r.mu.Unlock()
+	// Recorded as they end; handed out in the order they came.
+	slices.SortStableFunc(calls, func(a, b Call) int { return a.Seq - b.Seq })
+	return calls
 }
 
 // ModelCalls counts the model requests (POSTs) relayed.
