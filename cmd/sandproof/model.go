@@ -41,7 +41,9 @@ func newModelServeCmd(stdout, stderr io.Writer) *cobra.Command {
 the certification task: for a challenge prompt, a tool call that reads the
 challenge, then the write of a token derived from it, then "done" (--script
 challenge forces it); otherwise one tool call that writes the prompt's token,
-then "done" (--script prompt-token forces it). --script answers a fault instead: 429, 400 (context_length_exceeded), 500, stall
+then "done" (--script prompt-token forces it; given a challenge prompt it
+follows the prompt's words as a real model would: read the challenge, write
+proof- and the challenge). --script answers a fault instead: 429, 400 (context_length_exceeded), 500, stall
 or malformed, to every request or, as in "429@1" or "500@1,2", to those requests
 only.`,
 		Args: cobra.NoArgs,
