@@ -113,12 +113,10 @@ var _ = Describe("warden supervise, facing processes that try to outrun the stop
 	})
 
 	framework.ConformanceIt("2 hold", "should stop a fork bomb bounded by RLIMIT_NPROC and write a receipt that never confirms a living bomb", func(ctx SpecContext) {
-		if os.Geteuid() != 0 {
-			Skip("--user needs root")
-		}
+		requireRoot("--user")
 		prlimit, err := exec.LookPath("prlimit")
 		if err != nil {
-			Skip("no prlimit(1) on this host")
+			framework.Missing("prlimit(1)", "apt-get install util-linux")
 		}
 		l := newLaunch()
 		shared, bin := sharedAdversary("sandproof-bomb-")

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
-	"os"
+	"github.com/sandproof/sandproof/runner/testenv"
 	"os/exec"
 	"strings"
 	"testing"
@@ -58,13 +58,9 @@ func TestCertifyLimitFlagsAreChecked(t *testing.T) {
 // this test knows (the engine is shared: the default scope would act on
 // other runs' leftovers too).
 func TestCleanRunAgainstEngine(t *testing.T) {
-	if os.Getenv("SANDPROOF_DOCKER") != "1" {
-		t.Skip("set SANDPROOF_DOCKER=1 to run against a Docker engine")
-	}
+	testenv.Docker(t)
 	const ref = "sandproof-test/clean-busybox:1"
-	if err := testimage.ImportBusybox(ref, testimage.Rootfs{Applets: []string{"sleep"}}); err != nil {
-		t.Skipf("cannot make the busybox test image: %v", err)
-	}
+	testimage.Import(t, ref, testimage.Rootfs{Applets: []string{"sleep"}})
 	b := make([]byte, 6)
 	rand.Read(b)
 	runA, runB := "cli-a-"+hex.EncodeToString(b), "cli-b-"+hex.EncodeToString(b)

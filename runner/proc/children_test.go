@@ -2,6 +2,7 @@ package proc
 
 import (
 	"errors"
+	"github.com/sandproof/sandproof/runner/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,7 +15,7 @@ import (
 func TestChildrenListsAChildOfThisProcess(t *testing.T) {
 	fs := NewFS("")
 	if _, err := fs.Children(os.Getpid()); errors.Is(err, ErrNoChildrenList) {
-		t.Skip("kernel without CONFIG_PROC_CHILDREN")
+		testenv.Missing(t, "a kernel with CONFIG_PROC_CHILDREN (/proc/PID/task/TID/children)", "run the tests on a kernel built with it (Debian's is)")
 	}
 	cmd := exec.Command("sleep", "100")
 	if err := cmd.Start(); err != nil {
