@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -77,6 +78,18 @@ func startUnrelated(tb testing.TB, n int) func() {
 		}
 		cmd.Process.Kill()
 		cmd.Wait()
+		// Orphans are reaped by whoever adopted them, in its own time: wait
+		// (bounded) until their /proc entries are gone, so the next
+		// measurement does not scan thousands of zombies.
+		deadline := time.Now().Add(60 * time.Second)
+		for _, p := range pids {
+			for {
+				if _, err := os.Stat("/proc/" + strconv.Itoa(p)); err != nil || time.Now().After(deadline) {
+					break
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}
 	}
 }
 
@@ -122,14 +135,7 @@ func report(b *testing.B, name string, total time.Duration, n int) float64 {
 // stops it the moment it is ready. Target: under 25 ms (the field's bash
 // supervisor took 0.55 s).
 func BenchmarkBusyHostStop(b *testing.B) {
-	small := func(ran time.Duration) time.Duration {
-		ready := filepath.Join(b.TempDir(), "small.ready")
-		d, r := launchAndStop(b, ready, ran, bin.proctree, "small", "--ready", ready)
-		if len(r.Reached) < 3 {
-			b.Fatalf("stop reached %d processes, want >= 3", len(r.Reached))
-		}
-		return d
-	}
+	small := func(ran time.Duration) time.Duration { return smallStop(b, ran) }
 	var idle, busy, cold time.Duration
 	for i := 0; i < b.N; i++ {
 		idle += small(time.Second)
@@ -149,6 +155,49 @@ func BenchmarkBusyHostStop(b *testing.B) {
 	b.ReportMetric(c/i, "busy-cold/idle")
 	b.ReportMetric(bz/25, "busy/target25ms")
 	b.ReportMetric(bz/550, "busy/bash550ms")
+}
+
+// smallStop launches the small harness tree (harness, a setsid'd tool, a
+// double-forked daemon), lets it run for ran, and returns the time of its
+// forced stop, from request to confirmed receipt.
+func smallStop(b *testing.B, ran time.Duration) time.Duration {
+	ready := filepath.Join(b.TempDir(), "small.ready")
+	d, r := launchAndStop(b, ready, ran, bin.proctree, "small", "--ready", ready)
+	if len(r.Reached) < 3 {
+		b.Fatalf("stop reached %d processes, want >= 3", len(r.Reached))
+	}
+	return d
+}
+
+// BenchmarkHostProcessScaling: does the stop's cost grow with the host's
+// process count? The median small-tree stop with 1,000 unrelated processes
+// on the host and with 5,000, measured side by side in every iteration
+// (1,000 running; stop; 4,000 more started; stop; those 4,000 ended).
+// Target: the 5,000 median within 1.5x of the 1,000 one.
+func BenchmarkHostProcessScaling(b *testing.B) {
+	base := startUnrelated(b, 1000)
+	defer base()
+	var with1k, with5k []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		with1k = append(with1k, smallStop(b, time.Second))
+		more := startUnrelated(b, 4000)
+		with5k = append(with5k, smallStop(b, time.Second))
+		b.StopTimer()
+		more()
+		b.StartTimer()
+	}
+	b.StopTimer()
+	m1, m5 := median(with1k), median(with5k)
+	b.ReportMetric(float64(m1.Microseconds())/1000, "host1000-median-ms")
+	b.ReportMetric(float64(m5.Microseconds())/1000, "host5000-median-ms")
+	b.ReportMetric(float64(m5)/float64(m1), "5000/1000")
+}
+
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
 }
 
 // BenchmarkBigTreeStop: warden stopping a 1,100-process harness tree (half
