@@ -317,33 +317,8 @@ func (e *Engine) hold(ctx context.Context, round *int, snap *Snapshot, clock Clo
 // pauseHold waits until every waiting member is held or gone, or a round
 // has passed; fakeproc's pause step stands in for it on fake trees.
 func (e *Engine) pauseHold(ctx context.Context, round int, waiting []Member) {
-	if e.Pause != nil {
-		e.Pause(ctx, round, waiting)
-		return
-	}
-	roundLen := e.Round
-	if roundLen == 0 {
-		roundLen = 20 * time.Millisecond
-	}
-	deadline := time.Now().Add(roundLen)
-	step := 200 * time.Microsecond
-	for ctx.Err() == nil && time.Now().Before(deadline) {
-		done := true
-		for _, m := range waiting {
-			st, err := e.Scanner.FS.Stat(m.PID)
-			if err == nil && st.StartTime == m.StartTime && !st.Dead() && !heldState(string(st.State)) {
-				done = false
-				break
-			}
-		}
-		if done {
-			return
-		}
-		time.Sleep(step)
-		if step < 2*time.Millisecond {
-			step *= 2
-		}
-	}
+	held := func(st proc.Stat) bool { return heldState(string(st.State)) }
+	e.waitRound(ctx, round, waiting, held, 200*time.Microsecond, 2*time.Millisecond)
 }
 
 func findMember(ms []Member, id proc.Identity) (Member, bool) {
@@ -437,8 +412,17 @@ func (e *Engine) sendCont(id proc.Identity) {
 }
 
 func (e *Engine) pause(ctx context.Context, round int, alive []Member) {
+	never := func(proc.Stat) bool { return false }
+	e.waitRound(ctx, round, alive, never, 500*time.Microsecond, 4*time.Millisecond)
+}
+
+// waitRound polls the members' stat files, which is cheap, until each is
+// gone, dead or settled, or the round is over, and returns for a full
+// rescan; the step doubles from step up to maxStep. fakeproc's pause step
+// stands in for it on fake trees.
+func (e *Engine) waitRound(ctx context.Context, round int, members []Member, settled func(proc.Stat) bool, step, maxStep time.Duration) {
 	if e.Pause != nil {
-		e.Pause(ctx, round, alive)
+		e.Pause(ctx, round, members)
 		return
 	}
 	roundLen := e.Round
@@ -446,26 +430,20 @@ func (e *Engine) pause(ctx context.Context, round int, alive []Member) {
 		roundLen = 20 * time.Millisecond
 	}
 	deadline := time.Now().Add(roundLen)
-	// Poll the known members' stat files, which is cheap, and return for a
-	// full rescan once all of them are gone or the round is over.
-	step := 500 * time.Microsecond
-	for {
-		if ctx.Err() != nil {
-			return
-		}
-		allGone := true
-		for _, m := range alive {
+	for ctx.Err() == nil {
+		done := true
+		for _, m := range members {
 			st, err := e.Scanner.FS.Stat(m.PID)
-			if err == nil && st.StartTime == m.StartTime && !st.Dead() {
-				allGone = false
+			if err == nil && st.StartTime == m.StartTime && !st.Dead() && !settled(st) {
+				done = false
 				break
 			}
 		}
-		if allGone || !time.Now().Before(deadline) {
+		if done || !time.Now().Before(deadline) {
 			return
 		}
 		time.Sleep(step)
-		if step < 4*time.Millisecond {
+		if step < maxStep {
 			step *= 2
 		}
 	}
