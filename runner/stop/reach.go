@@ -118,6 +118,29 @@ func (s *Scanner) Scan() (*Snapshot, error) {
 	return s.compute(stats), nil
 }
 
+// ScanTree is a quick first look for a stop's first round: the harness,
+// the declared services and whatever the kernel's children lists show below
+// the supervisor, without listing /proc, so it costs O(tree) rather than
+// O(host processes). It cannot confirm anything: a process outside the tree
+// that carries the marker, or a group member outside it, is not looked for.
+// Engine.Run therefore only uses it to send the first TERM sooner, and
+// every later round (and any round that would confirm) is a full Scan.
+func (s *Scanner) ScanTree() *Snapshot {
+	var stats []proc.Stat
+	add := func(pid int) {
+		if st, err := s.FS.Stat(pid); err == nil {
+			stats = append(stats, st)
+		}
+	}
+	if s.Launch.Harness.PID > 0 {
+		add(s.Launch.Harness.PID)
+	}
+	for _, svc := range s.Launch.Services {
+		add(svc.PID)
+	}
+	return s.compute(stats)
+}
+
 // scanSkippingOld reads the stat of every process except those the OldSet
 // proves are the same processes, started before the launch, as before.
 func (s *Scanner) scanSkippingOld() ([]proc.Stat, error) {
@@ -125,14 +148,7 @@ func (s *Scanner) scanSkippingOld() ([]proc.Stat, error) {
 	if err != nil {
 		return nil, err
 	}
-	live := s.Old.Live()
-	fresh := pids[:0:0]
-	for _, pid := range pids {
-		if !live[pid] {
-			fresh = append(fresh, pid)
-		}
-	}
-	stats := s.FS.ScanPIDs(fresh)
+	stats := s.FS.ScanPIDs(s.Old.Unpinned(pids))
 	s.Old.Prime(stats)
 	return stats, nil
 }

@@ -41,6 +41,13 @@ type Engine struct {
 	Pause func(ctx context.Context, round int, alive []Member)
 	// OnRound, when set, sees every round's snapshot (for tracing and specs).
 	OnRound func(round int, snap *Snapshot)
+	// QuickFirstRound: the first round looks at the tree only
+	// (Scanner.ScanTree) and TERMs what it finds; marker and group members
+	// outside the tree are found by the full scan of the next round, a
+	// pause later. It keeps a stop's cost from growing with the host's
+	// process count: a small stop then lists /proc once (to confirm), not
+	// twice. A first round that finds nothing is scanned in full at once.
+	QuickFirstRound bool
 }
 
 // Result is what a stop observed.
@@ -97,7 +104,15 @@ func (e *Engine) Run(ctx context.Context) Result {
 		}
 	}
 	for round := 0; ; round++ {
-		snap, err := e.Scanner.Scan()
+		var snap *Snapshot
+		var err error
+		if round == 0 && e.QuickFirstRound && !e.Scanner.ServicesOnly && !mutant.Is("nokernelwalk") {
+			if snap = e.Scanner.ScanTree(); len(snap.Reached) == 0 || snap.TreeErr != nil {
+				snap, err = e.Scanner.Scan()
+			}
+		} else {
+			snap, err = e.Scanner.Scan()
+		}
 		res.Rounds = round + 1
 		if err != nil {
 			res.Err = err

@@ -505,6 +505,9 @@ func (s *supervisor) stopLaunch(r *receipt.Receipt, cause string, since uint64) 
 		Scanner:   s.scanner(since),
 		Signaller: stop.NewSignaller(s.fs),
 		Grace:     s.cfg.Grace,
+		// Fake roots keep a full scan every round: their specs step a
+		// simulated kernel per round and expect the whole table each time.
+		QuickFirstRound: s.fs.IsReal(),
 	}
 	res := eng.Run(context.Background())
 	// Every process below the supervisor is dead now; collect the zombies
