@@ -32,6 +32,7 @@ import (
 	"github.com/sandproof/sandproof/conformance/framework"
 	"github.com/sandproof/sandproof/conformance/witness"
 	"github.com/sandproof/sandproof/images"
+	"github.com/sandproof/sandproof/runner/provider"
 )
 
 // Paths inside every container.
@@ -81,6 +82,12 @@ var ctrSeq atomic.Int64
 
 func ctrStart(ctx context.Context, name string) *ctrBox {
 	GinkgoHelper()
+	return ctrStartLimited(ctx, name, provider.DefaultLimits)
+}
+
+// ctrStartLimited is ctrStart with the container's limits given.
+func ctrStartLimited(ctx context.Context, name string, limits provider.Limits) *ctrBox {
+	GinkgoHelper()
 	all, err := images.Resolve(nil)
 	Expect(err).NotTo(HaveOccurred())
 	ref := ""
@@ -90,7 +97,7 @@ func ctrStart(ctx context.Context, name string) *ctrBox {
 		}
 	}
 	Expect(ref).NotTo(BeEmpty(), "no image named %q", name)
-	b := &ctrBox{Sandbox: containers.Start(ref), image: name}
+	b := &ctrBox{Sandbox: containers.StartLimited(ref, limits), image: name}
 	b.Upload(
 		containers.File{Path: "/sandproof-conformance", Mode: 0o755, Dir: true},
 		containers.File{Path: ctrBin, Mode: 0o755, Dir: true},
@@ -211,7 +218,7 @@ func ctrRunning(rec *witness.Record) []witness.Line {
 			continue
 		}
 		switch p.Role {
-		case "daemon-middle", "zombie-maker", "exit0":
+		case "daemon-middle", "zombie-maker", "exit0", "hopper":
 			continue
 		}
 		out = append(out, p)

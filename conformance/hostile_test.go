@@ -12,6 +12,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"syscall"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -155,6 +157,92 @@ var _ = Describe("warden supervise, facing processes that try to outrun the stop
 				Should(BeEmpty(), "a bomb process lives after a confirmed receipt")
 		} else {
 			Expect(r.Survivors).NotTo(BeEmpty(), "an unconfirmed stop names its survivors")
+		}
+	})
+})
+
+// hostPidsCgroup makes a pids cgroup (v1's pids controller, as on these
+// hosts) limited to max tasks, removed after the spec once empty; it
+// returns its directory and a reader of its refused-fork count.
+func hostPidsCgroup(max int) (string, func() int) {
+	GinkgoHelper()
+	requireRoot("a pids cgroup")
+	root := "/sys/fs/cgroup/pids"
+	if _, err := os.Stat(filepath.Join(root, "cgroup.procs")); err != nil {
+		framework.Missing("a writable pids cgroup at "+root+" (cgroup v1's pids controller)", "run on a host with the pids controller mounted there, as Debian 12 hosts with a hybrid hierarchy have")
+	}
+	dir := filepath.Join(root, fmt.Sprintf("sandproof-bomb-%d-%d", os.Getpid(), time.Now().UnixNano()))
+	Expect(os.Mkdir(dir, 0o755)).To(Succeed())
+	DeferCleanup(func() {
+		// Whatever a failed spec left in it: SIGKILL by pid (all ours, as
+		// the cgroup is), then remove the emptied group.
+		Eventually(func() error {
+			data, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+			for _, f := range strings.Fields(string(data)) {
+				if pid, err := strconv.Atoi(f); err == nil {
+					syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+			return os.Remove(dir)
+		}).WithTimeout(30 * time.Second).WithPolling(50 * time.Millisecond).Should(Succeed())
+	})
+	Expect(os.WriteFile(filepath.Join(dir, "pids.max"), []byte(strconv.Itoa(max)), 0o644)).To(Succeed())
+	events := func() int {
+		data, err := os.ReadFile(filepath.Join(dir, "pids.events"))
+		Expect(err).NotTo(HaveOccurred())
+		n, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(string(data)), "max")))
+		Expect(err).NotTo(HaveOccurred(), "pids.events %q", data)
+		return n
+	}
+	Expect(events()).To(Equal(0), "a new cgroup has refused nothing yet")
+	return dir, events
+}
+
+var _ = Describe("warden supervise, sharing a pids limit with a fork bomb,", framework.Local, framework.Hostile, func() {
+	framework.ConformanceIt("2 hold", "should survive its harness filling the pids limit, stop the bomb and confirm, three times in a row", func(ctx SpecContext) {
+		for attempt := 1; attempt <= 3; attempt++ {
+			By(fmt.Sprintf("attempt %d", attempt))
+			// warden, its reserved threads, the harness and a dozen bombs.
+			cg, events := hostPidsCgroup(48)
+			l := newLaunch()
+			shared, bin := sharedAdversary("sandproof-bomb-")
+			l.record = filepath.Join(shared, "record")
+			name := uniqueComm("bomb")
+			DeferCleanup(killNamed, name)
+			GinkgoT().Setenv("ADVERSARY_BOMB_NAME", name)
+			// The front joins the cgroup before it execs warden, so the
+			// supervisor and everything it starts count against the limit.
+			args := append([]string{"-c", `echo $$ > "$0/cgroup.procs" && exec "$@"`, cg, framework.Bin.Warden},
+				l.superviseArgs([]string{"--deadline", "4", "--grace", "0.2", "--user", "1000", "--detach"}, []string{bin, "--record", l.record, "fork-bomb"})...)
+			res := procs.Warden(ctx, "/bin/sh", l.cwd, args...)
+			Expect(res.Code).To(Equal(0), "%s", res)
+			d, err := witness.ParseDetached(res.Stdout)
+			Expect(err).NotTo(HaveOccurred())
+			sup, err := witness.Proc.ReadStat(d.SupervisorPID)
+			Expect(err).NotTo(HaveOccurred(), "the supervisor runs")
+			l.supervisor = sup.ID()
+			member, err := os.ReadFile(filepath.Join(cg, "cgroup.procs"))
+			Expect(err).NotTo(HaveOccurred())
+			Expect(strings.Fields(string(member))).To(ContainElement(strconv.Itoa(d.SupervisorPID)), "positive control: the supervisor is in the limited cgroup")
+			// Positive controls: the bomb grew, and the kernel refused it.
+			Eventually(ctx, func() int { return len(living(name)) }).
+				WithTimeout(20*time.Second).Should(BeNumerically(">=", 5), "positive control: the bomb grew; %s", lazy(l.diagnose))
+			Eventually(ctx, events).WithTimeout(20*time.Second).Should(BeNumerically(">", 0), "positive control: the bomb hit the pids limit")
+
+			var r *witness.Receipt
+			Eventually(ctx, func() error {
+				var err error
+				r, err = witness.ReadReceipt(l.state)
+				return err
+			}).WithTimeout(60*time.Second).WithPolling(50*time.Millisecond).Should(Succeed(),
+				"no receipt: the supervisor did not survive the bomb; %s", lazy(l.diagnose))
+			Expect(r.Cause).To(Equal("deadline"))
+			Expect(r.CleanupConfirmed).To(BeTrue(), "survivors %+v, error %v", r.Survivors, r.Error)
+			Expect(r.Survivors).To(BeEmpty())
+			Expect(len(r.Reached)).To(BeNumerically(">=", 5), "the stop reached the bomb")
+			Consistently(ctx, func() []witness.Stat { return living(name) }).
+				WithTimeout(300*time.Millisecond).WithPolling(10*time.Millisecond).
+				Should(BeEmpty(), "a bomb process lives after a confirmed receipt")
 		}
 	})
 })

@@ -84,6 +84,13 @@ type Sandbox struct {
 // (by id) right away.
 func Start(ref string) *Sandbox {
 	ginkgo.GinkgoHelper()
+	return StartLimited(ref, provider.DefaultLimits)
+}
+
+// StartLimited is Start with the given limits (a small pids limit for a
+// fork bomb, say) instead of the provider's defaults.
+func StartLimited(ref string, limits provider.Limits) *Sandbox {
+	ginkgo.GinkgoHelper()
 	p, err := Pool()
 	gomega.Expect(err).NotTo(gomega.HaveOccurred(), "no docker engine answers (images/engine.sh start)")
 	img, err := p.Client.InspectImage(ref)
@@ -102,7 +109,7 @@ func Start(ref string) *Sandbox {
 		hc.Init = false
 		hc.AutoRemove = false
 		hc.RestartPolicy = dc.RestartPolicy{Name: "no"}
-		docker.ApplyLimits(hc, provider.DefaultLimits)
+		docker.ApplyLimits(hc, limits)
 	})
 	gomega.Expect(err).NotTo(gomega.HaveOccurred(), "start a container of %s", ref)
 	ginkgo.DeferCleanup(p.Purge, res)

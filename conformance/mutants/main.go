@@ -59,6 +59,7 @@ var Catalog = []Mutant{
 	{"nohold", "2 hold", "no SIGSTOP hold before KILL: a hopper or a fork bomb can outrun the stop"},
 	{"nokernelwalk", "2 kernel confirms", "cleanup confirmed from the last /proc scan, without the kernel's children lists"},
 	{"serviceenv", "2 services by identity", "a process that sets WARDEN_SERVICE to the launch id is kept as a service"},
+	{"nothreads", "2 hold", "no OS threads reserved before the harness: a bomb at the pids limit kills the supervisor"},
 }
 
 func main() {

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -59,6 +60,56 @@ type Ready struct {
 	Message       string `json:"message,omitempty"`
 	LaunchID      string `json:"launch_id,omitempty"`
 	SupervisorPID int    `json:"supervisor_pid,omitempty"`
+}
+
+// ReservedThreads is how many OS threads the supervisor makes before the
+// harness starts (see reserveThreads): the threads its own blocking calls
+// (environ reads that may hang on a D-state process, waits, file writes)
+// could need at once, with room to spare.
+const ReservedThreads = 16
+
+// reserveThreads makes n OS threads now and leaves them idle. Go's runtime
+// aborts the process ("failed to create new OS thread") when it needs a
+// thread and clone fails, and a harness sitting at its container's pids
+// limit makes every clone fail: seen here, the detached supervisor died
+// silently and the bomb lived on without a receipt. Each goroutine below
+// holds its own thread (LockOSThread) until all n exist; unlocked, the
+// threads return to the runtime's idle list, which it draws from before it
+// makes a new one and never shrinks.
+func reserveThreads(n int) {
+	if mutant.Is("nothreads") {
+		return
+	}
+	var held sync.WaitGroup
+	release := make(chan struct{})
+	held.Add(n)
+	var done sync.WaitGroup
+	done.Add(n)
+	for i := 0; i < n; i++ {
+		go func() {
+			defer done.Done()
+			runtime.LockOSThread()
+			held.Done()
+			<-release
+			runtime.UnlockOSThread()
+		}()
+	}
+	held.Wait()
+	close(release)
+	done.Wait()
+}
+
+// stderrToLog points fd 2 at the supervisor's log when it is /dev/null (a
+// detached supervisor): what the Go runtime itself prints before it dies
+// (a fatal error, a panic) then lands where `diagnose` and people look.
+func stderrToLog(log *os.File) {
+	var st, null syscall.Stat_t
+	if syscall.Fstat(2, &st) != nil || syscall.Stat(os.DevNull, &null) != nil {
+		return
+	}
+	if st.Mode&syscall.S_IFMT == syscall.S_IFCHR && st.Rdev == null.Rdev {
+		unix.Dup3(int(log.Fd()), 2, 0)
+	}
 }
 
 // MinDeadline is the shortest deadline that is still launched: anything
@@ -142,7 +193,11 @@ func Run(cfg Config, ready *os.File) int {
 	if lf, err := os.OpenFile(filepath.Join(cfg.State, launch.LogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_CLOEXEC, 0o600); err == nil {
 		s.log = lf
 		defer lf.Close()
+		stderrToLog(lf)
 	}
+	// Before the harness runs, while threads can still be made: a harness
+	// that fills the pids limit must not cost the supervisor its life.
+	reserveThreads(ReservedThreads)
 	if err := receipt.Reserve(cfg.State); err != nil {
 		s.logf("%v", err)
 	}

@@ -1,0 +1,179 @@
+package conformance_test
+
+// Hostile specs inside containers of the three test images: the
+// fork-and-exit hopper, and a fork bomb that fills the container's pids
+// limit, each three times per image. The host's own /proc sees every
+// process of a container (one kernel), so the positive controls and the
+// "is gone" checks read it by the adversary's unique process name; the bomb
+// spec reads the container's pids cgroup on the host too, because while the
+// bomb sits at the limit no exec can start in the container.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/sandproof/sandproof/conformance/containers"
+	"github.com/sandproof/sandproof/conformance/framework"
+	"github.com/sandproof/sandproof/conformance/witness"
+	"github.com/sandproof/sandproof/runner/provider"
+)
+
+// bombPidsLimit is the pids limit of a bomb's container (tasks: threads
+// count): small, so the bomb reaches it at once, and big enough for
+// warden's reserved threads (about 20), the harness and a bomb of a dozen.
+const bombPidsLimit = 48
+
+var _ = Describe("warden, inside containers of the test images, facing processes that try to outrun the stop,", framework.Docker, framework.Hostile, func() {
+	uid1000 := ctrUsers[1]
+	DescribeTableSubtree("in image", func(image string) {
+		Describe("in one container,", Ordered, func() {
+			var b *ctrBox
+			BeforeAll(func(ctx SpecContext) {
+				b = ctrStart(ctx, image)
+			}, NodeTimeout(3*time.Minute))
+
+			framework.ConformanceIt("2 kernel confirms", "should stop a fork-and-exit hopper and confirm only once it is dead, three times in a row", func(ctx SpecContext) {
+				for attempt := 1; attempt <= 3; attempt++ {
+					By(fmt.Sprintf("attempt %d", attempt))
+					l := b.newLaunch(uid1000)
+					name := uniqueComm("hop")
+					res := l.b.Run(ctx, containers.Exec{
+						Argv: append([]string{ctrWarden}, l.supervise([]string{"--deadline", "60", "--grace", "0.2", "--detach"}, "hopper")...),
+						Env:  append(l.b.Env(), "ADVERSARY_HOP_NAME="+name, "ADVERSARY_HOP_NS=200000"),
+					})
+					Expect(res.Code).To(Equal(0), "%s", res)
+					l.ready(ctx, l.rec)
+					// Positive control: the hopper hops (its heartbeat grows
+					// by many incarnations) and the host's /proc shows one
+					// of them alive under its name.
+					hopped := func() int { return len(ctrHops(ctx, l)) }
+					start := hopped()
+					Eventually(ctx, func() int { return hopped() - start }).
+						WithTimeout(20*time.Second).Should(BeNumerically(">=", 20), "the hopper never hopped")
+					Eventually(ctx, func() []witness.Stat { return living(name) }).
+						WithTimeout(20*time.Second).ShouldNot(BeEmpty(), "positive control: a hopper is alive and visible")
+
+					r := l.stopWait(ctx)
+					ctrOutcome(r, "stopped", 143, "TERM")
+					// Never a confirmed receipt while a tree process lives.
+					after := hopped()
+					Consistently(ctx, func() []witness.Stat { return living(name) }).
+						WithTimeout(300*time.Millisecond).WithPolling(10*time.Millisecond).
+						Should(BeEmpty(), "a hopper lives after a confirmed receipt in %s", image)
+					Expect(hopped()).To(Equal(after), "the hopper went on hopping after a confirmed receipt in %s", image)
+				}
+			}, SpecTimeout(ctrSpecTimeout))
+		})
+
+		framework.ConformanceIt("2 hold", "should stop a fork bomb sitting at the container's pids limit and confirm, three times in a row", func(ctx SpecContext) {
+			b := ctrStartLimited(ctx, image, provider.Limits{PidsLimit: bombPidsLimit})
+			events := hostPidsEvents(b)
+			for attempt := 1; attempt <= 3; attempt++ {
+				By(fmt.Sprintf("attempt %d", attempt))
+				l := b.newLaunch(uid1000)
+				name := uniqueComm("bomb")
+				before := events()
+				// The supervisor's own deadline ends the launch: while the
+				// bomb holds every pid, `warden stop` could not even start.
+				res := l.b.Run(ctx, containers.Exec{
+					Argv: append([]string{ctrWarden}, l.supervise([]string{"--deadline", "4", "--grace", "0.2", "--detach"}, "fork-bomb")...),
+					Env:  append(l.b.Env(), "ADVERSARY_BOMB_NAME="+name),
+				})
+				Expect(res.Code).To(Equal(0), "%s", res)
+				// Positive controls, from the host: the bomb grew, and the
+				// kernel refused it pids (it reached the limit).
+				Eventually(ctx, func() int { return len(living(name)) }).
+					WithTimeout(20*time.Second).Should(BeNumerically(">=", 5), "positive control: the bomb grew; %s", lazy(func() string { return l.diagnose(ctx) }))
+				Eventually(ctx, func() int { return events() - before }).
+					WithTimeout(20*time.Second).Should(BeNumerically(">", 0), "positive control: the bomb hit the pids limit")
+
+				var r *witness.Receipt
+				Eventually(ctx, func() bool {
+					data, ok := l.b.ReadFile(ctx, l.state+"/"+witness.ReceiptFile)
+					if !ok {
+						return false
+					}
+					host := GinkgoT().TempDir()
+					Expect(os.WriteFile(filepath.Join(host, witness.ReceiptFile), data, 0o600)).To(Succeed())
+					var err error
+					r, err = witness.ReadReceipt(host)
+					Expect(err).NotTo(HaveOccurred(), "receipt %s", data)
+					return true
+				}).WithTimeout(90*time.Second).WithPolling(250*time.Millisecond).Should(BeTrue(),
+					"no receipt: the supervisor did not survive the bomb; %s", l.diagnose(ctx))
+				Expect(r.Cause).To(Equal("deadline"))
+				Expect(r.CleanupConfirmed).To(BeTrue(), "the bomb was not held and killed: survivors %+v, error %v", r.Survivors, r.Error)
+				Expect(r.Survivors).To(BeEmpty())
+				Expect(len(r.Reached)).To(BeNumerically(">=", 5), "the stop reached the bomb")
+				Consistently(ctx, func() []witness.Stat { return living(name) }).
+					WithTimeout(300*time.Millisecond).WithPolling(10*time.Millisecond).
+					Should(BeEmpty(), "a bomb process lives after a confirmed receipt in %s", image)
+			}
+		}, SpecTimeout(ctrSpecTimeout))
+	},
+		Entry("debian-12", Label("image:debian-12"), "debian-12"),
+		Entry("alpine-class", Label("image:alpine-class"), "alpine-class"),
+		Entry("old-python", Label("image:old-python"), "old-python"),
+	)
+})
+
+// lazy is a failure message part computed only when it is printed.
+type lazy func() string
+
+func (f lazy) String() string { return f() }
+
+// ctrHops reads the hopper's heartbeat file in the container: one pid per
+// incarnation.
+func ctrHops(ctx context.Context, l *ctrLaunch) []int {
+	GinkgoHelper()
+	data, ok := l.b.ReadFile(ctx, l.rec+".hops")
+	if !ok {
+		return nil
+	}
+	var out []int
+	for _, f := range strings.Fields(string(data)) {
+		if n, err := strconv.Atoi(f); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// hostPidsEvents returns a reader of the container's pids cgroup "max"
+// count (how many forks the limit refused), from the host: the container's
+// pid 1 names its cgroup in the host's /proc.
+func hostPidsEvents(b *ctrBox) func() int {
+	GinkgoHelper()
+	pid1 := b.Res.Container.State.Pid
+	Expect(pid1).To(BeNumerically(">", 0), "the container's pid 1 on the host")
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid1))
+	Expect(err).NotTo(HaveOccurred())
+	file := ""
+	for _, line := range strings.Split(string(data), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		switch {
+		case len(parts) == 3 && parts[1] == "pids":
+			file = filepath.Join("/sys/fs/cgroup/pids", parts[2], "pids.events")
+		case len(parts) == 3 && parts[0] == "0" && parts[1] == "" && file == "":
+			file = filepath.Join("/sys/fs/cgroup", parts[2], "pids.events")
+		}
+	}
+	Expect(file).NotTo(BeEmpty(), "no pids cgroup in %s", data)
+	read := func() int {
+		data, err := os.ReadFile(file)
+		Expect(err).NotTo(HaveOccurred(), "read %s", file)
+		n, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(string(data)), "max")))
+		Expect(err).NotTo(HaveOccurred(), "parse %s: %q", file, data)
+		return n
+	}
+	read() // it must be readable before the spec relies on it
+	return read
+}
