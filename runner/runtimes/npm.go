@@ -52,6 +52,9 @@ func npmCmd(ctx context.Context, dir string, args ...string) ([]byte, error) {
 // taken from npm's own report.
 func npmPack(ctx context.Context, dir, pkg, version, want string) (string, error) {
 	out, err := npmCmd(ctx, dir, "pack", "--json", "--pack-destination", dir, pkg+"@"+version)
+	if errors.Is(err, ErrNotFound) {
+		return "", fmt.Errorf("the registry has no %s@%s: %w", pkg, version, err)
+	}
 	if err != nil {
 		return "", err
 	}

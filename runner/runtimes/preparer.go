@@ -77,7 +77,8 @@ func SpecFor(c Config, target Target) (Spec, error) {
 		// fail early (before any download) when it does not fit.
 		if _, err := hostNode(target, c.MinNode); err != nil {
 			if errors.Is(err, ErrUnsupported) {
-				return s, fmt.Errorf("%w: %v", adapter.ErrPlatform, err)
+				why := strings.TrimPrefix(err.Error(), ErrUnsupported.Error()+": ")
+				return s, fmt.Errorf("%w: platform %s: %s", adapter.ErrPlatform, target, why)
 			}
 			return s, err
 		}
