@@ -158,7 +158,7 @@ type HarnessRuntime struct {
 	Package   string `json:"package,omitempty"`
 	Version   string `json:"version,omitempty"`
 	Integrity string `json:"integrity,omitempty"`
-	// Preparer names the runtime's preparer ("npm-runtime", "go-build");
+	// Preparer names the runtime's preparer ("npm", "go-build");
 	// empty for a files-only runtime.
 	Preparer string `json:"preparer,omitempty"`
 	// Files are the sha256 of each file of a `files:` runtime.
