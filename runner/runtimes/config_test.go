@@ -290,3 +290,32 @@ func TestUnreachableRegistryIsUnavailable(t *testing.T) {
 		t.Fatalf("prepare with the registry down: %v, want ErrUnavailable naming ECONNREFUSED", err)
 	}
 }
+
+// An entry.bin ELF is checked against the target by its machine and its
+// loader: a glibc binary fits glibc, not musl; another arch fits neither;
+// a script is not an ELF and is not judged.
+func TestCheckBinaryReadsTheELF(t *testing.T) {
+	h := HostTarget()
+	if h.Libc != "glibc" {
+		testenv.Missing(t, "a glibc host (its /bin/sh is the glibc ELF under test)", "run on Debian")
+	}
+	sh, err := filepath.EvalSymlinks("/bin/sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkBinary(sh, Target{Arch: h.Arch, Libc: "glibc"}); err != nil {
+		t.Fatalf("glibc binary for glibc: %v", err)
+	}
+	if err := checkBinary(sh, Target{Arch: h.Arch, Libc: "musl"}); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "loader") {
+		t.Errorf("glibc binary for musl: %v, want ErrUnsupported naming the loader", err)
+	}
+	other := map[string]string{"amd64": "arm64", "arm64": "amd64"}[h.Arch]
+	if err := checkBinary(sh, Target{Arch: other, Libc: "glibc"}); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("%s binary for %s: %v, want ErrUnsupported", h.Arch, other, err)
+	}
+	script := filepath.Join(t.TempDir(), "s")
+	os.WriteFile(script, []byte("#!/bin/sh\n"), 0o755)
+	if err := checkBinary(script, Target{Arch: other, Libc: "musl"}); err != nil {
+		t.Errorf("script: %v", err)
+	}
+}

@@ -63,13 +63,33 @@ func prepareTwice(t *testing.T, spec Spec) {
 	}
 }
 
-// manifestSpec is the spec of a shipped manifest's runtime for this host.
-func manifestSpec(t *testing.T, name string) Spec {
+// npmManifests are the manifests in adapters/ that use the npm preparer:
+// every one is prepared and run by the tests below, none named in Go.
+func npmManifests(t *testing.T) []*adapter.Manifest {
 	t.Helper()
-	m, err := adapter.Load(filepath.Join("..", "..", "adapters", name+".yaml"))
+	files, err := filepath.Glob(filepath.Join("..", "..", "adapters", "*.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	var out []*adapter.Manifest
+	for _, f := range files {
+		m, err := adapter.Load(f)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if m.Runtime.Prepare != nil && m.Runtime.Prepare.Name == PreparerName {
+			out = append(out, m)
+		}
+	}
+	if len(out) < 2 {
+		t.Fatalf("%d npm manifests in adapters/, want at least Pi's and OpenCode's", len(out))
+	}
+	return out
+}
+
+// manifestSpec is the spec of a manifest's runtime for this host (glibc).
+func manifestSpec(t *testing.T, m *adapter.Manifest) Spec {
+	t.Helper()
 	c, errs := ParseConfig(m.Dir, m.Runtime.Prepare.Node)
 	if len(errs) > 0 {
 		t.Fatal(errs)
@@ -77,7 +97,7 @@ func manifestSpec(t *testing.T, name string) Spec {
 	h := HostTarget()
 	spec, err := SpecFor(c, HostTargetFor(h.Arch, h.Libc))
 	if errors.Is(err, adapter.ErrPlatform) {
-		testenv.Missing(t, fmt.Sprintf("a host that can build %s (%v)", name, err), "install Node >= "+c.MinNode+" for this architecture (Debian 12's nodejs is 18; NodeSource's nodejs 20 works)")
+		testenv.Missing(t, fmt.Sprintf("a host that can build %s (%v)", m.Name, err), "install Node >= "+c.MinNode+" for this architecture (Debian 12's nodejs is 18; NodeSource's nodejs 20 works)")
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -85,6 +105,10 @@ func manifestSpec(t *testing.T, name string) Spec {
 	return spec
 }
 
-func TestPreparePi(t *testing.T) { prepareTwice(t, manifestSpec(t, "pi")) }
-
-func TestPrepareOpenCode(t *testing.T) { prepareTwice(t, manifestSpec(t, "opencode")) }
+// TestPrepareShippedRuntimes prepares each npm manifest's runtime twice:
+// cold (or from SANDPROOF_RUNTIME_CACHE), then reused from the cache.
+func TestPrepareShippedRuntimes(t *testing.T) {
+	for _, m := range npmManifests(t) {
+		t.Run(m.Name, func(t *testing.T) { prepareTwice(t, manifestSpec(t, m)) })
+	}
+}
