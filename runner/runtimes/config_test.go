@@ -319,3 +319,16 @@ func TestCheckBinaryReadsTheELF(t *testing.T) {
 		t.Errorf("script: %v", err)
 	}
 }
+
+// An image with no known loader is a platform the preparer cannot cover:
+// a skip, not an error that stops the run.
+func TestNoLoaderIsAnUncoveredPlatform(t *testing.T) {
+	m, err := adapter.Parse("x.yaml", t.TempDir(), []byte(npmManifest(goodWith)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = m.PrepareFor(context.Background(), t.TempDir(), HostTarget().Arch, "none")
+	if !errors.Is(err, adapter.ErrPlatform) || !strings.Contains(err.Error(), "neither a glibc nor a musl loader") {
+		t.Fatalf("libc none: %v, want ErrPlatform", err)
+	}
+}

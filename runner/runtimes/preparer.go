@@ -303,6 +303,10 @@ func Preparer(ctx context.Context, req adapter.PrepareRequest) error {
 		}
 		return fmt.Errorf("%s: %s", PreparerName, strings.Join(msgs, "; "))
 	}
+	if req.Libc != "" && req.Libc != "glibc" && req.Libc != "musl" {
+		// Certify found neither loader in the image.
+		return fmt.Errorf("%w: the image has neither a glibc nor a musl loader (libc %q)", adapter.ErrPlatform, req.Libc)
+	}
 	target := HostTargetFor(req.GOARCH, req.Libc)
 	spec, err := SpecFor(c, target)
 	if err != nil {
