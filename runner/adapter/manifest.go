@@ -273,6 +273,10 @@ func join(where, key string) string {
 	return where + "." + key
 }
 
+// KindName says what a YAML node is, for errors ("a mapping", "a list",
+// the quoted scalar, "nothing").
+func KindName(n *yaml.Node) string { return kindName(n) }
+
 func kindName(n *yaml.Node) string {
 	switch n.Kind {
 	case yaml.MappingNode:

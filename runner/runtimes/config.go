@@ -77,32 +77,17 @@ func (p *cfgParser) errf(n *yaml.Node, key, format string, args ...any) {
 
 func (p *cfgParser) str(key string, n *yaml.Node) string {
 	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
-		p.errf(n, key, "want a string, got %s", kindOf(n))
+		p.errf(n, key, "want a string, got %s", adapter.KindName(n))
 		return ""
 	}
 	return n.Value
-}
-
-func kindOf(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.ScalarNode:
-		if n.Tag == "!!null" {
-			return "nothing"
-		}
-		return fmt.Sprintf("%q", n.Value)
-	}
-	return "an alias"
 }
 
 // mapping walks a mapping node with one handler per known key; unknown and
 // repeated keys and missing required ones are errors.
 func (p *cfgParser) mapping(key string, n *yaml.Node, required []string, h map[string]func(k string, v *yaml.Node)) {
 	if n.Kind != yaml.MappingNode {
-		p.errf(n, key, "want a mapping, got %s", kindOf(n))
+		p.errf(n, key, "want a mapping, got %s", adapter.KindName(n))
 		return
 	}
 	seen := map[string]bool{}
@@ -175,7 +160,7 @@ func (p *cfgParser) relPath(key string, n *yaml.Node) string {
 
 func (p *cfgParser) paths(key string, n *yaml.Node) []string {
 	if n.Kind != yaml.SequenceNode {
-		p.errf(n, key, "want a list, got %s", kindOf(n))
+		p.errf(n, key, "want a list, got %s", adapter.KindName(n))
 		return nil
 	}
 	out := []string{}
@@ -242,7 +227,7 @@ func ParseConfig(dir string, n *yaml.Node) (Config, []adapter.FieldError) {
 		},
 		"version_args": func(k string, v *yaml.Node) {
 			if v.Kind != yaml.SequenceNode {
-				p.errf(v, k, "want a list, got %s", kindOf(v))
+				p.errf(v, k, "want a list, got %s", adapter.KindName(v))
 				return
 			}
 			c.VersionArgs = []string{}
@@ -252,7 +237,7 @@ func ParseConfig(dir string, n *yaml.Node) (Config, []adapter.FieldError) {
 		},
 		"version_env": func(k string, v *yaml.Node) {
 			if v.Kind != yaml.MappingNode {
-				p.errf(v, k, "want a mapping, got %s", kindOf(v))
+				p.errf(v, k, "want a mapping, got %s", adapter.KindName(v))
 				return
 			}
 			c.VersionEnv = map[string]string{}
@@ -267,7 +252,7 @@ func ParseConfig(dir string, n *yaml.Node) (Config, []adapter.FieldError) {
 		"tree_sha256": func(k string, v *yaml.Node) { c.TreeSHA256 = p.sha(k, v) },
 		"platforms": func(k string, v *yaml.Node) {
 			if v.Kind != yaml.SequenceNode {
-				p.errf(v, k, "want a list, got %s", kindOf(v))
+				p.errf(v, k, "want a list, got %s", adapter.KindName(v))
 				return
 			}
 			if len(v.Content) == 0 {
