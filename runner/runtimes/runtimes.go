@@ -132,7 +132,7 @@ func canRun(t Target) bool {
 
 // Spec says what to prepare. SpecFor makes one from a manifest.
 type Spec struct {
-	// Name is the harness name ("pi"); with Version and Target it names the
+	// Name is a file-name form of the package ("scope+name"); with Version, Target and Hash it names the
 	// cache entry.
 	Name    string
 	Version string
