@@ -132,8 +132,8 @@ func canRun(t Target) bool {
 
 // Spec says what to prepare. SpecFor makes one from a manifest.
 type Spec struct {
-	// Name is a file-name form of the package ("scope+name"); with Version, Target and Hash it names the
-	// cache entry.
+	// Name is a file-name form of the package ("scope+name"); with
+	// Version, Target and Hash it names the cache entry.
 	Name    string
 	Version string
 	Target  Target
