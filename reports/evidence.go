@@ -158,7 +158,7 @@ type HarnessRuntime struct {
 	Package   string `json:"package,omitempty"`
 	Version   string `json:"version,omitempty"`
 	Integrity string `json:"integrity,omitempty"`
-	// Preparer names the runtime's preparer ("npm-runtime", "go-build");
+	// Preparer names the runtime's preparer ("npm", "go-build");
 	// empty for a files-only runtime.
 	Preparer string `json:"preparer,omitempty"`
 	// Files are the sha256 of each file of a `files:` runtime.
@@ -169,11 +169,25 @@ type HarnessRuntime struct {
 	TreeSHA256 string `json:"tree_sha256,omitempty"`
 	// TreeFiles counts the regular files hashed.
 	TreeFiles int `json:"tree_files,omitempty"`
+	// Platform is what the preparer prepared for ("linux-x64"); empty
+	// when the runtime does not depend on the platform.
+	Platform string `json:"platform,omitempty"`
+	// Node is the host's Node copied into the runtime (a JS entry of the
+	// npm preparer), left out of TreeSHA256 so the tree hashes the same on
+	// every host.
+	Node *HostBinary `json:"node,omitempty"`
 	// CLIVersion is the first line of the CLI's own version output, run
 	// under warden with a deadline; empty when not run.
 	CLIVersion string `json:"cli_version,omitempty"`
 	// CLIVersionError says why the version output is missing.
 	CLIVersionError string `json:"cli_version_error,omitempty"`
+}
+
+// HostBinary is a binary of the runtime tree taken from the host.
+type HostBinary struct {
+	Path    string `json:"path"`
+	Version string `json:"version"`
+	SHA256  string `json:"sha256"`
 }
 
 // MaxModelSteps bounds ModelSteps.Steps; the rest are counted in Dropped.

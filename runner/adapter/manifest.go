@@ -273,6 +273,10 @@ func join(where, key string) string {
 	return where + "." + key
 }
 
+// KindName says what a YAML node is, for errors ("a mapping", "a list",
+// the quoted scalar, "nothing").
+func KindName(n *yaml.Node) string { return kindName(n) }
+
 func kindName(n *yaml.Node) string {
 	switch n.Kind {
 	case yaml.MappingNode:
@@ -517,18 +521,55 @@ func (d *decoder) runtime(k string, v *yaml.Node, m *Manifest) {
 		},
 		"prepare": func(k string, v *yaml.Node) {
 			p := &Prepare{Line: v.Line}
+			var spec PreparerSpec
+			known := false
+			var withKey string
 			d.fields(v, k, []string{"name"}, map[string]func(string, *yaml.Node){
 				"name": func(k string, v *yaml.Node) {
 					p.Name = d.str(k, v)
-					if p.Name != "" && lookupPreparer(p.Name) == nil {
+					if p.Name == "" {
+						return
+					}
+					if spec, known = lookupPreparer(p.Name); !known {
 						d.errf(v, k, "no preparer %q is registered (known: %s)", p.Name, strings.Join(preparerNames(), ", "))
 					}
 				},
-				"with": func(k string, v *yaml.Node) { p.Node = v; p.With = d.stringMap(k, v, false, nil) },
+				"with": func(k string, v *yaml.Node) { p.Node = v; withKey = k },
 			})
+			if p.Node != nil {
+				if known && spec.Check != nil {
+					// A structured block: the preparer validates it
+					// (nested values allowed); With keeps its scalars.
+					p.With = scalars(p.Node)
+					for _, e := range spec.Check(m.Dir, p.Node) {
+						d.errs = append(d.errs, fmt.Errorf("%s:%d: %s: %s", d.file, e.Line, e.Key, e.Msg))
+					}
+				} else {
+					p.With = d.stringMap(withKey, p.Node, false, nil)
+				}
+			} else if known && spec.Check != nil {
+				for _, e := range spec.Check(m.Dir, nil) {
+					d.errs = append(d.errs, fmt.Errorf("%s:%d: %s: %s", d.file, v.Line, e.Key, e.Msg))
+				}
+			}
 			m.Runtime.Prepare = p
 		},
 	})
+}
+
+// scalars returns the scalar values of a mapping node (nested ones left
+// out).
+func scalars(n *yaml.Node) map[string]string {
+	out := map[string]string{}
+	if n == nil || n.Kind != yaml.MappingNode {
+		return out
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if v := n.Content[i+1]; v.Kind == yaml.ScalarNode && v.Tag != "!!null" {
+			out[n.Content[i].Value] = v.Value
+		}
+	}
+	return out
 }
 
 func (d *decoder) launch(k string, v *yaml.Node, m *Manifest) {

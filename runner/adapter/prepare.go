@@ -2,6 +2,7 @@ package adapter
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -19,38 +20,102 @@ import (
 type PrepareRequest struct {
 	// ManifestDir resolves relative paths in With.
 	ManifestDir string
-	// With holds the manifest's prepare.with strings; Node is its YAML node
-	// (nil when absent), for errors that name a line.
+	// With holds the manifest's prepare.with scalar values; Node is its
+	// YAML node (nil when absent), for nested values and errors that name
+	// a line.
 	With map[string]string
 	Node *yaml.Node
-	// GOOS and GOARCH are the sandbox's.
-	GOOS, GOARCH string
+	// GOOS and GOARCH are the sandbox's; Libc is the image's ("glibc",
+	// "musl", or "" when not probed: a preparer that is not PerPlatform).
+	GOOS, GOARCH, Libc string
 	// Dir is an empty host directory the preparer fills; it becomes the
 	// root of {runtime_dir}.
 	Dir string
+	// Out receives what the preparer reports about the tree (never nil).
+	Out *Prepared
+}
+
+// Prepared is a prepared runtime: its host directory and what the
+// preparer reported.
+type Prepared struct {
+	Dir string
+	// Platform is the preparer's name for what it prepared for
+	// ("linux-x64"); empty when it does not depend on the platform.
+	Platform string
+	// Host lists tree paths taken from the host rather than from the
+	// pinned sources (the host's Node). The tree's digest leaves them out,
+	// so the same pins give the same digest on every host; each is
+	// recorded on its own.
+	Host []HostPart
+}
+
+// HostPart is a file of the runtime tree that came from the host.
+type HostPart struct {
+	Path    string // relative to the runtime dir, slash-separated
+	Name    string // "node"
+	Version string
+	SHA256  string
 }
 
 // Preparer prepares a runtime on the host. It must not touch the network
 // inside any sandbox; it should be deterministic (same request, same tree).
 type Preparer func(ctx context.Context, req PrepareRequest) error
 
+// FieldError is a problem in a preparer's `with` block, at a line of the
+// manifest.
+type FieldError struct {
+	Line int
+	Key  string // e.g. "runtime.prepare.with.platforms[0].integrity"
+	Msg  string
+}
+
+// PreparerSpec is a registered preparer.
+type PreparerSpec struct {
+	Prepare Preparer
+	// Check validates the `with` node when the manifest loads (dir is the
+	// manifest's directory); its errors are the manifest's. Nil: with is
+	// a mapping of strings, checked by Prepare only.
+	Check func(dir string, with *yaml.Node) []FieldError
+	// PerPlatform means the runtime depends on the image's libc: it is
+	// prepared once per libc the run's images have, and a preparer error
+	// wrapping ErrPlatform skips that platform's cases.
+	PerPlatform bool
+}
+
+// Errors a preparer wraps to have certify skip cases instead of stopping
+// the run.
+var (
+	// ErrPlatform: the manifest does not cover this platform (arch x
+	// libc); the message names it.
+	ErrPlatform = errors.New("platform not covered")
+	// ErrUnavailable: the runtime's source could not be reached at all
+	// (no network) and nothing is cached.
+	ErrUnavailable = errors.New("runtime source unavailable")
+)
+
 var (
 	prepMu    sync.Mutex
-	preparers = map[string]Preparer{"go-build": goBuild}
+	preparers = map[string]PreparerSpec{"go-build": {Prepare: goBuild}}
 )
 
 // RegisterPreparer makes a preparer available to manifests under name
 // (prepare.name). Registering a name twice replaces the first.
 func RegisterPreparer(name string, fn Preparer) {
-	prepMu.Lock()
-	defer prepMu.Unlock()
-	preparers[name] = fn
+	Register(name, PreparerSpec{Prepare: fn})
 }
 
-func lookupPreparer(name string) Preparer {
+// Register is RegisterPreparer with a validator and platform dependence.
+func Register(name string, s PreparerSpec) {
 	prepMu.Lock()
 	defer prepMu.Unlock()
-	return preparers[name]
+	preparers[name] = s
+}
+
+func lookupPreparer(name string) (PreparerSpec, bool) {
+	prepMu.Lock()
+	defer prepMu.Unlock()
+	s, ok := preparers[name]
+	return s, ok
 }
 
 func preparerNames() []string {
@@ -64,33 +129,56 @@ func preparerNames() []string {
 	return out
 }
 
+// PerPlatform reports whether the manifest's runtime depends on the
+// image's libc (its preparer says so).
+func (m *Manifest) PerPlatform() bool {
+	if m.Runtime.Prepare == nil {
+		return false
+	}
+	s, ok := lookupPreparer(m.Runtime.Prepare.Name)
+	return ok && s.PerPlatform
+}
+
 // PrepareRuntime builds the manifest's runtime for goarch into a new
-// directory under work and returns it: the preparer's output, then the
-// runtime files on top. The directory is the root of {runtime_dir}.
+// directory under work and returns it (PrepareFor without a libc).
 func (m *Manifest) PrepareRuntime(ctx context.Context, work, goarch string) (string, error) {
+	p, err := m.PrepareFor(ctx, work, goarch, "")
+	if err != nil {
+		return "", err
+	}
+	return p.Dir, nil
+}
+
+// PrepareFor builds the manifest's runtime for goarch and libc into a new
+// directory under work: the preparer's output, then the runtime files on
+// top. The directory is the root of {runtime_dir}.
+func (m *Manifest) PrepareFor(ctx context.Context, work, goarch, libc string) (*Prepared, error) {
 	dir, err := os.MkdirTemp(work, "runtime-"+m.Name+"-")
 	if err != nil {
-		return "", fmt.Errorf("prepare runtime of %s: %w", m.Name, err)
+		return nil, fmt.Errorf("prepare runtime of %s: %w", m.Name, err)
 	}
 	if err := os.Chmod(dir, 0o755); err != nil {
-		return "", fmt.Errorf("prepare runtime of %s: %w", m.Name, err)
+		return nil, fmt.Errorf("prepare runtime of %s: %w", m.Name, err)
 	}
+	out := &Prepared{Dir: dir}
 	if p := m.Runtime.Prepare; p != nil {
-		fn := lookupPreparer(p.Name)
-		if fn == nil {
-			return "", fmt.Errorf("prepare runtime of %s: no preparer %q", m.Name, p.Name)
+		spec, ok := lookupPreparer(p.Name)
+		if !ok {
+			return nil, fmt.Errorf("prepare runtime of %s: no preparer %q", m.Name, p.Name)
 		}
-		req := PrepareRequest{ManifestDir: m.Dir, With: p.With, Node: p.Node, GOOS: "linux", GOARCH: goarch, Dir: dir}
-		if err := fn(ctx, req); err != nil {
-			return "", fmt.Errorf("prepare runtime of %s with %s (%s:%d): %w", m.Name, p.Name, m.Path, p.Line, err)
+		req := PrepareRequest{ManifestDir: m.Dir, With: p.With, Node: p.Node, GOOS: "linux", GOARCH: goarch, Libc: libc, Dir: dir, Out: out}
+		if err := spec.Prepare(ctx, req); err != nil {
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("prepare runtime of %s with %s (%s:%d): %w", m.Name, p.Name, m.Path, p.Line, err)
 		}
+		out.Dir = dir
 	}
 	for _, f := range m.Runtime.Files {
 		if err := copyTree(f.Src, filepath.Join(dir, filepath.FromSlash(f.Dst)), f.Mode); err != nil {
-			return "", fmt.Errorf("prepare runtime of %s: %w", m.Name, err)
+			return nil, fmt.Errorf("prepare runtime of %s: %w", m.Name, err)
 		}
 	}
-	return dir, nil
+	return out, nil
 }
 
 func copyTree(src, dst string, mode os.FileMode) error {

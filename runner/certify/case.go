@@ -229,7 +229,7 @@ func (r *runner) runCase(ctx context.Context, c caseSpec) (ev *reports.Evidence,
 	}
 	defer rel.Close()
 	modelURL := rel.URL()
-	if h := r.harness[m.Name]; h != nil {
+	if h := r.harness[c.rt]; h != nil {
 		hc := *h
 		ev.HarnessRuntime = &hc
 	}
@@ -244,7 +244,7 @@ func (r *runner) runCase(ctx context.Context, c caseSpec) (ev *reports.Evidence,
 
 	var sb provider.Sandbox
 	var before probe.Snapshot
-	skip := ""
+	skip := c.skip
 
 	// 1. Setup (owner).
 	setupErr := cr.stage(reports.StageSetup, func() error {
@@ -295,7 +295,10 @@ func (r *runner) runCase(ctx context.Context, c caseSpec) (ev *reports.Evidence,
 		}
 		missing := missingRequirements(m.Requires, before, r.opts.Bash != "")
 		if len(missing) > 0 {
-			skip = fmt.Sprintf("image %s lacks %s", c.image.Name, strings.Join(missing, "; "))
+			if skip != "" {
+				skip += "; "
+			}
+			skip += fmt.Sprintf("image %s lacks %s", c.image.Name, strings.Join(missing, "; "))
 		}
 		return nil
 	})

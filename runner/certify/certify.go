@@ -111,6 +111,10 @@ type caseSpec struct {
 	image   images.Image
 	adapter *adapter.Manifest
 	runtime string // prepared runtime host dir
+	rt      rtKey
+	// skip says why the case cannot run (its platform is not covered, its
+	// runtime's source did not answer); "" runs it.
+	skip string
 }
 
 // runner is one run's shared state.
@@ -121,8 +125,8 @@ type runner struct {
 	// upstreamKey is the model's key, sent by the relay only.
 	upstreamKey string
 	host        string
-	// harness is each adapter's provenance, by name.
-	harness   map[string]*reports.HarnessRuntime
+	// harness is each runtime's provenance, by adapter name and libc.
+	harness   map[rtKey]*reports.HarnessRuntime
 	wardenSHA string
 	prov      *docker.Provider
 	bins      session.Binaries
@@ -221,10 +225,6 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	if r.runID == "" {
 		r.runID = time.Now().UTC().Format("20060102T150405Z") + "-" + randomHex(3)
 	}
-	if r.ev, err = appendEvidence(filepath.Join(o.Out, reports.EvidenceFile)); err != nil {
-		return nil, err
-	}
-	defer r.ev.Close()
 
 	sum := &Summary{RunID: r.runID, Counts: map[reports.Status]int{}}
 	var cases []caseSpec
@@ -263,47 +263,18 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		if r.prov, err = docker.New(); err != nil {
 			return nil, fmt.Errorf("certify: %w (start an engine with `bash images/engine.sh start`)", err)
 		}
-		// The runtimes are independent (builds, checksums of cached npm
-		// trees): prepare them side by side, one per CPU at most.
-		dirs := make([]string, len(o.Adapters))
-		errs := make([]error, len(o.Adapters))
-		var pwg sync.WaitGroup
-		sem := make(chan struct{}, max(1, runtime.NumCPU()))
-		for i, m := range o.Adapters {
-			pwg.Add(1)
-			go func() {
-				defer pwg.Done()
-				sem <- struct{}{}
-				defer func() { <-sem }()
-				t := time.Now()
-				dirs[i], errs[i] = m.PrepareRuntime(ctx, work, arch)
-				if errs[i] == nil {
-					r.progress("adapter %s: runtime prepared in %.1fs", m.Name, time.Since(t).Seconds())
-				}
-			}()
-		}
-		pwg.Wait()
-		prepared := map[string]string{}
-		for i, m := range o.Adapters {
-			if errs[i] != nil {
-				return nil, fmt.Errorf("certify: %w", errs[i])
-			}
-			prepared[m.Name] = dirs[i]
-		}
-		for i := range cases {
-			cases[i].runtime = prepared[cases[i].adapter.Name]
-		}
-		r.harness = map[string]*reports.HarnessRuntime{}
-		for _, m := range o.Adapters {
-			t := time.Now()
-			h, err := runtimeProvenance(m, prepared[m.Name])
-			if err != nil {
-				return nil, fmt.Errorf("certify: adapter %s: %w", m.Name, err)
-			}
-			r.harness[m.Name] = h
-			r.progress("adapter %s: runtime tree %s (%d files) hashed in %.1fs", m.Name, h.TreeSHA256, h.TreeFiles, time.Since(t).Seconds())
+		// Runtimes are prepared before the evidence file is opened: a
+		// runtime that cannot be made (a package the registry does not
+		// know, a tarball off its pin) stops the run before any case
+		// starts and leaves no evidence behind.
+		if err := r.prepareRuntimes(ctx, work, arch, cases); err != nil {
+			return nil, err
 		}
 	}
+	if r.ev, err = appendEvidence(filepath.Join(o.Out, reports.EvidenceFile)); err != nil {
+		return nil, err
+	}
+	defer r.ev.Close()
 
 	var mu sync.Mutex
 	var runErr error

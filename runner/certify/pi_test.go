@@ -18,8 +18,8 @@ import (
 
 // TestCertifyPiNamesWhatWasCertified certifies the real Pi on debian-12:
 // it passes through the challenge round trip, and its evidence names the
-// npm package, version and integrity, the runtime tree's digest and Pi's
-// own --version output.
+// npm package, version and integrity, the runtime tree's digest, Pi's own
+// --version output, the platform and the host's Node (apart from the tree).
 func TestCertifyPiNamesWhatWasCertified(t *testing.T) {
 	testenv.Long(t, "prepares Pi's npm runtime and runs it")
 	imgs := needEngine(t, "debian-12")
@@ -48,7 +48,8 @@ func TestCertifyPiNamesWhatWasCertified(t *testing.T) {
 	}
 	h := ev.HarnessRuntime
 	if h == nil || h.Package != "@mariozechner/pi-coding-agent" || h.Version != with["version"] || h.Integrity != with["integrity"] ||
-		!regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(h.TreeSHA256) || h.TreeFiles < 100 || h.CLIVersion != with["version"] {
-		t.Fatalf("pi harness runtime %+v; want the package, version %s, integrity, tree digest and --version output", h, with["version"])
+		!regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(h.TreeSHA256) || h.TreeFiles < 100 || h.CLIVersion != with["version"] ||
+		h.Node == nil || !regexp.MustCompile(`^v\d+\.`).MatchString(h.Node.Version) || len(h.Node.SHA256) != 64 || h.Platform == "" {
+		t.Fatalf("pi harness runtime %+v; want the package, version %s, integrity, tree digest, --version output, platform and the host's Node", h, with["version"])
 	}
 }

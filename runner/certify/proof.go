@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -199,13 +200,12 @@ func startRelay(upstream, canary, upstreamKey, log string) (*relay.Relay, error)
 // runtimeProvenance says what an adapter's harness is: the npm package,
 // version and integrity it was prepared from, or each runtime file's
 // digest, and the digest of the prepared tree.
-func runtimeProvenance(m *adapter.Manifest, dir string) (*reports.HarnessRuntime, error) {
+func runtimeProvenance(m *adapter.Manifest, rt *adapter.Prepared) (*reports.HarnessRuntime, error) {
 	h := &reports.HarnessRuntime{}
 	if p := m.Runtime.Prepare; p != nil {
 		h.Preparer = p.Name
-		h.Package, h.Version, h.Integrity = p.With["package"], p.With["version"], p.With["integrity"]
-		if p.Name != "npm-runtime" {
-			h.Package, h.Version, h.Integrity = "", "", ""
+		if p.Name == "npm" {
+			h.Package, h.Version, h.Integrity = p.With["package"], p.With["version"], p.With["integrity"]
 		}
 	}
 	for _, f := range m.Runtime.Files {
@@ -215,10 +215,23 @@ func runtimeProvenance(m *adapter.Manifest, dir string) (*reports.HarnessRuntime
 		}
 		h.Files = append(h.Files, reports.Digest{Name: f.Dst, Value: sum})
 	}
-	if dir != "" && (m.Runtime.Prepare != nil || len(m.Runtime.Files) > 0) {
+	if rt == nil {
+		return h, nil
+	}
+	h.Platform = rt.Platform
+	// What came from the host (its Node) is left out of the tree's digest,
+	// so the same pins hash the same on every host, and recorded alone.
+	var exclude []string
+	for _, x := range rt.Host {
+		exclude = append(exclude, filepath.FromSlash(x.Path))
+		if x.Name == "node" {
+			h.Node = &reports.HostBinary{Path: x.Path, Version: x.Version, SHA256: x.SHA256}
+		}
+	}
+	if rt.Dir != "" && (m.Runtime.Prepare != nil || len(m.Runtime.Files) > 0) {
 		var err error
-		if h.TreeSHA256, h.TreeFiles, err = treeHash(dir); err != nil {
-			return h, fmt.Errorf("hash runtime tree %s: %w", dir, err)
+		if h.TreeSHA256, h.TreeFiles, err = treeHash(rt.Dir, exclude...); err != nil {
+			return h, fmt.Errorf("hash runtime tree %s: %w", rt.Dir, err)
 		}
 	}
 	return h, nil
@@ -226,8 +239,9 @@ func runtimeProvenance(m *adapter.Manifest, dir string) (*reports.HarnessRuntime
 
 // treeHash digests a tree: for every entry in path order, its relative
 // path, type and permission bits, and the sha256 of a file's content or a
-// link's target (links are never followed).
-func treeHash(root string) (string, int, error) {
+// link's target (links are never followed). Paths in exclude (relative to
+// root) are left out.
+func treeHash(root string, exclude ...string) (string, int, error) {
 	h := sha256.New()
 	files := 0
 	err := filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
@@ -235,6 +249,9 @@ func treeHash(root string) (string, int, error) {
 			return err
 		}
 		rel, _ := filepath.Rel(root, p)
+		if slices.Contains(exclude, rel) {
+			return nil
+		}
 		info, err := e.Info()
 		if err != nil {
 			return err

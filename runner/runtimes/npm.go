@@ -18,7 +18,9 @@ import (
 )
 
 // npmCmd runs npm with the caller's npm configuration (registry, cache,
-// proxy) but no update notifier, audit or funding noise.
+// proxy) but no update notifier, audit or funding noise. An npm that could
+// not reach the registry at all (or no npm) is ErrUnreachable; a package
+// or version the registry does not have is ErrNotFound.
 func npmCmd(ctx context.Context, dir string, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, "npm", args...)
 	cmd.Dir = dir
@@ -27,7 +29,20 @@ func npmCmd(ctx context.Context, dir string, args ...string) ([]byte, error) {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return out, fmt.Errorf("npm %s: %w: %s", strings.Join(args, " "), err, clip(strings.TrimSpace(stderr.String())))
+		text := clip(strings.TrimSpace(stderr.String()))
+		err = fmt.Errorf("npm %s: %w: %s", strings.Join(args, " "), err, text)
+		if errors.Is(err, exec.ErrNotFound) {
+			return out, fmt.Errorf("%w: %v", ErrUnreachable, err)
+		}
+		for _, code := range []string{"ENOTFOUND", "EAI_AGAIN", "ECONNREFUSED", "ETIMEDOUT", "ECONNRESET", "ENETUNREACH", "EHOSTUNREACH"} {
+			if strings.Contains(text, code) {
+				return out, fmt.Errorf("%w: %v", ErrUnreachable, err)
+			}
+		}
+		if strings.Contains(text, "E404") || strings.Contains(text, "ETARGET") {
+			return out, fmt.Errorf("%w: %v", ErrNotFound, err)
+		}
+		return out, err
 	}
 	return out, nil
 }
@@ -37,6 +52,9 @@ func npmCmd(ctx context.Context, dir string, args ...string) ([]byte, error) {
 // taken from npm's own report.
 func npmPack(ctx context.Context, dir, pkg, version, want string) (string, error) {
 	out, err := npmCmd(ctx, dir, "pack", "--json", "--pack-destination", dir, pkg+"@"+version)
+	if errors.Is(err, ErrNotFound) {
+		return "", fmt.Errorf("the registry has no %s@%s: %w", pkg, version, err)
+	}
 	if err != nil {
 		return "", err
 	}
@@ -72,9 +90,12 @@ func integrity(p string) (string, error) {
 	return "sha512-" + base64.StdEncoding.EncodeToString(h.Sum(nil)), nil
 }
 
-// extractPackage unpacks the "package/" tree of an npm tarball into dst.
-// Only directories and regular files are accepted, and no entry may leave
-// dst. Modes are normalised to 0755 (any executable bit) or 0644.
+// extractPackage unpacks an npm tarball into dst the way npm does: the
+// first path segment of every entry is dropped (usually "package/", but
+// some packages use another), a file listed twice keeps its last copy (as
+// tar does), and modes are normalised to 0755 (any executable bit) or 0644.
+// Only directories and regular files are accepted (pax headers are
+// metadata), and no entry may leave dst.
 func extractPackage(tgz, dst string) error {
 	f, err := os.Open(tgz)
 	if err != nil {
@@ -85,6 +106,9 @@ func extractPackage(tgz, dst string) error {
 	if err != nil {
 		return fmt.Errorf("extract %s: %w", filepath.Base(tgz), err)
 	}
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return err
+	}
 	tr := tar.NewReader(gz)
 	for {
 		h, err := tr.Next()
@@ -94,24 +118,38 @@ func extractPackage(tgz, dst string) error {
 		if err != nil {
 			return fmt.Errorf("extract %s: %w", filepath.Base(tgz), err)
 		}
-		name := path.Clean(strings.TrimPrefix(h.Name, "./"))
-		rel, ok := strings.CutPrefix(name, "package/")
-		if !ok || rel == "" || path.IsAbs(rel) || rel == ".." || strings.HasPrefix(rel, "../") {
-			return fmt.Errorf("extract %s: entry %q outside package/", filepath.Base(tgz), h.Name)
+		if h.Typeflag == tar.TypeXGlobalHeader || h.Typeflag == tar.TypeXHeader {
+			continue
+		}
+		name := strings.TrimPrefix(h.Name, "./")
+		_, rel, _ := strings.Cut(name, "/")
+		rel = strings.TrimSuffix(rel, "/")
+		if rel == "" {
+			continue // the top directory itself
+		}
+		if strings.ContainsRune(rel, 0) || path.IsAbs(rel) || path.Clean(rel) != rel || rel == ".." || strings.HasPrefix(rel, "../") {
+			return fmt.Errorf("extract %s: entry %q leaves the package", filepath.Base(tgz), h.Name)
 		}
 		to := filepath.Join(dst, filepath.FromSlash(rel))
 		switch h.Typeflag {
 		case tar.TypeDir:
 			if err := os.MkdirAll(to, 0o755); err != nil {
-				return err
+				return fmt.Errorf("extract %s: %w", filepath.Base(tgz), err)
 			}
-		case tar.TypeReg:
+		case tar.TypeReg, tar.TypeRegA:
 			mode := os.FileMode(0o644)
 			if h.Mode&0o111 != 0 {
 				mode = 0o755
 			}
 			if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
-				return err
+				return fmt.Errorf("extract %s: %w", filepath.Base(tgz), err)
+			}
+			// A second copy of a file replaces the first; a file where a
+			// directory was is refused by the open.
+			if fi, err := os.Lstat(to); err == nil && fi.Mode().IsRegular() {
+				if err := os.Remove(to); err != nil {
+					return err
+				}
 			}
 			out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
 			if err != nil {
@@ -125,25 +163,18 @@ func extractPackage(tgz, dst string) error {
 				return err
 			}
 		default:
-			return fmt.Errorf("extract %s: entry %q is not a file or directory", filepath.Base(tgz), h.Name)
+			return fmt.Errorf("extract %s: entry %q is not a file or directory (type %q)", filepath.Base(tgz), h.Name, h.Typeflag)
 		}
 	}
 }
 
 // RegistryReachable asks the registry for the version of pkg. It returns
-// ErrUnreachable (wrapped) when npm could not reach it, and a plain error
-// when the registry answered something unexpected.
+// ErrUnreachable (wrapped) when npm could not reach it, ErrNotFound when the
+// registry does not know the package or version, and a plain error when it
+// answered something unexpected.
 func RegistryReachable(ctx context.Context, pkg, version string) error {
 	out, err := npmCmd(ctx, "", "view", "--json", pkg+"@"+version, "version")
 	if err != nil {
-		for _, code := range []string{"ENOTFOUND", "EAI_AGAIN", "ECONNREFUSED", "ETIMEDOUT", "ECONNRESET", "ENETUNREACH", "EHOSTUNREACH", "network"} {
-			if strings.Contains(err.Error(), code) {
-				return fmt.Errorf("%w: %v", ErrUnreachable, err)
-			}
-		}
-		if errors.Is(err, exec.ErrNotFound) {
-			return fmt.Errorf("%w: %v", ErrUnreachable, err)
-		}
 		return err
 	}
 	var v string
@@ -155,3 +186,6 @@ func RegistryReachable(ctx context.Context, pkg, version string) error {
 
 // ErrUnreachable means npm (or the registry) could not be reached at all.
 var ErrUnreachable = errors.New("npm registry unreachable")
+
+// ErrNotFound means the registry does not have the package or version.
+var ErrNotFound = errors.New("not in the npm registry")

@@ -1,12 +1,14 @@
-// Package runtimes prepares real harness runtimes (Pi, OpenCode) on the
-// host, from pinned npm packages, so nothing is ever installed from the
-// network inside a sandbox (BACKGROUND.md: "prepare relocatable runtimes on
-// the host and upload them").
+// Package runtimes is the `npm` adapter preparer: it prepares harness
+// runtimes on the host from pinned npm packages named in a manifest
+// (docs/adapters.md, "The npm preparer"), so nothing is ever installed from
+// the network inside a sandbox (BACKGROUND.md: "prepare relocatable
+// runtimes on the host and upload them"). No harness is special-cased here:
+// Pi and OpenCode are manifests like any other.
 //
 // A prepared runtime is a directory under a cache dir,
-// CACHE/NAME@VERSION-TARGET, holding the harness and everything it needs
-// that the image may lack (Pi: the host's Node binary as bin/node; OpenCode:
-// its single Bun-compiled ELF as bin/opencode), plus a stamp file that
+// CACHE/NAME@VERSION-TARGET-HASH, holding the harness and everything it
+// needs that the image may lack (a JS entry: the host's Node binary as
+// bin/node; a native entry: its binary as bin/NAME), plus a stamp file that
 // records what went in and the sha256 of the tree. Prepare
 //
 //   - stages into a fresh directory next to the final one and renames it into
@@ -41,14 +43,12 @@ import (
 var (
 	// ErrChecksum means a tarball or a tree did not hash to its pin or stamp.
 	ErrChecksum = errors.New("checksum mismatch")
-	// ErrNotPinned means the spec has no pin for the asked target.
-	ErrNotPinned = errors.New("no pinned package for this target")
 	// ErrVersion means the runtime's --version did not answer the pinned
 	// version.
 	ErrVersion = errors.New("version check failed")
 	// ErrUnsupported means the host cannot prepare the runtime for the
-	// target (Pi for musl, or for another architecture than the host's
-	// Node).
+	// target (a JS entry for musl with a glibc host Node, or for another
+	// architecture than the host's Node).
 	ErrUnsupported = errors.New("target not supported on this host")
 )
 
@@ -130,10 +130,10 @@ func canRun(t Target) bool {
 	return !(h.Baseline && !t.Baseline)
 }
 
-// Spec says what to prepare. Pi and OpenCode return the built-in ones.
+// Spec says what to prepare. SpecFor makes one from a manifest.
 type Spec struct {
-	// Name is the harness name ("pi"); with Version and Target it names the
-	// cache entry.
+	// Name is a file-name form of the package ("scope+name"); with
+	// Version, Target and Hash it names the cache entry.
 	Name    string
 	Version string
 	Target  Target
@@ -145,7 +145,7 @@ type Spec struct {
 	// without HostFiles: what came from npm. Empty means not pinned (the
 	// sum is still recorded and verified on reuse).
 	PackagesSHA256 string
-	// HostFiles are tree paths taken from the host (bin/node), left out of
+	// HostFiles are tree paths taken from the host (bin/node, bin), left out of
 	// PackagesSHA256 and included in the stamp's tree sum.
 	HostFiles []string
 	// Entry is the argv that starts the harness, relative to the runtime
@@ -159,10 +159,19 @@ type Spec struct {
 	// Stage fills dir (an empty directory) with the runtime. It reports
 	// facts for the stamp in info (free-form).
 	Stage func(ctx context.Context, dir string, info map[string]any) error
+	// Hash, when set, names the content (a hash of every pin that shapes
+	// the tree): a changed pin gets a cache entry of its own.
+	Hash string
 }
 
-// Key names the cache entry: NAME@VERSION-TARGET.
-func (s Spec) Key() string { return s.Name + "@" + s.Version + "-" + s.Target.String() }
+// Key names the cache entry: NAME@VERSION-TARGET[-HASH].
+func (s Spec) Key() string {
+	k := s.Name + "@" + s.Version + "-" + s.Target.String()
+	if s.Hash != "" {
+		k += "-" + s.Hash
+	}
+	return k
+}
 
 // Runtime is a prepared runtime.
 type Runtime struct {

@@ -237,10 +237,4 @@ func TestTargetNames(t *testing.T) {
 			t.Errorf("%+v: %q, want %q", c.t, got, c.want)
 		}
 	}
-	if _, err := OpenCode(Target{"arm64", "musl", false}); !errors.Is(err, ErrNotPinned) {
-		t.Errorf("arm64 musl: %v, want ErrNotPinned", err)
-	}
-	if _, err := Pi(Target{"amd64", "musl", false}); !errors.Is(err, ErrUnsupported) {
-		t.Errorf("pi musl: %v, want ErrUnsupported", err)
-	}
 }

@@ -1,0 +1,160 @@
+package runtimes
+
+import (
+	"bytes"
+	"debug/elf"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// NodePath is the Node binary copied into runtimes with entry.node; ""
+// means `node` on PATH.
+var NodePath = ""
+
+// Node describes a Node binary.
+type Node struct {
+	Path    string
+	Version string
+	Arch    string // GOARCH spelling
+	Interp  string // ELF interpreter ("" for a static binary)
+}
+
+var nodeVersionRe = regexp.MustCompile(`^v(\d+)\.(\d+)\.(\d+)`)
+
+// hostNode finds the host's Node and checks it is built for target
+// (architecture and libc) and at least min ("" = any). A Node that does not
+// fit is ErrUnsupported: the host cannot provide a runtime for target.
+func hostNode(target Target, min string) (Node, error) {
+	p := NodePath
+	if p == "" {
+		var err error
+		if p, err = exec.LookPath("node"); err != nil {
+			return Node{}, fmt.Errorf("%w: no node on PATH (entry.node copies the host's Node into the runtime)", ErrUnsupported)
+		}
+	}
+	p, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return Node{}, fmt.Errorf("find node: %w", err)
+	}
+	n := Node{Path: p}
+	f, err := elf.Open(p)
+	if err != nil {
+		return n, fmt.Errorf("read node %s: %w", p, err)
+	}
+	n.Arch = elfArch(f)
+	n.Interp = elfInterp(f)
+	f.Close()
+	libc := "glibc"
+	if strings.Contains(n.Interp, "musl") {
+		libc = "musl"
+	}
+	if n.Arch != target.Arch || libc != target.Libc {
+		return n, fmt.Errorf("%w: the runtime needs Node, and the host's Node %s is %s %s, not %s", ErrUnsupported, p, n.Arch, libc, target)
+	}
+	out, err := exec.Command(p, "--version").Output()
+	if err != nil {
+		return n, fmt.Errorf("node --version: %w", err)
+	}
+	n.Version = strings.TrimSpace(string(out))
+	have, ok := parseVersion(n.Version)
+	if !ok {
+		return n, fmt.Errorf("node --version printed %q", n.Version)
+	}
+	if min != "" {
+		want, ok := parseVersion("v" + min)
+		if ok && less(have, want) {
+			return n, fmt.Errorf("%w: the host's Node %s is %s, the package needs >= %s", ErrUnsupported, p, n.Version, min)
+		}
+	}
+	return n, nil
+}
+
+func parseVersion(s string) ([3]int, bool) {
+	var v [3]int
+	m := nodeVersionRe.FindStringSubmatch(s)
+	if m == nil {
+		return v, false
+	}
+	for i := range v {
+		v[i], _ = strconv.Atoi(m[i+1])
+	}
+	return v, true
+}
+
+func less(a, b [3]int) bool {
+	for i := range a {
+		if a[i] != b[i] {
+			return a[i] < b[i]
+		}
+	}
+	return false
+}
+
+func elfArch(f *elf.File) string {
+	switch f.Machine {
+	case elf.EM_X86_64:
+		return "amd64"
+	case elf.EM_AARCH64:
+		return "arm64"
+	}
+	return f.Machine.String()
+}
+
+func elfInterp(f *elf.File) string {
+	for _, prog := range f.Progs {
+		if prog.Type == elf.PT_INTERP {
+			b, _ := io.ReadAll(prog.Open())
+			return string(bytes.TrimRight(b, "\x00"))
+		}
+	}
+	return ""
+}
+
+// checkBinary makes sure an ELF entry is built for target: its machine,
+// and its loader's libc (a static binary fits both). A script (no ELF
+// header) is not checked.
+func checkBinary(p string, target Target) error {
+	f, err := elf.Open(p)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	if a := elfArch(f); a != target.Arch {
+		return fmt.Errorf("%w: %s is built for %s, not %s", ErrUnsupported, filepath.Base(p), a, target)
+	}
+	interp := elfInterp(f)
+	switch {
+	case interp == "":
+	case strings.Contains(interp, "musl") && target.Libc != "musl",
+		!strings.Contains(interp, "musl") && target.Libc == "musl":
+		return fmt.Errorf("%w: %s is linked against the loader %s, not for %s", ErrUnsupported, filepath.Base(p), interp, target)
+	}
+	return nil
+}
+
+func copyFile(src, dst string, mode os.FileMode) (string, error) {
+	in, err := os.Open(src)
+	if err != nil {
+		return "", err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if err != nil {
+		return "", err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return "", err
+	}
+	if err := out.Close(); err != nil {
+		return "", err
+	}
+	sum, _, err := hashFile(dst)
+	return sum, err
+}
