@@ -39,7 +39,7 @@ func (s Status) Valid() bool {
 	return false
 }
 
-// Stage names of the case protocol (SPEC.md section 7), in protocol order.
+// Stage names of the case protocol (contract §7), in protocol order.
 const (
 	StageSetup      = "setup"
 	StageSeed       = "seed"
@@ -53,7 +53,7 @@ const (
 var StageNames = []string{StageSetup, StageSeed, StageActivation, StageClose, StageVerify, StageTeardown}
 
 // Evidence is one case's record: one line of evidence.jsonl. The field names
-// are fixed by SPEC.md section 8 and BACKGROUND.md; readers ignore fields
+// are fixed by contract §8 and BACKGROUND.md; readers ignore fields
 // they do not know, so later versions can add fields without breaking them.
 type Evidence struct {
 	Schema string `json:"schema"`
@@ -98,7 +98,7 @@ type Evidence struct {
 	Before *Before `json:"before"`
 	After  *After  `json:"after"`
 
-	// Captures (added to v1, SPEC.md section 8 "captured files are data").
+	// Captures (added to v1, contract §8 "captured files are data").
 	// CaptureBytes is what the case's captures wrote on the host; zero
 	// when nothing was captured.
 	CaptureBytes int64 `json:"capture_bytes,omitempty"`
@@ -125,7 +125,7 @@ type Evidence struct {
 	// trip happened; nil when no relay ran (added to v1).
 	ModelSteps *ModelSteps `json:"model_steps,omitempty"`
 
-	// Provenance is flattened into the record: SPEC.md names its fields at
+	// Provenance is flattened into the record: the contract (§8) names its fields at
 	// the top level (warden_sha256, adapter_sha256, ...).
 	Provenance
 
@@ -150,8 +150,8 @@ type Provenance struct {
 	HarnessRuntime *HarnessRuntime `json:"harness_runtime,omitempty"`
 }
 
-// HarnessRuntime is the provenance of an adapter's harness (SPEC.md section
-// 8, rev 2).
+// HarnessRuntime is the provenance of an adapter's harness (contract
+// §8).
 type HarnessRuntime struct {
 	// Package, Version and Integrity come from the adapter's npm runtime;
 	// empty for other runtimes.
@@ -220,7 +220,7 @@ type ModelStep struct {
 }
 
 // Sandbox describes a case's container: its network mode and limits as
-// the engine reports them (SPEC.md section 8, rev 2).
+// the engine reports them (contract §8, rev 2).
 type Sandbox struct {
 	Network     string `json:"network"`
 	PidsLimit   int64  `json:"pids_limit"`
@@ -229,16 +229,16 @@ type Sandbox struct {
 	OOMScoreAdj int    `json:"oom_score_adj"`
 }
 
-// Check is one verdict of a case, citing the SPEC.md clause it checks.
+// Check is one verdict of a case, citing the contract clause it checks.
 type Check struct {
 	ID     string `json:"id"`
 	Status Status `json:"status"`
-	// Clause names the section of SPEC.md the check enforces ("7.4").
+	// Clause names the clause of docs/contract.md the check enforces ("7.4").
 	Clause string `json:"clause"`
 	Detail string `json:"detail"`
 }
 
-// Receipt is the summary of a warden receipt (SPEC.md section 3) that the
+// Receipt is the summary of a warden receipt (contract §3) that the
 // evidence carries. Fields sandproof does not interpret are kept in Extra so
 // a record written from a full receipt round-trips without loss.
 type Receipt struct {

@@ -36,7 +36,7 @@ func newCertifyCmd(stdout, stderr io.Writer) *cobra.Command {
 	arch := runtime.GOARCH
 	cmd := &cobra.Command{
 		Use:   "certify --adapter FILE [--adapter FILE...] --out DIR",
-		Short: "Run the case protocol (SPEC.md section 7) for every image x adapter",
+		Short: "Run the case protocol (contract §7) for every image x adapter",
 		Long: `Certify adapters: for every image x adapter, set up a container, seed the
 adapter, run one activation (read the challenge the owner wrote to
 /task/challenge.txt through a tool, then write /task/deliverable.txt with

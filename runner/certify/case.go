@@ -34,7 +34,7 @@ const (
 	activation  = "activation"
 )
 
-// Clauses of SPEC.md the checks cite.
+// Clauses of docs/contract.md the checks cite.
 const (
 	clauseSetup    = "§7.1 setup"
 	clauseSeed     = "§7.2 seed and activation"

@@ -1,4 +1,4 @@
-// Package certify runs the case protocol of SPEC.md section 7 for every
+// Package certify runs the case protocol of contract §7 for every
 // (image x adapter): setup by the owner (container, /task, XDG markers, probe
 // baseline), seed and one activation by the adapter, close with receipts,
 // verification after close by the owner (deliverable, markers, session dir,
