@@ -60,10 +60,19 @@ type Evidence struct {
 	RunID  string `json:"run_id"`
 	CaseID string `json:"case_id"`
 	// TaskID names the task when the case comes from a task set; empty otherwise.
-	TaskID  string `json:"task_id,omitempty"`
-	Harness string `json:"harness"`
-	Image   string `json:"image"`
-	ImageID string `json:"image_id"`
+	TaskID string `json:"task_id,omitempty"`
+	// Attempt numbers the runs of one case in one run: 1 for the first,
+	// one more for each --resume that ran it again (added to v1; 0, a
+	// record written before the field, means 1). Readers use the last
+	// attempt of a case (contract §8 attempts and interrupts).
+	Attempt int `json:"attempt"`
+	// Interrupted says why a signal cut the case short ("SIGINT during
+	// activation"); such a case is unknown and --resume runs it again.
+	// Empty when it was not interrupted (added to v1).
+	Interrupted string `json:"interrupted,omitempty"`
+	Harness     string `json:"harness"`
+	Image       string `json:"image"`
+	ImageID     string `json:"image_id"`
 
 	// Status is what the writer concluded; the report recomputes it from the
 	// checks and never trusts a "passed" without them.
@@ -363,6 +372,10 @@ type Stage struct {
 	Seconds   float64   `json:"seconds"`
 }
 
+// AttemptNumber is Attempt with a record written before the field read as
+// attempt 1.
+func (e *Evidence) AttemptNumber() int { return max(1, e.Attempt) }
+
 // Validate reports the first thing that makes e unusable as a case record:
 // a wrong schema, a missing run_id, case_id, harness or image, a status
 // outside the four, a skipped case without a reason, a malformed check or
@@ -386,6 +399,8 @@ func (e *Evidence) Validate() error {
 		return bad("case %q: status %q is not passed, failed, skipped or unknown", e.CaseID, e.Status)
 	case e.Status == StatusSkipped && e.SkipReason == "":
 		return bad("case %q: skipped without skip_reason", e.CaseID)
+	case e.Attempt < 0:
+		return bad("case %q: attempt %d is negative", e.CaseID, e.Attempt)
 	}
 	for name, v := range map[string]float64{"seconds": e.Seconds, "seed_seconds": e.SeedSeconds} {
 		if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {

@@ -45,8 +45,8 @@ func TestReportRejectsDuplicateWithLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, stdout, stderr := runReport(t, "report", path)
-	if code != 1 || !strings.Contains(stderr, path+":11: duplicate case") || stdout != "" {
-		t.Errorf("exit %d, stderr %q, stdout %d bytes; want 1, %s:11: duplicate case, nothing on stdout", code, stderr, len(stdout), path)
+	if code != 2 || !strings.Contains(stderr, path+":11: duplicate case") || stdout != "" {
+		t.Errorf("exit %d, stderr %q, stdout %d bytes; want 2 (bad input), %s:11: duplicate case, nothing on stdout", code, stderr, len(stdout), path)
 	}
 }
 
