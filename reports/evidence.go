@@ -8,7 +8,9 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Schema is the value of the "schema" field of every evidence record.
@@ -124,6 +126,20 @@ type Evidence struct {
 
 	Checks []Check `json:"checks"`
 	Stages []Stage `json:"stages"`
+
+	// The decisive lines of a case that did not pass (added to v1;
+	// contract §9 reports). CaseDir is the case's files relative to the
+	// run directory ("cases/debian-12__pi"); empty when unknown.
+	CaseDir string `json:"case_dir,omitempty"`
+	// RunnerSaid is warden's runner's own line about the harness it ran
+	// (a missing ELF interpreter, say); empty when it said nothing.
+	RunnerSaid string `json:"runner_said,omitempty"`
+	// HarnessStderrTail and HarnessStdoutTail are the last lines the
+	// harness wrote (at most TailLines lines and TailBytes bytes each,
+	// made Printable, withheld whole when they hold the run's key); nil
+	// for a passed case or when it wrote nothing.
+	HarnessStderrTail []string `json:"harness_stderr_tail,omitempty"`
+	HarnessStdoutTail []string `json:"harness_stdout_tail,omitempty"`
 
 	// Sandbox is the case container's network mode and the limits the
 	// engine applied to it; nil when no container was made (added to v1).
@@ -370,6 +386,42 @@ type Stage struct {
 	Name      string    `json:"name"`
 	StartedAt time.Time `json:"started_at"`
 	Seconds   float64   `json:"seconds"`
+}
+
+// Bounds of a harness output tail in the evidence.
+const (
+	TailLines = 20
+	TailBytes = 4096
+)
+
+// Tail returns the last lines of data, at most TailLines lines and
+// TailBytes bytes, each made Printable (a line cut at the byte bound keeps
+// its end). Trailing blank lines are dropped; nil when nothing is left.
+func Tail(data []byte) []string {
+	text := strings.TrimRight(strings.ToValidUTF8(string(data), "\uFFFD"), "\r\n\t ")
+	if text == "" {
+		return nil
+	}
+	lines := strings.Split(text, "\n")
+	var out []string
+	size := 0
+	for i := len(lines) - 1; i >= 0 && len(out) < TailLines; i-- {
+		l := Printable(strings.TrimSuffix(lines[i], "\r"), false)
+		if size+len(l) > TailBytes {
+			if len(out) == 0 {
+				l = "…" + l[len(l)-(TailBytes-len("…")):]
+				for !utf8.ValidString(l) {
+					l = "…" + l[len("…")+1:]
+				}
+				out = append(out, l)
+			}
+			break
+		}
+		size += len(l) + 1
+		out = append(out, l)
+	}
+	slices.Reverse(out)
+	return out
 }
 
 // AttemptNumber is Attempt with a record written before the field read as

@@ -200,6 +200,7 @@ func (r *runner) runCase(ctx context.Context, c caseSpec) (ev *reports.Evidence,
 			StartedAt: start.UTC(), Host: r.host},
 	}
 	cr := &caseRun{r: r, c: c, ev: ev, dir: filepath.Join(r.opts.Out, "cases", caseDirName(c.id))}
+	ev.CaseDir = path.Join("cases", caseDirName(c.id))
 	timing = CaseTiming{CaseID: c.id}
 	defer func() {
 		ev.EndedAt = time.Now().UTC()
@@ -545,6 +546,14 @@ func receiptText(res *session.Result, err error, key string) string {
 // finish sets the verdict: a skipped case stays skipped; otherwise passed
 // is the conjunction of the checks, and no checks is unknown.
 func (cr *caseRun) finish() {
+	cr.judge()
+	if cr.r != nil {
+		cr.causes()
+	}
+}
+
+// judge sets the case's status from its checks.
+func (cr *caseRun) judge() {
 	ev := cr.ev
 	if cr.interrupted != "" && ev.Status != reports.StatusSkipped {
 		// What the interrupt cut short proves nothing either way; a
