@@ -158,15 +158,8 @@ func newRunChart(cases []htmlCase) *runChart {
 // SVG draws the run chart; text is escaped as in the timeline.
 func (ch *runChart) SVG() template.HTML {
 	var b strings.Builder
-	n := func(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
-	esc := html.EscapeString
-	fmt.Fprintf(&b, `<svg class="run-chart" xmlns="http://www.w3.org/2000/svg" width="%s" height="%s" viewBox="0 0 %s %s" role="img" aria-label="per case: harness time and sandproof overhead">`+"\n",
-		n(ch.Width), n(ch.Height), n(ch.Width), n(ch.Height))
-	for _, t := range ch.Ticks {
-		fmt.Fprintf(&b, `<line class="axis" x1="%s" y1="0" x2="%s" y2="%s"/><text x="%s" y="%s" dy="-6" text-anchor="middle">%s</text>`,
-			n(t.X), n(t.X), n(ch.AxisY), n(t.X), n(ch.Height), esc(t.Label))
-	}
-	b.WriteString("\n")
+	n, esc := svgNum, html.EscapeString
+	svgOpen(&b, `class="run-chart" `, "per case: harness time and sandproof overhead", ch.Width, ch.Height, ch.AxisY, ch.Ticks)
 	for _, r := range ch.Rows {
 		fmt.Fprintf(&b, `<a href="#%s"><text class="%s" x="4" y="%s">%s</text></a>`, esc(r.Anchor), esc(r.Status), n(r.TextY), esc(r.Name))
 		if r.HarnessW > 0 {
@@ -292,15 +285,8 @@ func tickStep(total float64) float64 {
 // stage names are from the fixed set Validate allows.
 func (tl *timeline) SVG() template.HTML {
 	var b strings.Builder
-	n := func(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
-	esc := html.EscapeString
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%s" height="%s" viewBox="0 0 %s %s" role="img" aria-label="timeline of the stages">`+"\n",
-		n(tl.Width), n(tl.Height), n(tl.Width), n(tl.Height))
-	for _, t := range tl.Ticks {
-		fmt.Fprintf(&b, `<line class="axis" x1="%s" y1="0" x2="%s" y2="%s"/><text x="%s" y="%s" dy="-6" text-anchor="middle">%s</text>`,
-			n(t.X), n(t.X), n(tl.AxisY), n(t.X), n(tl.Height), esc(t.Label))
-	}
-	b.WriteString("\n")
+	n, esc := svgNum, html.EscapeString
+	svgOpen(&b, "", "timeline of the stages", tl.Width, tl.Height, tl.AxisY, tl.Ticks)
 	for _, r := range tl.Bars {
 		name := esc(r.Name)
 		fmt.Fprintf(&b, `<text x="4" y="%s">%s</text><rect class="bar-%s" x="%s" y="%s" width="%s" height="%s" rx="2"><title>%s: %s</title></rect><text x="%s" y="%s">%s</text>`+"\n",
@@ -308,6 +294,21 @@ func (tl *timeline) SVG() template.HTML {
 	}
 	b.WriteString("</svg>")
 	return template.HTML(b.String())
+}
+
+func svgNum(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
+
+// svgOpen starts a chart: the svg element (attrs, when set, ends with a
+// space) and its time axis, a line and a label per tick.
+func svgOpen(b *strings.Builder, attrs, label string, width, height, axisY float64, ticks []timelineTick) {
+	n, esc := svgNum, html.EscapeString
+	fmt.Fprintf(b, `<svg %sxmlns="http://www.w3.org/2000/svg" width="%s" height="%s" viewBox="0 0 %s %s" role="img" aria-label="%s">`+"\n",
+		attrs, n(width), n(height), n(width), n(height), esc(label))
+	for _, t := range ticks {
+		fmt.Fprintf(b, `<line class="axis" x1="%s" y1="0" x2="%s" y2="%s"/><text x="%s" y="%s" dy="-6" text-anchor="middle">%s</text>`,
+			n(t.X), n(t.X), n(axisY), n(t.X), n(height), esc(t.Label))
+	}
+	b.WriteString("\n")
 }
 
 func round1(f float64) float64 { return math.Round(f*10) / 10 }
