@@ -55,6 +55,18 @@ func needImages(t *testing.T, names ...string) {
 	}
 }
 
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(d time.Duration, cond func() bool) bool {
+	end := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(end) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return true
+}
+
 // exitCode is the status of a finished command (0 when err is nil).
 func exitCode(t *testing.T, err error) int {
 	t.Helper()
@@ -155,6 +167,14 @@ func TestCertifyInterruptAndResume(t *testing.T) {
 		cmd.Process.Kill()
 		t.Fatal("no activation within 5 minutes")
 	}
+	// The harness runs once the model got its first call: the relay's
+	// transcript has a line (the harness then sleeps 3 s before its next
+	// turn, so the signal finds it running).
+	relay := filepath.Join(run, "cases", "debian-12__miniagent-slow", "model_relay.jsonl")
+	if !waitFor(5*time.Minute, func() bool { fi, err := os.Stat(relay); return err == nil && fi.Size() > 0 }) {
+		cmd.Process.Kill()
+		t.Fatalf("no model call in %s within 5 minutes", relay)
+	}
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
@@ -188,10 +208,15 @@ func TestCertifyInterruptAndResume(t *testing.T) {
 	if ev.CaseID != "debian-12/miniagent-slow" || ev.Status != reports.StatusUnknown || ev.Attempt != 1 || !strings.HasPrefix(ev.Interrupted, "SIGINT") {
 		t.Fatalf("interrupted case: %s status %s attempt %d interrupted %q, want debian-12/miniagent-slow unknown, attempt 1, SIGINT", ev.CaseID, ev.Status, ev.Attempt, ev.Interrupted)
 	}
-	// Stopped through its session: the close receipt is warden's, with
-	// the cleanup confirmed.
-	if r := ev.CloseReceipt; r == nil || !r.CleanupConfirmed {
-		t.Errorf("interrupted case: close receipt %+v, want a confirmed one", r)
+	// Stopped through its session while it ran (the slow harness sleeps
+	// 3 s between its turns, so it cannot have finished): no activation
+	// receipt of its own, and the close's receipt is warden's stop of it,
+	// cleanup confirmed.
+	if ev.Interrupted != "SIGINT during activation" || ev.ActivationReceipt != nil {
+		t.Errorf("interrupted case: interrupted %q, activation receipt %+v; want the activation cut short", ev.Interrupted, ev.ActivationReceipt)
+	}
+	if r := ev.CloseReceipt; r == nil || !r.CleanupConfirmed || r.Cause != "stopped" {
+		t.Errorf("interrupted case: close receipt %+v, want warden's confirmed stop (cause stopped)", r)
 	}
 	for _, name := range []string{reports.MarkdownFile, reports.HTMLFile, reports.JUnitFile} {
 		if _, err := os.Stat(filepath.Join(run, name)); err != nil {
