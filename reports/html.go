@@ -136,7 +136,9 @@ func newRunChart(cases []htmlCase) *runChart {
 		total = 1
 	}
 	scale := tlChartWidth / total
-	ch := &runChart{Width: chartLabelWidth + tlChartWidth + 150, AxisY: float64(len(cases)) * tlRow}
+	// The right margin holds the longest row label ("harness 1234 s,
+	// sandproof 1234 s") past the longest bar.
+	ch := &runChart{Width: chartLabelWidth + tlChartWidth + 230, AxisY: float64(len(cases)) * tlRow}
 	ch.Height = ch.AxisY + tlAxis
 	for i, c := range cases {
 		e := c.Evidence
@@ -327,7 +329,8 @@ func WriteHTML(w io.Writer, rep *Report) error {
 				Open:     c.Status == StatusFailed || c.Status == StatusUnknown,
 			}
 			if c.Status != StatusPassed {
-				hc.Causes = CauseLines(c)
+				// The case's files get a link of their own below.
+				hc.Causes = slices.DeleteFunc(CauseLines(c), func(l string) bool { return strings.HasPrefix(l, "case files: ") })
 			}
 			hr.Cases = append(hr.Cases, hc)
 		}
