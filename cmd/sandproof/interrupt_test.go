@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/xml"
 	"errors"
 	"os"
 	"os/exec"
@@ -248,4 +249,43 @@ func TestCertifyInterruptAndResume(t *testing.T) {
 			t.Errorf("resumed case: %d records, attempt %d; want its second attempt", c.Attempts, c.Evidence.Attempt)
 		}
 	}
+
+	// Two runs of one matrix: the same JUnit testcase identities.
+	if a, b := junitIdentities(t, ref), junitIdentities(t, run); len(a) != 6 || strings.Join(a, "\n") != strings.Join(b, "\n") {
+		t.Errorf("JUnit identities differ between two runs of the matrix:\n%q\n%q", a, b)
+	}
+	// And report diff of the two run directories: no regression, tables.
+	out, err = exec.Command(sandproof, "report", "diff", "--format", "md", ref, run).CombinedOutput()
+	if code := exitCode(t, err); code != 0 || !strings.Contains(string(out), "## sandproof diff: no regression\n\n| | OLD | NEW |\n|---|---|---|\n") {
+		t.Errorf("report diff --format md REF RUN: exit %d\n%s", code, out)
+	}
+}
+
+// junitIdentities lists a run directory's junit.xml testcases as
+// suite / classname / name.
+func junitIdentities(t *testing.T, dir string) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, reports.JUnitFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Suites []struct {
+			Name  string `xml:"name,attr"`
+			Cases []struct {
+				Name      string `xml:"name,attr"`
+				Classname string `xml:"classname,attr"`
+			} `xml:"testcase"`
+		} `xml:"testsuite"`
+	}
+	if err := xml.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, s := range doc.Suites {
+		for _, c := range s.Cases {
+			out = append(out, s.Name+" / "+c.Classname+" / "+c.Name)
+		}
+	}
+	return out
 }
