@@ -176,11 +176,15 @@ func TestCertifyInterruptAndResume(t *testing.T) {
 		cmd.Process.Kill()
 		t.Fatalf("no model call in %s within 5 minutes", relay)
 	}
+	sent := time.Now()
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
 	<-done
 	code := exitCode(t, cmd.Wait())
+	// A figure, not a verdict: how long the stop through the session, the
+	// teardown and the reports took.
+	t.Logf("SIGINT to exit %d: %.2fs", code, time.Since(sent).Seconds())
 	all := strings.Join(lines, "\n")
 	if code != exitSIGINT {
 		t.Fatalf("interrupted run: exit %d, want 130\n%s", code, all)
