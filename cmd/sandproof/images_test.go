@@ -6,7 +6,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/sandproof/sandproof/images"
 	"github.com/sandproof/sandproof/runner/testenv"
@@ -78,5 +83,28 @@ func TestCertifyMissingImageIsInfrastructure(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(out, "evidence.jsonl")); err == nil && len(b) > 0 {
 		t.Errorf("a case was written: %q", b)
+	}
+}
+
+// A signal that cancels an images command is remembered, so the exit
+// status is 143 (130) rather than what the cancelled work returned.
+func TestSignalContextRemembersTheSignal(t *testing.T) {
+	t.Cleanup(func() { caught = atomic.Value{} })
+	if _, ok := caught.Load().(os.Signal); ok {
+		t.Fatal("a signal is recorded before any was sent")
+	}
+	ctx, cancel := signalContext(&cobra.Command{})
+	defer cancel()
+	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(time.Minute):
+		t.Fatal("SIGTERM did not cancel the context")
+	}
+	s, ok := caught.Load().(os.Signal)
+	if !ok || signalExit(s).code != exitSIGTERM {
+		t.Errorf("caught %v, want SIGTERM (exit 143)", s)
 	}
 }

@@ -150,6 +150,10 @@ func run(stdout, stderr io.Writer, args []string) int {
 	}
 	// An error can carry text from a sandbox (a file name, a message).
 	fmt.Fprintf(stderr, "sandproof: %s\n", reports.Printable(err.Error(), false))
+	if s, ok := caught.Load().(os.Signal); ok {
+		// The work failed because a signal cancelled it.
+		return signalExit(s).code
+	}
 	return exitStatus(err)
 }
 
