@@ -487,7 +487,7 @@ func ctrImageSpecs(image string) {
 						return
 					}
 					// warden is root without CAP_SYS_PTRACE: another
-					// user's environ is unreadable, so SPEC §2 wants it
+					// user's environ is unreadable, so contract §2 wants it
 					// listed as unverified (and cleanup still confirmed).
 					if _, ok := witness.Find(r.Reached, outsider.ID()); ok {
 						GinkgoWriter.Printf("outsider %v: reached\n", outsider.ID())

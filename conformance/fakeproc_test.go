@@ -500,7 +500,7 @@ func fpRequireSupervise() {
 	out, err := exec.Command(framework.Bin.Warden, "supervise", "--help").CombinedOutput()
 	if strings.Contains(string(out), "unknown command") {
 		framework.Missing(fmt.Sprintf("a supervise command in the warden under test (%s supervise --help: %v: %s)",
-			framework.Bin.Warden, err, strings.TrimSpace(string(out))), "give it one: SPEC.md section 2")
+			framework.Bin.Warden, err, strings.TrimSpace(string(out))), "give it one: contract §2")
 	}
 }
 
@@ -535,7 +535,7 @@ func (c *fpCanary) exited() bool {
 	}
 }
 
-// receipt is the part of SPEC.md section 3 these specs read.
+// receipt is the part of contract §3 these specs read.
 type fpReceipt struct {
 	CleanupConfirmed bool          `json:"cleanup_confirmed"`
 	ReturnCode       *int          `json:"return_code"`

@@ -1,6 +1,6 @@
 package conformance_test
 
-// Image integrity after a FULL session (SPEC.md sections 6 and 7.4), in
+// Image integrity after a FULL session (contract §6 and §7.4), in
 // containers of the three test images: the owner sets up /task and the four
 // XDG markers and takes a probe snapshot; the session (runner/session, a
 // borrowed container) seeds, runs one activation of a fixture harness that
@@ -173,7 +173,7 @@ var _ = Describe("a full session of a fixture harness that needs bash (seed, one
 // integritySpecs declares the integrity specs over a recorded run; extra
 // goes on the diff's allow-list.
 func integritySpecs(get func() *integrityRun, extra []string) {
-	framework.ConformanceIt("7 verify", "should leave python3 and bash as the probe saw them before (path, resolved file, version, sha256)",
+	framework.ConformanceIt("7.4 verify", "should leave python3 and bash as the probe saw them before (path, resolved file, version, sha256)",
 		func(ctx SpecContext) {
 			run := get()
 			b := run.box
@@ -193,7 +193,7 @@ func integritySpecs(get func() *integrityRun, extra []string) {
 			GinkgoWriter.Printf("python3 %s, bash %s\n", run.after.Python3, run.after.Bash)
 		}, SpecTimeout(2*time.Minute))
 
-	framework.ConformanceIt("7 verify", "should leave no filesystem change outside /task, the session dirs' parent and the owner's marker dirs, and the private bash in no system path",
+	framework.ConformanceIt("7.4 verify", "should leave no filesystem change outside /task, the session dirs' parent and the owner's marker dirs, and the private bash in no system path",
 		func(ctx SpecContext) {
 			run := get()
 			b := run.box
@@ -221,7 +221,7 @@ func integritySpecs(get func() *integrityRun, extra []string) {
 			}
 		}, SpecTimeout(2*time.Minute))
 
-	framework.ConformanceIt("7 verify", "should keep the four XDG markers of the task user unchanged (sha256)",
+	framework.ConformanceIt("7.4 verify", "should keep the four XDG markers of the task user unchanged (sha256)",
 		func(ctx SpecContext) {
 			run := get()
 			b := run.box

@@ -19,7 +19,7 @@ import (
 	"github.com/sandproof/sandproof/conformance/framework"
 )
 
-// Specs for `warden run`, SPEC.md section 5. Every spec starts the real
+// Specs for `warden run`, contract §5. Every spec starts the real
 // warden binary with a params file in a temp dir and a CLI that is one of
 // the fixtures/cmd programs. Identifiers here start with "runner" because
 // other engineers' specs share the package.

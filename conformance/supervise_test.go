@@ -1,7 +1,7 @@
 package conformance_test
 
 // The local conformance specs of warden supervise, stop, wait, renew and
-// service (SPEC.md sections 2, 3 and 4), run against real processes on this
+// service (contract sections 2, 3 and 4), run against real processes on this
 // host. Every harness is the adversary fixture, which records each process
 // it creates by (pid, start time) and says "ready" only once all of them run,
 // so each spec first proves that the processes it expects to be stopped were

@@ -3,7 +3,7 @@
 // ignored, zombies, reparenting to a subreaper or pid 1, pid and group id
 // reuse, environments rewritten, processes that fork or leave mid-stop. Its
 // Kernel is a stop.Signaller, a stop.Clock and a stop.Engine pause step, so
-// every race in the stop rules (SPEC.md section 2) becomes a deterministic
+// every race in the stop rules (contract §2) becomes a deterministic
 // spec; ApplySignals and Follow do the same for a supervisor binary run with
 // --proc-root, which records its signals instead of sending them.
 //

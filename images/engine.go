@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"strings"
 	"time"
 
+	"github.com/sandproof/sandproof/runner/engine"
 	"github.com/sandproof/sandproof/runner/provider"
 	dockerprov "github.com/sandproof/sandproof/runner/provider/docker"
 )
@@ -37,7 +39,14 @@ func (e Engine) cli() string {
 // command and its stderr.
 func (e Engine) run(ctx context.Context, args ...string) (string, error) {
 	var out, errb bytes.Buffer
+	ep, err := engine.Default()
+	if err != nil {
+		return "", fmt.Errorf("run docker %s: %w", strings.Join(short(args), " "), err)
+	}
 	cmd := exec.CommandContext(ctx, e.cli(), args...)
+	// The engine certify reaches too (runner/engine), given to the CLI as
+	// DOCKER_HOST.
+	cmd.Env = ep.Env(os.Environ())
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
 		return out.String(), fmt.Errorf("run docker %s: %w: %s", strings.Join(short(args), " "), err, strings.TrimSpace(errb.String()))

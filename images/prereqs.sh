@@ -14,6 +14,8 @@
 #                    runner/provider/docker and runner/session
 #   docker.io        the engine (images/engine.sh)
 #   mmdebstrap       the image builds (images/build.go)
+#   libxml2-utils    xmllint: junit.xml checked against the JUnit XSD
+#                    (reports/junit_test.go)
 #
 # Installing needs root and apt-get (Debian 12); when everything is present
 # it installs nothing, needs neither and prints nothing. Debian 12 cannot
@@ -56,6 +58,7 @@ missing() {
 	static_busybox || echo busybox-static
 	has dockerd && has docker || echo docker.io
 	has mmdebstrap || echo mmdebstrap
+	has xmllint || echo libxml2-utils
 }
 
 mapfile -t need < <(missing)

@@ -2,6 +2,7 @@ package reports
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -12,47 +13,62 @@ const Missing Status = "missing"
 
 // DiffResult compares two reports case by case. Cases are paired by image,
 // harness and task id, not by case_id, because two runs need not name their
-// cases alike.
+// cases alike. The lists are symmetric: swapping OLD and NEW swaps
+// regressions of passed cases that still exist with fixes, and new cases
+// with missing ones.
 type DiffResult struct {
-	Old, New DiffSide
-	// Regressions: passed in OLD and not passed in NEW, or in OLD and
-	// missing from NEW (a case that vanished proves nothing any more).
-	Regressions []CaseChange
-	// Fixes: not passed in OLD, passed in NEW.
-	Fixes []CaseChange
-	// Added: in NEW only.
-	Added []CaseChange
-	// Unchanged counts paired cases with the same status; StillNotPassed
-	// is how many of them are not passed.
-	Unchanged      int
-	StillNotPassed int
+	Old DiffSide `json:"old"`
+	New DiffSide `json:"new"`
+	// Regressions: passed in OLD and failed, unknown or skipped in NEW;
+	// and, unless AllowMissing, passed in OLD and missing from NEW (a
+	// case that vanished proves nothing any more).
+	Regressions []CaseChange `json:"regressions"`
+	// Fixes: failed, unknown or skipped in OLD, passed in NEW.
+	Fixes []CaseChange `json:"fixes"`
+	// Added: in NEW only. Missing: in OLD only.
+	Added   []CaseChange `json:"added"`
+	Missing []CaseChange `json:"missing"`
+	// Unchanged counts paired cases that neither regressed nor were
+	// fixed; StillNotPassed is how many of them are not passed.
+	Unchanged      int  `json:"unchanged"`
+	StillNotPassed int  `json:"still_not_passed"`
+	AllowMissing   bool `json:"allow_missing"`
 }
 
 // DiffSide summarises one side of a diff.
 type DiffSide struct {
-	Sources []string
-	Counts  Counts
+	Sources []string `json:"sources"`
+	Counts  Counts   `json:"counts"`
 }
 
-// CaseChange is one paired case whose status changed.
+// CaseChange is one case on one list.
 type CaseChange struct {
-	Name     string
-	Image    string
-	Harness  string
-	TaskID   string
-	Old, New Status
+	Name    string `json:"name"`
+	Image   string `json:"image"`
+	Harness string `json:"harness"`
+	TaskID  string `json:"task_id,omitempty"`
+	Old     Status `json:"old"`
+	New     Status `json:"new"`
 	// Checks lists the checks whose status differs, in OLD's order, then
 	// those only NEW has.
-	Checks []CheckChange
+	Checks []CheckChange `json:"checks,omitempty"`
 }
 
 // CheckChange is one check whose status differs between the runs.
 type CheckChange struct {
-	ID       string
-	Clause   string
-	Old, New Status
+	ID     string `json:"id"`
+	Clause string `json:"clause"`
+	Old    Status `json:"old"`
+	New    Status `json:"new"`
 	// Detail is NEW's detail, or OLD's when NEW lacks the check.
-	Detail string
+	Detail string `json:"detail"`
+}
+
+// DiffOptions tune a diff.
+type DiffOptions struct {
+	// AllowMissing keeps a passing case that vanished from NEW off the
+	// regressions (it is still listed as missing).
+	AllowMissing bool
 }
 
 // Regressed reports whether the diff should fail a CI gate.
@@ -79,7 +95,11 @@ func index(rep *Report, side string) (map[string]*Case, []*Case, error) {
 }
 
 // Diff compares OLD with NEW.
-func Diff(old, new *Report) (*DiffResult, error) {
+func Diff(old, new *Report, opts ...DiffOptions) (*DiffResult, error) {
+	var o DiffOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
 	oldIdx, oldOrder, err := index(old, "OLD")
 	if err != nil {
 		return nil, err
@@ -89,21 +109,31 @@ func Diff(old, new *Report) (*DiffResult, error) {
 		return nil, err
 	}
 	d := &DiffResult{
-		Old: DiffSide{Sources: old.Sources, Counts: old.Counts},
-		New: DiffSide{Sources: new.Sources, Counts: new.Counts},
+		Old:          DiffSide{Sources: old.Sources, Counts: old.Counts},
+		New:          DiffSide{Sources: new.Sources, Counts: new.Counts},
+		Regressions:  []CaseChange{},
+		Fixes:        []CaseChange{},
+		Added:        []CaseChange{},
+		Missing:      []CaseChange{},
+		AllowMissing: o.AllowMissing,
 	}
-	for _, o := range oldOrder {
-		n := newIdx[diffKey(o)]
-		ch := CaseChange{Name: o.Name, Image: o.Image, Harness: o.Harness, TaskID: o.TaskID, Old: o.Status, New: Missing}
-		if n != nil {
-			ch.New = n.Status
+	for _, oc := range oldOrder {
+		n := newIdx[diffKey(oc)]
+		ch := CaseChange{Name: oc.Name, Image: oc.Image, Harness: oc.Harness, TaskID: oc.TaskID, Old: oc.Status, New: Missing}
+		if n == nil {
+			d.Missing = append(d.Missing, ch)
+			if oc.Status == StatusPassed && !o.AllowMissing {
+				d.Regressions = append(d.Regressions, ch)
+			}
+			continue
 		}
+		ch.New = n.Status
 		switch {
-		case n == nil || (o.Status == StatusPassed && n.Status != StatusPassed):
-			ch.Checks = checkChanges(o, n)
+		case oc.Status == StatusPassed && n.Status != StatusPassed:
+			ch.Checks = checkChanges(oc, n)
 			d.Regressions = append(d.Regressions, ch)
-		case o.Status != StatusPassed && n.Status == StatusPassed:
-			ch.Checks = checkChanges(o, n)
+		case oc.Status != StatusPassed && n.Status == StatusPassed:
+			ch.Checks = checkChanges(oc, n)
 			d.Fixes = append(d.Fixes, ch)
 		default:
 			d.Unchanged++
@@ -177,11 +207,81 @@ func WriteDiff(w io.Writer, d *DiffResult) error {
 			}
 		}
 	}
-	list("pass->fail (regressions, including cases missing from NEW)", d.Regressions)
-	list("fail->pass (fixes)", d.Fixes)
-	list("new in NEW", d.Added)
-	p("\nregressions: %d, fixes: %d, new: %d, unchanged: %d (%d of them not passed)\n",
-		len(d.Regressions), len(d.Fixes), len(d.Added), d.Unchanged, d.StillNotPassed)
+	list(regressionsTitle(d), d.Regressions)
+	list("fixes (failed, unknown or skipped -> passed)", d.Fixes)
+	list("new (in NEW only)", d.Added)
+	list("missing (in OLD only)", d.Missing)
+	p("\nregressions: %d, fixes: %d, new: %d, missing: %d, unchanged: %d (%d of them not passed)\n",
+		len(d.Regressions), len(d.Fixes), len(d.Added), len(d.Missing), d.Unchanged, d.StillNotPassed)
+	return bw.Flush()
+}
+
+func regressionsTitle(d *DiffResult) string {
+	if d.AllowMissing {
+		return "regressions (passed -> failed, unknown or skipped)"
+	}
+	return "regressions (passed -> failed, unknown, skipped or missing)"
+}
+
+// WriteDiffJSON writes the diff as one JSON document.
+func WriteDiffJSON(w io.Writer, d *DiffResult) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(d); err != nil {
+		return fmt.Errorf("write diff: %w", err)
+	}
+	return nil
+}
+
+// WriteDiffMarkdown writes the diff as GitHub-flavoured Markdown, to post
+// on a pull request or a step summary: a table per list.
+func WriteDiffMarkdown(w io.Writer, d *DiffResult) error {
+	bw := bufio.NewWriter(w)
+	p := func(format string, args ...any) { bw.WriteString(Printable(fmt.Sprintf(format, args...), true)) }
+	verdict := "no regression"
+	if d.Regressed() {
+		verdict = fmt.Sprintf("%d regression(s)", len(d.Regressions))
+	}
+	p("## sandproof diff: %s\n\n", verdict)
+	p("| | OLD | NEW |\n|---|---|---|\n")
+	src := func(s DiffSide) string {
+		var v []string
+		for _, x := range s.Sources {
+			v = append(v, mdCode(x))
+		}
+		return strings.Join(v, "<br>")
+	}
+	rate := func(s DiffSide) string {
+		return fmt.Sprintf("%d/%d (%.1f%%)", s.Counts.Passed, s.Counts.Cases-s.Counts.Skipped, 100*s.Counts.PassRate())
+	}
+	p("| evidence | %s | %s |\n", src(d.Old), src(d.New))
+	p("| passed (skipped not counted) | %s | %s |\n", rate(d.Old), rate(d.New))
+	p("| failed, unknown, skipped | %d, %d, %d | %d, %d, %d |\n", d.Old.Counts.Failed, d.Old.Counts.Unknown, d.Old.Counts.Skipped,
+		d.New.Counts.Failed, d.New.Counts.Unknown, d.New.Counts.Skipped)
+	list := func(title string, cs []CaseChange) {
+		p("\n### %s: %d\n\n", mdText(strings.ReplaceAll(title, "->", "→")), len(cs))
+		if len(cs) == 0 {
+			p("None.\n")
+			return
+		}
+		p("| case | OLD | NEW | checks that changed |\n|---|---|---|---|\n")
+		for _, c := range cs {
+			var checks []string
+			for _, ch := range c.Checks {
+				line := fmt.Sprintf("%s (%s): %s → %s", mdCode(ch.ID), mdText(clauseOr(ch.Clause)), ch.Old, ch.New)
+				if ch.Detail != "" {
+					line += ": " + mdText(oneLine(ch.Detail))
+				}
+				checks = append(checks, line)
+			}
+			p("| %s | %s | %s | %s |\n", mdText(c.Name), c.Old, c.New, strings.Join(checks, "<br>"))
+		}
+	}
+	list(regressionsTitle(d), d.Regressions)
+	list("fixes (failed, unknown or skipped -> passed)", d.Fixes)
+	list("new (in NEW only)", d.Added)
+	list("missing (in OLD only)", d.Missing)
+	p("\n%d unchanged (%d of them not passed).\n", d.Unchanged, d.StillNotPassed)
 	return bw.Flush()
 }
 

@@ -1,5 +1,5 @@
 // Package reports reads sandproof evidence (schema sandproof.evidence/v1, one
-// JSON object per case in evidence.jsonl, SPEC.md section 8), folds it into
+// JSON object per case in evidence.jsonl, contract §8), folds it into
 // one result tree (run -> case -> checks) and renders that tree as Markdown,
 // self-contained HTML, JUnit XML or JSON. It also compares two runs case by
 // case (Diff), which is what a CI gate on regressions needs.

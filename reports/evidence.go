@@ -8,7 +8,9 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Schema is the value of the "schema" field of every evidence record.
@@ -39,7 +41,7 @@ func (s Status) Valid() bool {
 	return false
 }
 
-// Stage names of the case protocol (SPEC.md section 7), in protocol order.
+// Stage names of the case protocol (contract §7), in protocol order.
 const (
 	StageSetup      = "setup"
 	StageSeed       = "seed"
@@ -53,17 +55,26 @@ const (
 var StageNames = []string{StageSetup, StageSeed, StageActivation, StageClose, StageVerify, StageTeardown}
 
 // Evidence is one case's record: one line of evidence.jsonl. The field names
-// are fixed by SPEC.md section 8 and BACKGROUND.md; readers ignore fields
+// are fixed by contract §8 and BACKGROUND.md; readers ignore fields
 // they do not know, so later versions can add fields without breaking them.
 type Evidence struct {
 	Schema string `json:"schema"`
 	RunID  string `json:"run_id"`
 	CaseID string `json:"case_id"`
 	// TaskID names the task when the case comes from a task set; empty otherwise.
-	TaskID  string `json:"task_id,omitempty"`
-	Harness string `json:"harness"`
-	Image   string `json:"image"`
-	ImageID string `json:"image_id"`
+	TaskID string `json:"task_id,omitempty"`
+	// Attempt numbers the runs of one case in one run: 1 for the first,
+	// one more for each --resume that ran it again (added to v1; 0, a
+	// record written before the field, means 1). Readers use the last
+	// attempt of a case (contract §8 attempts and interrupts).
+	Attempt int `json:"attempt"`
+	// Interrupted says why a signal cut the case short ("SIGINT during
+	// activation"); such a case is unknown and --resume runs it again.
+	// Empty when it was not interrupted (added to v1).
+	Interrupted string `json:"interrupted,omitempty"`
+	Harness     string `json:"harness"`
+	Image       string `json:"image"`
+	ImageID     string `json:"image_id"`
 
 	// Status is what the writer concluded; the report recomputes it from the
 	// checks and never trusts a "passed" without them.
@@ -98,7 +109,7 @@ type Evidence struct {
 	Before *Before `json:"before"`
 	After  *After  `json:"after"`
 
-	// Captures (added to v1, SPEC.md section 8 "captured files are data").
+	// Captures (added to v1, contract §8 "captured files are data").
 	// CaptureBytes is what the case's captures wrote on the host; zero
 	// when nothing was captured.
 	CaptureBytes int64 `json:"capture_bytes,omitempty"`
@@ -116,6 +127,20 @@ type Evidence struct {
 	Checks []Check `json:"checks"`
 	Stages []Stage `json:"stages"`
 
+	// The decisive lines of a case that did not pass (added to v1;
+	// contract §9 reports). CaseDir is the case's files relative to the
+	// run directory ("cases/debian-12__pi"); empty when unknown.
+	CaseDir string `json:"case_dir,omitempty"`
+	// RunnerSaid is warden's runner's own line about the harness it ran
+	// (a missing ELF interpreter, say); empty when it said nothing.
+	RunnerSaid string `json:"runner_said,omitempty"`
+	// HarnessStderrTail and HarnessStdoutTail are the last lines the
+	// harness wrote (at most TailLines lines and TailBytes bytes each,
+	// made Printable, withheld whole when they hold the run's key); nil
+	// for a passed case or when it wrote nothing.
+	HarnessStderrTail []string `json:"harness_stderr_tail,omitempty"`
+	HarnessStdoutTail []string `json:"harness_stdout_tail,omitempty"`
+
 	// Sandbox is the case container's network mode and the limits the
 	// engine applied to it; nil when no container was made (added to v1).
 	Sandbox *Sandbox `json:"sandbox,omitempty"`
@@ -125,7 +150,7 @@ type Evidence struct {
 	// trip happened; nil when no relay ran (added to v1).
 	ModelSteps *ModelSteps `json:"model_steps,omitempty"`
 
-	// Provenance is flattened into the record: SPEC.md names its fields at
+	// Provenance is flattened into the record: the contract (§8) names its fields at
 	// the top level (warden_sha256, adapter_sha256, ...).
 	Provenance
 
@@ -150,8 +175,8 @@ type Provenance struct {
 	HarnessRuntime *HarnessRuntime `json:"harness_runtime,omitempty"`
 }
 
-// HarnessRuntime is the provenance of an adapter's harness (SPEC.md section
-// 8, rev 2).
+// HarnessRuntime is the provenance of an adapter's harness (contract
+// §8).
 type HarnessRuntime struct {
 	// Package, Version and Integrity come from the adapter's npm runtime;
 	// empty for other runtimes.
@@ -234,7 +259,7 @@ type ModelStep struct {
 }
 
 // Sandbox describes a case's container: its network mode and limits as
-// the engine reports them (SPEC.md section 8, rev 2).
+// the engine reports them (contract §8, rev 2).
 type Sandbox struct {
 	Network     string `json:"network"`
 	PidsLimit   int64  `json:"pids_limit"`
@@ -243,16 +268,16 @@ type Sandbox struct {
 	OOMScoreAdj int    `json:"oom_score_adj"`
 }
 
-// Check is one verdict of a case, citing the SPEC.md clause it checks.
+// Check is one verdict of a case, citing the contract clause it checks.
 type Check struct {
 	ID     string `json:"id"`
 	Status Status `json:"status"`
-	// Clause names the section of SPEC.md the check enforces ("7.4").
+	// Clause names the clause of docs/contract.md the check enforces ("7.4").
 	Clause string `json:"clause"`
 	Detail string `json:"detail"`
 }
 
-// Receipt is the summary of a warden receipt (SPEC.md section 3) that the
+// Receipt is the summary of a warden receipt (contract §3) that the
 // evidence carries. Fields sandproof does not interpret are kept in Extra so
 // a record written from a full receipt round-trips without loss.
 type Receipt struct {
@@ -377,6 +402,46 @@ type Stage struct {
 	Seconds   float64   `json:"seconds"`
 }
 
+// Bounds of a harness output tail in the evidence.
+const (
+	TailLines = 20
+	TailBytes = 4096
+)
+
+// Tail returns the last lines of data, at most TailLines lines and
+// TailBytes bytes, each made Printable (a line cut at the byte bound keeps
+// its end). Trailing blank lines are dropped; nil when nothing is left.
+func Tail(data []byte) []string {
+	text := strings.TrimRight(strings.ToValidUTF8(string(data), "\uFFFD"), "\r\n\t ")
+	if text == "" {
+		return nil
+	}
+	lines := strings.Split(text, "\n")
+	var out []string
+	size := 0
+	for i := len(lines) - 1; i >= 0 && len(out) < TailLines; i-- {
+		l := Printable(strings.TrimSuffix(lines[i], "\r"), false)
+		if size+len(l) > TailBytes {
+			if len(out) == 0 {
+				l = "…" + l[len(l)-(TailBytes-len("…")):]
+				for !utf8.ValidString(l) {
+					l = "…" + l[len("…")+1:]
+				}
+				out = append(out, l)
+			}
+			break
+		}
+		size += len(l) + 1
+		out = append(out, l)
+	}
+	slices.Reverse(out)
+	return out
+}
+
+// AttemptNumber is Attempt with a record written before the field read as
+// attempt 1.
+func (e *Evidence) AttemptNumber() int { return max(1, e.Attempt) }
+
 // Validate reports the first thing that makes e unusable as a case record:
 // a wrong schema, a missing run_id, case_id, harness or image, a status
 // outside the four, a skipped case without a reason, a malformed check or
@@ -400,6 +465,8 @@ func (e *Evidence) Validate() error {
 		return bad("case %q: status %q is not passed, failed, skipped or unknown", e.CaseID, e.Status)
 	case e.Status == StatusSkipped && e.SkipReason == "":
 		return bad("case %q: skipped without skip_reason", e.CaseID)
+	case e.Attempt < 0:
+		return bad("case %q: attempt %d is negative", e.CaseID, e.Attempt)
 	}
 	for name, v := range map[string]float64{"seconds": e.Seconds, "seed_seconds": e.SeedSeconds} {
 		if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {

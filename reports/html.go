@@ -2,11 +2,13 @@ package reports
 
 import (
 	_ "embed"
+	"encoding/json"
 	"fmt"
 	"html"
 	"html/template"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -50,13 +52,141 @@ type htmlView struct {
 
 type htmlRun struct {
 	*Run
+	// Cases are in the order a reader needs them: failed, unknown,
+	// passed, skipped (each in evidence order).
 	Cases []htmlCase
+	Chart *runChart
 }
 
 type htmlCase struct {
 	*Case
 	Timeline *timeline
-	Open     bool // expanded on load: everything not plainly passed
+	// Open: expanded on load, a case that failed or is unknown (a
+	// skipped case stays collapsed, so it cannot push a failure down).
+	Open bool
+	// Causes are the decisive lines of a case that did not pass.
+	Causes []string
+}
+
+// htmlOrder ranks statuses for the page: what needs reading first.
+func htmlOrder(s Status) int {
+	switch s {
+	case StatusFailed:
+		return 0
+	case StatusUnknown:
+		return 1
+	case StatusPassed:
+		return 2
+	}
+	return 3
+}
+
+// HarnessSeconds is the time the harness itself ran: the activation
+// receipt's ended_at - started_at, else the activation stage; 0 when the
+// case never got there.
+func HarnessSeconds(e *Evidence) float64 {
+	if r := e.ActivationReceipt; r != nil {
+		var a, b string
+		if json.Unmarshal(r.Extra["started_at"], &a) == nil && json.Unmarshal(r.Extra["ended_at"], &b) == nil {
+			ta, err1 := time.Parse(time.RFC3339Nano, a)
+			tb, err2 := time.Parse(time.RFC3339Nano, b)
+			if err1 == nil && err2 == nil && !tb.Before(ta) {
+				return math.Min(tb.Sub(ta).Seconds(), e.Seconds)
+			}
+		}
+	}
+	for _, s := range e.Stages {
+		if s.Name == StageActivation {
+			return math.Min(s.Seconds, e.Seconds)
+		}
+	}
+	return 0
+}
+
+// runChart is the whole run at a glance: per case, the harness's own time
+// and what sandproof added around it (setup, seed, close, verify,
+// teardown), to one scale.
+type runChart struct {
+	Width, Height float64
+	Rows          []chartRow
+	Ticks         []timelineTick
+	AxisY         float64
+}
+
+type chartRow struct {
+	Name, Anchor, Status string
+	Y, TextY             float64
+	HarnessW, OverheadX  float64
+	OverheadW            float64
+	Label                string
+	LabelX               float64
+}
+
+const chartLabelWidth = 230.0
+
+func newRunChart(cases []htmlCase) *runChart {
+	if len(cases) == 0 {
+		return nil
+	}
+	total := 0.0
+	for _, c := range cases {
+		total = math.Max(total, c.Evidence.Seconds)
+	}
+	if total <= 0 {
+		total = 1
+	}
+	scale := tlChartWidth / total
+	// The right margin holds the longest row label ("harness 1234 s,
+	// sandproof 1234 s") past the longest bar.
+	ch := &runChart{Width: chartLabelWidth + tlChartWidth + 230, AxisY: float64(len(cases)) * tlRow}
+	ch.Height = ch.AxisY + tlAxis
+	for i, c := range cases {
+		e := c.Evidence
+		h := HarnessSeconds(e)
+		o := math.Max(e.Seconds-h, 0)
+		y := float64(i) * tlRow
+		hw, ow := round1(h*scale), round1(o*scale)
+		ch.Rows = append(ch.Rows, chartRow{
+			Name: c.Name, Anchor: c.Anchor, Status: string(c.Status), Y: y + 3, TextY: y + 14,
+			HarnessW: hw, OverheadX: round1(chartLabelWidth + hw), OverheadW: math.Max(ow, 1),
+			Label:  fmt.Sprintf("harness %s, sandproof %s", FormatSeconds(h), FormatSeconds(o)),
+			LabelX: round1(chartLabelWidth + hw + math.Max(ow, 1) + 4),
+		})
+	}
+	ch.Ticks = ticks(total, scale, chartLabelWidth)
+	return ch
+}
+
+// SVG draws the run chart; text is escaped as in the timeline.
+func (ch *runChart) SVG() template.HTML {
+	var b strings.Builder
+	n, esc := svgNum, html.EscapeString
+	svgOpen(&b, `class="run-chart" `, "per case: harness time and sandproof overhead", ch.Width, ch.Height, ch.AxisY, ch.Ticks)
+	for _, r := range ch.Rows {
+		fmt.Fprintf(&b, `<a href="#%s"><text class="%s" x="4" y="%s">%s</text></a>`, esc(r.Anchor), esc(r.Status), n(r.TextY), esc(r.Name))
+		if r.HarnessW > 0 {
+			fmt.Fprintf(&b, `<rect class="bar-harness" x="%s" y="%s" width="%s" height="%s" rx="2"><title>%s</title></rect>`,
+				n(chartLabelWidth), n(r.Y), n(r.HarnessW), n(tlRow-6), esc(r.Label))
+		}
+		fmt.Fprintf(&b, `<rect class="bar-overhead" x="%s" y="%s" width="%s" height="%s" rx="2"><title>%s</title></rect><text x="%s" y="%s">%s</text>`+"\n",
+			n(r.OverheadX), n(r.Y), n(r.OverheadW), n(tlRow-6), esc(r.Label), n(r.LabelX), n(r.TextY), esc(r.Label))
+	}
+	b.WriteString("</svg>")
+	return template.HTML(b.String())
+}
+
+// ticks are the axis marks of a chart of total seconds, at most six, each
+// label written with only the decimals its step needs ("0.6 s", never
+// "0.6000000000000001 s").
+func ticks(total, scale, x0 float64) []timelineTick {
+	step := tickStep(total)
+	prec := max(0, int(-math.Floor(math.Log10(step)+1e-9)))
+	var out []timelineTick
+	for i := 0; float64(i)*step <= total+step/1000; i++ {
+		v := float64(i) * step
+		out = append(out, timelineTick{X: round1(x0 + v*scale), Label: strconv.FormatFloat(v, 'f', prec, 64) + " s"})
+	}
+	return out
 }
 
 // timeline is a case's stages drawn to scale: bar widths are proportional
@@ -134,10 +264,7 @@ func newTimeline(stages []Stage) *timeline {
 			Label: FormatSeconds(s.Seconds), LabelX: round1(x + w + 4),
 		})
 	}
-	step := tickStep(total)
-	for v := 0.0; v <= total+step/1000; v += step {
-		tl.Ticks = append(tl.Ticks, timelineTick{X: round1(tlLabelWidth + v*scale), Label: strconv.FormatFloat(v, 'f', -1, 64) + " s"})
-	}
+	tl.Ticks = ticks(total, scale, tlLabelWidth)
 	return tl
 }
 
@@ -160,15 +287,8 @@ func tickStep(total float64) float64 {
 // stage names are from the fixed set Validate allows.
 func (tl *timeline) SVG() template.HTML {
 	var b strings.Builder
-	n := func(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
-	esc := html.EscapeString
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%s" height="%s" viewBox="0 0 %s %s" role="img" aria-label="timeline of the stages">`+"\n",
-		n(tl.Width), n(tl.Height), n(tl.Width), n(tl.Height))
-	for _, t := range tl.Ticks {
-		fmt.Fprintf(&b, `<line class="axis" x1="%s" y1="0" x2="%s" y2="%s"/><text x="%s" y="%s" dy="-6" text-anchor="middle">%s</text>`,
-			n(t.X), n(t.X), n(tl.AxisY), n(t.X), n(tl.Height), esc(t.Label))
-	}
-	b.WriteString("\n")
+	n, esc := svgNum, html.EscapeString
+	svgOpen(&b, "", "timeline of the stages", tl.Width, tl.Height, tl.AxisY, tl.Ticks)
 	for _, r := range tl.Bars {
 		name := esc(r.Name)
 		fmt.Fprintf(&b, `<text x="4" y="%s">%s</text><rect class="bar-%s" x="%s" y="%s" width="%s" height="%s" rx="2"><title>%s: %s</title></rect><text x="%s" y="%s">%s</text>`+"\n",
@@ -176,6 +296,21 @@ func (tl *timeline) SVG() template.HTML {
 	}
 	b.WriteString("</svg>")
 	return template.HTML(b.String())
+}
+
+func svgNum(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
+
+// svgOpen starts a chart: the svg element (attrs, when set, ends with a
+// space) and its time axis, a line and a label per tick.
+func svgOpen(b *strings.Builder, attrs, label string, width, height, axisY float64, ticks []timelineTick) {
+	n, esc := svgNum, html.EscapeString
+	fmt.Fprintf(b, `<svg %sxmlns="http://www.w3.org/2000/svg" width="%s" height="%s" viewBox="0 0 %s %s" role="img" aria-label="%s">`+"\n",
+		attrs, n(width), n(height), n(width), n(height), esc(label))
+	for _, t := range ticks {
+		fmt.Fprintf(b, `<line class="axis" x1="%s" y1="0" x2="%s" y2="%s"/><text x="%s" y="%s" dy="-6" text-anchor="middle">%s</text>`,
+			n(t.X), n(t.X), n(axisY), n(t.X), n(height), esc(t.Label))
+	}
+	b.WriteString("\n")
 }
 
 func round1(f float64) float64 { return math.Round(f*10) / 10 }
@@ -188,12 +323,19 @@ func WriteHTML(w io.Writer, rep *Report) error {
 	for _, r := range rep.Runs {
 		hr := htmlRun{Run: r}
 		for _, c := range r.Cases {
-			hr.Cases = append(hr.Cases, htmlCase{
+			hc := htmlCase{
 				Case:     c,
 				Timeline: newTimeline(c.Evidence.Stages),
-				Open:     c.Status != StatusPassed || len(c.Reasons) > 0,
-			})
+				Open:     c.Status == StatusFailed || c.Status == StatusUnknown,
+			}
+			if c.Status != StatusPassed {
+				// The case's files get a link of their own below.
+				hc.Causes = slices.DeleteFunc(CauseLines(c), func(l string) bool { return strings.HasPrefix(l, "case files: ") })
+			}
+			hr.Cases = append(hr.Cases, hc)
 		}
+		slices.SortStableFunc(hr.Cases, func(a, b htmlCase) int { return htmlOrder(a.Status) - htmlOrder(b.Status) })
+		hr.Chart = newRunChart(hr.Cases)
 		v.Runs = append(v.Runs, hr)
 	}
 	// html/template escapes markup but passes control characters: the

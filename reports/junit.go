@@ -4,15 +4,19 @@ import (
 	"encoding/xml"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 )
 
-// JUnit XML as CI systems read it (the Jenkins/Surefire dialect): one
-// testsuite per case, one testcase per check. A case whose status its checks
-// do not explain (unknown, failed or skipped by its record alone) gets one
-// more testcase, "case status", so a CI view never shows green for a case
-// the report does not call passed.
+// JUnit XML as CI systems read it (the Jenkins/Surefire dialect), with
+// names that stay the same from run to run so CI keeps each test's history
+// (contract §9 reports): one testsuite per image of a run (name = the
+// image), one testcase per case (classname "sandproof.<image>", name = the
+// adapter, and " · <task>" with a task set); the run id and the provenance
+// are properties. Counts are cases, as in report.md. A failed case's
+// <failure> holds its decisive lines, its <system-err> the harness's own
+// stderr tail.
 type junitSuites struct {
 	XMLName  xml.Name     `xml:"testsuites"`
 	Name     string       `xml:"name,attr"`
@@ -26,7 +30,6 @@ type junitSuites struct {
 
 type junitSuite struct {
 	Name       string          `xml:"name,attr"`
-	ID         string          `xml:"id,attr,omitempty"`
 	Tests      int             `xml:"tests,attr"`
 	Failures   int             `xml:"failures,attr"`
 	Errors     int             `xml:"errors,attr"`
@@ -36,6 +39,9 @@ type junitSuite struct {
 	Hostname   string          `xml:"hostname,attr,omitempty"`
 	Properties []junitProperty `xml:"properties>property,omitempty"`
 	Cases      []junitCase     `xml:"testcase"`
+
+	seconds float64
+	started time.Time
 }
 
 type junitProperty struct {
@@ -46,9 +52,12 @@ type junitProperty struct {
 type junitCase struct {
 	Name      string       `xml:"name,attr"`
 	Classname string       `xml:"classname,attr"`
+	Time      string       `xml:"time,attr"`
 	Failure   *junitResult `xml:"failure"`
 	Error     *junitResult `xml:"error"`
 	Skipped   *junitResult `xml:"skipped"`
+	SystemOut string       `xml:"system-out,omitempty"`
+	SystemErr string       `xml:"system-err,omitempty"`
 }
 
 type junitResult struct {
@@ -57,19 +66,66 @@ type junitResult struct {
 	Text    string `xml:",chardata"`
 }
 
+// JUnitClassname is the classname of every case of image: stable across
+// runs, so CI systems see the same tests each time.
+func JUnitClassname(image string) string { return "sandproof." + image }
+
+// JUnitName is a case's testcase name: the adapter, and the task when the
+// case comes from a task set.
+func JUnitName(c *Case) string {
+	if c.TaskID != "" {
+		return c.Harness + " · " + c.TaskID
+	}
+	return c.Harness
+}
+
+func junitSeconds(s float64) string { return strconv.FormatFloat(s, 'f', 3, 64) }
+
 // WriteJUnit renders rep as JUnit XML.
 func WriteJUnit(w io.Writer, rep *Report) error {
 	out := junitSuites{Name: "sandproof"}
 	total := 0.0
 	for _, r := range rep.Runs {
+		suites := map[string]int{}
+		var order []*junitSuite
 		for _, c := range r.Cases {
-			s := junitCaseSuite(r, c)
+			i, ok := suites[c.Image]
+			if !ok {
+				i = len(order)
+				suites[c.Image] = i
+				order = append(order, newJUnitSuite(r, c.Image))
+			}
+			s := order[i]
+			tc := junitTestcase(c)
+			switch {
+			case tc.Failure != nil:
+				s.Failures++
+			case tc.Error != nil:
+				s.Errors++
+			case tc.Skipped != nil:
+				s.Skipped++
+			}
+			s.Cases = append(s.Cases, tc)
+			s.seconds += c.Evidence.Seconds
+			if st := c.Evidence.StartedAt; !st.IsZero() && (s.started.IsZero() || st.Before(s.started)) {
+				s.started = st
+			}
+			if s.Hostname == "" {
+				s.Hostname = c.Evidence.Host
+			}
+		}
+		for _, s := range order {
+			s.Tests = len(s.Cases)
+			s.Time = junitSeconds(s.seconds)
+			if !s.started.IsZero() {
+				s.Timestamp = s.started.UTC().Format("2006-01-02T15:04:05")
+			}
 			out.Tests += s.Tests
 			out.Failures += s.Failures
 			out.Errors += s.Errors
 			out.Skipped += s.Skipped
-			total += c.Evidence.Seconds
-			out.Suites = append(out.Suites, s)
+			total += s.seconds
+			out.Suites = append(out.Suites, *s)
 		}
 	}
 	if len(out.Suites) == 0 {
@@ -77,12 +133,12 @@ func WriteJUnit(w io.Writer, rep *Report) error {
 		// empty, green report.
 		out.Tests, out.Errors = 1, 1
 		out.Suites = append(out.Suites, junitSuite{
-			Name: "sandproof", Tests: 1, Errors: 1, Time: "0.000",
-			Cases: []junitCase{{Name: "evidence", Classname: "sandproof", Error: &junitResult{
+			Name: "sandproof", Tests: 1, Errors: 1, Time: junitSeconds(0),
+			Cases: []junitCase{{Name: "evidence", Classname: "sandproof", Time: junitSeconds(0), Error: &junitResult{
 				Message: "no cases recorded: status unknown", Type: "unknown"}}},
 		})
 	}
-	out.Time = fmt.Sprintf("%.3f", total)
+	out.Time = junitSeconds(total)
 	printableJUnit(&out)
 	if _, err := io.WriteString(w, xml.Header); err != nil {
 		return fmt.Errorf("write junit: %w", err)
@@ -98,92 +154,65 @@ func WriteJUnit(w io.Writer, rep *Report) error {
 	return nil
 }
 
-func junitCaseSuite(r *Run, c *Case) junitSuite {
-	e := c.Evidence
-	s := junitSuite{
-		Name:     r.ID + " / " + c.Name,
-		ID:       c.ID,
-		Time:     fmt.Sprintf("%.3f", e.Seconds),
-		Hostname: e.Host,
-	}
-	if !e.StartedAt.IsZero() {
-		s.Timestamp = e.StartedAt.UTC().Format(time.RFC3339)
-	}
+// newJUnitSuite starts the suite of image in run r; its properties are
+// the run's identity and provenance, which change from run to run while
+// the names do not.
+func newJUnitSuite(r *Run, image string) *junitSuite {
+	s := &junitSuite{Name: image}
 	prop := func(name, value string) {
 		if value != "" {
 			s.Properties = append(s.Properties, junitProperty{name, value})
 		}
 	}
+	p := r.Provenance
 	prop("run_id", r.ID)
-	prop("case_id", c.ID)
-	prop("task_id", c.TaskID)
-	prop("image", c.Image)
-	prop("image_id", e.ImageID)
-	prop("harness", c.Harness)
-	prop("status", string(c.Status))
-	prop("record_status", string(c.RecordStatus))
-	prop("skip_reason", e.SkipReason)
-	prop("warden_sha256", e.WardenSHA256)
-	prop("adapter_sha256", e.AdapterSHA256)
-	prop("suite_version", e.SuiteVersion)
-	prop("host", e.Host)
-	if !e.StartedAt.IsZero() {
-		prop("started_at", e.StartedAt.UTC().Format(time.RFC3339Nano))
-	}
-	if !e.EndedAt.IsZero() {
-		prop("ended_at", e.EndedAt.UTC().Format(time.RFC3339Nano))
-	}
-	prop("source", fmt.Sprintf("%s:%d", c.Source, c.Line))
-
-	explained := false // does some check account for the case's status?
-	for _, ch := range e.Checks {
-		tc := junitCase{Name: ch.ID, Classname: r.ID + "." + c.ID}
-		if ch.Clause != "" {
-			tc.Name += " (" + ch.Clause + ")"
+	prop("image", image)
+	for _, d := range p.ImageIDs {
+		if d.Name == image {
+			prop("image_id", d.Value)
 		}
-		res := &junitResult{Message: ch.Detail, Type: ch.Clause}
-		switch ch.Status {
-		case StatusFailed:
-			tc.Failure = res
-			s.Failures++
-			explained = explained || c.Status == StatusFailed
-		case StatusSkipped:
-			tc.Skipped = res
-			s.Skipped++
-		case StatusUnknown:
-			res.Message = "check status unknown: " + ch.Detail
-			tc.Error = res
-			s.Errors++
-			explained = explained || c.Status == StatusUnknown
-		}
-		s.Cases = append(s.Cases, tc)
 	}
-	if c.Status == StatusPassed {
-		explained = true
+	for _, v := range p.WardenSHA256 {
+		prop("warden_sha256", v)
 	}
-	if c.Status == StatusSkipped && len(e.Checks) > 0 {
-		explained = true
+	for _, d := range p.AdapterSHA256 {
+		prop("adapter_sha256."+d.Name, d.Value)
 	}
-	if !explained {
-		tc := junitCase{Name: "case status", Classname: r.ID + "." + c.ID}
-		msg := strings.Join(c.Reasons, "; ")
-		res := &junitResult{Message: msg, Type: string(c.Status)}
-		switch c.Status {
-		case StatusFailed:
-			tc.Failure = res
-			s.Failures++
-		case StatusSkipped:
-			res.Message = e.SkipReason
-			tc.Skipped = res
-			s.Skipped++
-		default:
-			tc.Error = res
-			s.Errors++
-		}
-		s.Cases = append(s.Cases, tc)
+	for _, h := range p.Harnesses {
+		prop("harness_runtime."+h.Name, RuntimeSummary(&h.Runtime))
 	}
-	s.Tests = len(s.Cases)
+	for _, v := range p.SuiteVersions {
+		prop("suite_version", v)
+	}
+	for _, v := range p.Hosts {
+		prop("host", v)
+	}
 	return s
+}
+
+// junitTestcase is one case: its verdict, and for a case that did not
+// pass the decisive lines (the same ones report.md shows).
+func junitTestcase(c *Case) junitCase {
+	e := c.Evidence
+	tc := junitCase{Name: JUnitName(c), Classname: JUnitClassname(c.Image), Time: junitSeconds(e.Seconds)}
+	body := strings.Join(CauseLines(c), "\n")
+	switch c.Status {
+	case StatusPassed:
+		return tc
+	case StatusFailed:
+		tc.Failure = &junitResult{Message: CauseHeadline(c), Type: "failed", Text: body}
+	case StatusSkipped:
+		tc.Skipped = &junitResult{Message: e.SkipReason}
+	default:
+		tc.Error = &junitResult{Message: CauseHeadline(c), Type: "unknown", Text: body}
+	}
+	if len(e.HarnessStderrTail) > 0 {
+		tc.SystemErr = strings.Join(e.HarnessStderrTail, "\n")
+	}
+	if len(e.HarnessStdoutTail) > 0 {
+		tc.SystemOut = strings.Join(e.HarnessStdoutTail, "\n")
+	}
+	return tc
 }
 
 // printableJUnit makes every text of the tree Printable: attributes lose
@@ -202,7 +231,6 @@ func printableJUnit(out *junitSuites) {
 	for i := range out.Suites {
 		s := &out.Suites[i]
 		at(&s.Name)
-		at(&s.ID)
 		at(&s.Hostname)
 		for j := range s.Properties {
 			at(&s.Properties[j].Name)
@@ -215,6 +243,8 @@ func printableJUnit(out *junitSuites) {
 			res(c.Failure)
 			res(c.Error)
 			res(c.Skipped)
+			c.SystemOut = Printable(c.SystemOut, true)
+			c.SystemErr = Printable(c.SystemErr, true)
 		}
 	}
 }

@@ -140,11 +140,36 @@ func writeMarkdownDetails(p func(string, ...any), r *Run) {
 		e := c.Evidence
 		p("\n#### %s\n\n", mdText(c.Name))
 		p("- status: **%s** (record says %s); case %s from %s line %d\n", c.Status, c.RecordStatus, mdCode(c.ID), mdText(c.Source), c.Line)
+		// The decisive lines first: what failed and what the harness
+		// said (contract §9 reports).
+		for _, ch := range e.Checks {
+			if ch.Status == StatusPassed {
+				continue
+			}
+			p("- check %s **%s** (%s): %s\n", mdCode(ch.ID), ch.Status, mdText(clauseOr(ch.Clause)), mdText(ch.Detail))
+		}
 		for _, why := range c.Reasons {
 			p("- note: %s\n", mdText(why))
 		}
 		if e.SkipReason != "" {
 			p("- skip reason: %s\n", mdText(e.SkipReason))
+		}
+		if e.Interrupted != "" {
+			p("- interrupted: %s (attempt %d; `--resume` runs it again)\n", mdText(e.Interrupted), e.AttemptNumber())
+		}
+		if e.RunnerSaid != "" {
+			p("- warden run said: %s\n", mdCode(e.RunnerSaid))
+		}
+		for _, tl := range []struct {
+			name  string
+			lines []string
+		}{{"stderr", e.HarnessStderrTail}, {"stdout", e.HarnessStdoutTail}} {
+			if len(tl.lines) > 0 {
+				p("- harness %s, last %d line(s):\n\n%s\n", tl.name, len(tl.lines), mdFence(tl.lines, "  "))
+			}
+		}
+		if e.CaseDir != "" {
+			p("- case files: [%s/](%s/)\n", mdText(e.CaseDir), mdLink(e.CaseDir))
 		}
 		if e.ErrorType != nil {
 			p("- error type: %s\n", mdCode(*e.ErrorType))
@@ -170,12 +195,6 @@ func writeMarkdownDetails(p func(string, ...any), r *Run) {
 			for _, st := range stepLines(e) {
 				p("  - %s\n", mdText(st))
 			}
-		}
-		for _, ch := range e.Checks {
-			if ch.Status == StatusPassed {
-				continue
-			}
-			p("- check %s **%s** (%s): %s\n", mdCode(ch.ID), ch.Status, mdText(clauseOr(ch.Clause)), mdText(ch.Detail))
 		}
 	}
 	if !first {
@@ -318,6 +337,37 @@ var mdEscaper = strings.NewReplacer(
 
 // mdText escapes s so that it shows literally inside a GFM table cell or a
 // list item: no emphasis, links, HTML or cell breaks.
+// mdFence shows lines verbatim in a fenced code block indented by indent
+// (inside a list item), its fence longer than any backtick run in them so
+// the text cannot close it.
+func mdFence(lines []string, indent string) string {
+	longest := 0
+	for _, l := range lines {
+		run := 0
+		for _, r := range l {
+			if r == '`' {
+				run++
+				longest = max(longest, run)
+			} else {
+				run = 0
+			}
+		}
+	}
+	fence := strings.Repeat("`", max(3, longest+1))
+	var b strings.Builder
+	b.WriteString(indent + fence + "text\n")
+	for _, l := range lines {
+		b.WriteString(indent + Printable(l, false) + "\n")
+	}
+	b.WriteString(indent + fence + "\n")
+	return b.String()
+}
+
+// mdLink escapes a relative path for a link target.
+func mdLink(p string) string {
+	return strings.NewReplacer(" ", "%20", "(", "%28", ")", "%29", "<", "%3C", ">", "%3E").Replace(Printable(p, false))
+}
+
 func mdText(s string) string { return mdEscaper.Replace(Printable(s, true)) }
 
 var mdCodeEscaper = strings.NewReplacer("`", "'", "|", `\|`, "\r", " ", "\n", " ")

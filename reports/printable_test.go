@@ -2,6 +2,7 @@ package reports
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -72,4 +73,23 @@ func TestRenderersShowControlsVisibly(t *testing.T) {
 	var con bytes.Buffer
 	PrintableWriter{W: &con}.Write([]byte(hostileText + "\n"))
 	assertClean(t, "console", con.Bytes(), true)
+}
+
+func TestTailBounds(t *testing.T) {
+	var b strings.Builder
+	for i := 1; i <= 30; i++ {
+		fmt.Fprintf(&b, "line %d\n", i)
+	}
+	got := Tail([]byte(b.String() + "\x1b[31mred\r\n\n"))
+	if len(got) != TailLines || got[0] != "line 12" || got[TailLines-1] != "␛[31mred" {
+		t.Errorf("tail of 31 lines: %q", got)
+	}
+	long := strings.Repeat("é", 3*TailBytes) + "END"
+	got = Tail([]byte("first\n" + long))
+	if len(got) != 1 || len(got[0]) > TailBytes || !strings.HasSuffix(got[0], "END") || !strings.HasPrefix(got[0], "…") || !utf8.ValidString(got[0]) {
+		t.Errorf("tail of a long line: %d line(s), %d bytes", len(got), len(got[0]))
+	}
+	if got := Tail([]byte("\n \n")); got != nil {
+		t.Errorf("blank output: %q, want nil", got)
+	}
 }

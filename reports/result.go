@@ -179,7 +179,10 @@ type Case struct {
 	RecordStatus Status `json:"record_status"`
 	// Reasons explain a verdict that is not a plain pass: why the report
 	// overrode the record, or why it cannot call the case passed.
-	Reasons  []string  `json:"reasons,omitempty"`
+	Reasons []string `json:"reasons,omitempty"`
+	// Attempts counts the records of the case read; the case is its last
+	// attempt (the highest attempt number).
+	Attempts int       `json:"attempts"`
 	Anchor   string    `json:"anchor"`
 	Source   string    `json:"source"`
 	Line     int       `json:"line"`
@@ -262,16 +265,31 @@ func (b *Builder) Add(source string, e *Evidence) error {
 		b.byID[e.RunID] = r
 		b.runs = append(b.runs, r)
 	}
-	if first := r.seen[e.CaseID]; first != nil {
-		return &LineError{File: source, Line: e.Line, Err: fmt.Errorf("%w: run_id %q case_id %q, first at %s:%d", ErrDuplicateCase, e.RunID, e.CaseID, first.Source, first.Line)}
+	first := r.seen[e.CaseID]
+	if first != nil {
+		// A later attempt of the case (--resume ran it again) replaces
+		// the earlier one in place; anything else is a duplicate.
+		if e.AttemptNumber() == first.Evidence.AttemptNumber() {
+			return &LineError{File: source, Line: e.Line, Err: fmt.Errorf("%w: run_id %q case_id %q attempt %d, first at %s:%d", ErrDuplicateCase, e.RunID, e.CaseID, e.AttemptNumber(), first.Source, first.Line)}
+		}
+		if e.AttemptNumber() < first.Evidence.AttemptNumber() {
+			first.Attempts++
+			return nil
+		}
 	}
 	st, why := Judge(e)
 	c := &Case{
 		ID: e.CaseID, Name: caseName(e.Image, e.Harness, e.TaskID),
 		Image: e.Image, Harness: e.Harness, TaskID: e.TaskID,
-		Status: st, RecordStatus: e.Status, Reasons: why,
+		Status: st, RecordStatus: e.Status, Reasons: why, Attempts: 1,
 		Anchor: fmt.Sprintf("r%d-c%d-%s", r.index, len(r.Cases)+1, slug(e.CaseID)),
 		Source: source, Line: e.Line, Evidence: e,
+	}
+	if first != nil {
+		c.Anchor, c.Attempts = first.Anchor, first.Attempts+1
+		*first = *c
+		r.addProvenance(e)
+		return nil
 	}
 	r.seen[e.CaseID] = c
 	r.Cases = append(r.Cases, c)

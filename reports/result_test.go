@@ -196,7 +196,7 @@ func TestRejections(t *testing.T) {
 		want   string
 		is     error
 	}{
-		{"duplicate case", okEvidence("r", "c1", "alpine", "pi"), `duplicate case: run_id "r" case_id "c1", first at in.jsonl:1`, ErrDuplicateCase},
+		{"duplicate case", okEvidence("r", "c1", "alpine", "pi"), `duplicate case: run_id "r" case_id "c1" attempt 1, first at in.jsonl:1`, ErrDuplicateCase},
 		{"wrong schema", mod(func(e *Evidence) { e.Schema = "sandproof.evidence/v2" }), `schema "sandproof.evidence/v2"`, ErrInvalidEvidence},
 		{"missing schema", `{"run_id":"r","case_id":"x","status":"passed"}`, `schema ""`, ErrInvalidEvidence},
 		{"missing run_id", mod(func(e *Evidence) { e.RunID = "" }), "missing run_id", ErrInvalidEvidence},
@@ -296,5 +296,37 @@ func TestReadEvidenceLineTooLong(t *testing.T) {
 	var le *LineError
 	if n != 1 || !errors.As(last, &le) || le.Line != 2 || !strings.Contains(last.Error(), "longer than") {
 		t.Errorf("got %d records and error %v, want 1 record then a too-long error at line 2", n, last)
+	}
+}
+
+// The last attempt of a case is the case, whatever order the lines come
+// in; the earlier attempt is counted, not shown.
+func TestLastAttemptWins(t *testing.T) {
+	first := okEvidence("r", "c1", "alpine", "pi")
+	first.Status, first.Passed, first.Interrupted = StatusUnknown, false, "SIGINT during activation"
+	first.Checks = append(first.Checks, Check{ID: "interrupt", Status: StatusUnknown, Clause: "§8 attempts and interrupts"})
+	first.Attempt = 1
+	second := okEvidence("r", "c1", "alpine", "pi")
+	second.Attempt = 2
+	other := okEvidence("r", "c2", "debian", "pi")
+	for name, lines := range map[string][]any{"in order": {first, other, second}, "reversed": {second, other, first}} {
+		b := NewBuilder()
+		if err := b.Read("in.jsonl", strings.NewReader(jsonl(t, lines...))); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		rep := b.Report()
+		r := rep.Runs[0]
+		if len(r.Cases) != 2 || r.Cases[0].ID != "c1" || r.Cases[0].Status != StatusPassed || r.Cases[0].Attempts != 2 || r.Cases[0].Evidence.Attempt != 2 {
+			t.Fatalf("%s: cases %+v", name, r.Cases[0])
+		}
+		if rep.Counts != (Counts{Cases: 2, Passed: 2}) {
+			t.Errorf("%s: counts %+v, want 2 passed", name, rep.Counts)
+		}
+	}
+	// The same attempt twice is still a duplicate.
+	again := okEvidence("r", "c1", "alpine", "pi")
+	again.Attempt = 2
+	if err := NewBuilder().Read("in.jsonl", strings.NewReader(jsonl(t, second, again))); !errors.Is(err, ErrDuplicateCase) {
+		t.Errorf("attempt 2 twice: %v, want ErrDuplicateCase", err)
 	}
 }

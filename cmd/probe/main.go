@@ -7,7 +7,7 @@
 //	probe setup --owner UID:GID [--dirs DIR,...] [--write-markers PATH,...] [--markers PATH,...]
 //	probe diff BEFORE.json AFTER.json
 //
-// setup makes the owner's directories and marker files (SPEC.md section 7.1)
+// setup makes the owner's directories and marker files (contract §7.1)
 // and prints the snapshot taken right after, with the written markers and
 // --markers hashed: the whole owner setup in one run.
 //

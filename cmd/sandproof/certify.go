@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -8,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -29,14 +32,14 @@ func newCertifyCmd(stdout, stderr io.Writer) *cobra.Command {
 		adapterFiles, imageArgs, diffAllow                             []string
 		modelArg, modelName, keyFile, warden, probe, bash, rmtree, out string
 		parallel                                                       int
-		resume                                                         bool
+		resume, allowEmpty                                             bool
 		pidsLimit, cpuShares                                           int64
 		memory                                                         string
 	)
 	arch := runtime.GOARCH
 	cmd := &cobra.Command{
 		Use:   "certify --adapter FILE [--adapter FILE...] --out DIR",
-		Short: "Run the case protocol (SPEC.md section 7) for every image x adapter",
+		Short: "Run the case protocol (contract §7) for every image x adapter",
 		Long: `Certify adapters: for every image x adapter, set up a container, seed the
 adapter, run one activation (read the challenge the owner wrote to
 /task/challenge.txt through a tool, then write /task/deliverable.txt with
@@ -45,8 +48,15 @@ the token the model makes from it), close with receipts, verify after close
 recording relay every model call goes through) and tear down. The sandbox
 only holds a canary key; the relay sends --api-key-file's key upstream. One evidence
 line per case goes to DIR/evidence.jsonl as each case ends; report.html,
-report.md and junit.xml are written beside it at the end. Exit 1 when a case
-failed (skipped cases do not fail), 2 for usage errors.`,
+report.md and junit.xml are written beside it at the end.
+
+The first INT or TERM interrupts the run: no case starts after it, a running
+activation is stopped through its session (receipts kept), the cases cut
+short are written as unknown with the reason, the reports are written, and
+the exit status is 130 (143 for TERM). A second signal exits at once.
+--resume then runs again every case whose last attempt is not final.
+
+` + exitCodeHelp,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if len(adapterFiles) == 0 {
@@ -61,6 +71,11 @@ failed (skipped cases do not fail), 2 for usage errors.`,
 			limits, err := parseLimits(pidsLimit, memory, cpuShares)
 			if err != nil {
 				return err
+			}
+			for _, b := range []struct{ flag, path string }{{"--warden", warden}, {"--probe", probe}} {
+				if _, err := os.Stat(b.path); err != nil {
+					return usagef("%s: %q not found (build it with `make build`, or name the static build to use)", b.flag, b.path)
+				}
 			}
 			var ms []*adapter.Manifest
 			for _, f := range adapterFiles {
@@ -102,17 +117,32 @@ failed (skipped cases do not fail), 2 for usage errors.`,
 					o.Bash = "/bin/bash-static"
 				}
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			ictx, sig, stop := interruptOnSignal(stderr)
 			defer stop()
-			sum, err := certify.Run(ctx, o)
+			o.Interrupt = ictx
+			sum, err := certify.Run(cmd.Context(), o)
 			if sum != nil {
 				printSummary(stdout, sum, out)
 			}
+			// Precedence (contract §9 exit statuses): interrupted >
+			// infrastructure > failed.
+			if s := sig(); s != nil {
+				if err != nil {
+					fmt.Fprintf(stderr, "sandproof: %s\n", reports.Printable(err.Error(), false))
+				}
+				return s
+			}
 			if err != nil {
-				return err
+				if errors.Is(err, certify.ErrCanaryLeaked) {
+					return failedError{err}
+				}
+				return infraError{err}
 			}
 			if sum.Failed() {
-				return exitError{1}
+				return exitError{exitFailed}
+			}
+			if sum.Counts[reports.StatusPassed] == 0 && !allowEmpty {
+				return failedError{fmt.Errorf("no case passed (%d skipped): nothing was certified; --allow-empty accepts that", sum.Counts[reports.StatusSkipped])}
 			}
 			return nil
 		},
@@ -129,7 +159,8 @@ failed (skipped cases do not fail), 2 for usage errors.`,
 	f.StringVar(&bash, "bash-static", "", "static bash provided to adapters that need bash (default /bin/bash-static when present)")
 	f.StringVar(&rmtree, "rmtree", "", "optional removal helper (runner/session/rmtree) for session dirs")
 	f.StringArrayVar(&diffAllow, "diff-allow", nil, "sandbox path the filesystem diff may hold (repeatable)")
-	f.BoolVar(&resume, "resume", false, "finish an interrupted run: skip cases already in DIR/evidence.jsonl")
+	f.BoolVar(&resume, "resume", false, "finish an interrupted run: run again every case of DIR/evidence.jsonl whose last attempt is unknown, and the cases never written")
+	f.BoolVar(&allowEmpty, "allow-empty", false, "exit 0 when no case failed even if none passed (all skipped)")
 	f.StringVar(&out, "out", "", "run directory (required)")
 	d := provider.DefaultLimits
 	f.Int64Var(&pidsLimit, "pids-limit", d.PidsLimit, "most processes and threads a case's container may hold")
@@ -200,7 +231,67 @@ func pickImages(args []string) ([]images.Image, error) {
 	return out, nil
 }
 
+// interruptOnSignal returns a context the first INT or TERM cancels, with
+// the signal's name as its cause, and a func that returns the exit error
+// for that signal (nil when none came). A second signal exits at once with
+// the same status: the evidence already written is whole, so --resume
+// finishes the run.
+func interruptOnSignal(stderr io.Writer) (context.Context, func() error, func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	var mu sync.Mutex
+	var got *interruptedError
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case s := <-ch:
+				e := signalExit(s)
+				mu.Lock()
+				first := got == nil
+				if first {
+					got = e
+				}
+				mu.Unlock()
+				if !first {
+					fmt.Fprintf(stderr, "sandproof: second signal (%s): exiting now; --resume finishes the run\n", e.sig)
+					os.Exit(e.code)
+				}
+				fmt.Fprintf(stderr, "sandproof: %s: no new case starts; stopping the running ones (again to exit at once)\n", e.sig)
+				cancel(errors.New(e.sig))
+			}
+		}
+	}()
+	sig := func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if got == nil {
+			return nil
+		}
+		return *got
+	}
+	stop := func() {
+		signal.Stop(ch)
+		close(done)
+		cancel(nil)
+	}
+	return ctx, sig, stop
+}
+
+func signalExit(s os.Signal) *interruptedError {
+	if s == syscall.SIGTERM {
+		return &interruptedError{sig: "SIGTERM", code: exitSIGTERM}
+	}
+	return &interruptedError{sig: "SIGINT", code: exitSIGINT}
+}
+
 func printSummary(w io.Writer, s *certify.Summary, out string) {
+	if s.Interrupted != "" {
+		fmt.Fprintf(w, "run %s interrupted by %s: finish it with --resume\n", s.RunID, s.Interrupted)
+	}
 	fmt.Fprintf(w, "run %s: %d passed, %d failed, %d skipped, %d unknown (%d resumed) in %.1fs\n", s.RunID,
 		s.Counts[reports.StatusPassed], s.Counts[reports.StatusFailed], s.Counts[reports.StatusSkipped],
 		s.Counts[reports.StatusUnknown], s.Resumed, s.Wall.Seconds())

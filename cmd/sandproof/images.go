@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/sandproof/sandproof/images"
@@ -68,14 +69,29 @@ other reference (an image loaded from a registry, say) instead.`,
 	return cmd
 }
 
+// caught is the signal that cancelled a signalContext, for the exit
+// status (130 or 143 rather than the error the cancelled work returned).
+var caught atomic.Value
+
 // signalContext is cancelled by INT or TERM, so a build interrupted by the
 // user kills its mmdebstrap instead of leaving it running.
 func signalContext(cmd *cobra.Command) (context.Context, context.CancelFunc) {
-	ctx := cmd.Context()
-	if ctx == nil {
-		ctx = context.Background()
+	base := cmd.Context()
+	if base == nil {
+		base = context.Background()
 	}
-	return signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancel(base)
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		select {
+		case s := <-ch:
+			caught.Store(s)
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { signal.Stop(ch); cancel() }
 }
 
 func newImagesBuildCmd(stdout, stderr io.Writer, f *imagesFlags) *cobra.Command {

@@ -3,8 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/sandproof/sandproof/images"
 	"github.com/sandproof/sandproof/runner/testenv"
@@ -55,5 +62,49 @@ func TestImagesListAgainstEngine(t *testing.T) {
 			!strings.HasPrefix(f[5], "python3=") || !strings.HasPrefix(f[6], "os=") {
 			t.Errorf("line %q: want NAME REF ID SIZE bash= python3= os=", l)
 		}
+	}
+}
+
+// An image the engine does not have is an infrastructure failure (exit
+// 3, one line naming it), found before any case runs: no case is written.
+func TestCertifyMissingImageIsInfrastructure(t *testing.T) {
+	testenv.Docker(t)
+	if _, err := (images.Engine{}).Ping(context.Background()); err != nil {
+		testenv.OptedInEngine(t, err)
+	}
+	tmp := t.TempDir()
+	_, warden, probe := buildTools(t, tmp)
+	out := filepath.Join(tmp, "out")
+	var stdout, errb bytes.Buffer
+	code := run(&stdout, &errb, []string{"certify", "--warden", warden, "--probe", probe, "--out", out,
+		"--image", "debian-12=sandproof/never-built:0", "--adapter", "../../fixtures/adapters/fake-noloop.yaml"})
+	if code != exitInfra || !strings.Contains(errb.String(), "sandproof/never-built:0") || !strings.Contains(errb.String(), "image missing") {
+		t.Fatalf("exit %d, stderr %q; want 3 naming the missing image", code, errb.String())
+	}
+	if b, err := os.ReadFile(filepath.Join(out, "evidence.jsonl")); err == nil && len(b) > 0 {
+		t.Errorf("a case was written: %q", b)
+	}
+}
+
+// A signal that cancels an images command is remembered, so the exit
+// status is 143 (130) rather than what the cancelled work returned.
+func TestSignalContextRemembersTheSignal(t *testing.T) {
+	t.Cleanup(func() { caught = atomic.Value{} })
+	if _, ok := caught.Load().(os.Signal); ok {
+		t.Fatal("a signal is recorded before any was sent")
+	}
+	ctx, cancel := signalContext(&cobra.Command{})
+	defer cancel()
+	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(time.Minute):
+		t.Fatal("SIGTERM did not cancel the context")
+	}
+	s, ok := caught.Load().(os.Signal)
+	if !ok || signalExit(s).code != exitSIGTERM {
+		t.Errorf("caught %v, want SIGTERM (exit 143)", s)
 	}
 }

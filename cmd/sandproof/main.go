@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sandproof/sandproof/reports"
+	"github.com/sandproof/sandproof/runner/certify"
 )
 
 // commandFactories holds the subcommands; each file registers its own in init.
@@ -42,20 +43,97 @@ type exitError struct{ code int }
 
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
+// Exit statuses (contract §9 exit statuses). When several apply, the first
+// of interrupted, infrastructure, failed wins.
+const (
+	exitOK       = 0
+	exitFailed   = 1 // a case failed or is unknown, a canary leaked, a regression
+	exitUsage    = 2
+	exitInfra    = 3 // engine unreachable, image missing, registry down, I/O
+	exitSIGINT   = 130
+	exitSIGTERM  = 143
+	exitCodeHelp = `Exit statuses (the same for every subcommand):
+  0    every case passed (skipped cases allowed); report diff: no regression
+  1    a case failed or is unknown, a canary leaked, report diff found a
+       regression, or no case passed (certify --allow-empty accepts that)
+  2    usage: a bad flag or value, an unknown subcommand, bad evidence input
+  3    infrastructure: engine unreachable, image missing, registry down when
+       required, a file that cannot be read or written
+  130  interrupted by SIGINT; 143 by SIGTERM
+When several apply: interrupted > infrastructure > failed.`
+)
+
+// infraError marks a failure of what sandproof runs on (the engine, an
+// image, a registry, the disk) rather than a verdict; main exits 3.
+type infraError struct{ err error }
+
+func (e infraError) Error() string { return e.err.Error() }
+func (e infraError) Unwrap() error { return e.err }
+
+// interruptedError ends a command stopped by a signal; main exits 128+N.
+type interruptedError struct {
+	sig  string // "SIGINT" or "SIGTERM"
+	code int
+}
+
+func (e interruptedError) Error() string { return "interrupted by " + e.sig }
+
+// failedError is a verdict (a failed case, a leaked canary) that has a
+// message worth printing; main exits 1.
+type failedError struct{ err error }
+
+func (e failedError) Error() string { return e.err.Error() }
+func (e failedError) Unwrap() error { return e.err }
+
 func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "sandproof",
 		Short:         "Certify that coding-agent harnesses run, stop and clean up correctly in sandboxes",
+		Long:          "Certify that coding-agent harnesses run, stop and clean up correctly in sandboxes.\n\n" + exitCodeHelp,
+		Version:       versionLine(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	for _, f := range commandFactories {
 		root.AddCommand(f(stdout, stderr))
 	}
+	refuseUnknownSubcommands(root)
 	return root
+}
+
+// refuseUnknownSubcommands makes a command that only groups subcommands
+// ("images", "model") refuse an argument that names none of them: cobra
+// itself checks that at the root only, and below it prints help and
+// returns success, so a typo in CI would pass.
+func refuseUnknownSubcommands(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		refuseUnknownSubcommands(sub)
+	}
+	if !c.HasParent() || !c.HasAvailableSubCommands() || c.Runnable() {
+		return
+	}
+	c.Args = cobra.ArbitraryArgs
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return cmd.Help()
+		}
+		cmd.SuggestionsMinimumDistance = 2
+		msg := fmt.Sprintf("%s: unknown subcommand %q", cmd.CommandPath(), args[0])
+		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+			msg += fmt.Sprintf(" (did you mean %q?)", s[0])
+		}
+		var names []string
+		for _, sub := range cmd.Commands() {
+			if sub.IsAvailableCommand() {
+				names = append(names, sub.Name())
+			}
+		}
+		return usagef("%s; want one of %s", msg, strings.Join(names, ", "))
+	}
 }
 
 // run executes the command line and returns the process exit status.
@@ -64,7 +142,7 @@ func run(stdout, stderr io.Writer, args []string) int {
 	root.SetArgs(args)
 	err := root.Execute()
 	if err == nil {
-		return 0
+		return exitOK
 	}
 	var ee exitError
 	if errors.As(err, &ee) {
@@ -72,11 +150,32 @@ func run(stdout, stderr io.Writer, args []string) int {
 	}
 	// An error can carry text from a sandbox (a file name, a message).
 	fmt.Fprintf(stderr, "sandproof: %s\n", reports.Printable(err.Error(), false))
-	var ue usageError
-	if errors.As(err, &ue) || isCobraUsage(err) {
-		return 2
+	if s, ok := caught.Load().(os.Signal); ok {
+		// The work failed because a signal cancelled it.
+		return signalExit(s).code
 	}
-	return 1
+	return exitStatus(err)
+}
+
+// exitStatus classifies an error that was printed. What is not a usage
+// error, a verdict or an interrupt is the machinery failing: exit 3, so
+// CI tells a broken engine from a broken harness.
+func exitStatus(err error) int {
+	var ie interruptedError
+	var ue usageError
+	var fe failedError
+	switch {
+	case errors.As(err, &ie):
+		return ie.code
+	case errors.As(err, &ue), isCobraUsage(err):
+		return exitUsage
+	case errors.As(err, &fe), errors.Is(err, certify.ErrCanaryLeaked):
+		return exitFailed
+	case errors.Is(err, reports.ErrInvalidEvidence), errors.Is(err, reports.ErrDuplicateCase), errors.Is(err, certify.ErrOutExists):
+		// Bad input named by file and line.
+		return exitUsage
+	}
+	return exitInfra
 }
 
 // isCobraUsage recognises cobra's own argument errors (unknown command,

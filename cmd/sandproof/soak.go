@@ -111,7 +111,7 @@ sandproof module found at or above the working directory.`,
 	return cmd
 }
 
-// secondsOK applies SPEC.md's number rule to --grace.
+// secondsOK applies the contract's number rule (§2 flags) to --grace.
 func secondsOK(s string) bool {
 	if s == "" {
 		return false

@@ -1,5 +1,5 @@
 // Package framework is the thin core every conformance spec uses: one wrapper
-// that tags a spec as conformance and names the SPEC.md clause it checks, the
+// that tags a spec as conformance and names the contract clause it checks, the
 // frozen set of labels, the paths of the binaries under test, and Missing,
 // the one way a spec gives up on a prerequisite. Helpers for processes,
 // images and cases live beside it and are never imported by it.
@@ -36,13 +36,13 @@ var (
 	Hostile = ginkgo.Label("hostile")
 )
 
-// ConformanceIt declares a spec that certifies one clause of SPEC.md. The
+// ConformanceIt declares a spec that certifies one clause of docs/contract.md. The
 // clause ("2 stop rules", "5 events mode", ...) becomes part of the spec's
 // text and a label, so reports can cite it and filters can select it.
 func ConformanceIt(clause, text string, args ...any) bool {
 	ginkgo.GinkgoHelper()
 	args = append(args, ginkgo.Label("conformance", ClauseLabel(clause)))
-	return ginkgo.It(fmt.Sprintf("[Conformance] [SPEC §%s] %s", clause, text), args...)
+	return ginkgo.It(fmt.Sprintf("[Conformance] [§%s] %s", clause, text), args...)
 }
 
 // ClauseLabel turns a clause into a label: "2 stop rules" -> "spec:2-stop-rules".

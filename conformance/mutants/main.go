@@ -1,6 +1,6 @@
 // Command mutants proves the conformance suite has teeth: it builds variants
 // of warden that each break one guarantee (runner/mutant, build tags only),
-// runs the specs of the SPEC.md clause each mutant declares against it, and
+// runs the specs of the contract clause each mutant declares against it, and
 // prints the kill matrix. Every mutant must be killed by a spec of its
 // clause, and the real warden by none, in every one of --runs runs; no spec
 // is retried. Run it with `make mutants`.

@@ -7,7 +7,7 @@ import (
 	"github.com/sandproof/sandproof/runner/session"
 )
 
-// Deliverable is where the fixture harness writes its token (SPEC.md 7.2).
+// Deliverable is where the fixture harness writes its token (contract §7.2).
 const Deliverable = TaskDir + "/deliverable.txt"
 
 // Files the harness writes in the launch's run dir; close downloads them

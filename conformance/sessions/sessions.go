@@ -1,4 +1,4 @@
-// Package sessions runs full sessions (runner/session, SPEC.md section 6)
+// Package sessions runs full sessions (runner/session, contract §6)
 // inside containers of the test images, with the case owner's instruments
 // around them (section 7): the probe mounted read-only outside the session
 // dir, /task and the four XDG markers of the task user, probe snapshots run
@@ -187,7 +187,7 @@ func (b *Box) ResetCalls(ctx context.Context) {
 	gomega.Expect(b.Trip.TripwireCalls(ctx)).To(gomega.BeEmpty())
 }
 
-// Setup does the owner's part of SPEC.md 7.1 that the session must leave
+// Setup does the owner's part of contract §7.1 that the session must leave
 // alone: /task for the task user, and a marker with random content in each
 // XDG dir (XDG/sandproof-owner/marker). It returns the markers' paths.
 func (b *Box) Setup(ctx context.Context) []string {

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// Receipt is STATE/receipt.json as SPEC.md section 3 fixes it. The
+// Receipt is STATE/receipt.json as contract §3 fixes it. The
 // witness keeps its own copy of the schema so that it checks the contract,
 // not warden's struct.
 type Receipt struct {
@@ -65,8 +65,8 @@ var (
 	whys  = map[string]bool{"group": true, "descendant": true, "orphan": true, "marker": true}
 )
 
-// ParseReceipt decodes a receipt and checks that every field of SPEC.md
-// section 3 is there with its type (lists are arrays, never null; the
+// ParseReceipt decodes a receipt and checks that every field of contract
+// §3 is there with its type (lists are arrays, never null; the
 // nullable fields are null or of their type), that cause, tier and
 // reached[].why take their listed values, and that the times parse and are
 // in order. Unknown fields are accepted, as readers must.
@@ -183,7 +183,7 @@ func ReadReceipt(state string) (*Receipt, error) {
 	return ParseReceipt(data)
 }
 
-// Detached is what supervise --detach prints (SPEC.md section 2).
+// Detached is what supervise --detach prints (contract §2).
 type Detached struct {
 	LaunchID      string `json:"launch_id"`
 	SupervisorPID int    `json:"supervisor_pid"`

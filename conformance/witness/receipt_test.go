@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// specReceipt is the example of SPEC.md section 3.
+// specReceipt is the example of contract §3.
 const specReceipt = `{
   "schema": "warden.receipt/v1",
   "warden_version": "0.1.0+abc1234",

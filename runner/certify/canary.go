@@ -24,7 +24,7 @@ import (
 const maxDecodeLine = capture.MaxEventLine
 
 // FindCanary lists the files under dir that hold key in any encoding
-// sandproof itself applies (SPEC.md section 8): as is; as the renderers
+// sandproof itself applies (contract §8): as is; as the renderers
 // escape it (Markdown, HTML, XML, JSON, Printable); in base64 at any
 // alignment, standard and URL alphabets (raw_b64 lines of the events
 // file); and inside JSON strings, escapes decoded (then again as is or in

@@ -2,8 +2,10 @@ package certify
 
 import (
 	"bytes"
+	"encoding/base64"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -90,5 +92,36 @@ func TestFindCanaryLongLine(t *testing.T) {
 	// "short" splits the key over two lines: not a leak of the key.
 	if hits, err := FindCanary(dir, key); err != nil || len(hits) != 1 || filepath.Base(hits[0]) != "long" {
 		t.Errorf("key after %d bytes on one line: %v %v", maxDecodeLine, hits, err)
+	}
+}
+
+// A harness output tail that holds the key, as is or in base64, is
+// withheld from the evidence; one without it is kept.
+func TestTailWithholdsTheKey(t *testing.T) {
+	key := NewCanary()
+	cr := &caseRun{r: &runner{key: key}}
+	dir := t.TempDir()
+	for name, text := range map[string]string{
+		"plain":  "error: bad key " + key + "\n",
+		"base64": "dump " + base64.StdEncoding.EncodeToString([]byte("k="+key)) + "\n",
+		"clean":  "version `GLIBC_2.34' not found\n",
+	} {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("an earlier line\n"+text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		got := cr.tail(p)
+		switch {
+		case name == "clean" && (len(got) != 2 || got[1] != "version `GLIBC_2.34' not found"):
+			t.Errorf("clean tail: %q", got)
+		case name != "clean" && !slices.Equal(got, withheldTail):
+			t.Errorf("%s: tail %q kept, want it withheld", name, got)
+		}
+	}
+	if err := os.Symlink("/etc/passwd", filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if got := cr.tail(filepath.Join(dir, "link")); got != nil {
+		t.Errorf("a link was followed: %q", got)
 	}
 }

@@ -34,16 +34,17 @@ const (
 	activation  = "activation"
 )
 
-// Clauses of SPEC.md the checks cite.
+// Clauses of docs/contract.md the checks cite.
 const (
-	clauseSetup    = "§7.1 setup"
-	clauseSeed     = "§7.2 seed and activation"
-	clauseClose    = "§7.3 close"
-	clauseVerify   = "§7.4 verify"
-	clauseTeardown = "§7.5 teardown"
-	clauseSecrets  = "§8 evidence"
-	clauseSkip     = "§7 requirements"
-	clauseCaptures = "§8 captured files are data"
+	clauseSetup     = "§7.1 setup"
+	clauseSeed      = "§7.2 seed and activation"
+	clauseClose     = "§7.3 close"
+	clauseVerify    = "§7.4 verify"
+	clauseTeardown  = "§7.5 teardown"
+	clauseSecrets   = "§8 evidence"
+	clauseSkip      = "§7 requirements"
+	clauseCaptures  = "§8 captured files are data"
+	clauseInterrupt = "§8 attempts and interrupts"
 )
 
 // requirementPaths are the files whose presence satisfies a requirement
@@ -66,6 +67,32 @@ type caseRun struct {
 	dir     string // host dir of the case's files
 	stopped bool   // a provider error ended the case
 	cut     int    // capture files cut at a cap, downloads stopped
+	// interrupted says why the run's interrupt cut the case short
+	// ("SIGINT during activation"); "" when it did not.
+	interrupted string
+}
+
+// interruptedBefore reports whether the run was interrupted before stage
+// began; the stage and every later one but close and teardown are then
+// not run, and the case ends unknown (contract §8 attempts and interrupts).
+func (cr *caseRun) interruptedBefore(stage string) bool {
+	if cr.interrupted != "" {
+		return true
+	}
+	ic := cr.r.opts.Interrupt
+	if ic == nil || ic.Err() == nil {
+		return false
+	}
+	cr.interrupted = fmt.Sprintf("%s before %s", interruptCause(ic), stage)
+	return true
+}
+
+// interruptCause is the reason the interrupt context carries ("SIGINT").
+func interruptCause(ic context.Context) string {
+	if c := context.Cause(ic); c != nil && !errors.Is(c, context.Canceled) {
+		return c.Error()
+	}
+	return "interrupted"
 }
 
 func (cr *caseRun) check(id, clause string, ok bool, detail string, args ...any) bool {
@@ -167,12 +194,13 @@ func (r *runner) runCase(ctx context.Context, c caseSpec) (ev *reports.Evidence,
 	start := time.Now()
 	m := c.adapter
 	ev = &reports.Evidence{
-		Schema: reports.Schema, RunID: r.runID, CaseID: c.id, Harness: m.Name, Image: c.image.Name,
+		Schema: reports.Schema, RunID: r.runID, CaseID: c.id, Attempt: max(1, c.attempt), Harness: m.Name, Image: c.image.Name,
 		Status: reports.StatusUnknown, OutputItemTypes: map[string]int{}, CloseObservationGaps: []string{},
 		Provenance: reports.Provenance{WardenSHA256: r.wardenSHA, AdapterSHA256: m.SHA256, SuiteVersion: suiteVersion(),
 			StartedAt: start.UTC(), Host: r.host},
 	}
 	cr := &caseRun{r: r, c: c, ev: ev, dir: filepath.Join(r.opts.Out, "cases", caseDirName(c.id))}
+	ev.CaseDir = path.Join("cases", caseDirName(c.id))
 	timing = CaseTiming{CaseID: c.id}
 	defer func() {
 		ev.EndedAt = time.Now().UTC()
@@ -312,7 +340,7 @@ func (r *runner) runCase(ctx context.Context, c caseSpec) (ev *reports.Evidence,
 	sessDir := path.Join(BaseDir, sessID)
 	sessHome := path.Join(sessDir, "home")
 
-	if setupErr == nil && skip == "" {
+	if setupErr == nil && skip == "" && !cr.interruptedBefore(reports.StageSeed) {
 		// 2. Seed and activation (adapter).
 		seedErr := cr.stage(reports.StageSeed, func() error {
 			ad, err := m.Session(actx)
@@ -350,17 +378,26 @@ func (r *runner) runCase(ctx context.Context, c caseSpec) (ev *reports.Evidence,
 			cr.errType("seed_failed")
 		}
 
-		if seedErr == nil {
+		if seedErr == nil && !cr.interruptedBefore(reports.StageActivation) {
 			actErr := cr.stage(reports.StageActivation, func() error {
+				// The run's interrupt ends the wait, not the launch:
+				// close below stops it through the session, so its
+				// receipt is kept.
+				wctx, cancel := interruptible(ctx, r.opts.Interrupt)
+				defer cancel()
 				var err error
-				actRes, err = sess.Activate(ctx, activation, model.ChallengePrompt(ChallengeFile, Deliverable), m.Launch.Deadline)
+				actRes, err = sess.Activate(wctx, activation, model.ChallengePrompt(ChallengeFile, Deliverable), m.Launch.Deadline)
+				if err != nil && actRes == nil && ctx.Err() == nil && wctx.Err() != nil {
+					cr.interrupted = interruptCause(r.opts.Interrupt) + " during activation"
+					return nil
+				}
 				return err
 			})
 			if actRes != nil {
 				ev.ActivationReceipt = receiptSummary(actRes.ReceiptJSON)
 				timing.Harness = launchSeconds(actRes.Receipt)
 			}
-			if !cr.stopped {
+			if !cr.stopped && cr.interrupted == "" {
 				ok := actErr == nil && actRes != nil && actRes.Receipt.CleanupConfirmed
 				cr.check("activation.receipt", clauseSeed, ok, "activation receipt: %s", receiptText(actRes, actErr, r.key))
 			}
@@ -371,7 +408,7 @@ func (r *runner) runCase(ctx context.Context, c caseSpec) (ev *reports.Evidence,
 		// close from the captured run dir.
 		var versionRes *session.Result
 		var versionErr error
-		if seedErr == nil && !cr.stopped && len(m.VersionArgv) > 0 {
+		if seedErr == nil && !cr.stopped && cr.interrupted == "" && len(m.VersionArgv) > 0 {
 			versionRes, versionErr = sess.Activate(ctx, adapter.VersionLaunchID, "", versionDeadline)
 		}
 
@@ -410,8 +447,10 @@ func (r *runner) runCase(ctx context.Context, c caseSpec) (ev *reports.Evidence,
 				cr.errType("close_failed")
 			}
 			cr.checkCaptures()
-			captures, _ := m.CapturePaths(actx, sessDir, sessHome)
-			cr.readCaptures(actRes, captures)
+			if cr.interrupted == "" {
+				captures, _ := m.CapturePaths(actx, sessDir, sessHome)
+				cr.readCaptures(actRes, captures)
+			}
 			if len(m.VersionArgv) > 0 && ev.HarnessRuntime != nil {
 				ev.HarnessRuntime.CLIVersion, ev.HarnessRuntime.CLIVersionError = cr.readVersion(versionRes, versionErr)
 			}
@@ -420,7 +459,7 @@ func (r *runner) runCase(ctx context.Context, c caseSpec) (ev *reports.Evidence,
 		// 4. Verify, only after close (owner). The relay and the model
 		// are closed first: Close waits for calls in flight, so the
 		// transcript is whole.
-		if !cr.stopped && closeRes != nil {
+		if !cr.stopped && closeRes != nil && !cr.interruptedBefore(reports.StageVerify) {
 			cr.stage(reports.StageVerify, func() error {
 				rel.Close()
 				derived := ""
@@ -434,7 +473,7 @@ func (r *runner) runCase(ctx context.Context, c caseSpec) (ev *reports.Evidence,
 				return cr.verify(ctx, sb, before, allMarkers, markers, proof, sessDir)
 			})
 		}
-	} else if setupErr == nil {
+	} else if setupErr == nil && skip != "" {
 		ev.Status = reports.StatusSkipped
 		ev.SkipReason = skip
 		ev.Checks = append(ev.Checks, reports.Check{ID: "requirements", Status: reports.StatusSkipped, Clause: clauseSkip, Detail: skip})
@@ -510,7 +549,22 @@ func receiptText(res *session.Result, err error, key string) string {
 // finish sets the verdict: a skipped case stays skipped; otherwise passed
 // is the conjunction of the checks, and no checks is unknown.
 func (cr *caseRun) finish() {
+	cr.judge()
+	if cr.r != nil {
+		cr.causes()
+	}
+}
+
+// judge sets the case's status from its checks.
+func (cr *caseRun) judge() {
 	ev := cr.ev
+	if cr.interrupted != "" && ev.Status != reports.StatusSkipped {
+		// What the interrupt cut short proves nothing either way; a
+		// check that failed on its own still fails the case.
+		ev.Interrupted = cr.interrupted
+		ev.Checks = append(ev.Checks, reports.Check{ID: "interrupt", Status: reports.StatusUnknown, Clause: clauseInterrupt,
+			Detail: cr.interrupted + "; the running launch was stopped through the session (receipts kept); --resume runs the case again"})
+	}
 	if ev.Status == reports.StatusSkipped {
 		ev.Passed = false
 		return
@@ -519,13 +573,19 @@ func (cr *caseRun) finish() {
 		ev.Status = reports.StatusUnknown
 		return
 	}
-	pass := true
+	pass, failed := true, false
 	for _, c := range ev.Checks {
 		if c.Status != reports.StatusPassed {
 			pass = false
 		}
+		failed = failed || c.Status == reports.StatusFailed
 	}
 	ev.Passed = pass
+	if !failed && cr.interrupted != "" {
+		ev.Status = reports.StatusUnknown
+		cr.errType("interrupted")
+		return
+	}
 	if pass {
 		ev.Status = reports.StatusPassed
 		ev.ErrorType = nil

@@ -1,4 +1,4 @@
-// Package certify runs the case protocol of SPEC.md section 7 for every
+// Package certify runs the case protocol of contract §7 for every
 // (image x adapter): setup by the owner (container, /task, XDG markers, probe
 // baseline), seed and one activation by the adapter, close with receipts,
 // verification after close by the owner (deliverable, markers, session dir,
@@ -36,6 +36,11 @@ import (
 // ErrCanaryLeaked means the run's API key showed up in an output file.
 var ErrCanaryLeaked = errors.New("API key canary found in the run's output")
 
+// ErrImageMissing means a case's image is not in the engine: nothing of
+// the harness was tried, so no case is written (build it with `sandproof
+// images build`).
+var ErrImageMissing = errors.New("image missing from the engine")
+
 // ErrOutExists refuses to append a new run to an existing evidence file.
 var ErrOutExists = errors.New("evidence file exists (use --resume to finish that run, or a new --out)")
 
@@ -63,8 +68,17 @@ type Options struct {
 	// and Rmtree may be empty.
 	Warden, Probe, Bash, Rmtree string
 	// Out is the run directory.
-	Out    string
+	Out string
+	// Resume finishes an earlier run in Out: every case whose last
+	// attempt is not final (unknown, or never written) runs again with
+	// the next attempt number.
 	Resume bool
+	// Interrupt, when done, interrupts the run (contract §9 interrupts):
+	// no case starts after it, a running activation is stopped through
+	// its session, and the cases it cut short are written as unknown with
+	// context.Cause(Interrupt) as the reason. nil never interrupts. ctx,
+	// by contrast, is the hard stop: everything it cancels fails.
+	Interrupt context.Context
 	// Progress receives one line per case and stage; nil discards.
 	Progress io.Writer
 	// DiffAllow adds sandbox paths (and everything below them) the
@@ -98,6 +112,9 @@ type Summary struct {
 	Timings []CaseTiming
 	Wall    time.Duration
 	Report  *reports.Report
+	// Interrupted is the interrupt's cause ("SIGINT") when the run was
+	// interrupted; "" otherwise.
+	Interrupted string
 }
 
 // Failed reports whether any case failed or ended unknown (skipped cases do
@@ -108,6 +125,7 @@ func (s *Summary) Failed() bool {
 
 type caseSpec struct {
 	id      string
+	attempt int // 1 for a case's first run
 	image   images.Image
 	adapter *adapter.Manifest
 	runtime string // prepared runtime host dir
@@ -231,13 +249,17 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	for _, img := range o.Images {
 		for _, m := range o.Adapters {
 			id := CaseID(img.Name, m.Name)
-			if st, ok := done[id]; ok {
+			last, ok := done[id]
+			if ok && last.status != reports.StatusUnknown {
 				sum.Resumed++
-				sum.Counts[st]++
-				r.progress("%s: already in the evidence (%s), skipped by --resume", id, st)
+				sum.Counts[last.status]++
+				r.progress("%s: already in the evidence (%s, attempt %d), skipped by --resume", id, last.status, last.attempt)
 				continue
 			}
-			cases = append(cases, caseSpec{id: id, image: img, adapter: m})
+			if ok {
+				r.progress("%s: attempt %d was unknown, runs again", id, last.attempt)
+			}
+			cases = append(cases, caseSpec{id: id, attempt: last.attempt + 1, image: img, adapter: m})
 		}
 	}
 	r.progress("run %s: %d case(s) to run, %d done, parallel %d", r.runID, len(cases), sum.Resumed, o.Parallel)
@@ -263,6 +285,11 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		if r.prov, err = docker.New(); err != nil {
 			return nil, fmt.Errorf("certify: %w (start an engine with `bash images/engine.sh start`)", err)
 		}
+		for _, img := range o.Images {
+			if _, err := r.prov.Pool.Client.InspectImage(img.Ref); err != nil {
+				return nil, fmt.Errorf("certify: image %s (%s): %w: %v (build it with `sandproof images build`)", img.Name, img.Ref, ErrImageMissing, err)
+			}
+		}
 		// Runtimes are prepared before the evidence file is opened: a
 		// runtime that cannot be made (a package the registry does not
 		// know, a tarball off its pin) stops the run before any case
@@ -285,6 +312,9 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		go func() {
 			defer wg.Done()
 			for c := range jobs {
+				if interrupted(o.Interrupt) {
+					continue // no case starts after the interrupt
+				}
 				ev, timing := r.runCase(ctx, c)
 				werr := r.ev.Write(ev, r.key)
 				mu.Lock()
@@ -299,12 +329,15 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		}()
 	}
 	for _, c := range cases {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || interrupted(o.Interrupt) {
 			break
 		}
 		jobs <- c
 	}
 	close(jobs)
+	if interrupted(o.Interrupt) {
+		sum.Interrupted = interruptCause(o.Interrupt)
+	}
 	wg.Wait()
 	sort.Slice(sum.Timings, func(i, j int) bool { return sum.Timings[i].CaseID < sum.Timings[j].CaseID })
 	if runErr != nil {
@@ -333,6 +366,18 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		return sum, ctx.Err()
 	}
 	return sum, nil
+}
+
+func interrupted(ic context.Context) bool { return ic != nil && ic.Err() != nil }
+
+// interruptible is ctx, also cancelled when ic is done.
+func interruptible(ctx, ic context.Context) (context.Context, context.CancelFunc) {
+	c, cancel := context.WithCancel(ctx)
+	if ic == nil {
+		return c, cancel
+	}
+	stop := context.AfterFunc(ic, cancel)
+	return c, func() { stop(); cancel() }
 }
 
 func hashFile(p string) (string, error) {

@@ -2,6 +2,7 @@ package certify_test
 
 import (
 	"context"
+	"encoding/xml"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -481,5 +482,75 @@ func TestCertifyModelURLRecordsEveryCall(t *testing.T) {
 	}
 	if hits, err := certify.FindCanary(out, real); err != nil || len(hits) != 0 {
 		t.Errorf("real key in the run's files: %v %v", hits, err)
+	}
+}
+
+// TestCertifyCauseReachesReports runs the glibc-linked fixture on the image
+// whose glibc is older than the host's: the harness's loader refuses it
+// with its own line ("version `GLIBC_2.3x' not found"), and that line, not
+// only "response_status failed", must reach the evidence, report.md and
+// the JUnit <failure> and <system-err>, with the case's files named.
+func TestCertifyCauseReachesReports(t *testing.T) {
+	imgs := needEngine(t, "old-python")
+	warden, probe, _ := binaries(t)
+	out := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	_, err := certify.Run(ctx, certify.Options{Adapters: load(t, "miniagent-glibc"), Images: imgs,
+		Warden: warden, Probe: probe, Out: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := readEvidence(t, out)["old-python/miniagent-glibc"]
+	if ev == nil || ev.Status != reports.StatusFailed {
+		t.Fatalf("glibc-linked harness on old-python: %+v, want failed", ev)
+	}
+	line := ""
+	for _, l := range ev.HarnessStderrTail {
+		if strings.Contains(l, "version `GLIBC_") && strings.Contains(l, "not found") {
+			line = l
+		}
+	}
+	if line == "" {
+		t.Fatalf("harness stderr tail %q lacks the loader's GLIBC line", ev.HarnessStderrTail)
+	}
+	if ev.CaseDir != "cases/old-python__miniagent-glibc" {
+		t.Errorf("case_dir %q", ev.CaseDir)
+	}
+	if _, err := os.Stat(filepath.Join(out, ev.CaseDir, "capture")); err != nil {
+		t.Errorf("case_dir does not name the case's files: %v", err)
+	}
+	md, err := os.ReadFile(filepath.Join(out, reports.MarkdownFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(md), line) || !strings.Contains(string(md), "[cases/old-python\\_\\_miniagent-glibc/](cases/old-python__miniagent-glibc/)") {
+		t.Errorf("report.md lacks the harness's line %q or the link to the case's files", line)
+	}
+	f, err := os.Open(filepath.Join(out, reports.JUnitFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var doc struct {
+		Suites []struct {
+			Cases []struct {
+				Name    string `xml:"name,attr"`
+				Failure *struct {
+					Text string `xml:",chardata"`
+				} `xml:"failure"`
+				SystemErr string `xml:"system-err"`
+			} `xml:"testcase"`
+		} `xml:"testsuite"`
+	}
+	if err := xml.NewDecoder(f).Decode(&doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Suites) != 1 || len(doc.Suites[0].Cases) != 1 {
+		t.Fatalf("junit: %+v, want one suite with one case", doc)
+	}
+	c := doc.Suites[0].Cases[0]
+	if c.Failure == nil || !strings.Contains(c.Failure.Text, line) || !strings.Contains(c.SystemErr, line) {
+		t.Errorf("junit <failure> / <system-err> lack %q: %+v", line, c)
 	}
 }

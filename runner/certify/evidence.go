@@ -19,12 +19,19 @@ type evidenceFile struct {
 	closed bool
 }
 
-// openEvidence reads an existing evidence file for --resume: the cases
-// already done (case id -> status) and the run id. A torn last line (a
+// lastAttempt is a case's last attempt in the evidence file.
+type lastAttempt struct {
+	status  reports.Status
+	attempt int
+}
+
+// openEvidence reads an existing evidence file for --resume: each case's
+// last attempt (the highest; a record without one is attempt 1) and the
+// run id. A torn last line (a
 // crash in the middle of a write) is cut off. Without resume, an existing
 // non-empty file is refused.
-func openEvidence(path string, resume bool) (map[string]reports.Status, string, error) {
-	done := map[string]reports.Status{}
+func openEvidence(path string, resume bool) (map[string]lastAttempt, string, error) {
+	done := map[string]lastAttempt{}
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return done, "", nil
@@ -62,7 +69,9 @@ func openEvidence(path string, resume bool) (map[string]reports.Status, string, 
 			return nil, "", fmt.Errorf("%s:%d: run %q after run %q: --resume finishes one run", path, i+1, ev.RunID, runID)
 		}
 		runID = ev.RunID
-		done[ev.CaseID] = ev.Status
+		if a := ev.AttemptNumber(); a > done[ev.CaseID].attempt {
+			done[ev.CaseID] = lastAttempt{ev.Status, a}
+		}
 	}
 	return done, runID, nil
 }

@@ -34,6 +34,19 @@ func TestResumeAfterTornWrite(t *testing.T) {
 	if err := f.Write(record("b", reports.StatusSkipped), "sk-key"); err != nil {
 		t.Fatal(err)
 	}
+	// An interrupted case, then its second attempt, then an interrupted
+	// one whose last attempt is still unknown: resume takes the last.
+	for _, w := range []struct {
+		id      string
+		st      reports.Status
+		attempt int
+	}{{"d", reports.StatusUnknown, 1}, {"d", reports.StatusPassed, 2}, {"e", reports.StatusUnknown, 1}, {"e", reports.StatusUnknown, 2}} {
+		ev := record(w.id, w.st)
+		ev.Attempt = w.attempt
+		if err := f.Write(ev, "sk-key"); err != nil {
+			t.Fatal(err)
+		}
+	}
 	f.Close()
 	fh, _ := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
 	fh.WriteString(`{"schema":"sandproof.evidence/v1","run_id":"r1","case_id":"c","harn`)
@@ -46,7 +59,8 @@ func TestResumeAfterTornWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if runID != "r1" || len(done) != 2 || done["a"] != reports.StatusPassed || done["b"] != reports.StatusSkipped {
+	if runID != "r1" || len(done) != 4 || done["a"] != (lastAttempt{reports.StatusPassed, 1}) || done["b"] != (lastAttempt{reports.StatusSkipped, 1}) ||
+		done["d"] != (lastAttempt{reports.StatusPassed, 2}) || done["e"] != (lastAttempt{reports.StatusUnknown, 2}) {
 		t.Fatalf("done %v run %q", done, runID)
 	}
 	data, _ := os.ReadFile(path)
@@ -83,6 +97,35 @@ func TestFinishUnknownWithoutChecks(t *testing.T) {
 	if cr.ev.Status != reports.StatusFailed || cr.ev.Passed {
 		t.Fatalf("one failed check: %s", cr.ev.Status)
 	}
+}
+
+// An interrupted case is unknown, with the reason and an unknown check,
+// unless a check failed on its own.
+func TestFinishInterrupted(t *testing.T) {
+	cr := &caseRun{interrupted: "SIGINT during activation", ev: &reports.Evidence{Status: reports.StatusUnknown,
+		Checks: []reports.Check{{ID: "setup", Status: reports.StatusPassed}}}}
+	cr.finish()
+	if cr.ev.Status != reports.StatusUnknown || cr.ev.Interrupted != "SIGINT during activation" || checkOf(cr.ev, "interrupt") != reports.StatusUnknown {
+		t.Fatalf("interrupted: status %s, interrupted %q, checks %+v", cr.ev.Status, cr.ev.Interrupted, cr.ev.Checks)
+	}
+	if st, _ := reports.Judge(cr.ev); st != reports.StatusUnknown {
+		t.Fatalf("the report judges it %s, want unknown", st)
+	}
+	cr = &caseRun{interrupted: "SIGTERM before verify", ev: &reports.Evidence{Status: reports.StatusUnknown,
+		Checks: []reports.Check{{ID: "setup", Status: reports.StatusFailed}}}}
+	cr.finish()
+	if cr.ev.Status != reports.StatusFailed {
+		t.Fatalf("interrupted after a failed check: %s, want failed", cr.ev.Status)
+	}
+}
+
+func checkOf(ev *reports.Evidence, id string) reports.Status {
+	for _, c := range ev.Checks {
+		if c.ID == id {
+			return c.Status
+		}
+	}
+	return ""
 }
 
 func TestDiffAllowList(t *testing.T) {

@@ -108,7 +108,7 @@ func checkOf(ev *reports.Evidence, id string) reports.Check {
 }
 
 // TestCertifyHostileCaptures plants, from inside real containers, every
-// attack on the captures the review found (SPEC.md section 8, "captured
+// attack on the captures the review found (contract §8, "captured
 // files are data"): each case ends failed, in bounded time, with no host
 // file read, no link followed or created, at most the per-file cap
 // written for a 1 GiB sparse file, the canary found in raw_b64, and no

@@ -20,11 +20,11 @@ import (
 )
 
 // ChallengeFile is where the owner writes the case's challenge, readable by
-// the harness user only (SPEC.md section 7 step 1, rev 2).
+// the harness user only (contract §7.1).
 const ChallengeFile = TaskDir + "/challenge.txt"
 
 // loopProof is what the relay's transcript shows of the challenge round
-// trip (SPEC.md section 7 step 2, rev 2).
+// trip (contract §7.2).
 type loopProof struct {
 	steps *reports.ModelSteps
 	// want is the content the write call gave the deliverable; "" when the

@@ -21,7 +21,7 @@ import (
 // maxDeliverable caps the deliverable's download (the token is short).
 const maxDeliverable = 64 << 10
 
-// verify runs the owner's checks after close (SPEC.md section 7, step 4).
+// verify runs the owner's checks after close (contract §7.4).
 // Processes come from the probe's process table, never from warden.
 func (cr *caseRun) verify(ctx context.Context, sb provider.Sandbox, before probe.Snapshot, allMarkers, markers []string, proof loopProof, sessDir string) error {
 	ev, key := cr.ev, cr.r.key

@@ -27,7 +27,7 @@ const (
 )
 
 // Recorder turns the byte stream a CLI writes to stdout into event lines
-// (SPEC.md section 5), one JSON object per input line:
+// (contract §5), one JSON object per input line:
 //
 //	{"ts":"2026-11-29T10:00:00.123456789Z","seq":1,"event":{"type":"text"}}
 //	{"ts":"...","seq":2,"raw":"not json"}

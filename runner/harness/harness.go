@@ -1,5 +1,5 @@
-// Package harness is warden's harness runner (`warden run`, SPEC.md section
-// 5): it starts a coding-agent CLI as a JSON params file describes, with an
+// Package harness is warden's harness runner (`warden run`, contract
+// §5): it starts a coding-agent CLI as a JSON params file describes, with an
 // environment, descriptors and working directory it decides alone, forwards
 // TERM, INT and HUP to it (the CLI runs in a process group of its own, so a
 // signal to the runner's group reaches it once, through the runner), and in

@@ -25,7 +25,7 @@ const maxLineCap = 1 << 30
 // (the usual Debian and Alpine default, without the current directory).
 const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-// launchVar is the supervisor's marker (SPEC.md section 2); the runner passes
+// launchVar is the supervisor's marker (contract §2); the runner passes
 // its own value on, first in the CLI's environment.
 const launchVar = "WARDEN_LAUNCH"
 
@@ -35,7 +35,7 @@ const (
 	ModeEvents = "events"
 )
 
-// Params is the JSON params file of `warden run` (SPEC.md section 5). Only
+// Params is the JSON params file of `warden run` (contract §5). Only
 // this file configures the runner: no environment variable does. Relative
 // paths are relative to the runner's own working directory, not to Cwd.
 type Params struct {

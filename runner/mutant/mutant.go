@@ -3,7 +3,7 @@
 // mutation compiled in. It is a constant, set only by build tags
 // (sandproof_mutant plus mutant_<name>): the shipped build has Active == ""
 // and the compiler removes every mutated branch, so no switch reaches the
-// binary users run. The catalogue of mutants, with the SPEC clause whose
+// binary users run. The catalogue of mutants, with the contract clause whose
 // specs must kill each, is in conformance/mutants.
 package mutant
 

@@ -13,7 +13,7 @@ type Report struct {
 	// by a new process counts as new.
 	NewProcesses []Process `json:"new_processes"`
 	// NewZombies are new processes that have exited and wait to be reaped.
-	// They count as dead (SPEC §2), so they do not make the report unclean;
+	// They count as dead (contract §2), so they do not make the report unclean;
 	// they are listed because in an image whose pid 1 reaps nothing a zombie
 	// is the trace of a process that lived outside the supervisor's reach.
 	NewZombies []Process `json:"new_zombies"`

@@ -12,7 +12,7 @@ import (
 )
 
 // SetupOptions is what the owner prepares in one go before a harness runs
-// (SPEC.md section 7.1): directories and marker files, owned by the task
+// (contract §7.1): directories and marker files, owned by the task
 // user.
 type SetupOptions struct {
 	// Dirs are made in order with mode 0755 and owner UID:GID when missing;

@@ -10,7 +10,7 @@ import (
 	"github.com/sandproof/sandproof/runner/hostfile"
 )
 
-// Download caps (SPEC.md section 8, "captured files are data").
+// Download caps (contract §8, "captured files are data").
 const (
 	// DefaultFileBytes caps one downloaded file, by its apparent size.
 	DefaultFileBytes = 64 << 20

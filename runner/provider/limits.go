@@ -7,7 +7,7 @@ import (
 )
 
 // Limits bound what a sandbox may take from the host it shares with other
-// runs. Every sandbox gets them (SPEC.md section 7.1: a pids limit and a
+// runs. Every sandbox gets them (contract §7.1: a pids limit and a
 // memory limit always).
 type Limits struct {
 	// PidsLimit caps the tasks (processes and threads) of the sandbox;

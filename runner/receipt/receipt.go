@@ -1,4 +1,4 @@
-// Package receipt defines warden's receipt (SPEC.md section 3) and writes it
+// Package receipt defines warden's receipt (contract §3) and writes it
 // the only way a host can trust: atomically (temp file, fsync, rename, fsync
 // of the directory), at most once, and into space reserved when the launch
 // was claimed, so a disk that fills up later cannot lose it.
@@ -20,7 +20,7 @@ import (
 // Schema is the receipt's schema name.
 const Schema = "warden.receipt/v1"
 
-// Causes (SPEC.md section 3).
+// Causes (contract §3).
 const (
 	CauseExited     = "exited"
 	CauseExecFailed = "exec_failed"

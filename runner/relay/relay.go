@@ -1,4 +1,4 @@
-// Package relay is the recording model relay of SPEC.md section 7 (rev 2):
+// Package relay is the recording model relay of contract §7.2:
 // a real HTTP server on the host's loopback that every model call of a case
 // goes through, in front of the scripted model or a real one. The sandbox
 // holds only the case's canary key; the relay checks it and swaps in the

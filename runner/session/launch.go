@@ -16,7 +16,7 @@ import (
 	"github.com/sandproof/sandproof/runner/receipt"
 )
 
-// Exit statuses of `warden wait` and `warden stop --wait` (SPEC.md section 4).
+// Exit statuses of `warden wait` and `warden stop --wait` (contract §4).
 const (
 	wardenConfirmed    = 0
 	wardenNotConfirmed = 1

@@ -655,7 +655,7 @@ func awaitReady(ctx context.Context, cfg Config, rec, state string) string {
 	}
 }
 
-// judgeReceipt reads the receipt the stop left, strictly against SPEC.md
+// judgeReceipt reads the receipt the stop left, strictly against the contract
 // section 3 (a receipt that breaks the contract counts as missing), and
 // checks it against the stop's exit status (section 4).
 func (c *Cycle) judgeReceipt(state string, code int, stderr string) {

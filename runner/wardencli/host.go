@@ -16,7 +16,7 @@ import (
 	"github.com/sandproof/sandproof/runner/mutant"
 )
 
-// Exit statuses of the host commands (SPEC.md section 4).
+// Exit statuses of the host commands (contract §4).
 const (
 	exitConfirmed    = 0
 	exitNotConfirmed = 1

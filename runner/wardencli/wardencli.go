@@ -1,5 +1,5 @@
 // Package wardencli is warden's command line: it parses and validates the
-// flags of every subcommand (SPEC.md sections 2-5) and hands the work to the
+// flags of every subcommand (contract sections 2-5) and hands the work to the
 // supervisor, launch and harness packages.
 package wardencli
 

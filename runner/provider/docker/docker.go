@@ -30,6 +30,7 @@ import (
 	"github.com/ory/dockertest/v3"
 	dc "github.com/ory/dockertest/v3/docker"
 
+	"github.com/sandproof/sandproof/runner/engine"
 	"github.com/sandproof/sandproof/runner/provider"
 )
 
@@ -42,10 +43,15 @@ type Provider struct {
 	Pool *dockertest.Pool
 }
 
-// New connects to the engine named by DOCKER_HOST (or the default socket)
-// and checks that it answers.
+// New connects to the engine runner/engine resolves (DOCKER_HOST, else
+// the docker context, else the default socket: the one the images' docker
+// CLI reaches too) and checks that it answers.
 func New() (*Provider, error) {
-	pool, err := dockertest.NewPool("")
+	ep, err := engine.Default()
+	if err != nil {
+		return nil, provider.Errorf("connect", "", err)
+	}
+	pool, err := dockertest.NewPool(ep.Host)
 	if err != nil {
 		return nil, provider.Errorf("connect", "", err)
 	}
