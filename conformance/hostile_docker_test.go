@@ -10,11 +10,15 @@ package conformance_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -73,6 +77,94 @@ var _ = Describe("warden, inside containers of the test images, facing processes
 			}, SpecTimeout(ctrSpecTimeout))
 		})
 
+		framework.ConformanceIt("2 kernel confirms", "should leave a process started outside its tree to the owner's probe, which fails the case although the receipt is confirmed", func(ctx SpecContext) {
+			b := ctrStart(ctx, image)
+			probeBin := buildProbe()
+			const ctrProbe = ctrBin + "/probe"
+			b.Upload(containers.HostFile(probeBin, ctrProbe, 0o755))
+			// An image daemon that starts a process when asked over a FIFO
+			// (a language server, an sshd): started by its own exec, so it
+			// is no descendant of any supervisor, and without the marker.
+			dir := path.Join(ctrRuns, fmt.Sprintf("outside-%d", GinkgoParallelProcess()))
+			fifo, outRec := dir+"/spawn.fifo", dir+"/outside"
+			b.Upload(containers.File{Path: dir, Mode: 0o777, Dir: true})
+			b.Detach(ctx, containers.Exec{
+				Argv: []string{"/bin/sh", "-c", `mkfifo -m 0666 "$0" && while :; do if read req < "$0"; then "$1" --record "$2" sleep & fi; done`, fifo, ctrAdv, outRec},
+				Env:  b.Env(), User: uid1000.exec,
+			})
+			Eventually(ctx, func() bool {
+				return b.Run(ctx, containers.Exec{Argv: []string{"/bin/sh", "-c", `test -p "$0"`, fifo}}).Code == 0
+			}).WithTimeout(20*time.Second).WithPolling(100*time.Millisecond).Should(BeTrue(), "the daemon made its FIFO")
+			// The owner's probe, as certify runs it: a snapshot of the
+			// container before and after, and its diff. certify's
+			// verify.no_new_processes fails a case on new_processes.
+			snapshot := func(name string) string {
+				res := b.Run(ctx, containers.Exec{Argv: []string{ctrProbe, "snapshot"}})
+				Expect(res.Code).To(Equal(0), "probe snapshot: %s", res)
+				out := dir + "/" + name + ".json"
+				b.Upload(containers.File{Path: out, Mode: 0o644, Data: []byte(res.Stdout)})
+				return out
+			}
+			type probeProcess struct {
+				PID  int    `json:"pid"`
+				Comm string `json:"comm"`
+			}
+			newProcesses := func(before, after string) []probeProcess {
+				res := b.Run(ctx, containers.Exec{Argv: []string{ctrProbe, "diff", before, after}})
+				Expect(res.Code).To(BeElementOf(0, 1), "probe diff: %s", res)
+				var d struct {
+					NewProcesses []probeProcess `json:"new_processes"`
+				}
+				Expect(json.Unmarshal([]byte(res.Stdout), &d)).To(Succeed(), "probe diff: %s", res)
+				return d.NewProcesses
+			}
+			launch := func(ask bool) *witness.Receipt {
+				l := b.newLaunch(uid1000)
+				script := "exec sleep 1000"
+				if ask {
+					script = `echo start > "$0" && exec sleep 1000`
+				}
+				res := l.warden(ctx, append([]string{"supervise", "--state", l.state, "--deadline", "60", "--grace", "0.5", "--detach"},
+					append(l.u.flags, "--", "/bin/sh", "-c", script, fifo)...)...)
+				Expect(res.Code).To(Equal(0), "%s", res)
+				if ask {
+					// Positive control: the daemon's process runs, outside
+					// the supervisor's tree and without the marker.
+					rec := l.ready(ctx, outRec)
+					outsider := ctrOne(rec, "harness")
+					Expect(outsider.HasMarker).To(BeFalse(), "the outsider carries no marker")
+					Expect(l.b.ProcState(ctx, outsider.ID())).To(Equal("alive"))
+					r := l.stopWait(ctx)
+					ctrOutcome(r, "stopped", 143, "TERM")
+					_, reached := witness.Find(r.Reached, outsider.ID())
+					Expect(reached).To(BeFalse(), "the outsider was reached: the documented gap is closed, update the threat model")
+					Expect(l.b.ProcState(ctx, outsider.ID())).To(Equal("alive"), "the outsider outlives the confirmed receipt (the documented gap)")
+					return r
+				}
+				Eventually(ctx, func() bool {
+					data, ok := l.b.ReadFile(ctx, l.state+"/claim")
+					return ok && len(data) > 0
+				}).WithTimeout(20 * time.Second).Should(BeTrue())
+				r := l.stopWait(ctx)
+				ctrOutcome(r, "stopped", 143, "TERM")
+				return r
+			}
+
+			By("control: a launch that asks nothing of the daemon leaves no new process for the probe")
+			before := snapshot("control-before")
+			launch(false)
+			Expect(newProcesses(before, snapshot("control-after"))).To(BeEmpty(), "the probe saw a new process in a clean case")
+
+			By("a launch that has the daemon start a process: confirmed receipt, and the probe fails the case")
+			before = snapshot("before")
+			launch(true)
+			rec, err := (&ctrLaunch{b: b}).record(ctx, outRec)
+			Expect(err).NotTo(HaveOccurred())
+			outsider := ctrOne(rec, "harness")
+			Expect(newProcesses(before, snapshot("after"))).To(ContainElement(And(HaveField("PID", outsider.PID), HaveField("Comm", "adversary"))),
+				"the owner's probe missed the process started outside the tree")
+		}, SpecTimeout(ctrSpecTimeout))
+
 		framework.ConformanceIt("2 hold", "should stop a fork bomb sitting at the container's pids limit and confirm, three times in a row", func(ctx SpecContext) {
 			b := ctrStartLimited(ctx, image, provider.Limits{PidsLimit: bombPidsLimit})
 			events := hostPidsEvents(b)
@@ -124,6 +216,27 @@ var _ = Describe("warden, inside containers of the test images, facing processes
 		Entry("old-python", Label("image:old-python"), "old-python"),
 	)
 })
+
+// buildProbe builds the owner's probe (static) once per process.
+func buildProbe() string {
+	GinkgoHelper()
+	probeOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "sandproof-probe-")
+		Expect(err).NotTo(HaveOccurred())
+		probePath = filepath.Join(dir, "probe")
+		cmd := exec.Command("go", "build", "-trimpath", "-o", probePath, "./cmd/probe")
+		cmd.Dir = moduleRoot()
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		out, err := cmd.CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), "go build ./cmd/probe:\n%s", out)
+	})
+	return probePath
+}
+
+var (
+	probeOnce sync.Once
+	probePath string
+)
 
 // lazy is a failure message part computed only when it is printed.
 type lazy func() string
