@@ -72,9 +72,21 @@ type Evidence struct {
 	// activation"); such a case is unknown and --resume runs it again.
 	// Empty when it was not interrupted (added to v1).
 	Interrupted string `json:"interrupted,omitempty"`
-	Harness     string `json:"harness"`
-	Image       string `json:"image"`
-	ImageID     string `json:"image_id"`
+	// Shard is "i/N" when the record comes from one slice of a sharded
+	// run (certify --shard), empty otherwise. MatrixSHA256 digests the
+	// whole run's image x adapter matrix (every case's id, adapter digest
+	// and image reference) and MatrixCases counts its cases: shards of one
+	// run agree on both, and `report merge` checks that they do (added to
+	// v1; empty in records written before).
+	Shard string `json:"shard,omitempty"`
+	// ShardRunID is the run id a merged record had in its shard's run
+	// (`report merge` gives every record the merged run's id).
+	ShardRunID   string `json:"shard_run_id,omitempty"`
+	MatrixSHA256 string `json:"matrix_sha256,omitempty"`
+	MatrixCases  int    `json:"matrix_cases,omitempty"`
+	Harness      string `json:"harness"`
+	Image        string `json:"image"`
+	ImageID      string `json:"image_id"`
 
 	// Status is what the writer concluded; the report recomputes it from the
 	// checks and never trusts a "passed" without them.

@@ -34,7 +34,7 @@ func newCertifyCmd(stdout, stderr io.Writer) *cobra.Command {
 		parallel                                                       int
 		resume, allowEmpty                                             bool
 		pidsLimit, cpuShares                                           int64
-		memory                                                         string
+		memory, shardArg                                               string
 	)
 	arch := runtime.GOARCH
 	cmd := &cobra.Command{
@@ -89,9 +89,20 @@ the exit status is 130 (143 for TERM). A second signal exits at once.
 			if err != nil {
 				return err
 			}
+			var shard certify.Shard
+			if shardArg != "" {
+				if shard, err = certify.ParseShard(shardArg); err != nil {
+					return usagef("--shard: %v", err)
+				}
+				// Every shard must slice the same matrix: "every built
+				// image" differs from machine to machine.
+				if len(imageArgs) == 0 {
+					return usagef("--shard: name the images with --image (the default, every built image, may differ between the shards' machines)")
+				}
+			}
 			o := certify.Options{Adapters: ms, Images: imgs, ModelName: modelName, Parallel: parallel,
 				Warden: warden, Probe: probe, Bash: bash, Rmtree: rmtree, Out: out, Resume: resume,
-				Progress: stderr, DiffAllow: diffAllow, Limits: limits}
+				Progress: stderr, DiffAllow: diffAllow, Limits: limits, Shard: shard}
 			switch {
 			case modelArg == "scripted":
 			case strings.HasPrefix(modelArg, "http://") || strings.HasPrefix(modelArg, "https://"):
@@ -162,6 +173,7 @@ the exit status is 130 (143 for TERM). A second signal exits at once.
 	f.BoolVar(&resume, "resume", false, "finish an interrupted run: run again every case of DIR/evidence.jsonl whose last attempt is unknown, and the cases never written")
 	f.BoolVar(&allowEmpty, "allow-empty", false, "exit 0 when no case failed even if none passed (all skipped)")
 	f.StringVar(&out, "out", "", "run directory (required)")
+	f.StringVar(&shardArg, "shard", "", "run slice i/N of the image x adapter matrix (needs --image); join the shards with `report merge`")
 	d := provider.DefaultLimits
 	f.Int64Var(&pidsLimit, "pids-limit", d.PidsLimit, "most processes and threads a case's container may hold")
 	f.StringVar(&memory, "memory", "2g", "memory limit of a case's container (bytes, or with k, m or g), swap included")

@@ -79,7 +79,7 @@ depend on the verdict; use "report diff" as a gate.`,
 	}
 	cmd.Flags().StringVar(&format, "format", "md", "output format: "+reportFormatNames())
 	cmd.Flags().StringVarP(&out, "out", "o", "", "write to FILE (atomically) instead of stdout")
-	cmd.AddCommand(newReportDiffCmd(stdout, stderr))
+	cmd.AddCommand(newReportDiffCmd(stdout, stderr), newReportMergeCmd(stdout, stderr))
 	return cmd
 }
 

@@ -195,6 +195,7 @@ func (r *runner) runCase(ctx context.Context, c caseSpec) (ev *reports.Evidence,
 	m := c.adapter
 	ev = &reports.Evidence{
 		Schema: reports.Schema, RunID: r.runID, CaseID: c.id, Attempt: max(1, c.attempt), Harness: m.Name, Image: c.image.Name,
+		Shard: r.opts.Shard.String(), MatrixSHA256: r.matrix.SHA256, MatrixCases: len(r.matrix.Cases),
 		Status: reports.StatusUnknown, OutputItemTypes: map[string]int{}, CloseObservationGaps: []string{},
 		Provenance: reports.Provenance{WardenSHA256: r.wardenSHA, AdapterSHA256: m.SHA256, SuiteVersion: suiteVersion(),
 			StartedAt: start.UTC(), Host: r.host},

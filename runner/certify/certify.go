@@ -91,6 +91,9 @@ type Options struct {
 	// Limits bound every case's container; zero fields mean
 	// provider.DefaultLimits'.
 	Limits provider.Limits
+	// Shard runs one slice of the matrix (see Shard); the zero Shard runs
+	// it all. Every record names the shard and the whole matrix's digest.
+	Shard Shard
 }
 
 // CaseTiming is what a case cost.
@@ -146,6 +149,7 @@ type runner struct {
 	// harness is each runtime's provenance, by adapter name and libc.
 	harness   map[rtKey]*reports.HarnessRuntime
 	wardenSHA string
+	matrix    Matrix
 	prov      *docker.Provider
 	bins      session.Binaries
 	probeDir  string
@@ -245,10 +249,17 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	}
 
 	sum := &Summary{RunID: r.runID, Counts: map[reports.Status]int{}}
+	r.matrix = NewMatrix(o.Images, o.Adapters)
+	if !o.Shard.IsZero() {
+		r.progress("shard %s of a matrix of %d case(s), sha256 %s", o.Shard, len(r.matrix.Cases), r.matrix.SHA256)
+	}
 	var cases []caseSpec
 	for _, img := range o.Images {
 		for _, m := range o.Adapters {
 			id := CaseID(img.Name, m.Name)
+			if !r.matrix.Has(o.Shard, id) {
+				continue
+			}
 			last, ok := done[id]
 			if ok && last.status != reports.StatusUnknown {
 				sum.Resumed++
