@@ -61,7 +61,7 @@ type Usage struct {
 
 // Call is one request relayed.
 type Call struct {
-	Seq    int       `json:"seq"` // 1-based, model requests only (POST)
+	Seq    int       `json:"seq"` // 1-based, model requests only (POST, not count_tokens)
 	Method string    `json:"method"`
 	Path   string    `json:"path"`
 	Time   time.Time `json:"time"`
@@ -238,7 +238,10 @@ var hopHeaders = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Proxy
 
 func (r *Relay) handle(w http.ResponseWriter, req *http.Request) {
 	c := Call{Method: req.Method, Path: req.URL.Path, Time: time.Now(), Auth: r.auth(req.Header)}
-	if req.Method == http.MethodPost {
+	// A model request is a POST; Anthropic's count_tokens is a POST that
+	// asks for no answer, so it is not counted (the scripted model does
+	// not count it either).
+	if req.Method == http.MethodPost && !strings.HasSuffix(req.URL.Path, "/count_tokens") {
 		r.mu.Lock()
 		r.seq++
 		c.Seq = r.seq

@@ -326,3 +326,32 @@ func TestRelayRecordsAnthropicMessagesAndSwapsXAPIKey(t *testing.T) {
 		t.Fatalf("upstream saw %d requests; want 2", len(seen))
 	}
 }
+
+// count_tokens is passed on and recorded but is not a model call, as the
+// scripted model counts it; the model call beside it is.
+func TestRelayDoesNotCountCountTokens(t *testing.T) {
+	srv, err := model.Start(model.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	r := startRelay(t, relay.Options{Upstream: srv.URL()})
+	body := `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":"hello"}]}`
+	for _, path := range []string{"/messages/count_tokens", "/messages"} {
+		resp, err := http.Post(r.URL()+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: status %d", path, resp.StatusCode)
+		}
+	}
+	r.Close()
+	srv.Close()
+	calls := r.Calls()
+	if len(calls) != 2 || r.ModelCalls() != 1 || srv.ModelCalls() != 1 {
+		t.Fatalf("relay calls %+v, relay counted %d, model %d; want 2 recorded, 1 counted by each", calls, r.ModelCalls(), srv.ModelCalls())
+	}
+}
