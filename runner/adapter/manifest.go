@@ -156,7 +156,7 @@ type ItemRule struct {
 }
 
 // Placeholders are the names a template may use.
-var Placeholders = []string{"prompt", "model_url", "model", "api_key_env", "session_dir", "task_dir", "home", "runtime_dir"}
+var Placeholders = []string{"prompt", "model_url", "model_origin", "model", "api_key_env", "session_dir", "task_dir", "home", "runtime_dir"}
 
 // Requirements are the names `requires` may list.
 var Requirements = []string{"glibc", "musl", "libstdc++", "libgcc", "bash", "python3", "sh"}

@@ -109,3 +109,21 @@ func TestSessionAdapterParams(t *testing.T) {
 		t.Errorf("captures %+v", caps)
 	}
 }
+
+// {model_origin} is {model_url} without its path: Claude Code's
+// ANTHROPIC_BASE_URL gets "/v1/messages" appended by its SDK.
+func TestModelOriginDropsThePath(t *testing.T) {
+	m, err := adapter.Load("../../fixtures/adapters/miniagent-opencode.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for url, want := range map[string]string{"http://127.0.0.1:4321/v1": "http://127.0.0.1:4321", "http://[::1]:80/api/v1/": "http://[::1]:80"} {
+		v := m.Values(adapter.Context{ModelURL: url, Model: "m", TaskDir: "/task"}, "/s", "/s/home", "p")
+		if v["model_origin"] != want || v["model_url"] != url {
+			t.Errorf("model_url %q: model_origin %q; want %q", url, v["model_origin"], want)
+		}
+		if got, err := adapter.Expand("{model_origin}/v1/messages", v); err != nil || got != want+"/v1/messages" {
+			t.Errorf("expand: %q, %v", got, err)
+		}
+	}
+}

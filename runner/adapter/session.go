@@ -3,6 +3,7 @@ package adapter
 import (
 	"fmt"
 	"io/fs"
+	"net/url"
 	"path"
 	"path/filepath"
 	"slices"
@@ -35,9 +36,20 @@ func (m *Manifest) Values(c Context, sessionDir, home, prompt string) map[string
 		rt = path.Join(sessionDir, "runtime")
 	}
 	return map[string]string{
-		"prompt": prompt, "model_url": c.ModelURL, "model": c.Model, "api_key_env": m.APIKeyEnv,
+		"prompt": prompt, "model_url": c.ModelURL, "model_origin": modelOrigin(c.ModelURL), "model": c.Model, "api_key_env": m.APIKeyEnv,
 		"session_dir": sessionDir, "task_dir": c.TaskDir, "home": home, "runtime_dir": rt,
 	}
+}
+
+// modelOrigin is the model URL without its path ("http://HOST:PORT"), for
+// clients that add "/v1" themselves: Anthropic's SDK (Claude Code's
+// ANTHROPIC_BASE_URL) posts to BASE/v1/messages.
+func modelOrigin(modelURL string) string {
+	u, err := url.Parse(modelURL)
+	if err != nil || u.Host == "" {
+		return modelURL
+	}
+	return u.Scheme + "://" + u.Host
 }
 
 func expandAll(ss []string, vals map[string]string) ([]string, error) {

@@ -61,7 +61,7 @@ type Usage struct {
 
 // Call is one request relayed.
 type Call struct {
-	Seq    int       `json:"seq"` // 1-based, model requests only (POST)
+	Seq    int       `json:"seq"` // 1-based, model requests only (POST, not count_tokens)
 	Method string    `json:"method"`
 	Path   string    `json:"path"`
 	Time   time.Time `json:"time"`
@@ -201,17 +201,27 @@ func (r *Relay) record(c Call) {
 	}
 }
 
-// auth reads the sandbox's bearer key (or api-key header) in constant time.
+// keyHeader names the header the sandbox sent its key in: the upstream key
+// goes out in the same one ("Authorization: Bearer" for OpenAI clients,
+// "x-api-key" for Anthropic's, "api-key" for Azure-style ones).
+func keyHeader(h http.Header) string {
+	for _, k := range []string{"Authorization", "X-Api-Key", "Api-Key"} {
+		if h.Get(k) != "" {
+			return k
+		}
+	}
+	return "Authorization"
+}
+
+// auth reads the sandbox's key in constant time, from the header it came
+// in.
 func (r *Relay) auth(h http.Header) string {
 	if r.opts.SandboxKey == "" {
 		return "any"
 	}
-	got := strings.TrimPrefix(h.Get("Authorization"), "Bearer ")
-	if got == "" {
-		got = h.Get("Api-Key")
-	}
-	if got == "" {
-		got = h.Get("X-Api-Key")
+	got := h.Get(keyHeader(h))
+	if keyHeader(h) == "Authorization" {
+		got = strings.TrimPrefix(got, "Bearer ")
 	}
 	switch {
 	case got == "":
@@ -228,7 +238,10 @@ var hopHeaders = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Proxy
 
 func (r *Relay) handle(w http.ResponseWriter, req *http.Request) {
 	c := Call{Method: req.Method, Path: req.URL.Path, Time: time.Now(), Auth: r.auth(req.Header)}
-	if req.Method == http.MethodPost {
+	// A model request is a POST; Anthropic's count_tokens is a POST that
+	// asks for no answer, so it is not counted (the scripted model does
+	// not count it either).
+	if req.Method == http.MethodPost && !strings.HasSuffix(req.URL.Path, "/count_tokens") {
 		r.mu.Lock()
 		r.seq++
 		c.Seq = r.seq
@@ -273,7 +286,12 @@ func (r *Relay) handle(w http.ResponseWriter, req *http.Request) {
 	}
 	out.Header.Set("Accept-Encoding", "identity")
 	if r.opts.UpstreamKey != "" {
-		out.Header.Set("Authorization", "Bearer "+r.opts.UpstreamKey)
+		switch kh := keyHeader(req.Header); kh {
+		case "Authorization":
+			out.Header.Set(kh, "Bearer "+r.opts.UpstreamKey)
+		default:
+			out.Header.Set(kh, r.opts.UpstreamKey)
+		}
 	}
 	resp, err := r.client.Do(out)
 	if err != nil {
@@ -365,7 +383,7 @@ func (r *Relay) text(s string) string {
 }
 
 // parseRequest reads the model, stream flag, declared tools and tool
-// results of a Chat Completions or Responses request.
+// results of a Chat Completions, Responses or Anthropic Messages request.
 func (r *Relay) parseRequest(c *Call, body []byte) {
 	var q struct {
 		Model    string `json:"model"`
@@ -398,6 +416,18 @@ func (r *Relay) parseRequest(c *Call, body []byte) {
 	for _, m := range q.Messages {
 		if m.Role == "tool" || m.Role == "function" {
 			c.ToolResults = append(c.ToolResults, r.text(contentText(m.Content)))
+		}
+		// Anthropic Messages: a user message's tool_result blocks.
+		var blocks []struct {
+			Type    string          `json:"type"`
+			Content json.RawMessage `json:"content"`
+		}
+		if m.Role == "user" && json.Unmarshal(m.Content, &blocks) == nil {
+			for _, b := range blocks {
+				if b.Type == "tool_result" {
+					c.ToolResults = append(c.ToolResults, r.text(contentText(b.Content)))
+				}
+			}
 		}
 	}
 	var items []struct {
@@ -471,6 +501,32 @@ type answer struct {
 	Type     string           `json:"type"`
 	Output   []responsesItem  `json:"output"`
 	Response *responsesObject `json:"response"`
+	// Anthropic Messages: a plain answer's content blocks; a stream's
+	// message_start (message.usage), content_block_start (index,
+	// content_block), content_block_delta (index, delta) and
+	// message_delta (usage) events.
+	Content      []messagesBlock `json:"content"`
+	Message      *messagesObject `json:"message"`
+	Index        int             `json:"index"`
+	ContentBlock *messagesBlock  `json:"content_block"`
+	// Delta is raw: a Responses event's delta is a string.
+	Delta json.RawMessage `json:"delta"`
+}
+
+// messagesBlock is an Anthropic content block: text, or a tool_use with
+// its input object.
+type messagesBlock struct {
+	Type  string          `json:"type"`
+	Text  string          `json:"text"`
+	Name  string          `json:"name"`
+	Input json.RawMessage `json:"input"`
+}
+
+type messagesObject struct {
+	Usage *struct {
+		InputTokens  int `json:"input_tokens"`
+		OutputTokens int `json:"output_tokens"`
+	} `json:"usage"`
 }
 
 type responsesObject struct {
@@ -507,6 +563,14 @@ func (r *Relay) parseJSON(c *Call, body []byte) {
 		}
 	}
 	r.responsesItems(c, a.Output, &text)
+	for _, b := range a.Content {
+		switch b.Type {
+		case "text":
+			text.WriteString(b.Text)
+		case "tool_use":
+			c.ToolCalls = append(c.ToolCalls, ToolCall{Name: r.text(b.Name), Arguments: r.text(string(b.Input))})
+		}
+	}
 	if a.Usage != nil {
 		c.Usage = &Usage{Input: a.Usage.PromptTokens + a.Usage.InputTokens, Output: a.Usage.CompletionTokens + a.Usage.OutputTokens}
 	}
@@ -527,14 +591,17 @@ func (r *Relay) responsesItems(c *Call, items []responsesItem, text *strings.Bui
 }
 
 // parseSSE reads a streamed answer: Chat Completions chunks (tool call
-// arguments arrive in pieces, by index) or Responses events (the final
-// response.completed holds the output).
+// arguments arrive in pieces, by index), Responses events (the final
+// response.completed holds the output) or Anthropic Messages events
+// (tool_use blocks whose input arrives as input_json_delta pieces, by
+// block index; input tokens in message_start, output in message_delta).
 func (r *Relay) parseSSE(c *Call, body []byte) {
 	type acc struct {
 		name string
 		args strings.Builder
 	}
 	var calls []*acc
+	var blocks []*acc // Anthropic tool_use blocks by index
 	var text strings.Builder
 	sc := bufio.NewScanner(bytes.NewReader(body))
 	sc.Buffer(make([]byte, 64<<10), len(body)+1)
@@ -572,6 +639,41 @@ func (r *Relay) parseSSE(c *Call, body []byte) {
 				}
 			}
 		}
+		switch a.Type {
+		case "message_start":
+			if a.Message != nil && a.Message.Usage != nil {
+				c.Usage = &Usage{Input: a.Message.Usage.InputTokens, Output: a.Message.Usage.OutputTokens}
+			}
+			continue
+		case "content_block_start":
+			if b := a.ContentBlock; b != nil && b.Type == "tool_use" && a.Index >= 0 && a.Index < 64 {
+				for len(blocks) <= a.Index {
+					blocks = append(blocks, nil)
+				}
+				blocks[a.Index] = &acc{name: b.Name}
+			}
+			continue
+		case "content_block_delta":
+			var d struct {
+				Text        string `json:"text"`
+				PartialJSON string `json:"partial_json"`
+			}
+			if json.Unmarshal(a.Delta, &d) == nil {
+				text.WriteString(d.Text)
+				if a.Index >= 0 && a.Index < len(blocks) && blocks[a.Index] != nil && blocks[a.Index].args.Len() < r.opts.MaxBody {
+					blocks[a.Index].args.WriteString(d.PartialJSON)
+				}
+			}
+			continue
+		case "message_delta":
+			if a.Usage != nil {
+				if c.Usage == nil {
+					c.Usage = &Usage{}
+				}
+				c.Usage.Output = a.Usage.OutputTokens
+			}
+			continue
+		}
 		if a.Usage != nil {
 			c.Usage = &Usage{Input: a.Usage.PromptTokens + a.Usage.InputTokens, Output: a.Usage.CompletionTokens + a.Usage.OutputTokens}
 		}
@@ -584,6 +686,11 @@ func (r *Relay) parseSSE(c *Call, body []byte) {
 	}
 	for _, a := range calls {
 		c.ToolCalls = append(c.ToolCalls, ToolCall{Name: r.text(a.name), Arguments: r.text(a.args.String())})
+	}
+	for _, a := range blocks {
+		if a != nil {
+			c.ToolCalls = append(c.ToolCalls, ToolCall{Name: r.text(a.name), Arguments: r.text(a.args.String())})
+		}
 	}
 	c.Text = r.text(text.String())
 }

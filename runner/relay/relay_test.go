@@ -2,11 +2,15 @@ package relay_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -198,5 +202,156 @@ func TestRelayReadsResponsesAndCapsTexts(t *testing.T) {
 	}
 	if got := c[0].ToolResults[0]; got != long[:40]+"…" {
 		t.Fatalf("tool result kept as %q; want the first 40 bytes and an ellipsis", got)
+	}
+}
+
+// anthropicPost sends one Messages API request through the relay with the
+// key in x-api-key, as Claude Code does, and returns the answer's body.
+func anthropicPost(t *testing.T, r *relay.Relay, key string, messages []any) string {
+	t.Helper()
+	b, _ := json.Marshal(map[string]any{"model": "fake-model", "max_tokens": 1000, "stream": true, "messages": messages,
+		"tools": []any{
+			map[string]any{"name": "Read", "input_schema": map[string]any{"type": "object", "required": []any{"file_path"},
+				"properties": map[string]any{"file_path": map[string]any{"type": "string"}}}},
+			map[string]any{"name": "Write", "input_schema": map[string]any{"type": "object", "required": []any{"file_path", "content"},
+				"properties": map[string]any{"file_path": map[string]any{"type": "string"}, "content": map[string]any{"type": "string"}}}},
+		}})
+	req, _ := http.NewRequest(http.MethodPost, r.URL()+"/messages?beta=true", bytes.NewReader(b))
+	req.Header.Set("x-api-key", key)
+	req.Header.Set("anthropic-version", "2023-06-01")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	return string(body)
+}
+
+// toolUse returns the id of the tool_use block a streamed answer starts.
+func toolUse(t *testing.T, body string) string {
+	t.Helper()
+	for _, line := range strings.Split(body, "\n") {
+		d, ok := strings.CutPrefix(line, "data: ")
+		if !ok {
+			continue
+		}
+		var ev struct {
+			Type  string `json:"type"`
+			Block struct {
+				Type string `json:"type"`
+				ID   string `json:"id"`
+			} `json:"content_block"`
+		}
+		if json.Unmarshal([]byte(d), &ev) == nil && ev.Type == "content_block_start" && ev.Block.Type == "tool_use" {
+			return ev.Block.ID
+		}
+	}
+	t.Fatalf("no tool_use in %q", body)
+	return ""
+}
+
+// Claude Code's round trip through the relay: the key comes in x-api-key
+// and goes out in x-api-key (the real one), tool_result blocks are read as
+// tool results, tool_use blocks and their input_json_delta pieces as tool
+// calls, usage from message_start and message_delta.
+func TestRelayRecordsAnthropicMessagesAndSwapsXAPIKey(t *testing.T) {
+	const canary, real = "sk-sandproof-canary-0022", "sk-ant-real-9900"
+	srv, err := model.Start(model.Options{APIKey: real})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	// Between the relay and the model, a recorder of the key headers.
+	var mu sync.Mutex
+	var seen []string
+	target, _ := url.Parse(strings.TrimSuffix(srv.URL(), "/v1"))
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.FlushInterval = -1
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		mu.Lock()
+		seen = append(seen, fmt.Sprintf("x-api-key=%s authorization=%s", req.Header.Get("X-Api-Key"), req.Header.Get("Authorization")))
+		mu.Unlock()
+		proxy.ServeHTTP(w, req)
+	}))
+	defer up.Close()
+	r := startRelay(t, relay.Options{Upstream: up.URL + "/v1", SandboxKey: canary, UpstreamKey: real})
+	ch := model.ChallengePrefix + strings.Repeat("e5", 16)
+	prompt := model.ChallengePrompt("/task/challenge.txt", "/task/deliverable.txt")
+	msgs := []any{map[string]any{"role": "user", "content": []any{map[string]any{"type": "text", "text": prompt}}}}
+	id := toolUse(t, anthropicPost(t, r, canary, msgs))
+	msgs = append(msgs,
+		map[string]any{"role": "assistant", "content": []any{map[string]any{"type": "tool_use", "id": id, "name": "Read",
+			"input": map[string]any{"file_path": "/task/challenge.txt"}}}},
+		map[string]any{"role": "user", "content": []any{map[string]any{"type": "tool_result", "tool_use_id": id,
+			"content": []any{map[string]any{"type": "text", "text": "1\t" + ch}}}}})
+	anthropicPost(t, r, canary, msgs)
+	r.Close()
+	srv.Close()
+	calls := r.Calls()
+	if len(calls) != 2 {
+		t.Fatalf("calls = %+v; want 2", calls)
+	}
+	for _, c := range calls {
+		if c.Auth != "canary" || c.Status != 200 || !c.Stream || c.Usage == nil || c.Usage.Input <= 0 || c.Usage.Output <= 0 ||
+			fmt.Sprint(c.Tools) != "[Read Write]" {
+			t.Fatalf("call %+v: want the canary, 200, streamed, both usages, tools Read and Write", c)
+		}
+	}
+	if len(calls[0].ToolCalls) != 1 || calls[0].ToolCalls[0].Name != "Read" ||
+		calls[0].ToolCalls[0].Arguments != `{"file_path":"/task/challenge.txt"}` || len(calls[0].ToolResults) != 0 {
+		t.Fatalf("call 1 = %+v; want the Read of the challenge and no tool result", calls[0])
+	}
+	tok := srv.Token(ch)
+	if fmt.Sprint(calls[1].ToolResults) != "[1\t"+ch+"]" || len(calls[1].ToolCalls) != 1 || calls[1].ToolCalls[0].Name != "Write" ||
+		!strings.Contains(calls[1].ToolCalls[0].Arguments, `"content":"`+tok+`"`) {
+		t.Fatalf("call 2 = %+v; want the challenge back and the Write of %s", calls[1], tok)
+	}
+	for _, c := range srv.Calls() {
+		if c.Auth != "ok" {
+			t.Fatalf("the model saw %+v without the real key", c)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, s := range seen {
+		if s != "x-api-key="+real+" authorization=" {
+			t.Fatalf("upstream saw %q; want the real key in x-api-key alone", s)
+		}
+	}
+	if len(seen) != 2 {
+		t.Fatalf("upstream saw %d requests; want 2", len(seen))
+	}
+}
+
+// count_tokens is passed on and recorded but is not a model call, as the
+// scripted model counts it; the model call beside it is.
+func TestRelayDoesNotCountCountTokens(t *testing.T) {
+	srv, err := model.Start(model.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	r := startRelay(t, relay.Options{Upstream: srv.URL()})
+	body := `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":"hello"}]}`
+	for _, path := range []string{"/messages/count_tokens", "/messages"} {
+		resp, err := http.Post(r.URL()+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: status %d", path, resp.StatusCode)
+		}
+	}
+	r.Close()
+	srv.Close()
+	calls := r.Calls()
+	if len(calls) != 2 || r.ModelCalls() != 1 || srv.ModelCalls() != 1 {
+		t.Fatalf("relay calls %+v, relay counted %d, model %d; want 2 recorded, 1 counted by each", calls, r.ModelCalls(), srv.ModelCalls())
 	}
 }

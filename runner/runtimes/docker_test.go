@@ -80,14 +80,15 @@ func TestRealHarnessesWriteTheDeliverable(t *testing.T) {
 				t.Fatal(err)
 			}
 			id := docker(t, append(append([]string{"run", "-d", "--network", "host"}, own...),
-				"-v", rtDir+":/rt:ro", "-e", "SANDPROOF_API_KEY=canary-"+name, ref, "sleep", "2147483647")...)
+				"-v", rtDir+":/rt:ro", "-e", m.APIKeyEnv+"=canary-"+name, ref, "sleep", "2147483647")...)
 			defer exec.Command("docker", "rm", "-f", id).Run()
 			docker(t, "exec", id, "sh", "-c", "mkdir -p /task /sess/home/tmp && chown -R 1000:1000 /task /sess")
 
 			token := fmt.Sprintf("tok%d", time.Now().UnixNano())
-			vals := map[string]string{"prompt": model.CertPrompt("/task/deliverable.txt", token), "model_url": srv.URL(),
-				"model": "fake-model", "api_key_env": m.APIKeyEnv, "session_dir": "/sess", "task_dir": "/task",
-				"home": "/sess/home", "runtime_dir": "/rt"}
+			// Every placeholder's value as a session gives it ({model_origin}
+			// included, which Claude Code's manifest uses).
+			vals := m.Values(adapter.Context{ModelURL: srv.URL(), Model: "fake-model", TaskDir: "/task", RuntimeDir: "/rt"},
+				"/sess", "/sess/home", model.CertPrompt("/task/deliverable.txt", token))
 			env := map[string]string{}
 			for k, v := range m.State.Env {
 				env[k] = v
