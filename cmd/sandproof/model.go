@@ -82,7 +82,7 @@ only.`,
 	f.StringVar(&addr, "addr", "127.0.0.1:0", "listen address; must be on the loopback")
 	f.StringVar(&script, "script", "default", "default, challenge, prompt-token, or a fault: 429, 400, 500, stall or malformed, optionally @N[,M] for those requests only")
 	f.StringVar(&logPath, "log", "", "append one JSON line per call to this file")
-	f.StringVar(&keyFile, "api-key-file", "", "require Authorization: Bearer with the key in this file")
+	f.StringVar(&keyFile, "api-key-file", "", "require the key in this file (Authorization: Bearer, or x-api-key as the Messages API sends it)")
 	f.StringVar(&prefer, "prefer", "write", "tool used when both a shell and a write tool are declared: write or shell")
 	f.StringVar(&shellPrefix, "shell-prefix", "", "shell command run before writing the deliverable (forces the shell tool)")
 	f.DurationVar(&stallMax, "stall-max", 60*time.Second, "longest a stall holds a request")
