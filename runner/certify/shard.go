@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/sandproof/sandproof/runner/adapter"
 	"github.com/sandproof/sandproof/images"
+	"github.com/sandproof/sandproof/runner/adapter"
 )
 
 // Shard is one slice of a run's image x adapter matrix (`--shard i/N`),
