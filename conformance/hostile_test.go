@@ -73,91 +73,169 @@ func uniqueComm(prefix string) string {
 	return fmt.Sprintf("%s%d-%d", prefix, GinkgoParallelProcess(), time.Now().UnixNano()%1_000_000)
 }
 
+// hostTiers are the stop tiers the host-side hostile specs run in: cgroup
+// (warden's default where its cgroup v2 is writable, as on a host) and the
+// subreaper tier, forced with --tier subreaper (what containers get, whose
+// cgroup tree is read-only).
+var hostTiers = []string{"cgroup", "subreaper"}
+
+// tierFlags returns supervise's flags for tier, once the host is known to
+// offer it: the observer checks on its own (witness) that a cgroup v2 can
+// be made below its cgroup, so warden cannot decide for the spec.
+func tierFlags(tier string) []string {
+	GinkgoHelper()
+	if tier == "subreaper" {
+		return []string{"--tier", "subreaper"}
+	}
+	if err := witness.WritableCgroup2(); err != nil {
+		framework.Missing(fmt.Sprintf("a writable cgroup v2 for tier cgroup (%v)", err),
+			"run the suite as root on a host with cgroup2 mounted (containers have a read-only tree)")
+	}
+	return nil
+}
+
+// expectTier checks the receipt's tier against the tier the spec asked for.
+func expectTier(r *witness.Receipt, tier string) {
+	GinkgoHelper()
+	if tier == "cgroup" {
+		Expect(r.Tier).To(Equal("cgroup"), "tier: this host offers a writable cgroup v2")
+		return
+	}
+	Expect(r.Tier).To(BeElementOf("subreaper+pidfd", "subreaper+kill"), "tier: --tier subreaper")
+}
+
 var _ = Describe("warden supervise, facing processes that try to outrun the stop,", framework.Local, framework.Hostile, func() {
-	framework.ConformanceIt("2 kernel confirms", "should stop a fork-and-exit hopper and confirm only once it is dead, three times in a row", func(ctx SpecContext) {
-		for attempt := 1; attempt <= 3; attempt++ {
-			By(fmt.Sprintf("attempt %d", attempt))
-			l := newLaunch()
-			name := uniqueComm("hop")
-			DeferCleanup(killNamed, name)
-			GinkgoT().Setenv("ADVERSARY_HOP_NAME", name)
-			GinkgoT().Setenv("ADVERSARY_HOP_NS", "200000")
-			l.detach(ctx, []string{"--deadline", "60", "--grace", "0.2"}, "hopper")
-			l.ready(ctx)
-			// Positive control: the hopper hops (its heartbeat grows by
-			// many incarnations) and /proc shows one of them alive under
-			// its name.
-			start := len(hops(l.record))
-			Eventually(ctx, func() int { return len(hops(l.record)) - start }).
-				WithTimeout(20*time.Second).Should(BeNumerically(">=", 20), "the hopper never hopped")
-			Eventually(ctx, func() []witness.Stat { return living(name) }).
-				WithTimeout(20*time.Second).ShouldNot(BeEmpty(), "positive control: a hopper is alive and visible")
+	for _, tier := range hostTiers {
+		framework.ConformanceIt("2 kernel confirms", fmt.Sprintf("should stop a fork-and-exit hopper in tier %s and confirm only once it is dead, three times in a row", tier), func(ctx SpecContext) {
+			flags := append([]string{"--deadline", "60", "--grace", "0.2"}, tierFlags(tier)...)
+			for attempt := 1; attempt <= 3; attempt++ {
+				By(fmt.Sprintf("attempt %d", attempt))
+				l := newLaunch()
+				name := uniqueComm("hop")
+				DeferCleanup(killNamed, name)
+				GinkgoT().Setenv("ADVERSARY_HOP_NAME", name)
+				GinkgoT().Setenv("ADVERSARY_HOP_NS", "200000")
+				l.detach(ctx, flags, "hopper")
+				l.ready(ctx)
+				// Positive control: the hopper hops (its heartbeat grows by
+				// many incarnations) and /proc shows one of them alive under
+				// its name.
+				start := len(hops(l.record))
+				Eventually(ctx, func() int { return len(hops(l.record)) - start }).
+					WithTimeout(20*time.Second).Should(BeNumerically(">=", 20), "the hopper never hopped")
+				Eventually(ctx, func() []witness.Stat { return living(name) }).
+					WithTimeout(20*time.Second).ShouldNot(BeEmpty(), "positive control: a hopper is alive and visible")
 
-			r := l.stopWait(ctx)
-			expectOutcome(r, "stopped", 143, "TERM", true)
-			// Never a confirmed receipt while a tree process lives: the
-			// heartbeat has stopped, and /proc shows no hopper, reading
-			// after reading.
-			after := hops(l.record)
-			Expect(after).NotTo(BeEmpty())
-			last := after[len(after)-1]
-			st, err := witness.Proc.ReadStat(last)
-			if err == nil && st.Comm == name {
-				Expect(st.Dead()).To(BeTrue(), "the last hopper %d lives on after a confirmed receipt", last)
+				r := l.stopWait(ctx)
+				expectOutcome(r, "stopped", 143, "TERM", true)
+				expectTier(r, tier)
+				// Never a confirmed receipt while a tree process lives: the
+				// heartbeat has stopped, and /proc shows no hopper, reading
+				// after reading.
+				after := hops(l.record)
+				Expect(after).NotTo(BeEmpty())
+				last := after[len(after)-1]
+				st, err := witness.Proc.ReadStat(last)
+				if err == nil && st.Comm == name {
+					Expect(st.Dead()).To(BeTrue(), "the last hopper %d lives on after a confirmed receipt", last)
+				}
+				Consistently(ctx, func() int { return len(hops(l.record)) }).
+					WithTimeout(300*time.Millisecond).WithPolling(10*time.Millisecond).
+					Should(Equal(len(after)), "the hopper went on hopping after a confirmed receipt")
+				Consistently(ctx, func() []witness.Stat { return living(name) }).
+					WithTimeout(300*time.Millisecond).WithPolling(10*time.Millisecond).
+					Should(BeEmpty(), "a hopper lives after a confirmed receipt")
 			}
-			Consistently(ctx, func() int { return len(hops(l.record)) }).
-				WithTimeout(300*time.Millisecond).WithPolling(10*time.Millisecond).
-				Should(Equal(len(after)), "the hopper went on hopping after a confirmed receipt")
-			Consistently(ctx, func() []witness.Stat { return living(name) }).
-				WithTimeout(300*time.Millisecond).WithPolling(10*time.Millisecond).
-				Should(BeEmpty(), "a hopper lives after a confirmed receipt")
-		}
-	})
+		})
 
-	framework.ConformanceIt("2 hold", "should stop a fork bomb bounded by RLIMIT_NPROC and write a receipt that never confirms a living bomb", func(ctx SpecContext) {
-		requireRoot("--user")
-		prlimit, err := exec.LookPath("prlimit")
-		if err != nil {
-			framework.Missing("prlimit(1)", "apt-get install util-linux")
-		}
-		l := newLaunch()
-		shared, bin := sharedAdversary("sandproof-bomb-")
-		record := filepath.Join(shared, "record")
-		l.record = record
-		name := uniqueComm("bomb")
-		DeferCleanup(killNamed, name)
-		GinkgoT().Setenv("ADVERSARY_BOMB_NAME", name)
-		// Root ignores RLIMIT_NPROC: the harness runs as uid 1000, whose
-		// process count the limit bounds (a few more than uid 1000 runs
-		// already, so the bomb can grow).
-		base := 0
-		if table, err := witness.Proc.Table(); err == nil {
-			for _, st := range table {
-				if uid, err := witness.Proc.UID(st.PID); err == nil && uid == 1000 {
-					base++
+		framework.ConformanceIt("2 hold", fmt.Sprintf("should stop a fork bomb bounded by RLIMIT_NPROC in tier %s and write a receipt that never confirms a living bomb, three times in a row", tier), func(ctx SpecContext) {
+			requireRoot("--user")
+			prlimit, err := exec.LookPath("prlimit")
+			if err != nil {
+				framework.Missing("prlimit(1)", "apt-get install util-linux")
+			}
+			flags := append([]string{"--deadline", "60", "--grace", "0.2", "--user", "1000"}, tierFlags(tier)...)
+			for attempt := 1; attempt <= 3; attempt++ {
+				By(fmt.Sprintf("attempt %d", attempt))
+				l := newLaunch()
+				shared, bin := sharedAdversary("sandproof-bomb-")
+				record := filepath.Join(shared, "record")
+				l.record = record
+				name := uniqueComm("bomb")
+				DeferCleanup(killNamed, name)
+				GinkgoT().Setenv("ADVERSARY_BOMB_NAME", name)
+				// Root ignores RLIMIT_NPROC: the harness runs as uid 1000,
+				// whose process count the limit bounds (a few more than uid
+				// 1000 runs already, so the bomb can grow).
+				base := 0
+				if table, err := witness.Proc.Table(); err == nil {
+					for _, st := range table {
+						if uid, err := witness.Proc.UID(st.PID); err == nil && uid == 1000 {
+							base++
+						}
+					}
+				}
+				limit := strconv.Itoa(base + 40)
+				l.detachCommand(ctx, flags, []string{prlimit, "--nproc=" + limit, "--", bin, "--record", record, "fork-bomb"})
+				rec := l.ready(ctx)
+				Expect(harness(rec).UID).To(Equal(1000), "positive control: the harness runs as uid 1000")
+				Eventually(ctx, func() int { return len(living(name)) }).
+					WithTimeout(20*time.Second).Should(BeNumerically(">=", 5), "positive control: the bomb grew")
+
+				res := l.warden(ctx, "stop", "--state", l.state, "--wait", "45")
+				Expect(res.Code).To(BeElementOf(0, 1), "%s%s", res, l.diagnose())
+				r := l.receiptPrinted(res)
+				Expect(r.Cause).To(Equal("stopped"))
+				expectTier(r, tier)
+				if tier == "cgroup" {
+					// The kernel freezes and kills the whole cgroup at once:
+					// nothing can be left to hold.
+					Expect(r.CleanupConfirmed).To(BeTrue(), "tier cgroup: %s%s", res, l.diagnose())
+				}
+				if r.CleanupConfirmed {
+					Expect(r.Survivors).To(BeEmpty())
+					Consistently(ctx, func() []witness.Stat { return living(name) }).
+						WithTimeout(300*time.Millisecond).WithPolling(10*time.Millisecond).
+						Should(BeEmpty(), "a bomb process lives after a confirmed receipt")
+				} else {
+					Expect(r.Survivors).NotTo(BeEmpty(), "an unconfirmed stop names its survivors")
 				}
 			}
-		}
-		limit := strconv.Itoa(base + 40)
-		l.detachCommand(ctx, []string{"--deadline", "60", "--grace", "0.2", "--user", "1000"},
-			[]string{prlimit, "--nproc=" + limit, "--", bin, "--record", record, "fork-bomb"})
-		rec := l.ready(ctx)
-		Expect(harness(rec).UID).To(Equal(1000), "positive control: the harness runs as uid 1000")
-		Eventually(ctx, func() int { return len(living(name)) }).
-			WithTimeout(20*time.Second).Should(BeNumerically(">=", 5), "positive control: the bomb grew")
+		})
+	}
 
-		res := l.warden(ctx, "stop", "--state", l.state, "--wait", "45")
-		Expect(res.Code).To(BeElementOf(0, 1), "%s%s", res, l.diagnose())
-		r := l.receiptPrinted(res)
-		Expect(r.Cause).To(Equal("stopped"))
-		if r.CleanupConfirmed {
-			Expect(r.Survivors).To(BeEmpty())
-			Consistently(ctx, func() []witness.Stat { return living(name) }).
-				WithTimeout(300*time.Millisecond).WithPolling(10*time.Millisecond).
-				Should(BeEmpty(), "a bomb process lives after a confirmed receipt")
-		} else {
-			Expect(r.Survivors).NotTo(BeEmpty(), "an unconfirmed stop names its survivors")
-		}
+	framework.ConformanceIt("2 kernel confirms", "should stop, in tier cgroup, a process that joined the harness's cgroup from outside its tree, and confirm only once the kernel says the cgroup is empty", func(ctx SpecContext) {
+		flags := append([]string{"--deadline", "60", "--grace", "0.2"}, tierFlags("cgroup")...)
+		l := newLaunch()
+		l.detach(ctx, flags, "sleep")
+		h := harness(l.ready(ctx))
+		cg, err := witness.CgroupOf(h.PID)
+		Expect(err).NotTo(HaveOccurred())
+		mount, err := witness.Cgroup2Mount()
+		Expect(err).NotTo(HaveOccurred())
+
+		// A process of the spec's own, outside the supervisor's tree and
+		// without the marker: nothing but the cgroup links it to the launch.
+		outsider := exec.Command("sleep", "1000")
+		outsider.Env = []string{}
+		Expect(outsider.Start()).To(Succeed())
+		DeferCleanup(func() { outsider.Process.Kill() })
+		waited := make(chan error, 1)
+		go func() { waited <- outsider.Wait() }()
+		Expect(os.WriteFile(filepath.Join(mount, cg, "cgroup.procs"), []byte(strconv.Itoa(outsider.Process.Pid)), 0)).To(Succeed())
+		// Positive control: the kernel lists the outsider in the harness's
+		// cgroup, and it runs.
+		Expect(witness.CgroupOf(outsider.Process.Pid)).To(Equal(cg), "positive control: the outsider joined the harness's cgroup")
+		st, err := witness.Proc.ReadStat(outsider.Process.Pid)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(st.Dead()).To(BeFalse(), "positive control: the outsider runs")
+
+		r := l.stopWait(ctx)
+		expectOutcome(r, "stopped", 143, "TERM", true)
+		expectTier(r, "cgroup")
+		var werr error
+		Eventually(ctx, waited).WithTimeout(10*time.Second).Should(Receive(&werr), "the outsider lives after a confirmed receipt")
+		Expect(werr).To(MatchError(ContainSubstring("killed")), "the outsider was ended by the cgroup's kill")
 	})
 })
 

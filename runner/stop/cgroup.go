@@ -84,6 +84,20 @@ func OwnCgroupDir(mountinfo, cgroup []byte) (string, error) {
 	return "", fmt.Errorf("%w: own cgroup %q is under no cgroup2 mount's root", ErrNoCgroup2, path)
 }
 
+// FindOwnCgroup is OwnCgroupDir on the files at those paths
+// (/proc/self/mountinfo and /proc/self/cgroup in warden).
+func FindOwnCgroup(mountinfoPath, cgroupPath string) (string, error) {
+	mi, err := os.ReadFile(mountinfoPath)
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", ErrNoCgroup2, err)
+	}
+	cg, err := os.ReadFile(cgroupPath)
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", ErrNoCgroup2, err)
+	}
+	return OwnCgroupDir(mi, cg)
+}
+
 // underRoot returns path relative to a mount's root, if it lies under it.
 func underRoot(path, root string) (string, bool) {
 	if root == "/" {
@@ -144,15 +158,8 @@ type CgroupOptions struct {
 func NewLaunchCgroup(id string, opt CgroupOptions) (*Cgroup, error) {
 	parent := opt.Parent
 	if parent == "" {
-		mi, err := os.ReadFile("/proc/self/mountinfo")
-		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrNoCgroup2, err)
-		}
-		cg, err := os.ReadFile("/proc/self/cgroup")
-		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrNoCgroup2, err)
-		}
-		if parent, err = OwnCgroupDir(mi, cg); err != nil {
+		var err error
+		if parent, err = FindOwnCgroup("/proc/self/mountinfo", "/proc/self/cgroup"); err != nil {
 			return nil, err
 		}
 	}
@@ -259,8 +266,8 @@ func (c *Cgroup) wait(ctx context.Context, until time.Time, cond func(map[string
 	step := 100 * time.Microsecond
 	for {
 		ev, err := c.events()
-		if err == nil && cond(ev) {
-			return true
+		if err == nil && cond(ev) || errors.Is(err, os.ErrNotExist) {
+			return true // a removed cgroup holds nothing
 		}
 		if ctx.Err() != nil || !time.Now().Before(until) {
 			return false
