@@ -35,7 +35,7 @@ func TestOwnCgroupDirFromFakeFiles(t *testing.T) {
 `
 	cases := []struct {
 		name, mountinfo, cgroup, want string
-		err                         bool
+		err                           bool
 	}{
 		{"hybrid, root cgroup", hybrid, "9:name=systemd:/\n4:memory:/x\n0::/\n", "/sys/fs/cgroup/unified", false},
 		{"hybrid, nested", hybrid, "0::/warden-a/harness\n1:cpu:/\n", "/sys/fs/cgroup/unified/warden-a/harness", false},
