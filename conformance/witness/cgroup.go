@@ -74,3 +74,26 @@ func WritableCgroup2() error {
 	}
 	return nil
 }
+
+// RemoveLaunchCgroup removes the cgroups warden made for launch id below
+// this process's own cgroup, if they are empty: what a supervisor that was
+// SIGKILLed (a spec's cleanup, a spec about a dead supervisor) leaves. A
+// cgroup that still holds a process stays.
+func RemoveLaunchCgroup(id string) {
+	if id == "" || strings.ContainsAny(id, "/") || id == "." || id == ".." {
+		return
+	}
+	mount, err := Cgroup2Mount()
+	if err != nil {
+		return
+	}
+	own, err := CgroupOf(os.Getpid())
+	if err != nil {
+		return
+	}
+	top := filepath.Join(mount, own, "warden-"+id)
+	for _, sub := range []string{"harness", "services"} {
+		os.Remove(filepath.Join(top, sub))
+	}
+	os.Remove(top)
+}

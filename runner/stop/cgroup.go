@@ -302,14 +302,23 @@ func (c *Cgroup) Stop(ctx context.Context, until time.Time) (empty bool, how str
 			steps = append(steps, "not frozen in time")
 		}
 	}
+	killed := false
 	if mutant.Is("nocgroupkill") {
 		steps = append(steps, "kill skipped (mutant)")
 	} else if err := os.WriteFile(filepath.Join(c.Dir, "cgroup.kill"), []byte("1"), 0); err != nil {
 		steps = append(steps, fmt.Sprintf("kill: %v", err))
 	} else {
 		steps = append(steps, "killed")
+		killed = true
 	}
-	empty = c.wait(ctx, until, func(ev map[string]string) bool { return ev["populated"] == "0" })
+	isEmpty := func(ev map[string]string) bool { return ev["populated"] == "0" }
+	if killed {
+		empty = c.wait(ctx, until, isEmpty)
+	} else {
+		// Nothing will empty it: one look, and the time left goes to the
+		// hold, which still stops what it reaches.
+		empty = c.wait(ctx, time.Now(), isEmpty)
+	}
 	// Thaw, so that a process the kill could not reach (moved in after it)
 	// is not left frozen for ever; killed ones are gone either way.
 	os.WriteFile(filepath.Join(c.Dir, "cgroup.freeze"), []byte("0"), 0)
