@@ -255,9 +255,6 @@ func Run(cfg Config, ready *os.File) int {
 	s.cgroup = s.makeCgroup()
 	env := harnessEnv(os.Environ(), cfg.LaunchID)
 	pid, err := s.startHarness(env)
-	if s.cgroup != nil {
-		r.Tier = receipt.TierCgroup
-	}
 	if err != nil {
 		s.dropCgroup()
 		r.Cause = receipt.CauseExecFailed
@@ -269,6 +266,9 @@ func Run(cfg Config, ready *os.File) int {
 		return 1
 	}
 	s.harnessPID = pid
+	if s.cgroup != nil {
+		r.Tier = receipt.TierCgroup
+	}
 	since := uint64(0)
 	if st, err := s.fs.Stat(pid); err == nil {
 		s.harness = st.Identity()
@@ -365,12 +365,12 @@ func (s *supervisor) startHarness(env []string) (int, error) {
 	pid, err := syscall.ForkExec(path, s.cfg.Argv, attr)
 	if err != nil && s.cgroup != nil {
 		// clone3 into the cgroup may be what failed (an old kernel, a
-		// cgroup that refuses processes); the exec is tried once more
-		// without it, and the second answer is the one that counts.
-		s.logf("start the harness in cgroup %s: %v; trying again without the cgroup", s.cgroup.Dir, err)
+		// cgroup that refuses processes), or the exec: the start is tried
+		// once more without the cgroup, and that answer counts.
 		sys.UseCgroupFD, sys.CgroupFD = false, 0
+		first := err
 		if pid, err = syscall.ForkExec(path, s.cfg.Argv, attr); err == nil {
-			s.logf("tier cgroup unavailable: clone3 into the cgroup failed; using the subreaper tier")
+			s.logf("tier cgroup unavailable, using the subreaper tier: start in cgroup %s: %v", s.cgroup.Dir, first)
 			s.dropCgroup()
 		}
 	}
