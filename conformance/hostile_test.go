@@ -7,6 +7,7 @@ package conformance_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -396,5 +397,57 @@ var _ = Describe("warden service, facing a process that claims to be a service,"
 		res = l.warden(ctx, "stop", "--state", l.state, "--services", "--wait", "45")
 		Expect(res.Code).To(Equal(0), "%s%s", res, l.diagnose())
 		expectGone("service daemon", daemons...)
+	})
+
+	framework.ConformanceIt("2 services by identity", "should keep, in tier cgroup, a declared service out of the harness's cgroup when the stop kills that cgroup, and stop the services' own cgroup on stop --services", tierLabel("cgroup"), func(ctx SpecContext) {
+		flags := append([]string{"--deadline", "60", "--grace", "0.2"}, tierFlags("cgroup")...)
+		l := newLaunch()
+		l.detach(ctx, flags, "ignore-term")
+		h := harness(l.ready(ctx))
+
+		svcRecord := filepath.Join(l.dir, "service-record")
+		procs.KillOnCleanup(func() []witness.ID { return witness.RecordedIDs(svcRecord) })
+		res := l.warden(ctx, "service", "--state", l.state, "--name", "db", "--",
+			framework.Fixture("adversary"), "--record", svcRecord, "daemon")
+		Expect(res.Code).To(Equal(0), "%s", res)
+		daemons := (&launch{record: svcRecord}).ready(ctx).Role("daemon")
+		Expect(daemons).To(HaveLen(1), "the service double-forked a daemon")
+		daemon := daemons[0]
+
+		// Positive control: the harness and the service's daemon live in
+		// two sibling cgroups, the launch's own.
+		mount, err := witness.Cgroup2Mount()
+		Expect(err).NotTo(HaveOccurred())
+		harnessCg, err := witness.CgroupOf(h.PID)
+		Expect(err).NotTo(HaveOccurred())
+		svcCg, err := witness.CgroupOf(daemon.PID)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(svcCg).NotTo(Equal(harnessCg), "the service runs outside the harness's cgroup")
+		Expect(filepath.Dir(svcCg)).To(Equal(filepath.Dir(harnessCg)), "the services' cgroup is the harness's sibling")
+		Expect(filepath.Base(filepath.Dir(harnessCg))).To(HavePrefix("warden-"), "the harness's cgroup is the launch's own")
+
+		r := l.stopWait(ctx)
+		// The harness ignores TERM: only the kill after the grace ends it.
+		expectOutcome(r, "stopped", 137, "KILL", true)
+		expectTier(r, "cgroup")
+		expectGone("harness", h)
+		_, kept := witness.Find(r.Preserved, daemon.ID())
+		Expect(kept).To(BeTrue(), "the service's daemon is preserved: %+v", r.Preserved)
+		Expect(procs.Alive(daemon.ID())).To(BeTrue(), "the service's daemon survives the kill of the harness's cgroup")
+		Expect(filepath.Join(mount, harnessCg)).NotTo(BeADirectory(), "the harness's cgroup is removed after the stop")
+
+		res = l.warden(ctx, "stop", "--state", l.state, "--services", "--wait", "45")
+		Expect(res.Code).To(Equal(0), "%s%s", res, l.diagnose())
+		expectGone("service daemon", daemon)
+		data, err := os.ReadFile(filepath.Join(l.state, "services-receipt.json"))
+		Expect(err).NotTo(HaveOccurred())
+		// Read loosely: the services' receipt names its members' why
+		// "service", which witness.ParseReceipt (section 3) refuses.
+		var sr witness.Receipt
+		Expect(json.Unmarshal(data, &sr)).To(Succeed())
+		Expect(sr.CleanupConfirmed).To(BeTrue(), "services receipt: %s", data)
+		expectTier(&sr, "cgroup")
+		Eventually(ctx, func() string { return filepath.Join(mount, filepath.Dir(svcCg)) }).
+			WithTimeout(10*time.Second).ShouldNot(BeADirectory(), "the launch's cgroups are removed once the services are stopped")
 	})
 })

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // The observer's own reading of cgroup v2, kept apart from warden's
@@ -93,7 +94,16 @@ func RemoveLaunchCgroup(id string) {
 	}
 	top := filepath.Join(mount, own, "warden-"+id)
 	for _, sub := range []string{"harness", "services"} {
-		os.Remove(filepath.Join(top, sub))
+		dir := filepath.Join(top, sub)
+		// Processes KILLed just before are gone from the cgroup only once
+		// they have exited: wait for that, briefly.
+		for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+			data, err := os.ReadFile(filepath.Join(dir, "cgroup.events"))
+			if err != nil || strings.Contains(string(data), "populated 0") {
+				break
+			}
+		}
+		os.Remove(dir)
 	}
 	os.Remove(top)
 }
