@@ -135,6 +135,7 @@ var _ = Describe("warden supervise, facing processes that try to outrun the stop
 				r := l.stopWait(ctx)
 				expectOutcome(r, "stopped", 143, "TERM", true)
 				expectTier(r, tier)
+				GinkgoWriter.Printf("hopper, tier %s, attempt %d: %d reached, stop %.3f s\n", r.Tier, attempt, len(r.Reached), r.StopSeconds)
 				// Never a confirmed receipt while a tree process lives: the
 				// heartbeat has stopped, and /proc shows no hopper, reading
 				// after reading.
@@ -193,6 +194,8 @@ var _ = Describe("warden supervise, facing processes that try to outrun the stop
 				r := l.receiptPrinted(res)
 				Expect(r.Cause).To(Equal("stopped"))
 				expectTier(r, tier)
+				GinkgoWriter.Printf("bomb, tier %s, attempt %d: confirmed %v, %d reached, %d survivors, stop %.3f s\n",
+					r.Tier, attempt, r.CleanupConfirmed, len(r.Reached), len(r.Survivors), r.StopSeconds)
 				if tier == "cgroup" {
 					// The kernel freezes and kills the whole cgroup at once:
 					// nothing can be left to hold.
