@@ -286,52 +286,56 @@ func hostPidsCgroup(max int) (string, func() int) {
 }
 
 var _ = Describe("warden supervise, sharing a pids limit with a fork bomb,", framework.Local, framework.Hostile, func() {
-	framework.ConformanceIt("2 hold", "should survive its harness filling the pids limit, stop the bomb and confirm, three times in a row", func(ctx SpecContext) {
-		for attempt := 1; attempt <= 3; attempt++ {
-			By(fmt.Sprintf("attempt %d", attempt))
-			// warden, its reserved threads, the harness and a dozen bombs.
-			cg, events := hostPidsCgroup(48)
-			l := newLaunch()
-			shared, bin := sharedAdversary("sandproof-bomb-")
-			l.record = filepath.Join(shared, "record")
-			name := uniqueComm("bomb")
-			DeferCleanup(killNamed, name)
-			GinkgoT().Setenv("ADVERSARY_BOMB_NAME", name)
-			// The front joins the cgroup before it execs warden, so the
-			// supervisor and everything it starts count against the limit.
-			args := append([]string{"-c", `echo $$ > "$0/cgroup.procs" && exec "$@"`, cg, framework.Bin.Warden},
-				l.superviseArgs([]string{"--deadline", "4", "--grace", "0.2", "--user", "1000", "--detach"}, []string{bin, "--record", l.record, "fork-bomb"})...)
-			res := procs.Warden(ctx, "/bin/sh", l.cwd, args...)
-			Expect(res.Code).To(Equal(0), "%s", res)
-			d, err := witness.ParseDetached(res.Stdout)
-			Expect(err).NotTo(HaveOccurred())
-			sup, err := witness.Proc.ReadStat(d.SupervisorPID)
-			Expect(err).NotTo(HaveOccurred(), "the supervisor runs")
-			l.supervisor = sup.ID()
-			member, err := os.ReadFile(filepath.Join(cg, "cgroup.procs"))
-			Expect(err).NotTo(HaveOccurred())
-			Expect(strings.Fields(string(member))).To(ContainElement(strconv.Itoa(d.SupervisorPID)), "positive control: the supervisor is in the limited cgroup")
-			// Positive controls: the bomb grew, and the kernel refused it.
-			Eventually(ctx, func() int { return len(living(name)) }).
-				WithTimeout(20*time.Second).Should(BeNumerically(">=", 5), "positive control: the bomb grew; %s", lazy(l.diagnose))
-			Eventually(ctx, events).WithTimeout(20*time.Second).Should(BeNumerically(">", 0), "positive control: the bomb hit the pids limit")
+	for _, tier := range hostTiers {
+		framework.ConformanceIt("2 hold", fmt.Sprintf("should survive its harness filling the pids limit, stop the bomb and confirm, in tier %s, three times in a row", tier), tierLabel(tier), func(ctx SpecContext) {
+			flags := append([]string{"--deadline", "4", "--grace", "0.2", "--user", "1000", "--detach"}, tierFlags(tier)...)
+			for attempt := 1; attempt <= 3; attempt++ {
+				By(fmt.Sprintf("attempt %d", attempt))
+				// warden, its reserved threads, the harness and a dozen bombs.
+				cg, events := hostPidsCgroup(48)
+				l := newLaunch()
+				shared, bin := sharedAdversary("sandproof-bomb-")
+				l.record = filepath.Join(shared, "record")
+				name := uniqueComm("bomb")
+				DeferCleanup(killNamed, name)
+				GinkgoT().Setenv("ADVERSARY_BOMB_NAME", name)
+				// The front joins the cgroup before it execs warden, so the
+				// supervisor and everything it starts count against the limit.
+				args := append([]string{"-c", `echo $$ > "$0/cgroup.procs" && exec "$@"`, cg, framework.Bin.Warden},
+					l.superviseArgs(flags, []string{bin, "--record", l.record, "fork-bomb"})...)
+				res := procs.Warden(ctx, "/bin/sh", l.cwd, args...)
+				Expect(res.Code).To(Equal(0), "%s", res)
+				d, err := witness.ParseDetached(res.Stdout)
+				Expect(err).NotTo(HaveOccurred())
+				sup, err := witness.Proc.ReadStat(d.SupervisorPID)
+				Expect(err).NotTo(HaveOccurred(), "the supervisor runs")
+				l.supervisor = sup.ID()
+				member, err := os.ReadFile(filepath.Join(cg, "cgroup.procs"))
+				Expect(err).NotTo(HaveOccurred())
+				Expect(strings.Fields(string(member))).To(ContainElement(strconv.Itoa(d.SupervisorPID)), "positive control: the supervisor is in the limited cgroup")
+				// Positive controls: the bomb grew, and the kernel refused it.
+				Eventually(ctx, func() int { return len(living(name)) }).
+					WithTimeout(20*time.Second).Should(BeNumerically(">=", 5), "positive control: the bomb grew; %s", lazy(l.diagnose))
+				Eventually(ctx, events).WithTimeout(20*time.Second).Should(BeNumerically(">", 0), "positive control: the bomb hit the pids limit")
 
-			var r *witness.Receipt
-			Eventually(ctx, func() error {
-				var err error
-				r, err = witness.ReadReceipt(l.state)
-				return err
-			}).WithTimeout(60*time.Second).WithPolling(50*time.Millisecond).Should(Succeed(),
-				"no receipt: the supervisor did not survive the bomb; %s", lazy(l.diagnose))
-			Expect(r.Cause).To(Equal("deadline"))
-			Expect(r.CleanupConfirmed).To(BeTrue(), "survivors %+v, error %v", r.Survivors, r.Error)
-			Expect(r.Survivors).To(BeEmpty())
-			Expect(len(r.Reached)).To(BeNumerically(">=", 5), "the stop reached the bomb")
-			Consistently(ctx, func() []witness.Stat { return living(name) }).
-				WithTimeout(300*time.Millisecond).WithPolling(10*time.Millisecond).
-				Should(BeEmpty(), "a bomb process lives after a confirmed receipt")
-		}
-	})
+				var r *witness.Receipt
+				Eventually(ctx, func() error {
+					var err error
+					r, err = witness.ReadReceipt(l.state)
+					return err
+				}).WithTimeout(60*time.Second).WithPolling(50*time.Millisecond).Should(Succeed(),
+					"no receipt: the supervisor did not survive the bomb; %s", lazy(l.diagnose))
+				Expect(r.Cause).To(Equal("deadline"))
+				expectTier(r, tier)
+				Expect(r.CleanupConfirmed).To(BeTrue(), "survivors %+v, error %v", r.Survivors, r.Error)
+				Expect(r.Survivors).To(BeEmpty())
+				Expect(len(r.Reached)).To(BeNumerically(">=", 5), "the stop reached the bomb")
+				Consistently(ctx, func() []witness.Stat { return living(name) }).
+					WithTimeout(300*time.Millisecond).WithPolling(10*time.Millisecond).
+					Should(BeEmpty(), "a bomb process lives after a confirmed receipt")
+			}
+		})
+	}
 })
 
 var _ = Describe("warden service, facing a process that claims to be a service,", framework.Local, framework.Hostile, func() {
