@@ -155,62 +155,67 @@ var _ = Describe("warden supervise, facing processes that try to outrun the stop
 			}
 		})
 
-		framework.ConformanceIt("2 hold", fmt.Sprintf("should stop a fork bomb bounded by RLIMIT_NPROC in tier %s and write a receipt that never confirms a living bomb, three times in a row", tier), tierLabel(tier), func(ctx SpecContext) {
-			requireRoot("--user")
-			prlimit, err := exec.LookPath("prlimit")
-			if err != nil {
-				framework.Missing("prlimit(1)", "apt-get install util-linux")
-			}
-			flags := append([]string{"--deadline", "60", "--grace", "0.2", "--user", "1000"}, tierFlags(tier)...)
-			for attempt := 1; attempt <= 3; attempt++ {
-				By(fmt.Sprintf("attempt %d", attempt))
-				l := newLaunch()
-				shared, bin := sharedAdversary("sandproof-bomb-")
-				record := filepath.Join(shared, "record")
-				l.record = record
-				name := uniqueComm("bomb")
-				DeferCleanup(killNamed, name)
-				GinkgoT().Setenv("ADVERSARY_BOMB_NAME", name)
-				// Root ignores RLIMIT_NPROC: the harness runs as uid 1000,
-				// whose process count the limit bounds (a few more than uid
-				// 1000 runs already, so the bomb can grow).
-				base := 0
-				if table, err := witness.Proc.Table(); err == nil {
-					for _, st := range table {
-						if uid, err := witness.Proc.UID(st.PID); err == nil && uid == 1000 {
-							base++
+		framework.ConformanceIt("2 hold", fmt.Sprintf("should stop a fork bomb bounded by RLIMIT_NPROC in tier %s and write a receipt that never confirms a living bomb, three times in a row", tier), tierLabel(tier),
+			// RLIMIT_NPROC counts every uid-1000 process on the host: a
+			// bomb another spec runs as uid 1000 at the same time (the
+			// pids-limit one, the in-image ones) would eat the budget
+			// measured below, and the harness could not even start.
+			Serial, func(ctx SpecContext) {
+				requireRoot("--user")
+				prlimit, err := exec.LookPath("prlimit")
+				if err != nil {
+					framework.Missing("prlimit(1)", "apt-get install util-linux")
+				}
+				flags := append([]string{"--deadline", "60", "--grace", "0.2", "--user", "1000"}, tierFlags(tier)...)
+				for attempt := 1; attempt <= 3; attempt++ {
+					By(fmt.Sprintf("attempt %d", attempt))
+					l := newLaunch()
+					shared, bin := sharedAdversary("sandproof-bomb-")
+					record := filepath.Join(shared, "record")
+					l.record = record
+					name := uniqueComm("bomb")
+					DeferCleanup(killNamed, name)
+					GinkgoT().Setenv("ADVERSARY_BOMB_NAME", name)
+					// Root ignores RLIMIT_NPROC: the harness runs as uid 1000,
+					// whose process count the limit bounds (a few more than uid
+					// 1000 runs already, so the bomb can grow).
+					base := 0
+					if table, err := witness.Proc.Table(); err == nil {
+						for _, st := range table {
+							if uid, err := witness.Proc.UID(st.PID); err == nil && uid == 1000 {
+								base++
+							}
 						}
 					}
-				}
-				limit := strconv.Itoa(base + 40)
-				l.detachCommand(ctx, flags, []string{prlimit, "--nproc=" + limit, "--", bin, "--record", record, "fork-bomb"})
-				rec := l.ready(ctx)
-				Expect(harness(rec).UID).To(Equal(1000), "positive control: the harness runs as uid 1000")
-				Eventually(ctx, func() int { return len(living(name)) }).
-					WithTimeout(20*time.Second).Should(BeNumerically(">=", 5), "positive control: the bomb grew")
+					limit := strconv.Itoa(base + 40)
+					l.detachCommand(ctx, flags, []string{prlimit, "--nproc=" + limit, "--", bin, "--record", record, "fork-bomb"})
+					rec := l.ready(ctx)
+					Expect(harness(rec).UID).To(Equal(1000), "positive control: the harness runs as uid 1000")
+					Eventually(ctx, func() int { return len(living(name)) }).
+						WithTimeout(20*time.Second).Should(BeNumerically(">=", 5), "positive control: the bomb grew")
 
-				res := l.warden(ctx, "stop", "--state", l.state, "--wait", "45")
-				Expect(res.Code).To(BeElementOf(0, 1), "%s%s", res, l.diagnose())
-				r := l.receiptPrinted(res)
-				Expect(r.Cause).To(Equal("stopped"))
-				expectTier(r, tier)
-				GinkgoWriter.Printf("bomb, tier %s, attempt %d: confirmed %v, %d reached, %d survivors, stop %.3f s\n",
-					r.Tier, attempt, r.CleanupConfirmed, len(r.Reached), len(r.Survivors), r.StopSeconds)
-				if tier == "cgroup" {
-					// The kernel freezes and kills the whole cgroup at once:
-					// nothing can be left to hold.
-					Expect(r.CleanupConfirmed).To(BeTrue(), "tier cgroup: %s%s", res, l.diagnose())
+					res := l.warden(ctx, "stop", "--state", l.state, "--wait", "45")
+					Expect(res.Code).To(BeElementOf(0, 1), "%s%s", res, l.diagnose())
+					r := l.receiptPrinted(res)
+					Expect(r.Cause).To(Equal("stopped"))
+					expectTier(r, tier)
+					GinkgoWriter.Printf("bomb, tier %s, attempt %d: confirmed %v, %d reached, %d survivors, stop %.3f s\n",
+						r.Tier, attempt, r.CleanupConfirmed, len(r.Reached), len(r.Survivors), r.StopSeconds)
+					if tier == "cgroup" {
+						// The kernel freezes and kills the whole cgroup at once:
+						// nothing can be left to hold.
+						Expect(r.CleanupConfirmed).To(BeTrue(), "tier cgroup: %s%s", res, l.diagnose())
+					}
+					if r.CleanupConfirmed {
+						Expect(r.Survivors).To(BeEmpty())
+						Consistently(ctx, func() []witness.Stat { return living(name) }).
+							WithTimeout(300*time.Millisecond).WithPolling(10*time.Millisecond).
+							Should(BeEmpty(), "a bomb process lives after a confirmed receipt")
+					} else {
+						Expect(r.Survivors).NotTo(BeEmpty(), "an unconfirmed stop names its survivors")
+					}
 				}
-				if r.CleanupConfirmed {
-					Expect(r.Survivors).To(BeEmpty())
-					Consistently(ctx, func() []witness.Stat { return living(name) }).
-						WithTimeout(300*time.Millisecond).WithPolling(10*time.Millisecond).
-						Should(BeEmpty(), "a bomb process lives after a confirmed receipt")
-				} else {
-					Expect(r.Survivors).NotTo(BeEmpty(), "an unconfirmed stop names its survivors")
-				}
-			}
-		})
+			})
 	}
 
 	framework.ConformanceIt("2 kernel confirms", "should stop, in tier cgroup, a process that joined the harness's cgroup from outside its tree, and confirm only once the kernel says the cgroup is empty", tierLabel("cgroup"), func(ctx SpecContext) {
