@@ -1,6 +1,6 @@
 package stop
 
-// Tier cgroup (SPEC.md section 2, "A stop cannot be outrun"): where the
+// Tier cgroup (contract §2 hold, §3 receipt's tier): where the
 // supervisor's own cgroup v2 is writable, the harness is started straight
 // into a cgroup of its own (clone3 CLONE_INTO_CGROUP, so no fork escapes
 // before a move), and the stop freezes it (cgroup.freeze) and kills it
