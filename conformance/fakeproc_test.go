@@ -540,6 +540,7 @@ type fpReceipt struct {
 	CleanupConfirmed bool          `json:"cleanup_confirmed"`
 	ReturnCode       *int          `json:"return_code"`
 	Cause            string        `json:"cause"`
+	Tier             string        `json:"tier"`
 	Reached          []stop.Member `json:"reached"`
 	Unverified       []stop.Member `json:"unverified"`
 }
@@ -614,6 +615,9 @@ var _ = Describe("warden supervise, with --proc-root on a fake tree,", framework
 		Expect(slices.Index(lines, fpLine(b, "TERM"))).To(BeNumerically("<", slices.Index(lines, fpLine(b, "KILL"))), "TERM first")
 		Expect(k.Alive(a) || k.Alive(b)).To(BeFalse(), "the fake leftovers were stopped")
 		Expect(quiet.exited() || stubborn.exited()).To(BeFalse(), "a real process got a real signal")
+		// A cgroup.kill would be a real signal too: a fake tree never
+		// gets tier cgroup, even on a host that offers it.
+		Expect(r.Tier).To(BeElementOf("subreaper+pidfd", "subreaper+kill"), "tier on a fake tree")
 	})
 
 	framework.ConformanceIt("2 warden supervise", "should reach a crafted name without evaluating it", func() {

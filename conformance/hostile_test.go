@@ -7,6 +7,7 @@ package conformance_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -73,91 +74,182 @@ func uniqueComm(prefix string) string {
 	return fmt.Sprintf("%s%d-%d", prefix, GinkgoParallelProcess(), time.Now().UnixNano()%1_000_000)
 }
 
+// hostTiers are the stop tiers the host-side hostile specs run in: cgroup
+// (warden's default where its cgroup v2 is writable, as on a host) and the
+// subreaper tier, forced with --tier subreaper (what containers get, whose
+// cgroup tree is read-only).
+var hostTiers = []string{"cgroup", "subreaper"}
+
+// tierFlags returns supervise's flags for tier, once the host is known to
+// offer it: the observer checks on its own (witness) that a cgroup v2 can
+// be made below its cgroup, so warden cannot decide for the spec.
+func tierFlags(tier string) []string {
+	GinkgoHelper()
+	if tier == "subreaper" {
+		return []string{"--tier", "subreaper"}
+	}
+	if err := witness.WritableCgroup2(); err != nil {
+		framework.Missing(fmt.Sprintf("a writable cgroup v2 for tier cgroup (%v)", err),
+			"run the suite as root on a host with cgroup2 mounted (containers have a read-only tree)")
+	}
+	return nil
+}
+
+// tierLabel marks a spec with the tier it runs in ("tier:cgroup",
+// "tier:subreaper"): the subreaper ones pass --tier, a sandproof extension
+// another supervisor may lack (filter them out with '!tier:subreaper').
+func tierLabel(tier string) Labels { return Label("tier:" + tier) }
+
+// expectTier checks the receipt's tier against the tier the spec asked for.
+func expectTier(r *witness.Receipt, tier string) {
+	GinkgoHelper()
+	if tier == "cgroup" {
+		Expect(r.Tier).To(Equal("cgroup"), "tier: this host offers a writable cgroup v2")
+		return
+	}
+	Expect(r.Tier).To(BeElementOf("subreaper+pidfd", "subreaper+kill"), "tier: --tier subreaper")
+}
+
 var _ = Describe("warden supervise, facing processes that try to outrun the stop,", framework.Local, framework.Hostile, func() {
-	framework.ConformanceIt("2 kernel confirms", "should stop a fork-and-exit hopper and confirm only once it is dead, three times in a row", func(ctx SpecContext) {
-		for attempt := 1; attempt <= 3; attempt++ {
-			By(fmt.Sprintf("attempt %d", attempt))
-			l := newLaunch()
-			name := uniqueComm("hop")
-			DeferCleanup(killNamed, name)
-			GinkgoT().Setenv("ADVERSARY_HOP_NAME", name)
-			GinkgoT().Setenv("ADVERSARY_HOP_NS", "200000")
-			l.detach(ctx, []string{"--deadline", "60", "--grace", "0.2"}, "hopper")
-			l.ready(ctx)
-			// Positive control: the hopper hops (its heartbeat grows by
-			// many incarnations) and /proc shows one of them alive under
-			// its name.
-			start := len(hops(l.record))
-			Eventually(ctx, func() int { return len(hops(l.record)) - start }).
-				WithTimeout(20*time.Second).Should(BeNumerically(">=", 20), "the hopper never hopped")
-			Eventually(ctx, func() []witness.Stat { return living(name) }).
-				WithTimeout(20*time.Second).ShouldNot(BeEmpty(), "positive control: a hopper is alive and visible")
+	for _, tier := range hostTiers {
+		framework.ConformanceIt("2 kernel confirms", fmt.Sprintf("should stop a fork-and-exit hopper in tier %s and confirm only once it is dead, three times in a row", tier), tierLabel(tier), func(ctx SpecContext) {
+			flags := append([]string{"--deadline", "60", "--grace", "0.2"}, tierFlags(tier)...)
+			for attempt := 1; attempt <= 3; attempt++ {
+				By(fmt.Sprintf("attempt %d", attempt))
+				l := newLaunch()
+				name := uniqueComm("hop")
+				DeferCleanup(killNamed, name)
+				GinkgoT().Setenv("ADVERSARY_HOP_NAME", name)
+				GinkgoT().Setenv("ADVERSARY_HOP_NS", "200000")
+				l.detach(ctx, flags, "hopper")
+				l.ready(ctx)
+				// Positive control: the hopper hops (its heartbeat grows by
+				// many incarnations) and /proc shows one of them alive under
+				// its name.
+				start := len(hops(l.record))
+				Eventually(ctx, func() int { return len(hops(l.record)) - start }).
+					WithTimeout(20*time.Second).Should(BeNumerically(">=", 20), "the hopper never hopped")
+				Eventually(ctx, func() []witness.Stat { return living(name) }).
+					WithTimeout(20*time.Second).ShouldNot(BeEmpty(), "positive control: a hopper is alive and visible")
 
-			r := l.stopWait(ctx)
-			expectOutcome(r, "stopped", 143, "TERM", true)
-			// Never a confirmed receipt while a tree process lives: the
-			// heartbeat has stopped, and /proc shows no hopper, reading
-			// after reading.
-			after := hops(l.record)
-			Expect(after).NotTo(BeEmpty())
-			last := after[len(after)-1]
-			st, err := witness.Proc.ReadStat(last)
-			if err == nil && st.Comm == name {
-				Expect(st.Dead()).To(BeTrue(), "the last hopper %d lives on after a confirmed receipt", last)
-			}
-			Consistently(ctx, func() int { return len(hops(l.record)) }).
-				WithTimeout(300*time.Millisecond).WithPolling(10*time.Millisecond).
-				Should(Equal(len(after)), "the hopper went on hopping after a confirmed receipt")
-			Consistently(ctx, func() []witness.Stat { return living(name) }).
-				WithTimeout(300*time.Millisecond).WithPolling(10*time.Millisecond).
-				Should(BeEmpty(), "a hopper lives after a confirmed receipt")
-		}
-	})
-
-	framework.ConformanceIt("2 hold", "should stop a fork bomb bounded by RLIMIT_NPROC and write a receipt that never confirms a living bomb", func(ctx SpecContext) {
-		requireRoot("--user")
-		prlimit, err := exec.LookPath("prlimit")
-		if err != nil {
-			framework.Missing("prlimit(1)", "apt-get install util-linux")
-		}
-		l := newLaunch()
-		shared, bin := sharedAdversary("sandproof-bomb-")
-		record := filepath.Join(shared, "record")
-		l.record = record
-		name := uniqueComm("bomb")
-		DeferCleanup(killNamed, name)
-		GinkgoT().Setenv("ADVERSARY_BOMB_NAME", name)
-		// Root ignores RLIMIT_NPROC: the harness runs as uid 1000, whose
-		// process count the limit bounds (a few more than uid 1000 runs
-		// already, so the bomb can grow).
-		base := 0
-		if table, err := witness.Proc.Table(); err == nil {
-			for _, st := range table {
-				if uid, err := witness.Proc.UID(st.PID); err == nil && uid == 1000 {
-					base++
+				r := l.stopWait(ctx)
+				expectOutcome(r, "stopped", 143, "TERM", true)
+				expectTier(r, tier)
+				GinkgoWriter.Printf("hopper, tier %s, attempt %d: %d reached, stop %.3f s\n", r.Tier, attempt, len(r.Reached), r.StopSeconds)
+				// Never a confirmed receipt while a tree process lives: the
+				// heartbeat has stopped, and /proc shows no hopper, reading
+				// after reading.
+				after := hops(l.record)
+				Expect(after).NotTo(BeEmpty())
+				last := after[len(after)-1]
+				st, err := witness.Proc.ReadStat(last)
+				if err == nil && st.Comm == name {
+					Expect(st.Dead()).To(BeTrue(), "the last hopper %d lives on after a confirmed receipt", last)
 				}
+				Consistently(ctx, func() int { return len(hops(l.record)) }).
+					WithTimeout(300*time.Millisecond).WithPolling(10*time.Millisecond).
+					Should(Equal(len(after)), "the hopper went on hopping after a confirmed receipt")
+				Consistently(ctx, func() []witness.Stat { return living(name) }).
+					WithTimeout(300*time.Millisecond).WithPolling(10*time.Millisecond).
+					Should(BeEmpty(), "a hopper lives after a confirmed receipt")
 			}
-		}
-		limit := strconv.Itoa(base + 40)
-		l.detachCommand(ctx, []string{"--deadline", "60", "--grace", "0.2", "--user", "1000"},
-			[]string{prlimit, "--nproc=" + limit, "--", bin, "--record", record, "fork-bomb"})
-		rec := l.ready(ctx)
-		Expect(harness(rec).UID).To(Equal(1000), "positive control: the harness runs as uid 1000")
-		Eventually(ctx, func() int { return len(living(name)) }).
-			WithTimeout(20*time.Second).Should(BeNumerically(">=", 5), "positive control: the bomb grew")
+		})
 
-		res := l.warden(ctx, "stop", "--state", l.state, "--wait", "45")
-		Expect(res.Code).To(BeElementOf(0, 1), "%s%s", res, l.diagnose())
-		r := l.receiptPrinted(res)
-		Expect(r.Cause).To(Equal("stopped"))
-		if r.CleanupConfirmed {
-			Expect(r.Survivors).To(BeEmpty())
-			Consistently(ctx, func() []witness.Stat { return living(name) }).
-				WithTimeout(300*time.Millisecond).WithPolling(10*time.Millisecond).
-				Should(BeEmpty(), "a bomb process lives after a confirmed receipt")
-		} else {
-			Expect(r.Survivors).NotTo(BeEmpty(), "an unconfirmed stop names its survivors")
-		}
+		framework.ConformanceIt("2 hold", fmt.Sprintf("should stop a fork bomb bounded by RLIMIT_NPROC in tier %s and write a receipt that never confirms a living bomb, three times in a row", tier), tierLabel(tier),
+			// RLIMIT_NPROC counts every uid-1000 process on the host: a
+			// bomb another spec runs as uid 1000 at the same time (the
+			// pids-limit one, the in-image ones) would eat the budget
+			// measured below, and the harness could not even start.
+			Serial, func(ctx SpecContext) {
+				requireRoot("--user")
+				prlimit, err := exec.LookPath("prlimit")
+				if err != nil {
+					framework.Missing("prlimit(1)", "apt-get install util-linux")
+				}
+				flags := append([]string{"--deadline", "60", "--grace", "0.2", "--user", "1000"}, tierFlags(tier)...)
+				for attempt := 1; attempt <= 3; attempt++ {
+					By(fmt.Sprintf("attempt %d", attempt))
+					l := newLaunch()
+					shared, bin := sharedAdversary("sandproof-bomb-")
+					record := filepath.Join(shared, "record")
+					l.record = record
+					name := uniqueComm("bomb")
+					DeferCleanup(killNamed, name)
+					GinkgoT().Setenv("ADVERSARY_BOMB_NAME", name)
+					// Root ignores RLIMIT_NPROC: the harness runs as uid 1000,
+					// whose process count the limit bounds (a few more than uid
+					// 1000 runs already, so the bomb can grow).
+					base := 0
+					if table, err := witness.Proc.Table(); err == nil {
+						for _, st := range table {
+							if uid, err := witness.Proc.UID(st.PID); err == nil && uid == 1000 {
+								base++
+							}
+						}
+					}
+					limit := strconv.Itoa(base + 40)
+					l.detachCommand(ctx, flags, []string{prlimit, "--nproc=" + limit, "--", bin, "--record", record, "fork-bomb"})
+					rec := l.ready(ctx)
+					Expect(harness(rec).UID).To(Equal(1000), "positive control: the harness runs as uid 1000")
+					Eventually(ctx, func() int { return len(living(name)) }).
+						WithTimeout(20*time.Second).Should(BeNumerically(">=", 5), "positive control: the bomb grew")
+
+					res := l.warden(ctx, "stop", "--state", l.state, "--wait", "45")
+					Expect(res.Code).To(BeElementOf(0, 1), "%s%s", res, l.diagnose())
+					r := l.receiptPrinted(res)
+					Expect(r.Cause).To(Equal("stopped"))
+					expectTier(r, tier)
+					GinkgoWriter.Printf("bomb, tier %s, attempt %d: confirmed %v, %d reached, %d survivors, stop %.3f s\n",
+						r.Tier, attempt, r.CleanupConfirmed, len(r.Reached), len(r.Survivors), r.StopSeconds)
+					if tier == "cgroup" {
+						// The kernel freezes and kills the whole cgroup at once:
+						// nothing can be left to hold.
+						Expect(r.CleanupConfirmed).To(BeTrue(), "tier cgroup: %s%s", res, l.diagnose())
+					}
+					if r.CleanupConfirmed {
+						Expect(r.Survivors).To(BeEmpty())
+						Consistently(ctx, func() []witness.Stat { return living(name) }).
+							WithTimeout(300*time.Millisecond).WithPolling(10*time.Millisecond).
+							Should(BeEmpty(), "a bomb process lives after a confirmed receipt")
+					} else {
+						Expect(r.Survivors).NotTo(BeEmpty(), "an unconfirmed stop names its survivors")
+					}
+				}
+			})
+	}
+
+	framework.ConformanceIt("2 kernel confirms", "should stop, in tier cgroup, a process that joined the harness's cgroup from outside its tree, and confirm only once the kernel says the cgroup is empty", tierLabel("cgroup"), func(ctx SpecContext) {
+		flags := append([]string{"--deadline", "60", "--grace", "0.2"}, tierFlags("cgroup")...)
+		l := newLaunch()
+		l.detach(ctx, flags, "sleep")
+		h := harness(l.ready(ctx))
+		cg, err := witness.CgroupOf(h.PID)
+		Expect(err).NotTo(HaveOccurred())
+		mount, err := witness.Cgroup2Mount()
+		Expect(err).NotTo(HaveOccurred())
+
+		// A process of the spec's own, outside the supervisor's tree and
+		// without the marker: nothing but the cgroup links it to the launch.
+		outsider := exec.Command("sleep", "1000")
+		outsider.Env = []string{}
+		Expect(outsider.Start()).To(Succeed())
+		DeferCleanup(func() { outsider.Process.Kill() })
+		waited := make(chan error, 1)
+		go func() { waited <- outsider.Wait() }()
+		Expect(os.WriteFile(filepath.Join(mount, cg, "cgroup.procs"), []byte(strconv.Itoa(outsider.Process.Pid)), 0)).To(Succeed())
+		// Positive control: the kernel lists the outsider in the harness's
+		// cgroup, and it runs.
+		Expect(witness.CgroupOf(outsider.Process.Pid)).To(Equal(cg), "positive control: the outsider joined the harness's cgroup")
+		st, err := witness.Proc.ReadStat(outsider.Process.Pid)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(st.Dead()).To(BeFalse(), "positive control: the outsider runs")
+
+		r := l.stopWait(ctx)
+		expectOutcome(r, "stopped", 143, "TERM", true)
+		expectTier(r, "cgroup")
+		var werr error
+		Eventually(ctx, waited).WithTimeout(10*time.Second).Should(Receive(&werr), "the outsider lives after a confirmed receipt")
+		Expect(werr).To(MatchError(ContainSubstring("killed")), "the outsider was ended by the cgroup's kill")
 	})
 })
 
@@ -199,52 +291,56 @@ func hostPidsCgroup(max int) (string, func() int) {
 }
 
 var _ = Describe("warden supervise, sharing a pids limit with a fork bomb,", framework.Local, framework.Hostile, func() {
-	framework.ConformanceIt("2 hold", "should survive its harness filling the pids limit, stop the bomb and confirm, three times in a row", func(ctx SpecContext) {
-		for attempt := 1; attempt <= 3; attempt++ {
-			By(fmt.Sprintf("attempt %d", attempt))
-			// warden, its reserved threads, the harness and a dozen bombs.
-			cg, events := hostPidsCgroup(48)
-			l := newLaunch()
-			shared, bin := sharedAdversary("sandproof-bomb-")
-			l.record = filepath.Join(shared, "record")
-			name := uniqueComm("bomb")
-			DeferCleanup(killNamed, name)
-			GinkgoT().Setenv("ADVERSARY_BOMB_NAME", name)
-			// The front joins the cgroup before it execs warden, so the
-			// supervisor and everything it starts count against the limit.
-			args := append([]string{"-c", `echo $$ > "$0/cgroup.procs" && exec "$@"`, cg, framework.Bin.Warden},
-				l.superviseArgs([]string{"--deadline", "4", "--grace", "0.2", "--user", "1000", "--detach"}, []string{bin, "--record", l.record, "fork-bomb"})...)
-			res := procs.Warden(ctx, "/bin/sh", l.cwd, args...)
-			Expect(res.Code).To(Equal(0), "%s", res)
-			d, err := witness.ParseDetached(res.Stdout)
-			Expect(err).NotTo(HaveOccurred())
-			sup, err := witness.Proc.ReadStat(d.SupervisorPID)
-			Expect(err).NotTo(HaveOccurred(), "the supervisor runs")
-			l.supervisor = sup.ID()
-			member, err := os.ReadFile(filepath.Join(cg, "cgroup.procs"))
-			Expect(err).NotTo(HaveOccurred())
-			Expect(strings.Fields(string(member))).To(ContainElement(strconv.Itoa(d.SupervisorPID)), "positive control: the supervisor is in the limited cgroup")
-			// Positive controls: the bomb grew, and the kernel refused it.
-			Eventually(ctx, func() int { return len(living(name)) }).
-				WithTimeout(20*time.Second).Should(BeNumerically(">=", 5), "positive control: the bomb grew; %s", lazy(l.diagnose))
-			Eventually(ctx, events).WithTimeout(20*time.Second).Should(BeNumerically(">", 0), "positive control: the bomb hit the pids limit")
+	for _, tier := range hostTiers {
+		framework.ConformanceIt("2 hold", fmt.Sprintf("should survive its harness filling the pids limit, stop the bomb and confirm, in tier %s, three times in a row", tier), tierLabel(tier), func(ctx SpecContext) {
+			flags := append([]string{"--deadline", "4", "--grace", "0.2", "--user", "1000", "--detach"}, tierFlags(tier)...)
+			for attempt := 1; attempt <= 3; attempt++ {
+				By(fmt.Sprintf("attempt %d", attempt))
+				// warden, its reserved threads, the harness and a dozen bombs.
+				cg, events := hostPidsCgroup(48)
+				l := newLaunch()
+				shared, bin := sharedAdversary("sandproof-bomb-")
+				l.record = filepath.Join(shared, "record")
+				name := uniqueComm("bomb")
+				DeferCleanup(killNamed, name)
+				GinkgoT().Setenv("ADVERSARY_BOMB_NAME", name)
+				// The front joins the cgroup before it execs warden, so the
+				// supervisor and everything it starts count against the limit.
+				args := append([]string{"-c", `echo $$ > "$0/cgroup.procs" && exec "$@"`, cg, framework.Bin.Warden},
+					l.superviseArgs(flags, []string{bin, "--record", l.record, "fork-bomb"})...)
+				res := procs.Warden(ctx, "/bin/sh", l.cwd, args...)
+				Expect(res.Code).To(Equal(0), "%s", res)
+				d, err := witness.ParseDetached(res.Stdout)
+				Expect(err).NotTo(HaveOccurred())
+				sup, err := witness.Proc.ReadStat(d.SupervisorPID)
+				Expect(err).NotTo(HaveOccurred(), "the supervisor runs")
+				l.supervisor = sup.ID()
+				member, err := os.ReadFile(filepath.Join(cg, "cgroup.procs"))
+				Expect(err).NotTo(HaveOccurred())
+				Expect(strings.Fields(string(member))).To(ContainElement(strconv.Itoa(d.SupervisorPID)), "positive control: the supervisor is in the limited cgroup")
+				// Positive controls: the bomb grew, and the kernel refused it.
+				Eventually(ctx, func() int { return len(living(name)) }).
+					WithTimeout(20*time.Second).Should(BeNumerically(">=", 5), "positive control: the bomb grew; %s", lazy(l.diagnose))
+				Eventually(ctx, events).WithTimeout(20*time.Second).Should(BeNumerically(">", 0), "positive control: the bomb hit the pids limit")
 
-			var r *witness.Receipt
-			Eventually(ctx, func() error {
-				var err error
-				r, err = witness.ReadReceipt(l.state)
-				return err
-			}).WithTimeout(60*time.Second).WithPolling(50*time.Millisecond).Should(Succeed(),
-				"no receipt: the supervisor did not survive the bomb; %s", lazy(l.diagnose))
-			Expect(r.Cause).To(Equal("deadline"))
-			Expect(r.CleanupConfirmed).To(BeTrue(), "survivors %+v, error %v", r.Survivors, r.Error)
-			Expect(r.Survivors).To(BeEmpty())
-			Expect(len(r.Reached)).To(BeNumerically(">=", 5), "the stop reached the bomb")
-			Consistently(ctx, func() []witness.Stat { return living(name) }).
-				WithTimeout(300*time.Millisecond).WithPolling(10*time.Millisecond).
-				Should(BeEmpty(), "a bomb process lives after a confirmed receipt")
-		}
-	})
+				var r *witness.Receipt
+				Eventually(ctx, func() error {
+					var err error
+					r, err = witness.ReadReceipt(l.state)
+					return err
+				}).WithTimeout(60*time.Second).WithPolling(50*time.Millisecond).Should(Succeed(),
+					"no receipt: the supervisor did not survive the bomb; %s", lazy(l.diagnose))
+				Expect(r.Cause).To(Equal("deadline"))
+				expectTier(r, tier)
+				Expect(r.CleanupConfirmed).To(BeTrue(), "survivors %+v, error %v", r.Survivors, r.Error)
+				Expect(r.Survivors).To(BeEmpty())
+				Expect(len(r.Reached)).To(BeNumerically(">=", 5), "the stop reached the bomb")
+				Consistently(ctx, func() []witness.Stat { return living(name) }).
+					WithTimeout(300*time.Millisecond).WithPolling(10*time.Millisecond).
+					Should(BeEmpty(), "a bomb process lives after a confirmed receipt")
+			}
+		})
+	}
 })
 
 var _ = Describe("warden service, facing a process that claims to be a service,", framework.Local, framework.Hostile, func() {
@@ -313,5 +409,57 @@ var _ = Describe("warden service, facing a process that claims to be a service,"
 		res = l.warden(ctx, "stop", "--state", l.state, "--services", "--wait", "45")
 		Expect(res.Code).To(Equal(0), "%s%s", res, l.diagnose())
 		expectGone("service daemon", daemons...)
+	})
+
+	framework.ConformanceIt("2 services by identity", "should keep, in tier cgroup, a declared service out of the harness's cgroup when the stop kills that cgroup, and stop the services' own cgroup on stop --services", tierLabel("cgroup"), func(ctx SpecContext) {
+		flags := append([]string{"--deadline", "60", "--grace", "0.2"}, tierFlags("cgroup")...)
+		l := newLaunch()
+		l.detach(ctx, flags, "ignore-term")
+		h := harness(l.ready(ctx))
+
+		svcRecord := filepath.Join(l.dir, "service-record")
+		procs.KillOnCleanup(func() []witness.ID { return witness.RecordedIDs(svcRecord) })
+		res := l.warden(ctx, "service", "--state", l.state, "--name", "db", "--",
+			framework.Fixture("adversary"), "--record", svcRecord, "daemon")
+		Expect(res.Code).To(Equal(0), "%s", res)
+		daemons := (&launch{record: svcRecord}).ready(ctx).Role("daemon")
+		Expect(daemons).To(HaveLen(1), "the service double-forked a daemon")
+		daemon := daemons[0]
+
+		// Positive control: the harness and the service's daemon live in
+		// two sibling cgroups, the launch's own.
+		mount, err := witness.Cgroup2Mount()
+		Expect(err).NotTo(HaveOccurred())
+		harnessCg, err := witness.CgroupOf(h.PID)
+		Expect(err).NotTo(HaveOccurred())
+		svcCg, err := witness.CgroupOf(daemon.PID)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(svcCg).NotTo(Equal(harnessCg), "the service runs outside the harness's cgroup")
+		Expect(filepath.Dir(svcCg)).To(Equal(filepath.Dir(harnessCg)), "the services' cgroup is the harness's sibling")
+		Expect(filepath.Base(filepath.Dir(harnessCg))).To(HavePrefix("warden-"), "the harness's cgroup is the launch's own")
+
+		r := l.stopWait(ctx)
+		// The harness ignores TERM: only the kill after the grace ends it.
+		expectOutcome(r, "stopped", 137, "KILL", true)
+		expectTier(r, "cgroup")
+		expectGone("harness", h)
+		_, kept := witness.Find(r.Preserved, daemon.ID())
+		Expect(kept).To(BeTrue(), "the service's daemon is preserved: %+v", r.Preserved)
+		Expect(procs.Alive(daemon.ID())).To(BeTrue(), "the service's daemon survives the kill of the harness's cgroup")
+		Expect(filepath.Join(mount, harnessCg)).NotTo(BeADirectory(), "the harness's cgroup is removed after the stop")
+
+		res = l.warden(ctx, "stop", "--state", l.state, "--services", "--wait", "45")
+		Expect(res.Code).To(Equal(0), "%s%s", res, l.diagnose())
+		expectGone("service daemon", daemon)
+		data, err := os.ReadFile(filepath.Join(l.state, "services-receipt.json"))
+		Expect(err).NotTo(HaveOccurred())
+		// Read loosely: the services' receipt names its members' why
+		// "service", which witness.ParseReceipt (section 3) refuses.
+		var sr witness.Receipt
+		Expect(json.Unmarshal(data, &sr)).To(Succeed())
+		Expect(sr.CleanupConfirmed).To(BeTrue(), "services receipt: %s", data)
+		expectTier(&sr, "cgroup")
+		Eventually(ctx, func() string { return filepath.Join(mount, filepath.Dir(svcCg)) }).
+			WithTimeout(10*time.Second).ShouldNot(BeADirectory(), "the launch's cgroups are removed once the services are stopped")
 	})
 })

@@ -10,6 +10,7 @@ package conformance_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -50,6 +51,16 @@ func newLaunch() *launch {
 	dir := GinkgoT().TempDir()
 	l := &launch{dir: dir, state: filepath.Join(dir, "state"), record: filepath.Join(dir, "record"), cwd: filepath.Join(dir, "cwd")}
 	Expect(os.Mkdir(l.cwd, 0o755)).To(Succeed())
+	// Runs after the kill below (cleanups run last first): a supervisor
+	// killed there leaves its cgroups (tier cgroup) behind, empty.
+	DeferCleanup(func() {
+		var claim struct {
+			LaunchID string `json:"launch_id"`
+		}
+		if data, err := os.ReadFile(filepath.Join(l.state, "claim")); err == nil && json.Unmarshal(data, &claim) == nil {
+			witness.RemoveLaunchCgroup(claim.LaunchID)
+		}
+	})
 	procs.KillOnCleanup(func() []witness.ID {
 		ids := witness.RecordedIDs(l.record)
 		if l.supervisor.PID != 0 {

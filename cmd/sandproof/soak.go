@@ -23,9 +23,10 @@ func newSoakCmd(stdout, stderr io.Writer) *cobra.Command {
 		grace             string
 		dir               string
 		asJSON            bool
+		tier              string
 	)
 	cmd := &cobra.Command{
-		Use:   "soak [--cycles 1000] [--parallel 4] [--warden PATH] [--adversary PATH] [--grace S]",
+		Use:   "soak [--cycles 1000] [--parallel 4] [--warden PATH] [--adversary PATH] [--grace S] [--tier auto|subreaper]",
 		Short: "Run warden through many launch/stop cycles with adversarial harnesses and check /proc after each",
 		Long: `soak runs N launch/stop cycles of warden on this host. Each cycle launches the
 adversary fixture with one scenario (a setsid tool, a double-forked daemon, a
@@ -52,6 +53,9 @@ sandproof module found at or above the working directory.`,
 			g, err := strconv.ParseFloat(grace, 64)
 			if err != nil || !secondsOK(grace) {
 				return usagef("--grace: bad seconds %q", grace)
+			}
+			if cmd.Flags().Changed("tier") && tier != "auto" && tier != "subreaper" {
+				return usagef("--tier: bad value %q (want auto or subreaper)", tier)
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -82,7 +86,7 @@ sandproof module found at or above the working directory.`,
 				}
 			}
 			sum, err := soak.Run(ctx, soak.Config{Warden: warden, Adversary: adversary, Cycles: cycles,
-				Parallel: parallel, Grace: g, Dir: dir, Progress: stderr})
+				Parallel: parallel, Grace: g, Dir: dir, Progress: stderr, Tier: tier})
 			if err != nil {
 				return err
 			}
@@ -108,6 +112,7 @@ sandproof module found at or above the working directory.`,
 	cmd.Flags().StringVar(&grace, "grace", "0.5", "supervise --grace, seconds between TERM and KILL")
 	cmd.Flags().StringVar(&dir, "dir", "", "where the cycles' state dirs go (default: a temp dir)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the summary as JSON")
+	cmd.Flags().StringVar(&tier, "tier", "", "supervise --tier: auto or subreaper (default: pass none, warden's default, tier cgroup where a cgroup v2 is writable)")
 	return cmd
 }
 

@@ -60,6 +60,7 @@ var Catalog = []Mutant{
 	{"nokernelwalk", "2 kernel confirms", "cleanup confirmed from the last /proc scan, without the kernel's children lists"},
 	{"serviceenv", "2 services by identity", "a process that sets WARDEN_SERVICE to the launch id is kept as a service"},
 	{"nothreads", "2 hold", "no OS threads reserved before the harness: a bomb at the pids limit kills the supervisor"},
+	{"nocgroupkill", "2 kernel confirms", "tier cgroup freezes the harness's cgroup but never writes cgroup.kill"},
 }
 
 func main() {

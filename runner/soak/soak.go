@@ -24,7 +24,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -78,6 +80,11 @@ type Config struct {
 	// ReadyTimeout bounds how long the fixture may take to say ready;
 	// zero means 30 s.
 	ReadyTimeout time.Duration
+	// Tier, when set, is passed as supervise --tier (auto or subreaper):
+	// on a host with a writable cgroup v2 warden's default is tier cgroup,
+	// and "subreaper" soaks the other one. "" passes nothing, for a
+	// supervisor without the flag.
+	Tier string
 }
 
 // Leftover is a process that was alive after the confirmed receipt.
@@ -103,11 +110,13 @@ type Cycle struct {
 	// time of `warden stop --wait`).
 	Latency time.Duration `json:"latency_ns"`
 	// StopSeconds is the receipt's own stop_seconds.
-	StopSeconds float64    `json:"stop_seconds"`
-	Checked     int        `json:"checked"`
-	Leftovers   []Leftover `json:"leftovers,omitempty"`
-	Err         string     `json:"error,omitempty"`
-	Dir         string     `json:"dir,omitempty"`
+	StopSeconds float64 `json:"stop_seconds"`
+	// Tier is the receipt's tier.
+	Tier      string     `json:"tier,omitempty"`
+	Checked   int        `json:"checked"`
+	Leftovers []Leftover `json:"leftovers,omitempty"`
+	Err       string     `json:"error,omitempty"`
+	Dir       string     `json:"dir,omitempty"`
 }
 
 func (c *Cycle) clean() bool {
@@ -172,6 +181,8 @@ type Summary struct {
 	Tenths []time.Duration `json:"stop_p50_by_tenth_ns"`
 	// KeptDir holds the dirs of failed cycles ("" when none was kept).
 	KeptDir string `json:"kept_dir,omitempty"`
+	// Tiers counts the receipts by tier: which stop the soak exercised.
+	Tiers map[string]int `json:"tiers"`
 }
 
 // DriftWindow is how many cycles at each end the drift compares: 500, or
@@ -202,6 +213,12 @@ func (s *Summary) Write(w io.Writer) {
 	fmt.Fprintf(w, "  missing receipts:     %d\n", s.Missing)
 	fmt.Fprintf(w, "  unconfirmed receipts: %d\n", s.Unconfirmed)
 	fmt.Fprintf(w, "  cycle errors:         %d\n", len(s.Errors))
+	tiers := make([]string, 0, len(s.Tiers))
+	for t, n := range s.Tiers {
+		tiers = append(tiers, fmt.Sprintf("%s %d", t, n))
+	}
+	sort.Strings(tiers)
+	fmt.Fprintf(w, "  receipts by tier:     %s\n", strings.Join(tiers, ", "))
 	fmt.Fprintf(w, "  stop latency (request -> confirmed receipt): %s\n", s.Latency)
 	fmt.Fprintf(w, "  receipt stop_seconds:                        %s\n", s.ReceiptStop)
 	fmt.Fprintf(w, "  stop latency, first %d cycles:  %s\n", s.First.N, s.First)
@@ -271,7 +288,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	}
 
 	start := time.Now()
-	sum := &Summary{Cycles: cfg.Cycles, PerScenario: map[string]Percentiles{}, Leftovers: []Leftover{}, Errors: []string{}}
+	sum := &Summary{Cycles: cfg.Cycles, PerScenario: map[string]Percentiles{}, Leftovers: []Leftover{}, Errors: []string{}, Tiers: map[string]int{}}
 	var (
 		mu         sync.Mutex
 		lat, stops []time.Duration
@@ -286,6 +303,9 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 		sum.Completed++
 		sum.Checked += c.Checked
 		sum.Leftovers = append(sum.Leftovers, c.Leftovers...)
+		if c.Tier != "" {
+			sum.Tiers[c.Tier]++
+		}
 		switch c.Receipt {
 		case "missing":
 			sum.Missing++
@@ -465,7 +485,11 @@ func runCycle(ctx context.Context, cfg Config, n int, sc Scenario) *Cycle {
 		return c
 	}
 	args := []string{"supervise", "--state", state, "--deadline", "600", "--grace", strconv.FormatFloat(cfg.Grace, 'f', -1, 64),
-		"--detach", "--", cfg.Adversary, "--record", rec}
+		"--detach"}
+	if cfg.Tier != "" {
+		args = append(args, "--tier", cfg.Tier)
+	}
+	args = append(args, "--", cfg.Adversary, "--record", rec)
 	// A hopper is known by its name alone (its pids do not last): one
 	// name per cycle, so a leftover can be told from another cycle's.
 	hopName := fmt.Sprintf("hop%d", n%100000)
@@ -667,7 +691,7 @@ func (c *Cycle) judgeReceipt(state string, code int, stderr string) {
 		}
 		return
 	}
-	c.Cause, c.StopSeconds = r.Cause, r.StopSeconds
+	c.Cause, c.StopSeconds, c.Tier = r.Cause, r.StopSeconds, r.Tier
 	c.Receipt = "unconfirmed"
 	if r.CleanupConfirmed {
 		c.Receipt = "confirmed"

@@ -42,24 +42,38 @@ func binaries(t *testing.T, tags string) (warden, adversary string) {
 	return warden, adversary
 }
 
+// Every scenario, in warden's default tier (tier cgroup where the host
+// offers a writable cgroup v2) and in the subreaper tier.
 func TestSoakRealWardenEveryScenario(t *testing.T) {
 	warden, adversary := binaries(t, "")
-	sum, err := Run(context.Background(), Config{Warden: warden, Adversary: adversary,
-		Cycles: len(Scenarios), Parallel: 2, Grace: 0.3, Dir: t.TempDir(), Progress: testWriter{t}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !sum.OK() {
-		sum.Write(testWriter{t})
-		t.Fatalf("the real warden failed the soak")
-	}
-	// The soak checked something: every scenario ran to a confirmed
-	// receipt, and each cycle looked up at least the harness it planted.
-	if sum.Latency.N != len(Scenarios) || len(sum.PerScenario) != len(Scenarios) {
-		t.Fatalf("%d timed stops over %d scenarios, want %d each", sum.Latency.N, len(sum.PerScenario), len(Scenarios))
-	}
-	if sum.Checked < 2*len(Scenarios) {
-		t.Fatalf("only %d recorded processes checked", sum.Checked)
+	for _, tier := range []string{"", "subreaper"} {
+		t.Run("tier="+tier, func(t *testing.T) {
+			sum, err := Run(context.Background(), Config{Warden: warden, Adversary: adversary,
+				Cycles: len(Scenarios), Parallel: 2, Grace: 0.3, Dir: t.TempDir(), Progress: testWriter{t}, Tier: tier})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !sum.OK() {
+				sum.Write(testWriter{t})
+				t.Fatalf("the real warden failed the soak")
+			}
+			// The soak checked something: every scenario ran to a confirmed
+			// receipt, and each cycle looked up at least the harness it planted.
+			if sum.Latency.N != len(Scenarios) || len(sum.PerScenario) != len(Scenarios) {
+				t.Fatalf("%d timed stops over %d scenarios, want %d each", sum.Latency.N, len(sum.PerScenario), len(Scenarios))
+			}
+			if sum.Checked < 2*len(Scenarios) {
+				t.Fatalf("only %d recorded processes checked", sum.Checked)
+			}
+			// And in the tier it meant to: the receipts say which.
+			got, want := sum.Tiers["subreaper+pidfd"]+sum.Tiers["subreaper+kill"], "a subreaper tier"
+			if tier == "" && witness.WritableCgroup2() == nil {
+				got, want = sum.Tiers["cgroup"], "cgroup"
+			}
+			if got != len(Scenarios) {
+				t.Fatalf("receipts by tier %v, want %d in %s", sum.Tiers, len(Scenarios), want)
+			}
+		})
 	}
 }
 
@@ -70,8 +84,10 @@ func TestSoakRealWardenEveryScenario(t *testing.T) {
 func TestSoakReportsLeftoversOfABrokenWarden(t *testing.T) {
 	warden, adversary := binaries(t, "sandproof_mutant,mutant_groupkill")
 	const cycles = 2
+	// In the subreaper tier: in tier cgroup the harness's cgroup is killed
+	// whole, so even a group-kill-only stop leaves no setsid'd tool.
 	sum, err := Run(context.Background(), Config{Warden: warden, Adversary: adversary, Cycles: cycles, Parallel: 2,
-		Grace: 0.3, Dir: t.TempDir(), Scenarios: []Scenario{{"setsid-tool", []string{"setsid-tool"}}}})
+		Grace: 0.3, Dir: t.TempDir(), Scenarios: []Scenario{{"setsid-tool", []string{"setsid-tool"}}}, Tier: "subreaper"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,6 +48,12 @@ type Engine struct {
 	// process count: a small stop then lists /proc once (to confirm), not
 	// twice. A first round that finds nothing is scanned in full at once.
 	QuickFirstRound bool
+	// Cgroup, when set, is the launch's own cgroup v2 (tier cgroup): frozen
+	// and killed once the grace has passed, and required empty for a
+	// confirmation (cgroup.go).
+	Cgroup *Cgroup
+	// Log, when set, takes the stop's notes for the launch's log.
+	Log func(string)
 }
 
 // Result is what a stop observed.
@@ -92,7 +98,7 @@ func (e *Engine) Run(ctx context.Context) Result {
 	sent := map[proc.Identity]syscall.Signal{}
 	seen := map[proc.Identity]bool{}
 	var res Result
-	held := false
+	held, cgroupKilled := false, false
 	var unheld []Member
 	note := func(snap *Snapshot) {
 		res.Unverified, res.Preserved = snap.Unverified, snap.Preserved
@@ -146,6 +152,10 @@ func (e *Engine) Run(ctx context.Context) Result {
 				e.pause(ctx, round, living)
 				continue
 			}
+			if living, err := e.cgroupEmpty(ctx, endAt); err != nil {
+				res.Survivors, res.Err = living, err
+				break
+			}
 			res.Confirmed = true
 			break
 		}
@@ -157,6 +167,13 @@ func (e *Engine) Run(ctx context.Context) Result {
 		if now.Before(killAt) || mutant.Is("nokill") {
 			e.signalAll(snap.Reached, syscall.SIGTERM, sent)
 			e.pause(ctx, round, snap.Reached)
+			continue
+		}
+		if e.Cgroup != nil && !cgroupKilled {
+			// Everything in the cgroup at once; the rescan then finds
+			// what lives outside it, for the hold.
+			cgroupKilled = true
+			e.cgroupKill(ctx, endAt)
 			continue
 		}
 		if !held && !mutant.Is("nohold") {

@@ -79,9 +79,22 @@ func (s *supervisor) startService(requestName string) {
 			return
 		}
 	}
-	pid, err := syscall.ForkExec("/proc/self/exe", []string{"warden", ServiceReaperCommand, string(spec)}, &syscall.ProcAttr{
-		Env: env, Files: []uintptr{devnull.Fd(), out.Fd(), out.Fd()}, Sys: &syscall.SysProcAttr{Setsid: true},
-	})
+	sys := &syscall.SysProcAttr{Setsid: true}
+	attr := &syscall.ProcAttr{Env: env, Files: []uintptr{devnull.Fd(), out.Fd(), out.Fd()}, Sys: sys}
+	reaperArgv := []string{"warden", ServiceReaperCommand, string(spec)}
+	svcCg := s.servicesCgroup()
+	svcCg.CloneIntoCgroup(sys)
+	pid, err := syscall.ForkExec("/proc/self/exe", reaperArgv, attr)
+	if err != nil && svcCg != nil {
+		s.logf("start service %q in cgroup %s: %v; trying again without the cgroup", req.Name, svcCg.Dir, err)
+		sys.UseCgroupFD, sys.CgroupFD = false, 0
+		pid, err = syscall.ForkExec("/proc/self/exe", reaperArgv, attr)
+		if err == nil {
+			s.svcOutside++
+		}
+	} else if err == nil && svcCg == nil {
+		s.svcOutside++
+	}
 	if err != nil {
 		rec.Error = fmt.Sprintf("exec %q: %v", argvPath, err)
 		answer()
@@ -97,10 +110,32 @@ func (s *supervisor) startService(requestName string) {
 	answer()
 }
 
+// servicesCgroup is the cgroup declared services start in, beside the
+// harness's (never inside it: killing the harness's cgroup must not touch a
+// service), made with the first service; nil in the subreaper tiers.
+func (s *supervisor) servicesCgroup() *stop.Cgroup {
+	if s.svcCgroup == nil && s.cgroup != nil {
+		cg, err := s.cgroup.Services()
+		if err != nil {
+			s.logf("services cgroup unavailable, services stop in the subreaper tier: %v", err)
+			return nil
+		}
+		s.svcCgroup = cg
+	}
+	return s.svcCgroup
+}
+
 // serveServices keeps the supervisor alive after the launch's receipt while
 // declared services run, as their subreaper, until they all exit or a
 // `stop --services` (or a signal to the supervisor) ends them.
 func (s *supervisor) serveServices(watch *launch.Watcher, term <-chan os.Signal, since uint64) {
+	defer func() {
+		if s.svcCgroup != nil {
+			if err := s.svcCgroup.Remove(); err != nil {
+				s.logf("remove services cgroup: %v", err)
+			}
+		}
+	}()
 	if len(s.services) == 0 {
 		return
 	}
@@ -140,13 +175,21 @@ func (s *supervisor) serveServices(watch *launch.Watcher, term <-chan os.Signal,
 stopThem:
 	sc := s.scanner(since)
 	sc.ServicesOnly = true
-	eng := &stop.Engine{Scanner: sc, Signaller: stop.NewSignaller(s.fs), Grace: s.cfg.Grace}
+	eng := &stop.Engine{Scanner: sc, Signaller: stop.NewSignaller(s.fs), Grace: s.cfg.Grace,
+		Log: func(line string) { s.logf("services: %s", line) }}
+	tier := eng.Signaller.Tier()
+	if s.svcCgroup != nil && s.svcOutside == 0 {
+		// Every service started in the services' cgroup: the stop of the
+		// services may freeze and kill it whole.
+		eng.Cgroup, tier = s.svcCgroup, receipt.TierCgroup
+	}
 	res := eng.Run(context.Background())
+	s.reapAdopted()
 	r := receipt.New(s.cfg.LaunchID, version.String())
 	r.Cause = receipt.CauseStopped
 	r.Stopped = true
 	r.StartedAt = receipt.Timestamp(s.start)
-	r.Tier = eng.Signaller.Tier()
+	r.Tier = tier
 	r.StopSeconds = res.Seconds
 	r.Reached, r.Survivors, r.Unverified = nonNil(res.Reached), nonNil(res.Survivors), nonNil(res.Unverified)
 	r.CleanupConfirmed = res.Confirmed

@@ -41,8 +41,17 @@ type Config struct {
 	ProcRoot string        `json:"proc_root"`
 	// User runs the harness as another user; nil keeps the caller's.
 	User *Credential `json:"user,omitempty"`
-	Argv []string    `json:"argv"`
+	// Tier is --tier: TierAuto (or empty) uses a cgroup of the launch's own
+	// where one can be made, TierSubreaper never does.
+	Tier string   `json:"tier,omitempty"`
+	Argv []string `json:"argv"`
 }
+
+// --tier values (a sandproof extension, docs/contract.md).
+const (
+	TierAuto      = "auto"
+	TierSubreaper = "subreaper"
+)
 
 // Credential is --user UID[:GID].
 type Credential struct {
@@ -138,6 +147,12 @@ type supervisor struct {
 	// old pins the processes that started before the launch, so the stop's
 	// rescans skip them (stop.OldSet); nil on fake roots.
 	old *stop.OldSet
+	// cgroup is the harness's own cgroup v2 (tier cgroup), nil in the
+	// subreaper tiers; svcCgroup is its sibling the services start in, and
+	// svcOutside counts services that could not be started there.
+	cgroup     *stop.Cgroup
+	svcCgroup  *stop.Cgroup
+	svcOutside int
 }
 
 // Run is the supervisor process's main. ready may be nil. It returns the
@@ -237,9 +252,11 @@ func Run(cfg Config, ready *os.File) int {
 	watch := launch.Watch(cfg.State)
 	defer watch.Close()
 
+	s.cgroup = s.makeCgroup()
 	env := harnessEnv(os.Environ(), cfg.LaunchID)
 	pid, err := s.startHarness(env)
 	if err != nil {
+		s.dropCgroup()
 		r.Cause = receipt.CauseExecFailed
 		r.CleanupConfirmed = true
 		r.ReturnCode = receipt.Int(execFailureCode(err))
@@ -249,6 +266,9 @@ func Run(cfg Config, ready *os.File) int {
 		return 1
 	}
 	s.harnessPID = pid
+	if s.cgroup != nil {
+		r.Tier = receipt.TierCgroup
+	}
 	since := uint64(0)
 	if st, err := s.fs.Stat(pid); err == nil {
 		s.harness = st.Identity()
@@ -334,11 +354,26 @@ func (s *supervisor) startHarness(env []string) (int, error) {
 	if u := s.cfg.User; u != nil {
 		sys.Credential = &syscall.Credential{Uid: u.UID, Gid: u.GID, Groups: []uint32{}}
 	}
-	pid, err := syscall.ForkExec(path, s.cfg.Argv, &syscall.ProcAttr{
+	attr := &syscall.ProcAttr{
 		Env:   env,
 		Files: []uintptr{devnull.Fd(), stdout.Fd(), stderr.Fd()},
 		Sys:   sys,
-	})
+	}
+	// Into the cgroup at the fork itself (clone3 CLONE_INTO_CGROUP): a move
+	// after the fork would let the harness fork once outside it.
+	s.cgroup.CloneIntoCgroup(sys)
+	pid, err := syscall.ForkExec(path, s.cfg.Argv, attr)
+	if err != nil && s.cgroup != nil {
+		// clone3 into the cgroup may be what failed (an old kernel, a
+		// cgroup that refuses processes), or the exec: the start is tried
+		// once more without the cgroup, and that answer counts.
+		sys.UseCgroupFD, sys.CgroupFD = false, 0
+		first := err
+		if pid, err = syscall.ForkExec(path, s.cfg.Argv, attr); err == nil {
+			s.logf("tier cgroup unavailable, using the subreaper tier: start in cgroup %s: %v", s.cgroup.Dir, first)
+			s.dropCgroup()
+		}
+	}
 	if err != nil {
 		return 0, &execError{path: path, err: err}
 	}
@@ -349,6 +384,39 @@ func (s *supervisor) startHarness(env []string) (int, error) {
 		s.logf("raise the harness's oom_score_adj: %v", err)
 	}
 	return pid, nil
+}
+
+// makeCgroup makes the harness's cgroup for tier cgroup, or says in the
+// launch's log why the launch runs in a subreaper tier instead: a fake proc
+// root, --tier subreaper, or no writable cgroup v2 (containers see a
+// read-only tree). None of these is an error.
+func (s *supervisor) makeCgroup() *stop.Cgroup {
+	switch {
+	case !s.fs.IsReal():
+		s.logf("tier cgroup not used: fake proc root %s", s.cfg.ProcRoot)
+		return nil
+	case s.cfg.Tier == TierSubreaper:
+		s.logf("tier cgroup not used: --tier %s", TierSubreaper)
+		return nil
+	}
+	cg, err := stop.NewLaunchCgroup(s.cfg.LaunchID, stop.CgroupOptions{})
+	if err != nil {
+		s.logf("tier cgroup unavailable, using the subreaper tier: %v", err)
+		return nil
+	}
+	s.logf("tier cgroup: harness cgroup %s", cg.Dir)
+	return cg
+}
+
+// dropCgroup removes the harness's cgroup (empty by then) and forgets it.
+func (s *supervisor) dropCgroup() {
+	if s.cgroup == nil {
+		return
+	}
+	if err := s.cgroup.Remove(); err != nil {
+		s.logf("remove cgroup: %v", err)
+	}
+	s.cgroup = nil
 }
 
 // HarnessOOMScoreAdj is the harness's oom_score_adj: the highest, so
@@ -563,12 +631,15 @@ func (s *supervisor) stopLaunch(r *receipt.Receipt, cause string, since uint64) 
 		// Fake roots keep a full scan every round: their specs step a
 		// simulated kernel per round and expect the whole table each time.
 		QuickFirstRound: s.fs.IsReal(),
+		Cgroup:          s.cgroup,
+		Log:             func(line string) { s.logf("%s", line) },
 	}
 	res := eng.Run(context.Background())
 	// Every process below the supervisor is dead now; collect the zombies
 	// it adopted before the receipt, so none outlives the supervisor and
 	// lands on whatever reaps above it (a soak, a container's init).
 	s.reapAdopted()
+	s.dropCgroup()
 	s.logf("stop (%s): %d reached, %d survivors, %d rounds (%d unsettled), %.3fs", cause, len(res.Reached), len(res.Survivors), res.Rounds, res.Unsettled, res.Seconds)
 	r.StopSeconds = res.Seconds
 	r.Reached = nonNil(res.Reached)

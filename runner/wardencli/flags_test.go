@@ -1,6 +1,7 @@
 package wardencli
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -70,5 +71,26 @@ func TestParseSuperviseFlags(t *testing.T) {
 	if err != nil || !detach || cfg.Deadline != 1500*time.Millisecond || cfg.Grace != 0 || cfg.Lease != 3*time.Second ||
 		cfg.User == nil || cfg.User.UID != 1000 || cfg.User.GID != 100 || cfg.LaunchID != "a.B-9_" || strings.Join(cfg.Argv, " ") != "sh -c --" {
 		t.Fatalf("cfg %+v detach %v err %v", cfg, detach, err)
+	}
+}
+
+// --tier (a sandproof extension) takes auto or subreaper, auto by default;
+// anything else is a usage error that names the flag and quotes the value.
+func TestParseSuperviseTier(t *testing.T) {
+	for flag, want := range map[string]string{"": "auto", "--tier=auto": "auto", "--tier=subreaper": "subreaper"} {
+		args := []string{"--state", "s", "--deadline", "1"}
+		if flag != "" {
+			args = append(args, flag)
+		}
+		cfg, _, err := parseSupervise(append(args, "--", "true"))
+		if err != nil || cfg.Tier != want {
+			t.Errorf("%q: tier %q, err %v; want %q", flag, cfg.Tier, err, want)
+		}
+	}
+	for _, v := range []string{"cgroup", "", "Subreaper", "subreaper+pidfd"} {
+		_, _, err := parseSupervise([]string{"--state", "s", "--deadline", "1", "--tier", v, "--", "true"})
+		if err == nil || !strings.Contains(err.Error(), "--tier") || !strings.Contains(err.Error(), fmt.Sprintf("%q", v)) {
+			t.Errorf("--tier %q: err %v, want a usage error naming --tier and quoting the value", v, err)
+		}
 	}
 }

@@ -30,6 +30,7 @@ const supervisorCommand = "__supervisor"
 var superviseFlags = []flagSpec{
 	{name: "state"}, {name: "deadline"}, {name: "grace"}, {name: "launch-id"},
 	{name: "proc-root"}, {name: "lease"}, {name: "user"}, {name: "detach", boolean: true},
+	{name: "tier"},
 }
 
 // parseSupervise validates every flag; cfg.State is set as soon as it is
@@ -97,6 +98,15 @@ func parseSupervise(args []string) (supervisor.Config, bool, error) {
 	if p.present["user"] {
 		if cfg.User, err = parseUser(p.values["user"]); err != nil {
 			return cfg, false, err
+		}
+	}
+	cfg.Tier = supervisor.TierAuto
+	if p.present["tier"] {
+		switch v := p.values["tier"]; v {
+		case supervisor.TierAuto, supervisor.TierSubreaper:
+			cfg.Tier = v
+		default:
+			return cfg, false, usagef("--tier: invalid value %q (want %s or %s)", v, supervisor.TierAuto, supervisor.TierSubreaper)
 		}
 	}
 	cfg.Argv = p.rest

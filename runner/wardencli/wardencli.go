@@ -17,7 +17,7 @@ const usage = `usage: warden COMMAND [FLAGS]
 commands:
   supervise --state DIR --deadline SECONDS [--grace SECONDS] [--launch-id ID]
             [--proc-root DIR] [--lease SECONDS] [--user UID[:GID]] [--detach]
-            -- COMMAND [ARG...]
+            [--tier auto|subreaper] -- COMMAND [ARG...]
   stop      --state DIR [--wait SECONDS] [--services]
   wait      --state DIR [--timeout SECONDS]
   renew     --state DIR
