@@ -122,25 +122,31 @@ func TestCleanRemovesOnlyDeadOwnersOfThisHost(t *testing.T) {
 		}
 	}
 
-	dead := labelled(t, owner(host, deadPID, deadStart, "r-dead", tag))
+	// The planted containers belong to a host of this test's own (the
+	// clean below is told it is this machine), so a `sandproof clean` run
+	// beside the suite (another host to it) keeps them: they only look
+	// orphaned to this test.
+	testHost := "test-" + tag
+	alive := labelled(t, owner(testHost, self.PID, self.StartTime, "r-alive", tag))
+	dead := labelled(t, owner(testHost, deadPID, deadStart, "r-dead", tag))
 	// This test process's pid with another start time: the pid was reused.
-	reused := labelled(t, owner(host, self.PID, self.StartTime+1, "r-reused", tag))
+	reused := labelled(t, owner(testHost, self.PID, self.StartTime+1, "r-reused", tag))
 	otherHost := labelled(t, owner("0123456789abcdef", deadPID, deadStart, "r-other", tag))
 	noOwner := labelled(t, map[string]string{provider.LabelKey: "1", "sandproof.test": tag})
-	all := []string{live.ID(), dead, reused, otherHost, noOwner}
+	all := []string{live.ID(), alive, dead, reused, otherHost, noOwner}
 	for _, id := range all {
 		if !exists(id) {
 			t.Fatalf("positive control: container %.12s not there before the clean", id)
 		}
 	}
 
-	res, err := docker.Clean(ctx, p, provider.CleanScope{}, "sandproof.test="+tag)
+	res, err := docker.Clean(ctx, p, provider.CleanScope{Host: testHost}, "sandproof.test="+tag)
 	if err != nil {
 		t.Fatal(err)
 	}
 	removed, kept := ids(res.Removed), ids(res.Kept)
 	wantRemoved := map[string]string{dead: provider.ReasonOwnerGone, reused: provider.ReasonOwnerGone}
-	wantKept := map[string]string{live.ID(): provider.ReasonOwnerAlive, otherHost: provider.ReasonOtherHost, noOwner: provider.ReasonNoOwner}
+	wantKept := map[string]string{live.ID(): provider.ReasonOtherHost, alive: provider.ReasonOwnerAlive, otherHost: provider.ReasonOtherHost, noOwner: provider.ReasonNoOwner}
 	if len(removed) != len(wantRemoved) || len(kept) != len(wantKept) {
 		t.Fatalf("removed %v, kept %v; want removed %v, kept %v", removed, kept, wantRemoved, wantKept)
 	}
