@@ -74,7 +74,7 @@ func Merge(inputs []MergeInput, runID string) ([]*Evidence, error) {
 			}
 			shard = e.Shard
 		}
-		i, n, err := parseShard(shard)
+		i, n, err := ParseShard(shard)
 		if err != nil {
 			return nil, bad("%s: shard %q: %v", in.Name, shard, err)
 		}
@@ -135,7 +135,9 @@ func Merge(inputs []MergeInput, runID string) ([]*Evidence, error) {
 	return out, nil
 }
 
-func parseShard(s string) (i, n int, err error) {
+// ParseShard reads a shard "i/N" (1 <= i <= N), as certify --shard
+// writes it into every record.
+func ParseShard(s string) (i, n int, err error) {
 	is, ns, ok := strings.Cut(s, "/")
 	i, err1 := strconv.Atoi(is)
 	n, err2 := strconv.Atoi(ns)

@@ -5,10 +5,10 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/sandproof/sandproof/images"
+	"github.com/sandproof/sandproof/reports"
 	"github.com/sandproof/sandproof/runner/adapter"
 )
 
@@ -34,11 +34,9 @@ func (s Shard) String() string {
 
 // ParseShard reads "i/N" with 1 <= i <= N.
 func ParseShard(v string) (Shard, error) {
-	is, ns, ok := strings.Cut(v, "/")
-	i, err1 := strconv.Atoi(is)
-	n, err2 := strconv.Atoi(ns)
-	if !ok || err1 != nil || err2 != nil || n < 1 || i < 1 || i > n {
-		return Shard{}, fmt.Errorf("bad value %q (want i/N with 1 <= i <= N, e.g. 1/2)", v)
+	i, n, err := reports.ParseShard(v)
+	if err != nil {
+		return Shard{}, fmt.Errorf("bad value %q (%v, e.g. 1/2)", v, err)
 	}
 	return Shard{Index: i, Total: n}, nil
 }

@@ -2,6 +2,7 @@ package certify
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/sandproof/sandproof/images"
@@ -72,17 +73,8 @@ func TestParseShard(t *testing.T) {
 	for _, bad := range []string{"", "0/2", "3/2", "1/0", "a/b", "1", "1/2/3", "-1/2", "1/-2"} {
 		if _, err := ParseShard(bad); err == nil {
 			t.Errorf("ParseShard(%q) accepted", bad)
-		} else if want := fmt.Sprintf("%q", bad); !contains(err.Error(), want) {
+		} else if want := fmt.Sprintf("%q", bad); !strings.Contains(err.Error(), want) {
 			t.Errorf("ParseShard(%q): %v does not quote the value", bad, err)
 		}
 	}
-}
-
-func contains(s, sub string) bool {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		if s[i:i+len(sub)] == sub {
-			return true
-		}
-	}
-	return false
 }
