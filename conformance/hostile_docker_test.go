@@ -16,7 +16,6 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -251,13 +250,7 @@ func ctrHops(ctx context.Context, l *ctrLaunch) []int {
 	if !ok {
 		return nil
 	}
-	var out []int
-	for _, f := range strings.Fields(string(data)) {
-		if n, err := strconv.Atoi(f); err == nil {
-			out = append(out, n)
-		}
-	}
-	return out
+	return heartbeatPIDs(data)
 }
 
 // hostPidsEvents returns a reader of the container's pids cgroup "max"
@@ -280,13 +273,7 @@ func hostPidsEvents(b *ctrBox) func() int {
 		}
 	}
 	Expect(file).NotTo(BeEmpty(), "no pids cgroup in %s", data)
-	read := func() int {
-		data, err := os.ReadFile(file)
-		Expect(err).NotTo(HaveOccurred(), "read %s", file)
-		n, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(string(data)), "max")))
-		Expect(err).NotTo(HaveOccurred(), "parse %s: %q", file, data)
-		return n
-	}
+	read := func() int { return pidsRefused(file) }
 	read() // it must be readable before the spec relies on it
 	return read
 }

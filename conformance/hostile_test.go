@@ -36,6 +36,11 @@ func hops(record string) []int {
 		return nil
 	}
 	Expect(err).NotTo(HaveOccurred())
+	return heartbeatPIDs(data)
+}
+
+// heartbeatPIDs parses a hopper's heartbeat: one pid per line.
+func heartbeatPIDs(data []byte) []int {
 	var out []int
 	for _, f := range bytes.Fields(data) {
 		if n, err := strconv.Atoi(string(f)); err == nil {
@@ -43,6 +48,17 @@ func hops(record string) []int {
 		}
 	}
 	return out
+}
+
+// pidsRefused reads a pids cgroup's pids.events ("max N"): how many forks
+// the limit refused.
+func pidsRefused(file string) int {
+	GinkgoHelper()
+	data, err := os.ReadFile(file)
+	Expect(err).NotTo(HaveOccurred(), "read %s", file)
+	n, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(string(data)), "max")))
+	Expect(err).NotTo(HaveOccurred(), "parse %s: %q", file, data)
+	return n
 }
 
 // living returns the live processes named comm in /proc now.
@@ -279,13 +295,7 @@ func hostPidsCgroup(max int) (string, func() int) {
 		}).WithTimeout(30 * time.Second).WithPolling(50 * time.Millisecond).Should(Succeed())
 	})
 	Expect(os.WriteFile(filepath.Join(dir, "pids.max"), []byte(strconv.Itoa(max)), 0o644)).To(Succeed())
-	events := func() int {
-		data, err := os.ReadFile(filepath.Join(dir, "pids.events"))
-		Expect(err).NotTo(HaveOccurred())
-		n, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(string(data)), "max")))
-		Expect(err).NotTo(HaveOccurred(), "pids.events %q", data)
-		return n
-	}
+	events := func() int { return pidsRefused(filepath.Join(dir, "pids.events")) }
 	Expect(events()).To(Equal(0), "a new cgroup has refused nothing yet")
 	return dir, events
 }
