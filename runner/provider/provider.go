@@ -272,3 +272,67 @@ func Put(ctx context.Context, sb Sandbox, entries []Entry) error {
 	}
 	return nil
 }
+
+// VolumeMount mounts a provider volume (made by VolumeMaker.Volume)
+// read-only into a sandbox. Volumes replace bind mounts of host paths,
+// which a remote engine cannot see.
+type VolumeMount struct {
+	Volume string // the name Volume returned
+	Target string // absolute path in the sandbox
+}
+
+// VolumeMaker is a provider that keeps read-only, content-addressed
+// volumes: a runtime tree (Pi's ~100 MB of Node) or the owner's probe is
+// put into the engine once and mounted by every case, instead of being
+// uploaded per case.
+type VolumeMaker interface {
+	// Volume returns the name of the volume whose content is the host
+	// directory tree dir, identified by key (a content hash the caller
+	// computed: the same key always means the same tree). The volume is
+	// made and filled on first use and found by key afterwards; a volume
+	// left half-filled by a failed attempt is never returned.
+	Volume(ctx context.Context, key, dir string) (string, error)
+}
+
+// Process is a command started by Streamer.Start: its stdin and stdout are
+// streams the caller drives; Wait reports how it ended, like Exec.
+type Process struct {
+	// Stdin is the command's stdin; Close sends EOF.
+	Stdin io.WriteCloser
+	// Stdout is the command's stdout; it reaches EOF when the command
+	// (and everything holding its stdout) is done.
+	Stdout io.Reader
+	// Wait waits for the command's end: its exit status, or a
+	// *ProviderError when the transport failed.
+	Wait func() (int, error)
+}
+
+// Streamer is a sandbox that can start a long-lived command whose stdin
+// and stdout are streamed (non-TTY, stdout never mixed with stderr): the
+// session agent's channel (runner/agent) runs over one.
+type Streamer interface {
+	// Start starts spec.Argv; spec.Stdin is ignored (Process.Stdin is the
+	// stdin). stderr, when not nil, receives the command's stderr.
+	Start(ctx context.Context, spec ExecSpec, stderr io.Writer) (*Process, error)
+}
+
+// Change kinds, as the engines' diffs name them.
+const (
+	ChangeModified = "C"
+	ChangeAdded    = "A"
+	ChangeDeleted  = "D"
+)
+
+// Change is one path of a sandbox's filesystem that differs from its
+// image. It is provider-neutral: verify reads only this.
+type Change struct {
+	Path string
+	Kind string // ChangeModified, ChangeAdded or ChangeDeleted
+}
+
+// Differ is a sandbox that can report its filesystem changes against its
+// image. How says how they were read ("engine", or a provider's fast path
+// that a test shows equal to it).
+type Differ interface {
+	Changes(ctx context.Context) (changes []Change, how string, err error)
+}
