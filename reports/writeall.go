@@ -26,19 +26,43 @@ func WriteAll(dir string) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, f := range []struct {
-		name   string
-		render func(io.Writer, *Report) error
-	}{
-		{JUnitFile, WriteJUnit},
-		{MarkdownFile, WriteMarkdown},
-		{HTMLFile, WriteHTML},
-	} {
-		if err := WriteFileAtomic(filepath.Join(dir, f.name), func(w io.Writer) error { return f.render(w, rep) }); err != nil {
+	for _, f := range Formats {
+		if f.File == "" {
+			continue
+		}
+		if err := WriteFileAtomic(filepath.Join(dir, f.File), func(w io.Writer) error { return f.Render(w, rep) }); err != nil {
 			return rep, err
 		}
 	}
 	return rep, nil
+}
+
+// Format is one way to render a report: the name `sandproof report
+// --format` takes, the file WriteAll writes in a run dir ("" for none),
+// and the renderer.
+type Format struct {
+	Name   string
+	File   string
+	Render func(io.Writer, *Report) error
+}
+
+// Formats is the one list of report formats: WriteAll and the CLI both read
+// it, so a new format is added here once.
+var Formats = []Format{
+	{Name: "junit", File: JUnitFile, Render: WriteJUnit},
+	{Name: "md", File: MarkdownFile, Render: WriteMarkdown},
+	{Name: "html", File: HTMLFile, Render: WriteHTML},
+	{Name: "json", Render: WriteJSON},
+}
+
+// LookupFormat returns the format named name.
+func LookupFormat(name string) (Format, bool) {
+	for _, f := range Formats {
+		if f.Name == name {
+			return f, true
+		}
+	}
+	return Format{}, false
 }
 
 // WriteFileAtomic writes what render produces to path through a temporary

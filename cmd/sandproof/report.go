@@ -16,18 +16,11 @@ import (
 
 func init() { addCommand(newReportCmd) }
 
-// reportFormats maps --format values to renderers.
-var reportFormats = map[string]func(io.Writer, *reports.Report) error{
-	"md":    reports.WriteMarkdown,
-	"html":  reports.WriteHTML,
-	"junit": reports.WriteJUnit,
-	"json":  reports.WriteJSON,
-}
-
+// reportFormatNames lists --format's values (reports.Formats), sorted.
 func reportFormatNames() string {
-	names := make([]string, 0, len(reportFormats))
-	for n := range reportFormats {
-		names = append(names, n)
+	names := make([]string, 0, len(reports.Formats))
+	for _, f := range reports.Formats {
+		names = append(names, f.Name)
 	}
 	sort.Strings(names)
 	return strings.Join(names, ", ")
@@ -51,7 +44,8 @@ depend on the verdict; use "report diff" as a gate.`,
 			return nil
 		},
 		RunE: func(_ *cobra.Command, args []string) error {
-			render, ok := reportFormats[format]
+			f, ok := reports.LookupFormat(format)
+			render := f.Render
 			if !ok {
 				return usagef("--format: bad value %q (want one of %s)", format, reportFormatNames())
 			}

@@ -382,7 +382,7 @@ func (d *decoder) stringMap(key string, n *yaml.Node, tmpl bool, keyOK func(stri
 }
 
 func (d *decoder) manifest(n *yaml.Node, m *Manifest) {
-	var launchNode, stateNode *yaml.Node
+	var stateNode *yaml.Node
 	d.fields(n, "", []string{"name", "version", "launch"}, map[string]func(string, *yaml.Node){
 		"name": func(k string, v *yaml.Node) {
 			m.Name = d.str(k, v)
@@ -420,13 +420,12 @@ func (d *decoder) manifest(n *yaml.Node, m *Manifest) {
 			})
 			m.Install = s
 		},
-		"launch":       func(k string, v *yaml.Node) { launchNode = v; d.launch(k, v, m) },
+		"launch":       func(k string, v *yaml.Node) { d.launch(k, v, m) },
 		"version_argv": func(k string, v *yaml.Node) { m.VersionArgv = d.argv(k, v) },
 		"state":        func(k string, v *yaml.Node) { stateNode = v; d.state(k, v, m) },
 		"captures":     func(k string, v *yaml.Node) { d.captures(k, v, m) },
 		"result":       func(k string, v *yaml.Node) { d.result(k, v, m) },
 	})
-	_ = launchNode
 	if stateNode == nil {
 		m.State = DefaultState()
 	}

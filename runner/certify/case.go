@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -21,6 +19,7 @@ import (
 	"github.com/sandproof/sandproof/runner/probe"
 	"github.com/sandproof/sandproof/runner/provider"
 	"github.com/sandproof/sandproof/runner/receipt"
+	"github.com/sandproof/sandproof/runner/relay"
 	"github.com/sandproof/sandproof/runner/session"
 )
 
@@ -59,17 +58,46 @@ var requirementPaths = map[string][]string{
 	"sh": {"/bin/sh"},
 }
 
-// caseRun is one case in progress.
+// caseRun is one case in progress: what its stages (stages.go) share.
 type caseRun struct {
 	r       *runner
 	c       caseSpec
 	ev      *reports.Evidence
+	timing  CaseTiming
 	dir     string // host dir of the case's files
 	stopped bool   // a provider error ended the case
 	cut     int    // capture files cut at a cap, downloads stopped
 	// interrupted says why the run's interrupt cut the case short
 	// ("SIGINT during activation"); "" when it did not.
 	interrupted string
+	// skip says why the case does not run (from planning, or the
+	// requirements setup found missing); "" runs it.
+	skip string
+
+	// The task user and the owner's markers.
+	uid, gid   int
+	home       string
+	markers    []string // the four XDG markers
+	reqPaths   []string // the files the declared requirements look for
+	allMarkers []string
+
+	// The model side: the scripted model (nil for a real one) behind the
+	// case's recording relay.
+	srv       *model.Server
+	rel       *relay.Relay
+	modelName string
+	challenge string
+	actx      adapter.Context
+
+	// The sandbox, the probe's baseline, and the adapter's session.
+	sb                   provider.Sandbox
+	before               probe.Snapshot
+	sess                 *session.Session
+	sessID, sessDir      string
+	sessHome             string
+	actRes, versionRes   *session.Result
+	versionErr, closeErr error
+	closeRes             *session.CloseResult
 }
 
 // interruptedBefore reports whether the run was interrupted before stage
@@ -188,332 +216,6 @@ func launchSeconds(rec *receipt.Receipt) float64 {
 		return 0
 	}
 	return b.Sub(a).Seconds()
-}
-
-func (r *runner) runCase(ctx context.Context, c caseSpec) (ev *reports.Evidence, timing CaseTiming) {
-	start := time.Now()
-	m := c.adapter
-	ev = &reports.Evidence{
-		Schema: reports.Schema, RunID: r.runID, CaseID: c.id, Attempt: max(1, c.attempt), Harness: m.Name, Image: c.image.Name,
-		Shard: r.opts.Shard.String(), MatrixSHA256: r.matrix.SHA256, MatrixCases: len(r.matrix.Cases),
-		Status: reports.StatusUnknown, OutputItemTypes: map[string]int{}, CloseObservationGaps: []string{},
-		Provenance: reports.Provenance{WardenSHA256: r.wardenSHA, AdapterSHA256: m.SHA256, SuiteVersion: suiteVersion(),
-			StartedAt: start.UTC(), Host: r.host},
-	}
-	cr := &caseRun{r: r, c: c, ev: ev, dir: filepath.Join(r.opts.Out, "cases", caseDirName(c.id))}
-	ev.CaseDir = path.Join("cases", caseDirName(c.id))
-	timing = CaseTiming{CaseID: c.id}
-	defer func() {
-		ev.EndedAt = time.Now().UTC()
-		ev.Seconds = time.Since(start).Seconds()
-		timing.Seconds = ev.Seconds
-		timing.Overhead = ev.Seconds - timing.Harness - timing.Install
-		timing.Status = ev.Status
-	}()
-	if err := os.MkdirAll(cr.dir, 0o755); err != nil {
-		cr.check("setup.case_dir", clauseSetup, false, "create %s: %v", cr.dir, err)
-		cr.finish()
-		return ev, timing
-	}
-
-	uid, gid := 1000, 1000
-	if u, g, ok := strings.Cut(r.opts.User, ":"); ok {
-		uid, _ = strconv.Atoi(u)
-		gid, _ = strconv.Atoi(g)
-	}
-	home := r.opts.TaskHome
-	xdg := []string{home + "/.config", home + "/.local/share", home + "/.cache", home + "/.local/state"}
-	var markers []string
-	for _, d := range xdg {
-		markers = append(markers, d+"/sandproof-owner/marker")
-	}
-	var reqPaths []string
-	for _, q := range m.Requires {
-		reqPaths = append(reqPaths, requirementPaths[q]...)
-	}
-	allMarkers := append(slices.Clone(markers), reqPaths...)
-
-	// The scripted model: one server per case on the host's loopback, so
-	// its calls are the case's own; it requires the upstream key. Every
-	// model, scripted or not, is reached through the case's recording
-	// relay, which holds the canary in and the upstream key out.
-	upstream, modelName := r.opts.ModelURL, r.opts.ModelURL
-	var srv *model.Server
-	if upstream == "" {
-		var err error
-		srv, err = model.Start(model.Options{Addr: "127.0.0.1:0", APIKey: r.upstreamKey, LogPath: filepath.Join(cr.dir, "model_calls.jsonl")})
-		if err != nil {
-			cr.check("setup.model", clauseSetup, false, "start the scripted model: %v", err)
-			cr.finish()
-			return ev, timing
-		}
-		defer srv.Close()
-		upstream, modelName = srv.URL(), "scripted"
-	}
-	rel, err := startRelay(upstream, r.key, r.upstreamKey, filepath.Join(cr.dir, "model_relay.jsonl"))
-	if err != nil {
-		cr.check("setup.relay", clauseSetup, false, "start the model relay: %v", err)
-		cr.finish()
-		return ev, timing
-	}
-	defer rel.Close()
-	modelURL := rel.URL()
-	if h := r.harness[c.rt]; h != nil {
-		hc := *h
-		ev.HarnessRuntime = &hc
-	}
-	challenge := model.ChallengePrefix + randomHex(16)
-
-	actx := adapter.Context{ModelURL: modelURL, Model: r.opts.ModelName, TaskDir: TaskDir, RuntimeHostDir: c.runtime}
-	mounts := []provider.Mount{{Source: r.probeDir, Target: ownerDir}}
-	if m.Runtime.Delivery == adapter.DeliveryMount && c.runtime != "" {
-		actx.RuntimeDir = adapter.RuntimeMountDir(m.Name)
-		mounts = append(mounts, provider.Mount{Source: c.runtime, Target: actx.RuntimeDir})
-	}
-
-	var sb provider.Sandbox
-	var before probe.Snapshot
-	skip := c.skip
-
-	// 1. Setup (owner).
-	setupErr := cr.stage(reports.StageSetup, func() error {
-		var err error
-		sb, err = r.prov.Create(ctx, provider.CreateSpec{
-			Image: c.image.Ref, Network: provider.NetworkHost, Mounts: mounts, Expire: 30 * time.Minute,
-			Labels: map[string]string{provider.LabelRun: r.runID, "sandproof.case": caseDirName(c.id)},
-			Limits: r.opts.Limits,
-			// The key reaches the harness only through the environment.
-			Env: []string{m.APIKeyEnv + "=" + r.key},
-		})
-		if err != nil {
-			return err
-		}
-		if os.Getenv("SANDPROOF_TRACE") != "" {
-			sb = provider.Trace(sb, func(format string, args ...any) { r.progress(c.id+": "+format, args...) })
-		}
-		info, err := sb.Inspect(ctx)
-		if err != nil {
-			return err
-		}
-		ev.ImageID = info.ImageID
-		// What the engine applies, read back, not what was asked for.
-		ev.Sandbox = &reports.Sandbox{Network: provider.NetworkHost}
-		if l := info.Limits; l != nil {
-			ev.Sandbox.PidsLimit, ev.Sandbox.MemoryBytes, ev.Sandbox.CPUShares, ev.Sandbox.OOMScoreAdj = l.PidsLimit, l.MemoryBytes, l.CPUShares, l.OOMScoreAdj
-		}
-		// One probe run makes /task, the marker dirs and markers (owned
-		// by the task user) and takes the baseline right after.
-		dirs := []string{TaskDir, home + "/.local"}
-		for _, mk := range markers {
-			dirs = append(dirs, path.Dir(path.Dir(mk)), path.Dir(mk))
-		}
-		argv := []string{probePath, "setup", "--owner", fmt.Sprintf("%d:%d", uid, gid),
-			"--dirs", strings.Join(dirs, ","), "--write-markers", strings.Join(markers, ",")}
-		if len(reqPaths) > 0 {
-			argv = append(argv, "--markers", strings.Join(reqPaths, ","))
-		}
-		before, err = probeRun(ctx, sb, argv)
-		if err != nil {
-			return err
-		}
-		ev.Before = beforeOf(before, markers)
-		// The challenge, readable by the harness user only; never in
-		// the prompt, unknown to the adapter.
-		if err := provider.UploadBytes(ctx, sb, []byte(challenge+"\n"), ChallengeFile, 0o400, uid, gid); err != nil {
-			return err
-		}
-		missing := missingRequirements(m.Requires, before, r.opts.Bash != "")
-		if len(missing) > 0 {
-			if skip != "" {
-				skip += "; "
-			}
-			skip += fmt.Sprintf("image %s lacks %s", c.image.Name, strings.Join(missing, "; "))
-		}
-		return nil
-	})
-	cr.check("setup", clauseSetup, setupErr == nil, "container, /task, the challenge, four XDG markers, probe baseline: %s", errText(setupErr, r.key))
-
-	var sess *session.Session
-	var actRes *session.Result
-	var closeRes *session.CloseResult
-	var closeErr error
-	sessID := "c-" + randomHex(6)
-	sessDir := path.Join(BaseDir, sessID)
-	sessHome := path.Join(sessDir, "home")
-
-	if setupErr == nil && skip == "" && !cr.interruptedBefore(reports.StageSeed) {
-		// 2. Seed and activation (adapter).
-		seedErr := cr.stage(reports.StageSeed, func() error {
-			ad, err := m.Session(actx)
-			if err != nil {
-				return err
-			}
-			// Private state dirs, owned by the harness user, made in
-			// seed's one transfer.
-			dirs, err := m.StateDirs(actx, sessDir, sessHome)
-			if err != nil {
-				return err
-			}
-			for _, d := range dirs {
-				if rel := strings.TrimPrefix(d, sessHome+"/"); rel != d {
-					ad.Dirs = append(ad.Dirs, path.Join("home", rel))
-				}
-			}
-			sess, err = session.New(sb, ad, session.Config{ID: sessID, User: r.opts.User, Binaries: r.bins,
-				CaptureDir: filepath.Join(cr.dir, "capture")})
-			if err != nil {
-				return err
-			}
-			err = sess.Seed(ctx)
-			ev.SeedSeconds = sess.SeedDuration().Seconds()
-			return err
-		})
-		var re *session.ReceiptError
-		if errors.As(seedErr, &re) {
-			timing.Install = launchSeconds(re.Receipt)
-		}
-		if !cr.stopped {
-			cr.check("seed", clauseSeed, seedErr == nil, "warden uploaded and verified, runtime and install: %s", errText(seedErr, r.key))
-		}
-		if seedErr != nil {
-			cr.errType("seed_failed")
-		}
-
-		if seedErr == nil && !cr.interruptedBefore(reports.StageActivation) {
-			actErr := cr.stage(reports.StageActivation, func() error {
-				// The run's interrupt ends the wait, not the launch:
-				// close below stops it through the session, so its
-				// receipt is kept.
-				wctx, cancel := interruptible(ctx, r.opts.Interrupt)
-				defer cancel()
-				var err error
-				actRes, err = sess.Activate(wctx, activation, model.ChallengePrompt(ChallengeFile, Deliverable), m.Launch.Deadline)
-				if err != nil && actRes == nil && ctx.Err() == nil && wctx.Err() != nil {
-					cr.interrupted = interruptCause(r.opts.Interrupt) + " during activation"
-					return nil
-				}
-				return err
-			})
-			if actRes != nil {
-				ev.ActivationReceipt = receiptSummary(actRes.ReceiptJSON)
-				timing.Harness = launchSeconds(actRes.Receipt)
-			}
-			if !cr.stopped && cr.interrupted == "" {
-				ok := actErr == nil && actRes != nil && actRes.Receipt.CleanupConfirmed
-				cr.check("activation.receipt", clauseSeed, ok, "activation receipt: %s", receiptText(actRes, actErr, r.key))
-			}
-		}
-
-		// The CLI's own version, under warden with a deadline, after the
-		// activation so it cannot help it; its output is read after
-		// close from the captured run dir.
-		var versionRes *session.Result
-		var versionErr error
-		if seedErr == nil && !cr.stopped && cr.interrupted == "" && len(m.VersionArgv) > 0 {
-			versionRes, versionErr = sess.Activate(ctx, adapter.VersionLaunchID, "", versionDeadline)
-		}
-
-		// 3. Close: always, so what ran is stopped and captured.
-		if !cr.stopped {
-			cr.stage(reports.StageClose, func() error {
-				closeRes, closeErr = sess.Close(ctx)
-				return closeErr
-			})
-		}
-		if closeRes != nil {
-			ev.SessionClosed = closeErr == nil
-			if rec, ok := closeRes.Receipts[activation]; ok {
-				ev.CloseReceipt = receiptOf(rec)
-			}
-			ev.AdapterSessionDirRemoved = closeRes.SessionDirRemoved
-			ev.CaptureBytes = closeRes.CaptureBytes
-			// The evidence line stays small: the cut entries first, then
-			// the rest, 100 at most.
-			ws := slices.Clone(closeRes.Withheld)
-			slices.SortStableFunc(ws, func(a, b provider.Withheld) int { return cutFirst(a) - cutFirst(b) })
-			for _, w := range ws {
-				if len(ev.CapturesWithheld) == maxWithheldEvidence {
-					ev.CapturesWithheldOmitted++
-					continue
-				}
-				ev.CapturesWithheld = append(ev.CapturesWithheld, reports.Withheld(w))
-			}
-			ev.CapturesWithheldOmitted += closeRes.WithheldOmitted
-			cr.cut = closeRes.CaptureCut
-		}
-		if !cr.stopped && sess != nil {
-			cr.check("close.receipts", clauseClose, closeErr == nil && ev.CloseReceipt != nil && ev.CloseReceipt.CleanupConfirmed,
-				"every launch stopped with a confirmed receipt, captures downloaded: %s", errText(closeErr, r.key))
-			if closeErr != nil {
-				cr.errType("close_failed")
-			}
-			cr.checkCaptures()
-			if cr.interrupted == "" {
-				captures, _ := m.CapturePaths(actx, sessDir, sessHome)
-				cr.readCaptures(actRes, captures)
-			}
-			if len(m.VersionArgv) > 0 && ev.HarnessRuntime != nil {
-				ev.HarnessRuntime.CLIVersion, ev.HarnessRuntime.CLIVersionError = cr.readVersion(versionRes, versionErr)
-			}
-		}
-
-		// 4. Verify, only after close (owner). The relay and the model
-		// are closed first: Close waits for calls in flight, so the
-		// transcript is whole.
-		if !cr.stopped && closeRes != nil && !cr.interruptedBefore(reports.StageVerify) {
-			cr.stage(reports.StageVerify, func() error {
-				rel.Close()
-				derived := ""
-				if srv != nil {
-					srv.Close()
-					derived = srv.Token(challenge)
-				}
-				ev.ModelCalls = rel.ModelCalls()
-				proof := analyse(rel.Calls(), challenge, derived, modelName)
-				cr.loopChecks(proof, derived)
-				return cr.verify(ctx, sb, before, allMarkers, markers, proof, sessDir)
-			})
-		}
-	} else if setupErr == nil && skip != "" {
-		ev.Status = reports.StatusSkipped
-		ev.SkipReason = skip
-		ev.Checks = append(ev.Checks, reports.Check{ID: "requirements", Status: reports.StatusSkipped, Clause: clauseSkip, Detail: skip})
-		r.progress("%s: skipped: %s", c.id, skip)
-	}
-	rel.Close()
-	ev.ModelCalls = rel.ModelCalls()
-
-	// 5. Teardown (owner), whatever happened.
-	if sb != nil {
-		tctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		terr := cr.stage(reports.StageTeardown, func() error {
-			if err := sb.Destroy(tctx); err != nil {
-				return err
-			}
-			info, err := sb.Inspect(tctx)
-			if err != nil {
-				return err
-			}
-			if info.Exists {
-				return fmt.Errorf("the engine still knows container %s", sb.ID())
-			}
-			return nil
-		})
-		cancel()
-		ev.OwnerTeardownContainerRemoved = terr == nil
-		cr.check("teardown.container_removed", clauseTeardown, terr == nil, "container removed and unknown to the engine: %s", errText(terr, r.key))
-	}
-
-	// No key may be in anything this case left on the host.
-	leaks, err := FindCanary(cr.dir, r.key)
-	if err == nil && r.opts.APIKey != "" {
-		var more []string
-		more, err = FindCanary(cr.dir, r.opts.APIKey)
-		leaks = append(leaks, more...)
-	}
-	cr.check("secrets.canary", clauseSecrets, err == nil && len(leaks) == 0, "API key canary or model key in the case's files: %d file(s) %v", len(leaks), relAll(cr.dir, leaks))
-	cr.finish()
-	return ev, timing
 }
 
 func relAll(dir string, ps []string) []string {

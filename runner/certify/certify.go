@@ -182,9 +182,41 @@ func CaseID(image, adapterName string) string { return image + "/" + adapterName
 
 func caseDirName(id string) string { return strings.ReplaceAll(id, "/", "__") }
 
-// Run certifies every adapter on every image.
+// Run certifies every adapter on every image, in four steps: validate the
+// options, prepare what the cases share (the engine, the images, the
+// runtimes), run the cases, and finish (the reports, the canary search).
 func Run(ctx context.Context, o Options) (*Summary, error) {
 	start := time.Now()
+	r, err := newRunner(o)
+	if err != nil {
+		return nil, err
+	}
+	sum, cases, err := r.plan()
+	if err != nil {
+		return nil, err
+	}
+	work, err := os.MkdirTemp("", "sandproof-certify-")
+	if err != nil {
+		return nil, fmt.Errorf("certify: %w", err)
+	}
+	defer os.RemoveAll(work)
+	if err := r.prepare(ctx, work, cases); err != nil {
+		return nil, err
+	}
+	// The evidence file is opened only once everything is prepared: a
+	// run that cannot start leaves no evidence behind.
+	if r.ev, err = appendEvidence(filepath.Join(r.opts.Out, reports.EvidenceFile)); err != nil {
+		return nil, err
+	}
+	defer r.ev.Close()
+	if err := r.run(ctx, cases, sum); err != nil {
+		return sum, err
+	}
+	return r.finish(ctx, sum, start)
+}
+
+// newRunner validates the options and fills in their defaults.
+func newRunner(o Options) (*runner, error) {
 	if o.Parallel < 1 {
 		o.Parallel = 1
 	}
@@ -239,15 +271,21 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		return nil, fmt.Errorf("certify: %w", err)
 	}
+	return r, nil
+}
+
+// plan reads what an earlier attempt of the run did (--resume) and lists
+// the cases of this shard still to run.
+func (r *runner) plan() (*Summary, []caseSpec, error) {
+	o := r.opts
 	done, runID, err := openEvidence(filepath.Join(o.Out, reports.EvidenceFile), o.Resume)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	r.runID = runID
 	if r.runID == "" {
 		r.runID = time.Now().UTC().Format("20060102T150405Z") + "-" + randomHex(3)
 	}
-
 	sum := &Summary{RunID: r.runID, Counts: map[reports.Status]int{}}
 	r.matrix = NewMatrix(o.Images, o.Adapters)
 	if !o.Shard.IsZero() {
@@ -274,46 +312,46 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		}
 	}
 	r.progress("run %s: %d case(s) to run, %d done, parallel %d", r.runID, len(cases), sum.Resumed, o.Parallel)
+	return sum, cases, nil
+}
 
-	work, err := os.MkdirTemp("", "sandproof-certify-")
-	if err != nil {
-		return nil, fmt.Errorf("certify: %w", err)
+// prepare readies what the cases share: the engine, the images, the
+// probe's dir and the runtimes (work is the run's scratch dir). Nothing
+// is prepared when no case is left to run.
+func (r *runner) prepare(ctx context.Context, work string, cases []caseSpec) error {
+	if len(cases) == 0 {
+		return nil
 	}
-	defer os.RemoveAll(work)
 	if err := os.Chmod(work, 0o755); err != nil {
-		return nil, fmt.Errorf("certify: %w", err)
+		return fmt.Errorf("certify: %w", err)
 	}
-	if len(cases) > 0 {
-		// The probe is mounted read-only into every container, in a dir
-		// of its own so nothing else of the host is visible.
-		r.probeDir = filepath.Join(work, "probe")
-		if err := os.MkdirAll(r.probeDir, 0o755); err != nil {
-			return nil, fmt.Errorf("certify: %w", err)
-		}
-		if err := copyExec(o.Probe, filepath.Join(r.probeDir, "probe")); err != nil {
-			return nil, fmt.Errorf("certify: %w", err)
-		}
-		if r.prov, err = docker.New(); err != nil {
-			return nil, fmt.Errorf("certify: %w (start an engine with `bash images/engine.sh start`)", err)
-		}
-		for _, img := range o.Images {
-			if _, err := r.prov.Pool.Client.InspectImage(img.Ref); err != nil {
-				return nil, fmt.Errorf("certify: image %s (%s): %w: %v (build it with `sandproof images build`)", img.Name, img.Ref, ErrImageMissing, err)
-			}
-		}
-		// Runtimes are prepared before the evidence file is opened: a
-		// runtime that cannot be made (a package the registry does not
-		// know, a tarball off its pin) stops the run before any case
-		// starts and leaves no evidence behind.
-		if err := r.prepareRuntimes(ctx, work, arch, cases); err != nil {
-			return nil, err
+	// The probe is mounted read-only into every container, in a dir of
+	// its own so nothing else of the host is visible.
+	r.probeDir = filepath.Join(work, "probe")
+	if err := os.MkdirAll(r.probeDir, 0o755); err != nil {
+		return fmt.Errorf("certify: %w", err)
+	}
+	if err := copyExec(r.opts.Probe, filepath.Join(r.probeDir, "probe")); err != nil {
+		return fmt.Errorf("certify: %w", err)
+	}
+	var err error
+	if r.prov, err = docker.New(); err != nil {
+		return fmt.Errorf("certify: %w (start an engine with `bash images/engine.sh start`)", err)
+	}
+	for _, img := range r.opts.Images {
+		if _, err := r.prov.Pool.Client.InspectImage(img.Ref); err != nil {
+			return fmt.Errorf("certify: image %s (%s): %w: %v (build it with `sandproof images build`)", img.Name, img.Ref, ErrImageMissing, err)
 		}
 	}
-	if r.ev, err = appendEvidence(filepath.Join(o.Out, reports.EvidenceFile)); err != nil {
-		return nil, err
-	}
-	defer r.ev.Close()
+	// A runtime that cannot be made (a package the registry does not
+	// know, a tarball off its pin) stops the run before any case starts.
+	return r.prepareRuntimes(ctx, work, runtime.GOARCH, cases)
+}
 
+// run runs the cases, Parallel at a time, writing each one's evidence as
+// soon as it ends; no case starts after the interrupt.
+func (r *runner) run(ctx context.Context, cases []caseSpec, sum *Summary) error {
+	o := r.opts
 	var mu sync.Mutex
 	var runErr error
 	jobs := make(chan caseSpec)
@@ -324,7 +362,7 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 			defer wg.Done()
 			for c := range jobs {
 				if interrupted(o.Interrupt) {
-					continue // no case starts after the interrupt
+					continue
 				}
 				ev, timing := r.runCase(ctx, c)
 				werr := r.ev.Write(ev, r.key)
@@ -351,9 +389,13 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	}
 	wg.Wait()
 	sort.Slice(sum.Timings, func(i, j int) bool { return sum.Timings[i].CaseID < sum.Timings[j].CaseID })
-	if runErr != nil {
-		return sum, runErr
-	}
+	return runErr
+}
+
+// finish closes the evidence, writes the reports, and fails the run when
+// a key shows up anywhere in its output.
+func (r *runner) finish(ctx context.Context, sum *Summary, start time.Time) (*Summary, error) {
+	o := r.opts
 	if err := r.ev.Close(); err != nil {
 		return sum, err
 	}

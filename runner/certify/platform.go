@@ -8,12 +8,12 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/sandproof/sandproof/reports"
 	"github.com/sandproof/sandproof/runner/adapter"
 	"github.com/sandproof/sandproof/runner/provider"
+	"golang.org/x/sync/errgroup"
 )
 
 // rtKey names a prepared runtime: one per adapter, and per libc for a
@@ -90,20 +90,24 @@ func (r *runner) prepareRuntimes(ctx context.Context, work, arch string, cases [
 		took time.Duration
 	}
 	results := make([]result, len(order))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, max(1, runtime.NumCPU()))
+	// A runtime that cannot be made for any reason but its platform or
+	// its source's absence stops the run: it cancels the others at once.
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(1, runtime.NumCPU()))
 	for i, k := range order {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
+		g.Go(func() error {
 			t := time.Now()
-			rt, err := manifests[k.adapter].PrepareFor(ctx, work, arch, k.libc)
+			rt, err := manifests[k.adapter].PrepareFor(gctx, work, arch, k.libc)
 			results[i] = result{rt, err, time.Since(t)}
-		}()
+			if err != nil && !errors.Is(err, adapter.ErrPlatform) && !errors.Is(err, adapter.ErrUnavailable) {
+				return fmt.Errorf("certify: %w", err)
+			}
+			return nil
+		})
 	}
-	wg.Wait()
+	if err := g.Wait(); err != nil {
+		return err
+	}
 	prepared := map[rtKey]*adapter.Prepared{}
 	skips := map[rtKey]string{}
 	r.harness = map[rtKey]*reports.HarnessRuntime{}

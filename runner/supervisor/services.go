@@ -159,20 +159,11 @@ func (s *supervisor) serveServices(watch *launch.Watcher, term <-chan os.Signal,
 	}
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
-	for !wantsServices() {
-		if !alive() {
-			return
-		}
-		select {
-		case <-term:
-			goto stopThem
-		case name := <-watch.C:
-			_ = name
-		case <-s.exitedCh:
-		case <-tick.C:
-		}
+	// Wait for a stop of the services (asked by `warden stop --services`,
+	// or warden's own TERM) while any of them lives.
+	if !s.waitServicesStop(term, watch.C, tick.C, wantsServices, alive) {
+		return
 	}
-stopThem:
 	sc := s.scanner(since)
 	sc.ServicesOnly = true
 	eng := &stop.Engine{Scanner: sc, Signaller: stop.NewSignaller(s.fs), Grace: s.cfg.Grace,
@@ -198,4 +189,24 @@ stopThem:
 	if err := launch.WriteRequest(s.cfg.State, launch.ServicesRcp, append(data, '\n')); err != nil {
 		s.logf("write services receipt: %v", err)
 	}
+}
+
+// waitServicesStop waits until the services are to be stopped (a stop
+// request asks for them, or term arrives) and reports true; it reports
+// false when every service ended on its own first. Any wake-up (a change
+// in the state dir, the harness's exit, the tick) looks again.
+func (s *supervisor) waitServicesStop(term <-chan os.Signal, changed <-chan string, tick <-chan time.Time, wanted, alive func() bool) bool {
+	for !wanted() {
+		if !alive() {
+			return false
+		}
+		select {
+		case <-term:
+			return true
+		case <-changed:
+		case <-s.exitedCh:
+		case <-tick:
+		}
+	}
+	return true
 }

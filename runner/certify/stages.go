@@ -1,0 +1,404 @@
+package certify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sandproof/sandproof/fixtures/model"
+	"github.com/sandproof/sandproof/reports"
+	"github.com/sandproof/sandproof/runner/adapter"
+	"github.com/sandproof/sandproof/runner/provider"
+	"github.com/sandproof/sandproof/runner/session"
+)
+
+// runCase runs one case through the protocol of contract §7, one method
+// per stage: setup (owner), seed and activation (adapter), close, verify
+// (owner), teardown (owner). Whatever happens, the case ends with an
+// evidence record and its container removed.
+func (r *runner) runCase(ctx context.Context, c caseSpec) (*reports.Evidence, CaseTiming) {
+	cr := r.newCase(c)
+	defer cr.endTiming(time.Now())
+	if err := os.MkdirAll(cr.dir, 0o755); err != nil {
+		cr.check("setup.case_dir", clauseSetup, false, "create %s: %v", cr.dir, err)
+		cr.finish()
+		return cr.ev, cr.timing
+	}
+	if !cr.startModel() {
+		cr.finish()
+		return cr.ev, cr.timing
+	}
+	defer cr.stopModel()
+
+	setupErr := cr.setup(ctx)
+	switch {
+	case setupErr != nil:
+	case cr.skip != "":
+		cr.skipCase()
+	case !cr.interruptedBefore(reports.StageSeed):
+		if cr.seed(ctx) == nil {
+			cr.activate(ctx)
+		}
+		cr.closeSession(ctx)
+		cr.verifyCase(ctx)
+	}
+	cr.rel.Close()
+	cr.ev.ModelCalls = cr.rel.ModelCalls()
+	cr.teardown()
+	cr.checkCanary()
+	cr.finish()
+	return cr.ev, cr.timing
+}
+
+// newCase makes the case's evidence record and derives what its stages
+// share: the task user, its home and the owner's markers.
+func (r *runner) newCase(c caseSpec) *caseRun {
+	m := c.adapter
+	ev := &reports.Evidence{
+		Schema: reports.Schema, RunID: r.runID, CaseID: c.id, Attempt: max(1, c.attempt), Harness: m.Name, Image: c.image.Name,
+		Shard: r.opts.Shard.String(), MatrixSHA256: r.matrix.SHA256, MatrixCases: len(r.matrix.Cases),
+		Status: reports.StatusUnknown, OutputItemTypes: map[string]int{}, CloseObservationGaps: []string{},
+		Provenance: reports.Provenance{WardenSHA256: r.wardenSHA, AdapterSHA256: m.SHA256, SuiteVersion: suiteVersion(),
+			StartedAt: time.Now().UTC(), Host: r.host},
+		CaseDir: path.Join("cases", caseDirName(c.id)),
+	}
+	cr := &caseRun{r: r, c: c, ev: ev, dir: filepath.Join(r.opts.Out, "cases", caseDirName(c.id)),
+		timing: CaseTiming{CaseID: c.id}, skip: c.skip, uid: 1000, gid: 1000, home: r.opts.TaskHome}
+	if u, g, ok := strings.Cut(r.opts.User, ":"); ok {
+		cr.uid, _ = strconv.Atoi(u)
+		cr.gid, _ = strconv.Atoi(g)
+	}
+	for _, d := range []string{cr.home + "/.config", cr.home + "/.local/share", cr.home + "/.cache", cr.home + "/.local/state"} {
+		cr.markers = append(cr.markers, d+"/sandproof-owner/marker")
+	}
+	for _, q := range m.Requires {
+		cr.reqPaths = append(cr.reqPaths, requirementPaths[q]...)
+	}
+	cr.allMarkers = append(slices.Clone(cr.markers), cr.reqPaths...)
+	cr.sessID = "c-" + randomHex(6)
+	cr.sessDir = path.Join(BaseDir, cr.sessID)
+	cr.sessHome = path.Join(cr.sessDir, "home")
+	if h := r.harness[c.rt]; h != nil {
+		hc := *h
+		ev.HarnessRuntime = &hc
+	}
+	return cr
+}
+
+// endTiming closes the case's clock: its whole time, and what sandproof
+// added to the harness's run and install.
+func (cr *caseRun) endTiming(start time.Time) {
+	ev := cr.ev
+	ev.EndedAt = time.Now().UTC()
+	ev.Seconds = time.Since(start).Seconds()
+	cr.timing.Seconds = ev.Seconds
+	cr.timing.Overhead = ev.Seconds - cr.timing.Harness - cr.timing.Install
+	cr.timing.Status = ev.Status
+}
+
+// startModel starts the scripted model (one server per case on the host's
+// loopback, so its calls are the case's own; it requires the upstream key)
+// unless the run has a real one, and the case's recording relay in front
+// of it, which holds the canary in and the upstream key out. It reports
+// false, with a failed check, when either cannot start.
+func (cr *caseRun) startModel() bool {
+	r := cr.r
+	upstream, modelName := r.opts.ModelURL, r.opts.ModelURL
+	if upstream == "" {
+		srv, err := model.Start(model.Options{Addr: "127.0.0.1:0", APIKey: r.upstreamKey, LogPath: filepath.Join(cr.dir, "model_calls.jsonl")})
+		if err != nil {
+			cr.check("setup.model", clauseSetup, false, "start the scripted model: %v", err)
+			return false
+		}
+		cr.srv = srv
+		upstream, modelName = srv.URL(), "scripted"
+	}
+	rel, err := startRelay(upstream, r.key, r.upstreamKey, filepath.Join(cr.dir, "model_relay.jsonl"))
+	if err != nil {
+		cr.check("setup.relay", clauseSetup, false, "start the model relay: %v", err)
+		if cr.srv != nil {
+			cr.srv.Close()
+		}
+		return false
+	}
+	cr.rel, cr.modelName = rel, modelName
+	cr.challenge = model.ChallengePrefix + randomHex(16)
+	cr.actx = adapter.Context{ModelURL: rel.URL(), Model: r.opts.ModelName, TaskDir: TaskDir, RuntimeHostDir: cr.c.runtime}
+	return true
+}
+
+func (cr *caseRun) stopModel() {
+	cr.rel.Close()
+	if cr.srv != nil {
+		cr.srv.Close()
+	}
+}
+
+// setup is stage 1 (owner): the container, /task, the markers and the
+// probe's baseline, the challenge; it finds the requirements the image
+// lacks, which skip the case.
+func (cr *caseRun) setup(ctx context.Context) error {
+	r, c, m, ev := cr.r, cr.c, cr.c.adapter, cr.ev
+	mounts := []provider.Mount{{Source: r.probeDir, Target: ownerDir}}
+	if m.Runtime.Delivery == adapter.DeliveryMount && c.runtime != "" {
+		cr.actx.RuntimeDir = adapter.RuntimeMountDir(m.Name)
+		mounts = append(mounts, provider.Mount{Source: c.runtime, Target: cr.actx.RuntimeDir})
+	}
+	err := cr.stage(reports.StageSetup, func() error {
+		sb, err := r.prov.Create(ctx, provider.CreateSpec{
+			Image: c.image.Ref, Network: provider.NetworkHost, Mounts: mounts, Expire: 30 * time.Minute,
+			Labels: map[string]string{provider.LabelRun: r.runID, "sandproof.case": caseDirName(c.id)},
+			Limits: r.opts.Limits,
+			// The key reaches the harness only through the environment.
+			Env: []string{m.APIKeyEnv + "=" + r.key},
+		})
+		if err != nil {
+			return err
+		}
+		if os.Getenv("SANDPROOF_TRACE") != "" {
+			sb = provider.Trace(sb, func(format string, args ...any) { r.progress(c.id+": "+format, args...) })
+		}
+		cr.sb = sb
+		info, err := sb.Inspect(ctx)
+		if err != nil {
+			return err
+		}
+		ev.ImageID = info.ImageID
+		// What the engine applies, read back, not what was asked for.
+		ev.Sandbox = &reports.Sandbox{Network: provider.NetworkHost}
+		if l := info.Limits; l != nil {
+			ev.Sandbox.PidsLimit, ev.Sandbox.MemoryBytes, ev.Sandbox.CPUShares, ev.Sandbox.OOMScoreAdj = l.PidsLimit, l.MemoryBytes, l.CPUShares, l.OOMScoreAdj
+		}
+		// One probe run makes /task, the marker dirs and markers (owned
+		// by the task user) and takes the baseline right after.
+		dirs := []string{TaskDir, cr.home + "/.local"}
+		for _, mk := range cr.markers {
+			dirs = append(dirs, path.Dir(path.Dir(mk)), path.Dir(mk))
+		}
+		argv := []string{probePath, "setup", "--owner", fmt.Sprintf("%d:%d", cr.uid, cr.gid),
+			"--dirs", strings.Join(dirs, ","), "--write-markers", strings.Join(cr.markers, ",")}
+		if len(cr.reqPaths) > 0 {
+			argv = append(argv, "--markers", strings.Join(cr.reqPaths, ","))
+		}
+		if cr.before, err = probeRun(ctx, sb, argv); err != nil {
+			return err
+		}
+		ev.Before = beforeOf(cr.before, cr.markers)
+		// The challenge, readable by the harness user only; never in
+		// the prompt, unknown to the adapter.
+		if err := provider.UploadBytes(ctx, sb, []byte(cr.challenge+"\n"), ChallengeFile, 0o400, cr.uid, cr.gid); err != nil {
+			return err
+		}
+		if missing := missingRequirements(m.Requires, cr.before, r.opts.Bash != ""); len(missing) > 0 {
+			if cr.skip != "" {
+				cr.skip += "; "
+			}
+			cr.skip += fmt.Sprintf("image %s lacks %s", c.image.Name, strings.Join(missing, "; "))
+		}
+		return nil
+	})
+	cr.check("setup", clauseSetup, err == nil, "container, /task, the challenge, four XDG markers, probe baseline: %s", errText(err, r.key))
+	return err
+}
+
+// skipCase records a case that setup found it cannot run.
+func (cr *caseRun) skipCase() {
+	cr.ev.Status = reports.StatusSkipped
+	cr.ev.SkipReason = cr.skip
+	cr.ev.Checks = append(cr.ev.Checks, reports.Check{ID: "requirements", Status: reports.StatusSkipped, Clause: clauseSkip, Detail: cr.skip})
+	cr.r.progress("%s: skipped: %s", cr.c.id, cr.skip)
+}
+
+// seed is stage 2a (adapter): the session's private dirs, warden, the
+// runtime and the install.
+func (cr *caseRun) seed(ctx context.Context) error {
+	r, m := cr.r, cr.c.adapter
+	err := cr.stage(reports.StageSeed, func() error {
+		ad, err := m.Session(cr.actx)
+		if err != nil {
+			return err
+		}
+		// Private state dirs, owned by the harness user, made in seed's
+		// one transfer.
+		dirs, err := m.StateDirs(cr.actx, cr.sessDir, cr.sessHome)
+		if err != nil {
+			return err
+		}
+		for _, d := range dirs {
+			if rel := strings.TrimPrefix(d, cr.sessHome+"/"); rel != d {
+				ad.Dirs = append(ad.Dirs, path.Join("home", rel))
+			}
+		}
+		cr.sess, err = session.New(cr.sb, ad, session.Config{ID: cr.sessID, User: r.opts.User, Binaries: r.bins,
+			CaptureDir: filepath.Join(cr.dir, "capture")})
+		if err != nil {
+			return err
+		}
+		err = cr.sess.Seed(ctx)
+		cr.ev.SeedSeconds = cr.sess.SeedDuration().Seconds()
+		return err
+	})
+	var re *session.ReceiptError
+	if errors.As(err, &re) {
+		cr.timing.Install = launchSeconds(re.Receipt)
+	}
+	if !cr.stopped {
+		cr.check("seed", clauseSeed, err == nil, "warden uploaded and verified, runtime and install: %s", errText(err, r.key))
+	}
+	if err != nil {
+		cr.errType("seed_failed")
+	}
+	return err
+}
+
+// activate is stage 2b (adapter): the one activation, then the CLI's own
+// version (under warden with a deadline, after the activation so it
+// cannot help it; its output is read after close from the captured run
+// dir).
+func (cr *caseRun) activate(ctx context.Context) {
+	r, m := cr.r, cr.c.adapter
+	if !cr.interruptedBefore(reports.StageActivation) {
+		err := cr.stage(reports.StageActivation, func() error {
+			// The run's interrupt ends the wait, not the launch: close
+			// stops it through the session, so its receipt is kept.
+			wctx, cancel := interruptible(ctx, r.opts.Interrupt)
+			defer cancel()
+			var err error
+			cr.actRes, err = cr.sess.Activate(wctx, activation, model.ChallengePrompt(ChallengeFile, Deliverable), m.Launch.Deadline)
+			if err != nil && cr.actRes == nil && ctx.Err() == nil && wctx.Err() != nil {
+				cr.interrupted = interruptCause(r.opts.Interrupt) + " during activation"
+				return nil
+			}
+			return err
+		})
+		if cr.actRes != nil {
+			cr.ev.ActivationReceipt = receiptSummary(cr.actRes.ReceiptJSON)
+			cr.timing.Harness = launchSeconds(cr.actRes.Receipt)
+		}
+		if !cr.stopped && cr.interrupted == "" {
+			ok := err == nil && cr.actRes != nil && cr.actRes.Receipt.CleanupConfirmed
+			cr.check("activation.receipt", clauseSeed, ok, "activation receipt: %s", receiptText(cr.actRes, err, r.key))
+		}
+	}
+	if !cr.stopped && cr.interrupted == "" && len(m.VersionArgv) > 0 {
+		cr.versionRes, cr.versionErr = cr.sess.Activate(ctx, adapter.VersionLaunchID, "", versionDeadline)
+	}
+}
+
+// closeSession is stage 3: always, once a session exists, so what ran is
+// stopped and captured; then the captures are judged.
+func (cr *caseRun) closeSession(ctx context.Context) {
+	r, m, ev := cr.r, cr.c.adapter, cr.ev
+	if cr.sess == nil {
+		return
+	}
+	if !cr.stopped {
+		cr.stage(reports.StageClose, func() error {
+			cr.closeRes, cr.closeErr = cr.sess.Close(ctx)
+			return cr.closeErr
+		})
+	}
+	if res := cr.closeRes; res != nil {
+		ev.SessionClosed = cr.closeErr == nil
+		if rec, ok := res.Receipts[activation]; ok {
+			ev.CloseReceipt = receiptOf(rec)
+		}
+		ev.AdapterSessionDirRemoved = res.SessionDirRemoved
+		ev.CaptureBytes = res.CaptureBytes
+		// The evidence line stays small: the cut entries first, then the
+		// rest, 100 at most.
+		ws := slices.Clone(res.Withheld)
+		slices.SortStableFunc(ws, func(a, b provider.Withheld) int { return cutFirst(a) - cutFirst(b) })
+		for _, w := range ws {
+			if len(ev.CapturesWithheld) == maxWithheldEvidence {
+				ev.CapturesWithheldOmitted++
+				continue
+			}
+			ev.CapturesWithheld = append(ev.CapturesWithheld, reports.Withheld(w))
+		}
+		ev.CapturesWithheldOmitted += res.WithheldOmitted
+		cr.cut = res.CaptureCut
+	}
+	if cr.stopped {
+		return
+	}
+	cr.check("close.receipts", clauseClose, cr.closeErr == nil && ev.CloseReceipt != nil && ev.CloseReceipt.CleanupConfirmed,
+		"every launch stopped with a confirmed receipt, captures downloaded: %s", errText(cr.closeErr, r.key))
+	if cr.closeErr != nil {
+		cr.errType("close_failed")
+	}
+	cr.checkCaptures()
+	if cr.interrupted == "" {
+		captures, _ := m.CapturePaths(cr.actx, cr.sessDir, cr.sessHome)
+		cr.readCaptures(cr.actRes, captures)
+	}
+	if len(m.VersionArgv) > 0 && ev.HarnessRuntime != nil {
+		ev.HarnessRuntime.CLIVersion, ev.HarnessRuntime.CLIVersionError = cr.readVersion(cr.versionRes, cr.versionErr)
+	}
+}
+
+// verifyCase is stage 4 (owner), only after close. The relay and the model
+// are closed first: Close waits for calls in flight, so the transcript is
+// whole.
+func (cr *caseRun) verifyCase(ctx context.Context) {
+	if cr.stopped || cr.closeRes == nil || cr.interruptedBefore(reports.StageVerify) {
+		return
+	}
+	cr.stage(reports.StageVerify, func() error {
+		cr.rel.Close()
+		derived := ""
+		if cr.srv != nil {
+			cr.srv.Close()
+			derived = cr.srv.Token(cr.challenge)
+		}
+		cr.ev.ModelCalls = cr.rel.ModelCalls()
+		proof := analyse(cr.rel.Calls(), cr.challenge, derived, cr.modelName)
+		cr.loopChecks(proof, derived)
+		return cr.verify(ctx, cr.sb, cr.before, cr.allMarkers, cr.markers, proof, cr.sessDir)
+	})
+}
+
+// teardown is stage 5 (owner), whatever happened: the container removed
+// and unknown to the engine.
+func (cr *caseRun) teardown() {
+	sb := cr.sb
+	if sb == nil {
+		return
+	}
+	tctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	err := cr.stage(reports.StageTeardown, func() error {
+		if err := sb.Destroy(tctx); err != nil {
+			return err
+		}
+		info, err := sb.Inspect(tctx)
+		if err != nil {
+			return err
+		}
+		if info.Exists {
+			return fmt.Errorf("the engine still knows container %s", sb.ID())
+		}
+		return nil
+	})
+	cr.ev.OwnerTeardownContainerRemoved = err == nil
+	cr.check("teardown.container_removed", clauseTeardown, err == nil, "container removed and unknown to the engine: %s", errText(err, cr.r.key))
+}
+
+// checkCanary: no key may be in anything this case left on the host.
+func (cr *caseRun) checkCanary() {
+	r := cr.r
+	leaks, err := FindCanary(cr.dir, r.key)
+	if err == nil && r.opts.APIKey != "" {
+		var more []string
+		more, err = FindCanary(cr.dir, r.opts.APIKey)
+		leaks = append(leaks, more...)
+	}
+	cr.check("secrets.canary", clauseSecrets, err == nil && len(leaks) == 0, "API key canary or model key in the case's files: %d file(s) %v", len(leaks), relAll(cr.dir, leaks))
+}
