@@ -273,7 +273,12 @@ type ModelStep struct {
 // Sandbox describes a case's container: its network mode and limits as
 // the engine reports them (contract §8, rev 2).
 type Sandbox struct {
-	Network     string `json:"network"`
+	Network string `json:"network"`
+	// Provider is the provider that made the sandbox ("docker"); Engine
+	// the engine's address (unix:///var/run/docker.sock, tcp://...,
+	// ssh://...), so a run across engines says which case ran where.
+	Provider    string `json:"provider,omitempty"`
+	Engine      string `json:"engine,omitempty"`
 	PidsLimit   int64  `json:"pids_limit"`
 	MemoryBytes int64  `json:"memory_bytes"`
 	CPUShares   int64  `json:"cpu_shares"`

@@ -40,6 +40,7 @@ var htmlTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
 	"steps":     ModelStepsSummary,
 	"stepLines": stepLines,
 	"runtime":   RuntimeSummary,
+	"netflag":   func() string { return NetworkFlag },
 	"gaps":      gapsSummary,
 }).Parse(htmlSource))
 

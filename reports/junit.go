@@ -187,6 +187,12 @@ func newJUnitSuite(r *Run, image string) *junitSuite {
 	for _, v := range p.Hosts {
 		prop("host", v)
 	}
+	for _, v := range p.Networks {
+		prop("network", NetworkNote(v))
+	}
+	for _, v := range p.Engines {
+		prop("engine", v)
+	}
 	return s
 }
 

@@ -105,6 +105,16 @@ func writeMarkdownProvenance(p func(string, ...any), r *Run) {
 	p("- image ids: %s\n", joinDigests(pv.ImageIDs))
 	p("- suite version: %s\n", joinCode(pv.SuiteVersions))
 	p("- host: %s\n", joinCode(pv.Hosts))
+	for _, n := range pv.Networks {
+		if n == "host" {
+			p("- network: %s **(%s)**\n", mdCode(n), NetworkFlag)
+		} else {
+			p("- network: %s\n", mdCode(n))
+		}
+	}
+	if len(pv.Engines) > 0 {
+		p("- engine: %s\n", joinCode(pv.Engines))
+	}
 	p("- started: %s, ended: %s%s\n\n", fmtTime(pv.StartedAt), fmtTime(pv.EndedAt), fmtSpan(pv.StartedAt, pv.EndedAt))
 }
 

@@ -338,3 +338,32 @@ func TestRunProvenanceListsEachHarnessRuntimeOnce(t *testing.T) {
 		t.Fatalf("harnesses = %+v; want versions 1 and 2 once each", got)
 	}
 }
+
+// A run whose sandboxes shared the host's network says so in every
+// report; one with network none names it without the flag.
+func TestReportsFlagHostNetwork(t *testing.T) {
+	for _, tc := range []struct {
+		network string
+		flagged bool
+	}{{"none", false}, {"host", true}} {
+		e := okEvidence("r", "a", "debian", "pi")
+		e.Sandbox = &Sandbox{Network: tc.network, Provider: "docker", Engine: "tcp://127.0.0.1:2377"}
+		rep := build(t, e)
+		for _, f := range Formats {
+			var b bytes.Buffer
+			if err := f.Render(&b, rep); err != nil {
+				t.Fatalf("%s: %v", f.Name, err)
+			}
+			out := b.String()
+			if !strings.Contains(out, "tcp://127.0.0.1:2377") {
+				t.Errorf("network %s, %s: the engine is not named", tc.network, f.Name)
+			}
+			if f.Name == "json" {
+				continue
+			}
+			if got := strings.Contains(out, "could reach anything the host can"); got != tc.flagged {
+				t.Errorf("network %s, %s: flagged %t, want %t", tc.network, f.Name, got, tc.flagged)
+			}
+		}
+	}
+}

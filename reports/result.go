@@ -107,6 +107,18 @@ type Run struct {
 	index      int // 1-based, for anchors
 }
 
+// NetworkFlag is what a report says beside the network mode "host": the
+// harness was not sandboxed from the host's network.
+const NetworkFlag = "the harness shared the host's network and could reach anything the host can"
+
+// NetworkNote returns n, followed by NetworkFlag when n is "host".
+func NetworkNote(n string) string {
+	if n == "host" {
+		return n + " (" + NetworkFlag + ")"
+	}
+	return n
+}
+
 // RunProvenance gathers the provenance of a run's records. A run should have
 // one warden digest and one per adapter; more than one is shown, not hidden.
 type RunProvenance struct {
@@ -118,11 +130,15 @@ type RunProvenance struct {
 	// value; nil when no record carried one.
 	Harnesses []HarnessDigest `json:"harnesses,omitempty"`
 	// ImageIDs pairs each image with its image id.
-	ImageIDs      []Digest  `json:"image_ids"`
-	SuiteVersions []string  `json:"suite_versions"`
-	Hosts         []string  `json:"hosts"`
-	StartedAt     time.Time `json:"started_at,omitzero"`
-	EndedAt       time.Time `json:"ended_at,omitzero"`
+	ImageIDs      []Digest `json:"image_ids"`
+	SuiteVersions []string `json:"suite_versions"`
+	Hosts         []string `json:"hosts"`
+	// Networks lists the sandboxes' network modes ("none", "host"), and
+	// Engines where they ran; a "host" is flagged wherever it is shown.
+	Networks  []string  `json:"networks,omitempty"`
+	Engines   []string  `json:"engines,omitempty"`
+	StartedAt time.Time `json:"started_at,omitzero"`
+	EndedAt   time.Time `json:"ended_at,omitzero"`
 }
 
 // HarnessDigest pairs a harness with its runtime provenance.
@@ -349,6 +365,14 @@ func (r *Run) addProvenance(e *Evidence) {
 	}
 	if e.Host != "" && r.prov.once("h\x00"+e.Host) {
 		p.Hosts = append(p.Hosts, e.Host)
+	}
+	if sb := e.Sandbox; sb != nil {
+		if sb.Network != "" && r.prov.once("n\x00"+sb.Network) {
+			p.Networks = append(p.Networks, sb.Network)
+		}
+		if sb.Engine != "" && r.prov.once("e\x00"+sb.Engine) {
+			p.Engines = append(p.Engines, sb.Engine)
+		}
 	}
 	if !e.StartedAt.IsZero() && (p.StartedAt.IsZero() || e.StartedAt.Before(p.StartedAt)) {
 		p.StartedAt = e.StartedAt

@@ -34,7 +34,7 @@ func newCertifyCmd(stdout, stderr io.Writer) *cobra.Command {
 		parallel                                                       int
 		resume, allowEmpty                                             bool
 		pidsLimit, cpuShares                                           int64
-		memory, shardArg                                               string
+		memory, shardArg, network, agent                               string
 	)
 	arch := runtime.GOARCH
 	cmd := &cobra.Command{
@@ -72,7 +72,10 @@ the exit status is 130 (143 for TERM). A second signal exits at once.
 			if err != nil {
 				return err
 			}
-			for _, b := range []struct{ flag, path string }{{"--warden", warden}, {"--probe", probe}} {
+			if network != provider.NetworkNone && network != provider.NetworkHost {
+				return usagef("--network: bad value %q (want none or host)", network)
+			}
+			for _, b := range []struct{ flag, path string }{{"--warden", warden}, {"--probe", probe}, {"--agent", agent}} {
 				if _, err := os.Stat(b.path); err != nil {
 					return usagef("%s: %q not found (build it with `make build`, or name the static build to use)", b.flag, b.path)
 				}
@@ -101,8 +104,8 @@ the exit status is 130 (143 for TERM). A second signal exits at once.
 				}
 			}
 			o := certify.Options{Adapters: ms, Images: imgs, ModelName: modelName, Parallel: parallel,
-				Warden: warden, Probe: probe, Bash: bash, Rmtree: rmtree, Out: out, Resume: resume,
-				Progress: stderr, DiffAllow: diffAllow, Limits: limits, Shard: shard}
+				Warden: warden, Probe: probe, Agent: agent, Bash: bash, Rmtree: rmtree, Out: out, Resume: resume,
+				Progress: stderr, DiffAllow: diffAllow, Limits: limits, Shard: shard, Network: network}
 			switch {
 			case modelArg == "scripted":
 			case strings.HasPrefix(modelArg, "http://") || strings.HasPrefix(modelArg, "https://"):
@@ -167,6 +170,8 @@ the exit status is 130 (143 for TERM). A second signal exits at once.
 	f.IntVar(&parallel, "parallel", 1, "cases run at once")
 	f.StringVar(&warden, "warden", filepath.Join("bin", "linux-"+arch, "warden"), "static warden build for this host's arch")
 	f.StringVar(&probe, "probe", filepath.Join("bin", "linux-"+arch, "probe"), "static probe build for this host's arch")
+	f.StringVar(&agent, "agent", filepath.Join("bin", "linux-"+arch, "sandagent"), "static session agent build for this host's arch (carries the model's traffic and the session's commands)")
+	f.StringVar(&network, "network", provider.NetworkNone, "sandbox network: none (the harness reaches only the model, through the session agent) or host (flagged in the report)")
 	f.StringVar(&bash, "bash-static", "", "static bash provided to adapters that need bash (default /bin/bash-static when present)")
 	f.StringVar(&rmtree, "rmtree", "", "optional removal helper (runner/session/rmtree) for session dirs")
 	f.StringArrayVar(&diffAllow, "diff-allow", nil, "sandbox path the filesystem diff may hold (repeatable)")

@@ -66,7 +66,12 @@ type Options struct {
 	Parallel int
 	// Host paths of the static builds for the host's architecture. Bash
 	// and Rmtree may be empty.
-	Warden, Probe, Bash, Rmtree string
+	Warden, Probe, Agent, Bash, Rmtree string
+	// Network is the sandboxes' network: provider.NetworkNone (the
+	// default when empty: the harness reaches the model through the
+	// session agent's tunnel, and nothing else) or provider.NetworkHost
+	// (the harness shares the host's network; the report flags it).
+	Network string
 	// Out is the run directory.
 	Out string
 	// Resume finishes an earlier run in Out: every case whose last
@@ -150,9 +155,12 @@ type runner struct {
 	harness   map[rtKey]*reports.HarnessRuntime
 	wardenSHA string
 	matrix    Matrix
-	prov      *docker.Provider
+	prov      provider.Provider
 	bins      session.Binaries
-	probeDir  string
+	// ownerVol is the read-only volume holding the probe and the session
+	// agent (ownerDir in every sandbox); rtVol holds each mounted runtime.
+	ownerVol string
+	rtVol    map[rtKey]string
 	ev        *evidenceFile
 	progMu    sync.Mutex
 }
@@ -229,6 +237,13 @@ func newRunner(o Options) (*runner, error) {
 	if o.TaskHome == "" {
 		o.TaskHome = "/home/task"
 	}
+	switch o.Network {
+	case "":
+		o.Network = provider.NetworkNone
+	case provider.NetworkNone, provider.NetworkHost:
+	default:
+		return nil, fmt.Errorf("certify: network %q: want %q or %q", o.Network, provider.NetworkNone, provider.NetworkHost)
+	}
 	if len(o.Adapters) == 0 || len(o.Images) == 0 {
 		return nil, errors.New("certify: need at least one adapter and one image")
 	}
@@ -259,6 +274,9 @@ func newRunner(o Options) (*runner, error) {
 	}
 	if _, err := os.Stat(o.Probe); err != nil {
 		return nil, fmt.Errorf("certify: probe: %w", err)
+	}
+	if _, err := os.Stat(o.Agent); err != nil {
+		return nil, fmt.Errorf("certify: session agent: %w", err)
 	}
 	arch := runtime.GOARCH
 	r.bins = session.Binaries{Warden: map[string]string{arch: o.Warden}, Probe: map[string]string{arch: o.Probe}}
@@ -325,27 +343,56 @@ func (r *runner) prepare(ctx context.Context, work string, cases []caseSpec) err
 	if err := os.Chmod(work, 0o755); err != nil {
 		return fmt.Errorf("certify: %w", err)
 	}
-	// The probe is mounted read-only into every container, in a dir of
-	// its own so nothing else of the host is visible.
-	r.probeDir = filepath.Join(work, "probe")
-	if err := os.MkdirAll(r.probeDir, 0o755); err != nil {
+	// The probe and the session agent go into a volume of their own,
+	// mounted read-only into every sandbox: nothing of the host is
+	// visible, and nothing is uploaded per case.
+	ownerTree := filepath.Join(work, "owner")
+	if err := os.MkdirAll(ownerTree, 0o755); err != nil {
 		return fmt.Errorf("certify: %w", err)
 	}
-	if err := copyExec(r.opts.Probe, filepath.Join(r.probeDir, "probe")); err != nil {
-		return fmt.Errorf("certify: %w", err)
+	for src, name := range map[string]string{r.opts.Probe: "probe", r.opts.Agent: "sandagent"} {
+		if err := copyExec(src, filepath.Join(ownerTree, name)); err != nil {
+			return fmt.Errorf("certify: %w", err)
+		}
 	}
 	var err error
 	if r.prov, err = docker.New(); err != nil {
 		return fmt.Errorf("certify: %w (start an engine with `bash images/engine.sh start`)", err)
 	}
-	for _, img := range r.opts.Images {
-		if _, err := r.prov.Pool.Client.InspectImage(img.Ref); err != nil {
-			return fmt.Errorf("certify: image %s (%s): %w: %v (build it with `sandproof images build`)", img.Name, img.Ref, ErrImageMissing, err)
+	if f, ok := r.prov.(provider.ImageFinder); ok {
+		for _, img := range r.opts.Images {
+			if _, err := f.ImageID(ctx, img.Ref); err != nil {
+				return fmt.Errorf("certify: image %s (%s): %w: %v (build it with `sandproof images build`)", img.Name, img.Ref, ErrImageMissing, err)
+			}
 		}
+	}
+	if r.ownerVol, err = r.volume(ctx, "owner", ownerTree); err != nil {
+		return err
 	}
 	// A runtime that cannot be made (a package the registry does not
 	// know, a tarball off its pin) stops the run before any case starts.
 	return r.prepareRuntimes(ctx, work, runtime.GOARCH, cases)
+}
+
+// volume returns the provider's read-only volume holding the tree dir,
+// named by what it holds (kind and the tree's digest), so an engine keeps
+// one per content however many runs use it.
+func (r *runner) volume(ctx context.Context, kind, dir string) (string, error) {
+	vm, ok := r.prov.(provider.VolumeMaker)
+	if !ok {
+		return "", fmt.Errorf("certify: provider %s keeps no volumes", r.prov.Name())
+	}
+	t := time.Now()
+	sum, files, err := treeHash(dir)
+	if err != nil {
+		return "", fmt.Errorf("certify: %s volume: %w", kind, err)
+	}
+	name, err := vm.Volume(ctx, kind+"-"+sum[:32], dir)
+	if err != nil {
+		return "", fmt.Errorf("certify: %s volume: %w", kind, err)
+	}
+	r.progress("volume %s: %s (%d files) in %.1fs", name, kind, files, time.Since(t).Seconds())
+	return name, nil
 }
 
 // run runs the cases, Parallel at a time, writing each one's evidence as

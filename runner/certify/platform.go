@@ -29,7 +29,7 @@ const noLibc = "none"
 func (r *runner) imageLibc(ctx context.Context, ref, name string) (string, error) {
 	sb, err := r.prov.Create(ctx, provider.CreateSpec{
 		Image: ref, Network: provider.NetworkNone, Expire: 5 * time.Minute, Limits: r.opts.Limits,
-		Mounts: []provider.Mount{{Source: r.probeDir, Target: ownerDir}},
+		Volumes: []provider.VolumeMount{{Volume: r.ownerVol, Target: ownerDir}},
 		Labels: map[string]string{provider.LabelRun: r.runID, "sandproof.case": "libc__" + name},
 	})
 	if err != nil {
@@ -133,6 +133,17 @@ func (r *runner) prepareRuntimes(ctx context.Context, work, arch string, cases [
 			r.progress("adapter %s: %s", k.adapter, skips[k])
 		default:
 			return fmt.Errorf("certify: %w", res.err)
+		}
+	}
+	// A runtime the manifest mounts goes into a volume once per engine.
+	r.rtVol = map[rtKey]string{}
+	for _, k := range order {
+		if rt := prepared[k]; rt != nil && rt.Dir != "" && manifests[k.adapter].Runtime.Delivery == adapter.DeliveryMount {
+			name, err := r.volume(ctx, "runtime-"+k.adapter, rt.Dir)
+			if err != nil {
+				return err
+			}
+			r.rtVol[k] = name
 		}
 	}
 	for i := range cases {

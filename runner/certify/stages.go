@@ -146,14 +146,14 @@ func (cr *caseRun) stopModel() {
 // lacks, which skip the case.
 func (cr *caseRun) setup(ctx context.Context) error {
 	r, c, m, ev := cr.r, cr.c, cr.c.adapter, cr.ev
-	mounts := []provider.Mount{{Source: r.probeDir, Target: ownerDir}}
-	if m.Runtime.Delivery == adapter.DeliveryMount && c.runtime != "" {
+	vols := []provider.VolumeMount{{Volume: r.ownerVol, Target: ownerDir}}
+	if v := r.rtVol[c.rt]; v != "" && m.Runtime.Delivery == adapter.DeliveryMount {
 		cr.actx.RuntimeDir = adapter.RuntimeMountDir(m.Name)
-		mounts = append(mounts, provider.Mount{Source: c.runtime, Target: cr.actx.RuntimeDir})
+		vols = append(vols, provider.VolumeMount{Volume: v, Target: cr.actx.RuntimeDir})
 	}
 	err := cr.stage(reports.StageSetup, func() error {
 		sb, err := r.prov.Create(ctx, provider.CreateSpec{
-			Image: c.image.Ref, Network: provider.NetworkHost, Mounts: mounts, Expire: 30 * time.Minute,
+			Image: c.image.Ref, Network: r.opts.Network, Volumes: vols, Expire: 30 * time.Minute,
 			Labels: map[string]string{provider.LabelRun: r.runID, "sandproof.case": caseDirName(c.id)},
 			Limits: r.opts.Limits,
 			// The key reaches the harness only through the environment.
@@ -172,7 +172,10 @@ func (cr *caseRun) setup(ctx context.Context) error {
 		}
 		ev.ImageID = info.ImageID
 		// What the engine applies, read back, not what was asked for.
-		ev.Sandbox = &reports.Sandbox{Network: provider.NetworkHost}
+		ev.Sandbox = &reports.Sandbox{Network: r.opts.Network, Provider: r.prov.Name(), Engine: info.Engine}
+		if info.Network != "" {
+			ev.Sandbox.Network = info.Network
+		}
 		if l := info.Limits; l != nil {
 			ev.Sandbox.PidsLimit, ev.Sandbox.MemoryBytes, ev.Sandbox.CPUShares, ev.Sandbox.OOMScoreAdj = l.PidsLimit, l.MemoryBytes, l.CPUShares, l.OOMScoreAdj
 		}

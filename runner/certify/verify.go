@@ -56,7 +56,7 @@ func (cr *caseRun) verify(ctx context.Context, sb provider.Sandbox, before probe
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			extra, diffHow, diffErr = fsDiff(ctx, dp, sb.ID(), cr.allowed())
+			extra, diffHow, diffErr = fsDiff(ctx, dp.(*docker.Provider), sb.ID(), cr.allowed())
 		}()
 	}
 	wg.Wait()

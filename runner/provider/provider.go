@@ -108,6 +108,8 @@ type CreateSpec struct {
 	Network string
 	// Mounts are read-only bind mounts.
 	Mounts []Mount
+	// Volumes are read-only provider volumes (VolumeMaker).
+	Volumes []VolumeMount
 	// Command is pid 1; nil means a plain `sleep` that reaps nothing, so
 	// what a harness leaves behind stays visible (no --init).
 	Command []string
@@ -163,6 +165,12 @@ type Info struct {
 	// Limits are the limits the engine applies to the sandbox; nil when
 	// the provider applies none (local).
 	Limits *Limits
+	// Network is the network mode the engine applies (NetworkNone,
+	// NetworkHost); "" when the provider has none (local).
+	Network string
+	// Engine names the engine holding the sandbox (its address, as
+	// DOCKER_HOST would give it); "" for local.
+	Engine string
 }
 
 // Sandbox is one sandbox. Paths are absolute sandbox paths.
@@ -335,4 +343,12 @@ type Change struct {
 // that a test shows equal to it).
 type Differ interface {
 	Changes(ctx context.Context) (changes []Change, how string, err error)
+}
+
+// ImageFinder is a provider that can say, before any sandbox is made,
+// whether an image is there: certify checks every image of a run first.
+type ImageFinder interface {
+	// ImageID returns the image's id ("sha256:..."), or an error naming
+	// the reference when the engine does not have it.
+	ImageID(ctx context.Context, ref string) (string, error)
 }
