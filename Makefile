@@ -78,7 +78,7 @@ ADAPTERS ?= $(FIXTURE_ADAPTERS) $(sort $(wildcard adapters/*.yaml))
 PARALLEL ?= 2
 
 certify: prereqs engine images build
-	$(BIN)/sandproof certify $(foreach a,$(ADAPTERS),--adapter $(a)) --parallel $(PARALLEL) --out reports/$(RUN)
+	$(BIN)/sandproof certify $(foreach a,$(ADAPTERS),--adapter $(a)) --parallel $(PARALLEL) --baseline 3 --out reports/$(RUN)
 	@echo "report: reports/$(RUN)/report.html"
 
 # Prove the suite catches broken supervisors: every mutant killed by a spec

@@ -31,7 +31,7 @@ func newCertifyCmd(stdout, stderr io.Writer) *cobra.Command {
 	var (
 		adapterFiles, imageArgs, diffAllow                             []string
 		modelArg, modelName, keyFile, warden, probe, bash, rmtree, out string
-		parallel                                                       int
+		parallel, baseline                                             int
 		resume, allowEmpty                                             bool
 		pidsLimit, cpuShares                                           int64
 		memory, shardArg, network, agent                               string
@@ -105,7 +105,7 @@ the exit status is 130 (143 for TERM). A second signal exits at once.
 			}
 			o := certify.Options{Adapters: ms, Images: imgs, ModelName: modelName, Parallel: parallel,
 				Warden: warden, Probe: probe, Agent: agent, Bash: bash, Rmtree: rmtree, Out: out, Resume: resume,
-				Progress: stderr, DiffAllow: diffAllow, Limits: limits, Shard: shard, Network: network}
+				Progress: stderr, DiffAllow: diffAllow, Limits: limits, Shard: shard, Network: network, Baseline: baseline}
 			switch {
 			case modelArg == "scripted":
 			case strings.HasPrefix(modelArg, "http://") || strings.HasPrefix(modelArg, "https://"):
@@ -168,6 +168,7 @@ the exit status is 130 (143 for TERM). A second signal exits at once.
 	f.StringVar(&modelName, "model-name", "fake-model", "model id given to the harness ({model})")
 	f.StringVar(&keyFile, "api-key-file", "", "the model's API key: the relay sends it upstream; sandboxes only ever hold a per-run canary")
 	f.IntVar(&parallel, "parallel", 1, "cases run at once")
+	f.IntVar(&baseline, "baseline", 0, "time N bare `docker run --rm --network none IMAGE true` per image before the cases, and give each case's overhead beside that floor")
 	f.StringVar(&warden, "warden", filepath.Join("bin", "linux-"+arch, "warden"), "static warden build for this host's arch")
 	f.StringVar(&probe, "probe", filepath.Join("bin", "linux-"+arch, "probe"), "static probe build for this host's arch")
 	f.StringVar(&agent, "agent", filepath.Join("bin", "linux-"+arch, "sandagent"), "static session agent build for this host's arch (carries the model's traffic and the session's commands)")
@@ -312,8 +313,35 @@ func printSummary(w io.Writer, s *certify.Summary, out string) {
 	fmt.Fprintf(w, "run %s: %d passed, %d failed, %d skipped, %d unknown (%d resumed) in %.1fs\n", s.RunID,
 		s.Counts[reports.StatusPassed], s.Counts[reports.StatusFailed], s.Counts[reports.StatusSkipped],
 		s.Counts[reports.StatusUnknown], s.Resumed, s.Wall.Seconds())
+	floor := map[string]float64{}
+	for _, b := range s.Baselines {
+		if b.Err != "" {
+			fmt.Fprintf(w, "  baseline %s: %s\n", b.Image, b.Err)
+			continue
+		}
+		floor[b.Image] = b.Median
+		fmt.Fprintf(w, "  baseline %s: bare `docker run --rm --network none IMAGE true` median %.2fs of %d\n", b.Image, b.Median, len(b.Seconds))
+	}
+	var overheads, ratios []float64
 	for _, t := range s.Timings {
-		fmt.Fprintf(w, "  %-40s %-8s %6.2fs  harness %6.2fs  overhead %5.2fs\n", t.CaseID, t.Status, t.Seconds, t.Harness, t.Overhead)
+		line := fmt.Sprintf("  %-40s %-8s %6.2fs  harness %6.2fs  overhead %5.2fs", t.CaseID, t.Status, t.Seconds, t.Harness, t.Overhead)
+		if f := floor[t.Image]; f > 0 {
+			line += fmt.Sprintf(" (%.2fx the bare run)", t.Overhead/f)
+		}
+		fmt.Fprintln(w, line)
+		if t.Status == reports.StatusPassed {
+			overheads = append(overheads, t.Overhead)
+			if f := floor[t.Image]; f > 0 {
+				ratios = append(ratios, t.Overhead/f)
+			}
+		}
+	}
+	if len(overheads) > 0 {
+		line := fmt.Sprintf("overhead of %d passed case(s): median %.2fs", len(overheads), certify.Median(overheads))
+		if len(ratios) > 0 {
+			line += fmt.Sprintf(", median %.2fx the bare run of the case's image", certify.Median(ratios))
+		}
+		fmt.Fprintln(w, line)
 	}
 	fmt.Fprintf(w, "evidence: %s\n", filepath.Join(out, reports.EvidenceFile))
 }

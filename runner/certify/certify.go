@@ -96,6 +96,10 @@ type Options struct {
 	// Limits bound every case's container; zero fields mean
 	// provider.DefaultLimits'.
 	Limits provider.Limits
+	// Baseline, when > 0, times that many bare `docker run --rm IMAGE
+	// true` of every image before the cases start (Summary.Baselines),
+	// the floor each case's overhead is read against.
+	Baseline int
 	// Shard runs one slice of the matrix (see Shard); the zero Shard runs
 	// it all. Every record names the shard and the whole matrix's digest.
 	Shard Shard
@@ -104,6 +108,7 @@ type Options struct {
 // CaseTiming is what a case cost.
 type CaseTiming struct {
 	CaseID string
+	Image  string // the image's name
 	Status reports.Status
 	// Seconds is the whole case; Harness is the activation's run inside
 	// warden (receipt started_at to ended_at); Install is the install
@@ -120,6 +125,8 @@ type Summary struct {
 	Timings []CaseTiming
 	Wall    time.Duration
 	Report  *reports.Report
+	// Baselines are the bare runs Options.Baseline asked for, per image.
+	Baselines []Baseline
 	// Interrupted is the interrupt's cause ("SIGINT") when the run was
 	// interrupted; "" otherwise.
 	Interrupted string
@@ -217,6 +224,9 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		return nil, err
 	}
 	defer r.ev.Close()
+	if len(cases) > 0 {
+		sum.Baselines = r.measureBaselines(ctx, r.opts.Baseline)
+	}
 	if err := r.run(ctx, cases, sum); err != nil {
 		return sum, err
 	}
