@@ -1,6 +1,7 @@
 package certify
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,11 +10,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sandproof/sandproof/fixtures/model"
 	"github.com/sandproof/sandproof/reports"
 	"github.com/sandproof/sandproof/runner/adapter"
+	"github.com/sandproof/sandproof/runner/agent"
 	"github.com/sandproof/sandproof/runner/capture"
 	"github.com/sandproof/sandproof/runner/hostfile"
 	"github.com/sandproof/sandproof/runner/probe"
@@ -28,8 +31,9 @@ const (
 	TaskDir     = "/task"
 	Deliverable = "/task/deliverable.txt"
 	BaseDir     = session.DefaultBaseDir
-	ownerDir    = BaseDir + "/owner" // the probe, mounted read-only
+	ownerDir    = BaseDir + "/owner" // the owner's volume, read-only
 	probePath   = ownerDir + "/probe"
+	agentPath   = ownerDir + "/sandagent"
 	activation  = "activation"
 )
 
@@ -89,8 +93,13 @@ type caseRun struct {
 	challenge string
 	actx      adapter.Context
 
-	// The sandbox, the probe's baseline, and the adapter's session.
+	// The sandbox, the probe's baseline, and the adapter's session. asb
+	// is the sandbox as the session sees it: over the session agent's
+	// channel (agent), whose stderr is kept for errors.
 	sb                   provider.Sandbox
+	asb                  provider.Sandbox
+	agent                *agent.Sandbox
+	agentStderr          lockedBuffer
 	before               probe.Snapshot
 	sess                 *session.Session
 	sessID, sessDir      string
@@ -468,4 +477,26 @@ func intText(p *int) string {
 		return "null"
 	}
 	return strconv.Itoa(*p)
+}
+
+// lockedBuffer is a bytes.Buffer safe for one writer (a process's stderr
+// copier) and a reader at once.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.b.Len() > 64<<10 {
+		return len(p), nil // kept short: only its start is ever shown
+	}
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -168,8 +168,8 @@ type runner struct {
 	// agent (ownerDir in every sandbox); rtVol holds each mounted runtime.
 	ownerVol string
 	rtVol    map[rtKey]string
-	ev        *evidenceFile
-	progMu    sync.Mutex
+	ev       *evidenceFile
+	progMu   sync.Mutex
 }
 
 func (r *runner) progress(format string, args ...any) {

@@ -30,7 +30,7 @@ func (r *runner) imageLibc(ctx context.Context, ref, name string) (string, error
 	sb, err := r.prov.Create(ctx, provider.CreateSpec{
 		Image: ref, Network: provider.NetworkNone, Expire: 5 * time.Minute, Limits: r.opts.Limits,
 		Volumes: []provider.VolumeMount{{Volume: r.ownerVol, Target: ownerDir}},
-		Labels: map[string]string{provider.LabelRun: r.runID, "sandproof.case": "libc__" + name},
+		Labels:  map[string]string{provider.LabelRun: r.runID, "sandproof.case": "libc__" + name},
 	})
 	if err != nil {
 		return "", err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"github.com/sandproof/sandproof/fixtures/model"
 	"github.com/sandproof/sandproof/reports"
 	"github.com/sandproof/sandproof/runner/adapter"
+	"github.com/sandproof/sandproof/runner/agent"
 	"github.com/sandproof/sandproof/runner/provider"
 	"github.com/sandproof/sandproof/runner/session"
 )
@@ -190,7 +192,15 @@ func (cr *caseRun) setup(ctx context.Context) error {
 		if len(cr.reqPaths) > 0 {
 			argv = append(argv, "--markers", strings.Join(cr.reqPaths, ","))
 		}
-		if cr.before, err = probeRun(ctx, sb, argv); err != nil {
+		// The session agent starts beside the probe's run: two engine
+		// execs at once instead of one after the other.
+		agentDone := make(chan error, 1)
+		go func() { agentDone <- cr.startAgent(ctx) }()
+		cr.before, err = probeRun(ctx, sb, argv)
+		if aerr := <-agentDone; err == nil {
+			err = aerr
+		}
+		if err != nil {
 			return err
 		}
 		ev.Before = beforeOf(cr.before, cr.markers)
@@ -239,7 +249,7 @@ func (cr *caseRun) seed(ctx context.Context) error {
 				ad.Dirs = append(ad.Dirs, path.Join("home", rel))
 			}
 		}
-		cr.sess, err = session.New(cr.sb, ad, session.Config{ID: cr.sessID, User: r.opts.User, Binaries: r.bins,
+		cr.sess, err = session.New(cr.asb, ad, session.Config{ID: cr.sessID, User: r.opts.User, Binaries: r.bins,
 			CaptureDir: filepath.Join(cr.dir, "capture")})
 		if err != nil {
 			return err
@@ -378,6 +388,7 @@ func (cr *caseRun) teardown() {
 	tctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	err := cr.stage(reports.StageTeardown, func() error {
+		cr.stopAgent()
 		if err := sb.Destroy(tctx); err != nil {
 			return err
 		}
@@ -404,4 +415,60 @@ func (cr *caseRun) checkCanary() {
 		leaks = append(leaks, more...)
 	}
 	cr.check("secrets.canary", clauseSecrets, err == nil && len(leaks) == 0, "API key canary or model key in the case's files: %d file(s) %v", len(leaks), relAll(cr.dir, leaks))
+}
+
+// startAgent starts the session agent (contract §7 session agent) as root
+// from the owner's volume, over one streamed exec. With network none it
+// listens inside the sandbox on the relay's own address, so {model_url} is
+// the same string inside as on the host, and every connection it accepts
+// is forwarded by the host's end into the case's relay, never anywhere
+// the sandbox names. The adapter's side of the session (warden's
+// commands, uploads, downloads) goes over the same channel; the owner's
+// probe never does.
+func (cr *caseRun) startAgent(ctx context.Context) error {
+	relayAddr, err := hostPort(cr.rel.URL())
+	if err != nil {
+		return err
+	}
+	argv := []string{agentPath, "serve"}
+	if cr.r.opts.Network == provider.NetworkNone {
+		argv = append(argv, "--listen", relayAddr)
+	}
+	asb, err := agent.Start(ctx, cr.sb, argv, &cr.agentStderr, agent.HostOptions{Target: relayAddr})
+	if err != nil {
+		return fmt.Errorf("start the session agent: %w%s", err, stderrNote(cr.agentStderr.String()))
+	}
+	cr.asb, cr.agent = asb, asb
+	return nil
+}
+
+// stopAgent ends the agent's channel; the agent exits on its stdin's EOF.
+// A status other than 0 is noted in the progress, not judged: the case's
+// checks read the sandbox through the owner's probe.
+func (cr *caseRun) stopAgent() {
+	if cr.agent == nil {
+		return
+	}
+	code, err := cr.agent.Close()
+	cr.agent = nil
+	if err != nil || code != 0 {
+		cr.r.progress("%s: session agent ended with status %d: %v%s", cr.c.id, code, err, stderrNote(cr.agentStderr.String()))
+	}
+}
+
+// hostPort is the host:port of an http URL.
+func hostPort(u string) (string, error) {
+	pu, err := url.Parse(u)
+	if err != nil || pu.Host == "" {
+		return "", fmt.Errorf("relay URL %q: no host:port", u)
+	}
+	return pu.Host, nil
+}
+
+func stderrNote(s string) string {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return ""
+	}
+	return " (agent stderr: " + truncate(s, 300) + ")"
 }
