@@ -49,6 +49,9 @@ func (r *runner) runCase(ctx context.Context, c caseSpec) (*reports.Evidence, Ca
 			cr.activate(ctx)
 		}
 		cr.closeSession(ctx)
+		// The agent is gone before the owner looks: verify sees no
+		// process of the adapter's side, the agent included.
+		cr.stopAgent()
 		cr.verifyCase(ctx)
 	}
 	cr.rel.Close()
