@@ -65,7 +65,8 @@ type Options struct {
 	// Parallel is how many cases run at once; < 1 means 1.
 	Parallel int
 	// Host paths of the static builds for the host's architecture. Bash
-	// and Rmtree may be empty.
+	// and Rmtree may be empty; Agent defaults to the sandagent beside
+	// Probe (bin/linux-ARCH/ holds both).
 	Warden, Probe, Agent, Bash, Rmtree string
 	// Network is the sandboxes' network: provider.NetworkNone (the
 	// default when empty: the harness reaches the model through the
@@ -246,6 +247,9 @@ func newRunner(o Options) (*runner, error) {
 	}
 	if o.TaskHome == "" {
 		o.TaskHome = "/home/task"
+	}
+	if o.Agent == "" {
+		o.Agent = filepath.Join(filepath.Dir(o.Probe), "sandagent")
 	}
 	switch o.Network {
 	case "":

@@ -41,6 +41,7 @@ func binaries(t *testing.T) (warden, probe, groupkill string) {
 		for _, b := range []struct{ out, pkg, tags string }{
 			{"warden", "../../cmd/warden", ""},
 			{"probe", "../../cmd/probe", ""},
+			{"sandagent", "../../cmd/sandagent", ""}, // found beside the probe
 			{"warden-groupkill", "../../cmd/warden", "sandproof_mutant,mutant_groupkill"},
 		} {
 			args := []string{"build", "-o", filepath.Join(binDir, b.out)}
