@@ -49,6 +49,9 @@ port=${SANDPROOF_ENGINE2_PORT:-23751}
 size=${SANDPROOF_ENGINE2_SIZE:-32G}
 wait_s=${SANDPROOF_ENGINE_WAIT:-60}
 
+# start_time, ours, wait_until, gone.
+source "$(dirname "$self")/engine-common.sh"
+
 say() { printf 'engine2: %s\n' "$*" >&2; }
 
 # hidden: the dirs the engine's namespace covers with an empty tmpfs.
@@ -129,37 +132,8 @@ host() { printf 'tcp://127.0.0.1:%s\n' "$port"; }
 
 answers() { DOCKER_HOST=$(host) docker info >/dev/null 2>&1; }
 
-# start_time PID: field 22 of /proc/PID/stat, read after the last ')'.
-start_time() {
-	local s
-	s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
-	s=${s##*) }
-	set -- $s
-	printf '%s\n' "${20}"
-}
-
 pidfile=$dir/engine2.pid
 log=$dir/dockerd.log
-
-# ours: the recorded dockerd is alive and is still the process we started.
-ours() {
-	[[ -f $pidfile ]] || return 1
-	local pid st now
-	read -r pid st <"$pidfile" || return 1
-	now=$(start_time "$pid") || return 1
-	[[ $now == "$st" ]] || return 1
-	printf '%s\n' "$pid"
-}
-
-# wait_until SECONDS CMD...: poll CMD until it succeeds or the time is up.
-wait_until() {
-	local deadline=$((SECONDS + $1))
-	shift
-	until "$@"; do
-		((SECONDS < deadline)) || return 1
-		sleep 0.2
-	done
-}
 
 start() {
 	check_dir "$dir"
@@ -185,8 +159,6 @@ start() {
 	say "running ($(DOCKER_HOST=$(host) docker info --format '{{.ServerVersion}}, storage {{.Driver}}'))"
 	printf 'DOCKER_HOST=%s\n' "$(host)"
 }
-
-gone() { ! kill -0 "$1" 2>/dev/null; }
 
 stop() {
 	local pid

@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/sandproof/sandproof/reports"
-	"github.com/sandproof/sandproof/runner/adapter"
 	"github.com/sandproof/sandproof/runner/engine"
 	"github.com/sandproof/sandproof/runner/runtimes"
 	"github.com/sandproof/sandproof/runner/testenv"
@@ -213,16 +212,9 @@ func TestCertifyOnARemoteEngine(t *testing.T) {
 		checkRemoteRun(t, dir, e.Host, e.ID, 9, map[string]reports.Status{"alpine-class/miniagent-pi": reports.StatusSkipped})
 	})
 	t.Run("pi", func(t *testing.T) {
-		m, err := adapter.Load(filepath.Join("..", "..", "adapters", "pi.yaml"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		with := m.Runtime.Prepare.With
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 		defer cancel()
-		if err := runtimes.RegistryReachable(ctx, with["package"], with["version"]); errors.Is(err, runtimes.ErrUnreachable) {
-			testenv.Missing(t, fmt.Sprintf("the npm registry (%v)", err), "give this host npm and access to registry.npmjs.org")
-		}
+		loadPi(t, ctx)
 		env := e.Env(os.Environ())
 		if cache, err := runtimes.DefaultCacheDir(); err == nil {
 			env = append(env, runtimes.CacheEnv+"="+cache)
