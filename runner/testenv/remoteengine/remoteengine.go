@@ -335,12 +335,14 @@ func (e *Engine) Load(ctx context.Context, from *dc.Client, refs ...string) erro
 	}()
 	var out bytes.Buffer
 	lerr := e.Client.LoadImage(dc.LoadImageOptions{InputStream: pr, OutputStream: &out, Context: ctx})
+	// A load that ended early must not leave the save writing forever.
 	pr.CloseWithError(errors.New("load ended"))
-	if serr := <-saved; serr != nil {
-		return fmt.Errorf("remoteengine: save %v from the main engine: %w", refs, serr)
-	}
-	if lerr != nil {
+	serr := <-saved
+	if lerr != nil { // first: a failed load also fails the save
 		return fmt.Errorf("remoteengine: load %v into %s: %w: %s", refs, e.Host, lerr, out.String())
+	}
+	if serr != nil {
+		return fmt.Errorf("remoteengine: save %v from the main engine: %w", refs, serr)
 	}
 	for _, ref := range refs {
 		a, err := from.InspectImage(ref)
