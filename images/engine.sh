@@ -20,38 +20,12 @@ wait_s=${SANDPROOF_ENGINE_WAIT:-60}
 pidfile=$dir/dockerd.pid
 log=$dir/dockerd.log
 
+# start_time, ours, wait_until, gone.
+source "$(dirname "${BASH_SOURCE[0]}")/engine-common.sh"
+
 say() { printf 'engine: %s\n' "$*" >&2; }
 
 answers() { docker info >/dev/null 2>&1; }
-
-# start_time PID: field 22 of /proc/PID/stat, read after the last ')'.
-start_time() {
-	local s
-	s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
-	s=${s##*) }
-	set -- $s
-	printf '%s\n' "${20}"
-}
-
-# ours: the recorded dockerd is alive and is still the process we started.
-ours() {
-	[[ -f $pidfile ]] || return 1
-	local pid st now
-	read -r pid st <"$pidfile" || return 1
-	now=$(start_time "$pid") || return 1
-	[[ $now == "$st" ]] || return 1
-	printf '%s\n' "$pid"
-}
-
-# wait_until SECONDS CMD...: poll CMD until it succeeds or the time is up.
-wait_until() {
-	local deadline=$((SECONDS + $1))
-	shift
-	until "$@"; do
-		((SECONDS < deadline)) || return 1
-		sleep 0.2
-	done
-}
 
 start() {
 	# The engine, mmdebstrap and the rest come from the one list.
@@ -81,8 +55,6 @@ start() {
 	fi
 	say "running ($(docker info --format '{{.ServerVersion}}'))"
 }
-
-gone() { ! kill -0 "$1" 2>/dev/null; }
 
 stop() {
 	local pid

@@ -20,6 +20,7 @@ import (
 	"github.com/sandproof/sandproof/runner/provider"
 	"github.com/sandproof/sandproof/runner/provider/docker"
 	"github.com/sandproof/sandproof/runner/testenv"
+	"github.com/sandproof/sandproof/runner/testenv/remoteengine"
 )
 
 var (
@@ -67,7 +68,9 @@ type buildError struct{ pkg, out string }
 func (e *buildError) Error() string { return "build " + e.pkg + ": " + e.out }
 
 func TestMain(m *testing.M) {
-	code := m.Run()
+	// remoteengine.Main stops the second engine remote_docker_test.go's
+	// tests share.
+	code := remoteengine.Main(m)
 	if binDir != "" {
 		os.RemoveAll(binDir)
 	}

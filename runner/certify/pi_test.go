@@ -24,16 +24,10 @@ func TestCertifyPiNamesWhatWasCertified(t *testing.T) {
 	testenv.Long(t, "prepares Pi's npm runtime and runs it")
 	imgs := needEngine(t, "debian-12")
 	warden, probe, _ := binaries(t)
-	m, err := adapter.Load(filepath.Join("..", "..", "adapters", "pi.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	with := m.Runtime.Prepare.With
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	if err := runtimes.RegistryReachable(ctx, with["package"], with["version"]); errors.Is(err, runtimes.ErrUnreachable) {
-		testenv.Missing(t, fmt.Sprintf("the npm registry (%v)", err), "give this host npm and access to registry.npmjs.org")
-	}
+	m := loadPi(t, ctx)
+	with := m.Runtime.Prepare.With
 	if cache, err := runtimes.DefaultCacheDir(); err == nil {
 		t.Setenv(runtimes.CacheEnv, cache)
 	}
@@ -52,4 +46,19 @@ func TestCertifyPiNamesWhatWasCertified(t *testing.T) {
 		h.Node == nil || !regexp.MustCompile(`^v\d+\.`).MatchString(h.Node.Version) || len(h.Node.SHA256) != 64 || h.Platform == "" {
 		t.Fatalf("pi harness runtime %+v; want the package, version %s, integrity, tree digest, --version output, platform and the host's Node", h, with["version"])
 	}
+}
+
+// loadPi loads adapters/pi.yaml, ending t (through testenv) when the npm
+// registry its runtime comes from does not answer.
+func loadPi(t *testing.T, ctx context.Context) *adapter.Manifest {
+	t.Helper()
+	m, err := adapter.Load(filepath.Join("..", "..", "adapters", "pi.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	with := m.Runtime.Prepare.With
+	if err := runtimes.RegistryReachable(ctx, with["package"], with["version"]); errors.Is(err, runtimes.ErrUnreachable) {
+		testenv.Missing(t, fmt.Sprintf("the npm registry (%v)", err), "give this host npm and access to registry.npmjs.org")
+	}
+	return m
 }
