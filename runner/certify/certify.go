@@ -339,7 +339,7 @@ func (r *runner) prepare(ctx context.Context, work string, cases []caseSpec) err
 		return fmt.Errorf("certify: %w (start an engine with `bash images/engine.sh start`)", err)
 	}
 	for _, img := range r.opts.Images {
-		if _, err := r.prov.Pool.Client.InspectImage(img.Ref); err != nil {
+		if _, _, err := r.prov.Client.ImageInspectWithRaw(ctx, img.Ref); err != nil {
 			return fmt.Errorf("certify: image %s (%s): %w: %v (build it with `sandproof images build`)", img.Name, img.Ref, ErrImageMissing, err)
 		}
 	}

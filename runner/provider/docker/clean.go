@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"sort"
 
-	dc "github.com/ory/dockertest/v3/docker"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/errdefs"
 
 	"github.com/sandproof/sandproof/runner/provider"
 )
@@ -52,11 +54,11 @@ func (r CleanResult) KeptReasons() []string {
 // what would have been removed.
 func Clean(ctx context.Context, p *Provider, scope provider.CleanScope, labels ...string) (CleanResult, error) {
 	var res CleanResult
-	list, err := p.Pool.Client.ListContainers(dc.ListContainersOptions{
-		All:     true,
-		Filters: map[string][]string{"label": append([]string{provider.LabelKey}, labels...)},
-		Context: ctx,
-	})
+	f := filters.NewArgs(filters.Arg("label", provider.LabelKey))
+	for _, l := range labels {
+		f.Add("label", l)
+	}
+	list, err := p.Client.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
 	if err != nil {
 		return res, provider.Errorf("clean", "", fmt.Errorf("list labelled containers: %w", err))
 	}
@@ -79,9 +81,8 @@ func Clean(ctx context.Context, p *Provider, scope provider.CleanScope, labels .
 			res.Removed = append(res.Removed, item)
 			continue
 		}
-		err := p.Pool.Client.RemoveContainer(dc.RemoveContainerOptions{ID: c.ID, Force: true, RemoveVolumes: true, Context: ctx})
-		var nsc *dc.NoSuchContainer
-		if err != nil && !errors.As(err, &nsc) {
+		err := p.Client.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+		if err != nil && !errdefs.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("remove container %.12s: %w", c.ID, err))
 			continue
 		}
