@@ -285,3 +285,5 @@ rm -rf /srv/keep && mkdir /srv/keep && echo changed > /srv/keep/two`}})
 		}
 	}
 }
+
+func dcKill(id string) dc.KillContainerOptions { return dc.KillContainerOptions{ID: id} }
