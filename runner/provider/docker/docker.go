@@ -27,6 +27,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
@@ -51,6 +52,7 @@ type Provider struct {
 	vols  map[string]*volumeFill // key -> the one fill of this process
 	imgMu sync.Mutex
 	empty string // the volume helpers' image, once made
+	fills atomic.Int64
 }
 
 // New connects to the engine runner/engine resolves (DOCKER_HOST, else

@@ -287,11 +287,24 @@ func (p *Provider) refillVolume(ctx context.Context, img, key, dir, name string)
 	if ok, err := p.volumeComplete(ctx, img, name, key); err != nil || ok {
 		return err // filled by the holder we waited for
 	}
-	// A half-filled volume (its filler died) goes: no container uses it,
-	// since it was never returned.
-	if err := p.Client.VolumeRemove(ctx, name, false); err != nil && !errdefs.IsNotFound(err) {
-		return provider.Errorf("volume", "", fmt.Errorf("remove half-filled volume %q: %w", name, err))
+	// A half-filled volume (its filler died) goes: no sandbox uses it,
+	// since it was never returned, but another process's check (outside
+	// the lock) may hold it for a moment.
+	for tries := 0; ; tries++ {
+		err := p.Client.VolumeRemove(ctx, name, false)
+		if err == nil || errdefs.IsNotFound(err) {
+			break
+		}
+		if !errdefs.IsConflict(err) || tries >= 100 {
+			return provider.Errorf("volume", "", fmt.Errorf("remove half-filled volume %q: %w", name, err))
+		}
+		select {
+		case <-ctx.Done():
+			return provider.Errorf("volume", "", fmt.Errorf("remove half-filled volume %q: %w", name, ctx.Err()))
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
+	p.fills.Add(1)
 	if _, err := p.Client.VolumeCreate(ctx, volume.CreateOptions{Name: name,
 		Labels: map[string]string{provider.LabelKey: "1", LabelVolumeKey: key}}); err != nil {
 		return provider.Errorf("volume", "", fmt.Errorf("create volume %q: %w", name, err))
