@@ -26,7 +26,7 @@ import (
 // with nothing else, made here so the tests need no registry.
 const busyboxImage = "sandproof-test/provider-busybox:3"
 
-func engine(t *testing.T) *docker.Provider {
+func engine(t testing.TB) *docker.Provider {
 	t.Helper()
 	p, err := docker.New()
 	if err != nil {

@@ -242,3 +242,39 @@ func TestDockerVolumeBadInput(t *testing.T) {
 		t.Errorf("a volume Volume did not make: %v", err)
 	}
 }
+
+// clean --volumes: an unused sandproof volume goes (not on a dry run), one
+// a container mounts stays.
+func TestCleanVolumes(t *testing.T) {
+	p := engine(t)
+	ctx := context.Background()
+	dir := hostTree(t)
+	unused, used := "test-"+randomTag(t), "test-"+randomTag(t)
+	var names []string
+	for _, k := range []string{unused, used} {
+		name, err := p.Volume(ctx, k, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		removeVolume(t, p, name)
+		names = append(names, name)
+	}
+	mounted(t, p, names[1])
+	exists := func(name string) bool {
+		_, err := p.Client.VolumeInspect(ctx, name)
+		return err == nil
+	}
+	for _, dry := range []bool{true, false} {
+		res, err := docker.CleanVolumes(ctx, p, dry, docker.LabelVolumeKey+"="+unused)
+		if err != nil || len(res.Removed) != 1 || res.Removed[0].Name != names[0] || len(res.Kept) != 0 {
+			t.Fatalf("clean volumes (dry run %t) of the unused one: %+v, %v", dry, res, err)
+		}
+		if exists(names[0]) != dry {
+			t.Fatalf("dry run %t: the unused volume exists: %t", dry, exists(names[0]))
+		}
+	}
+	res, err := docker.CleanVolumes(ctx, p, false, docker.LabelVolumeKey+"="+used)
+	if err != nil || len(res.Removed) != 0 || len(res.Kept) != 1 || res.Kept[0].Reason != docker.ReasonVolumeInUse || !exists(names[1]) {
+		t.Fatalf("clean volumes of the used one: %+v, %v (exists %t)", res, err, exists(names[1]))
+	}
+}
