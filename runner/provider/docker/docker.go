@@ -75,11 +75,14 @@ func NewAt(ep engine.Endpoint) (*Provider, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := c.Ping(ctx); err != nil {
+	ping, err := c.Ping(ctx)
+	if err != nil {
 		c.Close()
 		return nil, provider.Errorf("connect", "", fmt.Errorf("ping engine %s: %w", ep, err))
 	}
-	c.NegotiateAPIVersion(ctx)
+	// The engine's answer says its API version: negotiated here, with no
+	// second request.
+	c.NegotiateAPIVersionPing(ping)
 	return &Provider{Client: c}, nil
 }
 

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api"
+	"github.com/docker/docker/api/types/versions"
 	"github.com/ory/dockertest/v3"
 	dc "github.com/ory/dockertest/v3/docker"
 
@@ -287,3 +289,21 @@ rm -rf /srv/keep && mkdir /srv/keep && echo changed > /srv/keep/two`}})
 }
 
 func dcKill(id string) dc.KillContainerOptions { return dc.KillContainerOptions{ID: id} }
+
+// The client speaks the engine's API version when the engine is older
+// than the client (Debian 12's engine: 1.41), its own otherwise.
+func TestDockerNegotiatesTheAPIVersion(t *testing.T) {
+	p := engine(t)
+	sv, err := p.Client.ServerVersion(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := api.DefaultVersion
+	if versions.LessThan(sv.APIVersion, want) {
+		want = sv.APIVersion
+	}
+	if got := p.Client.ClientVersion(); got != want {
+		t.Fatalf("client API version %s; engine %s, client default %s: want %s", got, sv.APIVersion, api.DefaultVersion, want)
+	}
+	t.Logf("engine API %s, client default %s, speaking %s", sv.APIVersion, api.DefaultVersion, p.Client.ClientVersion())
+}
