@@ -19,8 +19,9 @@ func init() { addCommand(newCleanCmd) }
 // host's containers whose owning process is gone.
 func newCleanCmd(stdout, stderr io.Writer) *cobra.Command {
 	var scope provider.CleanScope
+	var volumes bool
 	cmd := &cobra.Command{
-		Use:   "clean [--run ID | --all | --all-hosts] [--dry-run]",
+		Use:   "clean [--run ID | --all | --all-hosts] [--volumes] [--dry-run]",
 		Short: "Remove sandproof containers whose owning process is gone",
 		Long: `Remove containers sandproof left behind. Every container sandproof creates
 carries the labels sandproof=1, sandproof.run (the run id),
@@ -38,6 +39,10 @@ older sandproof's, or one started by hand from a sandproof image).
   --all        remove every sandproof container of this host, live owners too
   --all-hosts  remove every sandproof-labelled container the engine knows,
                of any host or none: the old unscoped clean
+  --volumes    then also remove the sandproof volumes (runtime trees, labelled
+               sandproof.volume.key) that no container uses; they are caches
+               shared by every run on the engine and owned by none, so use it
+               between runs (a run still going makes one again if it must)
 
 Prints one line per removed container with the reason, then the kept ones
 counted by reason.`,
@@ -55,7 +60,7 @@ counted by reason.`,
 			if cmd.Flags().Changed("run") && strings.TrimSpace(scope.Run) == "" {
 				return usagef("--run: bad value %q (want a run id)", scope.Run)
 			}
-			return cleanContainers(cmd.Context(), stdout, scope)
+			return cleanContainers(cmd.Context(), stdout, scope, volumes)
 		},
 	}
 	f := cmd.Flags()
@@ -63,12 +68,15 @@ counted by reason.`,
 	f.BoolVar(&scope.All, "all", false, "remove every sandproof container of this host, live owners' too")
 	f.BoolVar(&scope.AllHosts, "all-hosts", false, "remove every sandproof-labelled container of any host or none")
 	f.BoolVar(&scope.DryRun, "dry-run", false, "print what would be removed, remove nothing")
+	f.BoolVar(&volumes, "volumes", false, "also remove the sandproof volumes no container uses")
 	return cmd
 }
 
 // cleanContainers runs docker.Clean in scope and prints one line per
-// removed container with the reason, then the kept ones counted by reason.
-func cleanContainers(ctx context.Context, stdout io.Writer, scope provider.CleanScope) error {
+// removed container with the reason, then the kept ones counted by reason;
+// with volumes, docker.CleanVolumes afterwards (the containers removed
+// free theirs), printed the same way.
+func cleanContainers(ctx context.Context, stdout io.Writer, scope provider.CleanScope, volumes bool) error {
 	p, err := docker.New()
 	if err != nil {
 		return fmt.Errorf("clean: %w", err)
@@ -93,6 +101,17 @@ func cleanContainers(ctx context.Context, stdout io.Writer, scope provider.Clean
 	fmt.Fprintln(stdout, line)
 	if err != nil {
 		return fmt.Errorf("clean: %w", err)
+	}
+	if !volumes {
+		return nil
+	}
+	res, err = docker.CleanVolumes(ctx, p, scope.DryRun)
+	for _, c := range res.Removed {
+		fmt.Fprintf(stdout, "%s volume %s (%s)\n", verb, c.Name, c.Reason)
+	}
+	fmt.Fprintf(stdout, "clean: %s %d volume(s), kept %d (%s)\n", verb, len(res.Removed), len(res.Kept), docker.ReasonVolumeInUse)
+	if err != nil {
+		return fmt.Errorf("clean volumes: %w", err)
 	}
 	return nil
 }

@@ -109,7 +109,13 @@ func StartLimited(ref string, limits provider.Limits) *Sandbox {
 		hc.Init = false
 		hc.AutoRemove = false
 		hc.RestartPolicy = dc.RestartPolicy{Name: "no"}
-		docker.ApplyLimits(hc, limits)
+		// What docker.ApplyLimits sets on the provider's own client's
+		// host config: memory+swap equal to memory.
+		hc.PidsLimit = limits.PidsLimit
+		hc.Memory = limits.MemoryBytes
+		hc.MemorySwap = limits.MemoryBytes
+		hc.CPUShares = limits.CPUShares
+		hc.OomScoreAdj = limits.OOMScoreAdj
 	})
 	gomega.Expect(err).NotTo(gomega.HaveOccurred(), "start a container of %s", ref)
 	ginkgo.DeferCleanup(p.Purge, res)

@@ -134,7 +134,9 @@ func Start(ctx context.Context, image string, t Tools, tripwire bool) *Box {
 	ginkgo.GinkgoHelper()
 	pool, err := containers.Pool()
 	gomega.Expect(err).NotTo(gomega.HaveOccurred(), "no docker engine answers (bash images/engine.sh start)")
-	b := &Box{Prov: &docker.Provider{Pool: pool}, Image: image, Ref: Ref(image)}
+	prov, err := docker.New()
+	gomega.Expect(err).NotTo(gomega.HaveOccurred(), "no docker engine answers (bash images/engine.sh start)")
+	b := &Box{Prov: prov, Image: image, Ref: Ref(image)}
 	img, err := pool.Client.InspectImage(b.Ref)
 	gomega.Expect(err).NotTo(gomega.HaveOccurred(), "image %s is missing: go run ./cmd/sandproof images build", b.Ref)
 	for _, kv := range img.Config.Env {
@@ -235,7 +237,9 @@ func (c Change) String() string { return c.Kind + " " + c.Path }
 // (GET /containers/ID/changes, what `docker diff` prints), sorted by path.
 func (b *Box) Changes() []Change {
 	ginkgo.GinkgoHelper()
-	cs, err := b.Prov.Pool.Client.ContainerChanges(b.SB.ID())
+	pool, err := containers.Pool()
+	gomega.Expect(err).NotTo(gomega.HaveOccurred(), "no docker engine answers")
+	cs, err := pool.Client.ContainerChanges(b.SB.ID())
 	gomega.Expect(err).NotTo(gomega.HaveOccurred(), "docker diff %.12s", b.SB.ID())
 	out := make([]Change, 0, len(cs))
 	for _, c := range cs {

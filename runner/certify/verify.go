@@ -10,12 +10,9 @@ import (
 	"strings"
 	"sync"
 
-	dc "github.com/ory/dockertest/v3/docker"
-
 	"github.com/sandproof/sandproof/reports"
 	"github.com/sandproof/sandproof/runner/probe"
 	"github.com/sandproof/sandproof/runner/provider"
-	"github.com/sandproof/sandproof/runner/provider/docker"
 )
 
 // maxDeliverable caps the deliverable's download (the token is short).
@@ -45,18 +42,18 @@ func (cr *caseRun) verify(ctx context.Context, sb provider.Sandbox, before probe
 		snapErr, diffErr error
 		extra            []string
 		diffHow          string
-		dp               = cr.r.prov
+		differ, canDiff  = provider.As[provider.Differ](sb)
 	)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		snap, snapErr = snapshot(ctx, sb, append(slices.Clone(allMarkers), Deliverable, sessDir))
 	}()
-	if dp != nil {
+	if canDiff {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			extra, diffHow, diffErr = fsDiff(ctx, dp.(*docker.Provider), sb.ID(), cr.allowed())
+			extra, diffHow, diffErr = fsDiff(ctx, differ, cr.allowed())
 		}()
 	}
 	wg.Wait()
@@ -150,7 +147,7 @@ func (cr *caseRun) verify(ctx context.Context, sb provider.Sandbox, before probe
 	check("verify.tools_unchanged", len(toolChanges) == 0, "python3 %s, bash %s; changes: %v", after.Python3, after.Bash, toolChanges)
 
 	// The filesystem diff.
-	if dp != nil {
+	if canDiff {
 		if diffErr != nil {
 			return diffErr
 		}
@@ -200,8 +197,8 @@ func (cr *caseRun) allowed() []string {
 // fsDiff returns the container's filesystem changes that are neither under
 // an allowed path nor a directory on the way to one (a parent changes when
 // a child is added), and how the diff was read.
-func fsDiff(ctx context.Context, p *docker.Provider, id string, allowed []string) ([]string, string, error) {
-	changes, how, err := p.Changes(ctx, id)
+func fsDiff(ctx context.Context, d provider.Differ, allowed []string) ([]string, string, error) {
+	changes, how, err := d.Changes(ctx)
 	if err != nil {
 		return nil, "", err
 	}
@@ -209,10 +206,10 @@ func fsDiff(ctx context.Context, p *docker.Provider, id string, allowed []string
 	for _, c := range changes {
 		// A deleted ancestor is never "on the way": only paths under an
 		// allowed one may be deleted.
-		if isAllowed(c.Path, allowed, c.Kind != dc.ChangeDelete) {
+		if isAllowed(c.Path, allowed, c.Kind != provider.ChangeDeleted) {
 			continue
 		}
-		out = append(out, c.String())
+		out = append(out, c.Kind+" "+c.Path)
 	}
 	slices.Sort(out)
 	return out, how, nil

@@ -108,7 +108,8 @@ type CreateSpec struct {
 	Network string
 	// Mounts are read-only bind mounts.
 	Mounts []Mount
-	// Volumes are read-only provider volumes (VolumeMaker).
+	// Volumes are provider volumes (VolumeMaker.Volume) mounted
+	// read-only; a provider that keeps none refuses them.
 	Volumes []VolumeMount
 	// Command is pid 1; nil means a plain `sleep` that reaps nothing, so
 	// what a harness leaves behind stays visible (no --init).
@@ -133,9 +134,7 @@ type ExecSpec struct {
 	User string
 	// Env is added to the sandbox's environment ("K=V").
 	Env []string
-	// Workdir is the working directory; "" = the sandbox's default. The
-	// docker provider refuses it (the exec API client it uses cannot set
-	// it); `warden run` params carry the harness's cwd instead.
+	// Workdir is the working directory; "" = the sandbox's default.
 	Workdir string
 	// Stdin is fed to the command; nil = no stdin.
 	Stdin io.Reader
@@ -351,4 +350,22 @@ type ImageFinder interface {
 	// ImageID returns the image's id ("sha256:..."), or an error naming
 	// the reference when the engine does not have it.
 	ImageID(ctx context.Context, ref string) (string, error)
+}
+
+// As finds the optional part T (Differ, Streamer, Putter...) of sb, or of
+// the sandbox a wrapper (Trace) wraps: a wrapper's Unwrap() Sandbox
+// method leads to it.
+func As[T any](sb Sandbox) (T, bool) {
+	for sb != nil {
+		if t, ok := sb.(T); ok {
+			return t, true
+		}
+		u, ok := sb.(interface{ Unwrap() Sandbox })
+		if !ok {
+			break
+		}
+		sb = u.Unwrap()
+	}
+	var zero T
+	return zero, false
 }

@@ -94,3 +94,6 @@ func (t *traced) Put(ctx context.Context, entries []Entry) error {
 	t.log(start, "put", fmt.Sprintf("%d entries from %s", len(entries), what), err)
 	return err
 }
+
+// Unwrap returns the traced sandbox, so that As finds its optional parts.
+func (t *traced) Unwrap() Sandbox { return t.sb }

@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	dc "github.com/ory/dockertest/v3/docker"
-
 	"github.com/sandproof/sandproof/runner/harness"
 	"github.com/sandproof/sandproof/runner/provider"
 	"github.com/sandproof/sandproof/runner/provider/docker"
@@ -151,7 +149,7 @@ func TestDockerKilledContainerIsProviderError(t *testing.T) {
 		err := sb.Download(ctx, pidFile, t.TempDir()+"/pid")
 		return err == nil
 	})
-	if err := p.Pool.Client.KillContainer(dc.KillContainerOptions{ID: sb.ID()}); err != nil {
+	if err := p.Client.ContainerKill(ctx, sb.ID(), "KILL"); err != nil {
 		t.Fatal(err)
 	}
 	err = <-errc

@@ -13,7 +13,8 @@ import (
 	"strings"
 	"syscall"
 
-	dc "github.com/ory/dockertest/v3/docker"
+	"github.com/docker/docker/api/types"
+	"github.com/docker/docker/api/types/container"
 	"golang.org/x/sys/unix"
 
 	"github.com/sandproof/sandproof/runner/provider"
@@ -30,22 +31,23 @@ const (
 )
 
 // Changes returns the container's filesystem changes against its image,
-// like `docker diff`, and says how it read them.
+// like `docker diff`, and says how it read them (provider.Differ).
 //
-// The engine's own diff can cost half a second per container: some engines
-// fall back to the "naive" diff, which walks the whole image and the
-// container's merged tree side by side, and it holds the container's lock
-// meanwhile, so every other request for the container waits behind it.
-// When the engine runs on this host with overlay2, the changes are all in
-// the container's upper dir, and reading it directly costs a few
-// milliseconds. That is only done once the upper dir is proved to be this
-// container's (its merged dir is the root of the container's pid 1 as this
-// host sees it); anything else (a remote engine, another storage driver, a
-// stopped container) asks the engine.
-func (p *Provider) Changes(ctx context.Context, id string) ([]dc.Change, string, error) {
-	c, err := p.Pool.Client.InspectContainerWithContext(id, ctx)
+// The engine's own diff (ContainerDiff) is the general path. It can cost
+// half a second per container: some engines fall back to the "naive" diff,
+// which walks the whole image and the container's merged tree side by
+// side, and it holds the container's lock meanwhile, so every other
+// request for the container waits behind it. When the engine runs on this
+// host with overlay2, the changes are all in the container's upper dir,
+// and reading it directly costs a few milliseconds. That is only done once
+// the upper dir is proved to be this container's (its merged dir is the
+// root of the container's pid 1 as this host sees it); anything else (a
+// remote engine, another storage driver, a stopped container) asks the
+// engine. A test shows both paths give the same list.
+func (s *Sandbox) Changes(ctx context.Context) ([]provider.Change, string, error) {
+	c, err := s.client.ContainerInspect(ctx, s.id)
 	if err != nil {
-		return nil, "", provider.Errorf("diff", id, err)
+		return nil, "", s.transport("diff", err)
 	}
 	if upper, lowers, ok := localOverlay(c); ok {
 		changes, err := overlayChanges(upper, lowers)
@@ -54,18 +56,47 @@ func (p *Provider) Changes(ctx context.Context, id string) ([]dc.Change, string,
 		}
 		// An unreadable upper dir is not a verdict: the engine decides.
 	}
-	changes, err := p.Pool.Client.ContainerChanges(id)
+	changes, err := s.EngineChanges(ctx)
 	if err != nil {
-		return nil, "", provider.Errorf("diff", id, err)
+		return nil, "", err
 	}
 	return changes, DiffEngine, nil
 }
 
+// EngineChanges is the engine's diff alone (the general path of Changes),
+// sorted by SortChanges.
+func (s *Sandbox) EngineChanges(ctx context.Context) ([]provider.Change, error) {
+	cs, err := s.client.ContainerDiff(ctx, s.id)
+	if err != nil {
+		return nil, s.transport("diff", err)
+	}
+	out := make([]provider.Change, 0, len(cs))
+	for _, c := range cs {
+		var kind string
+		switch c.Kind {
+		case container.ChangeAdd:
+			kind = provider.ChangeAdded
+		case container.ChangeModify:
+			kind = provider.ChangeModified
+		case container.ChangeDelete:
+			kind = provider.ChangeDeleted
+		default:
+			return nil, provider.Errorf("diff", s.id, fmt.Errorf("engine diff: change kind %d of %q unknown", c.Kind, c.Path))
+		}
+		out = append(out, provider.Change{Path: c.Path, Kind: kind})
+	}
+	SortChanges(out)
+	return out, nil
+}
+
 // localOverlay returns the container's overlay2 upper dir and lower dirs
 // (top first) when they are this host's paths for this very container.
-func localOverlay(c *dc.Container) (upper string, lowers []string, ok bool) {
+func localOverlay(c types.ContainerJSON) (upper string, lowers []string, ok bool) {
+	if c.ContainerJSONBase == nil || c.State == nil {
+		return "", nil, false
+	}
 	g := c.GraphDriver
-	if g == nil || g.Name != "overlay2" || !c.State.Running || c.State.Pid <= 0 {
+	if g.Name != "overlay2" || !c.State.Running || c.State.Pid <= 0 {
 		return "", nil, false
 	}
 	upper, merged, lower := g.Data["UpperDir"], g.Data["MergedDir"], g.Data["LowerDir"]
@@ -102,8 +133,8 @@ func localOverlay(c *dc.Container) (upper string, lowers []string, ok bool) {
 //     same way, and each entry of the hidden one that it lacks is a
 //     deletion (the native overlay diff would call the directory deleted);
 //   - every directory (but /) holding a change is a modification.
-func overlayChanges(upper string, lowers []string) ([]dc.Change, error) {
-	kinds := map[string]dc.ChangeType{}
+func overlayChanges(upper string, lowers []string) ([]provider.Change, error) {
+	kinds := map[string]string{}
 	err := filepath.Walk(upper, func(hostPath string, f fs.FileInfo, err error) error {
 		if err != nil {
 			return err
@@ -117,7 +148,7 @@ func overlayChanges(upper string, lowers []string) ([]dc.Change, error) {
 			return nil
 		}
 		if isWhiteout(f) {
-			kinds[p] = dc.ChangeDelete
+			kinds[p] = provider.ChangeDeleted
 			return nil
 		}
 		st, layer, err := inLower(lowers, p)
@@ -125,7 +156,7 @@ func overlayChanges(upper string, lowers []string) ([]dc.Change, error) {
 			return err
 		}
 		if layer == "" {
-			kinds[p] = dc.ChangeAdd
+			kinds[p] = provider.ChangeAdded
 			return nil
 		}
 		if f.IsDir() && st.IsDir() {
@@ -137,7 +168,7 @@ func overlayChanges(upper string, lowers []string) ([]dc.Change, error) {
 					return err
 				}
 				for _, h := range hidden {
-					kinds[h] = dc.ChangeDelete
+					kinds[h] = provider.ChangeDeleted
 				}
 			}
 		}
@@ -146,7 +177,7 @@ func overlayChanges(upper string, lowers []string) ([]dc.Change, error) {
 			return err
 		}
 		if changed {
-			kinds[p] = dc.ChangeModify
+			kinds[p] = provider.ChangeModified
 		}
 		return nil
 	})
@@ -158,12 +189,12 @@ func overlayChanges(upper string, lowers []string) ([]dc.Change, error) {
 			if _, ok := kinds[d]; ok {
 				break
 			}
-			kinds[d] = dc.ChangeModify
+			kinds[d] = provider.ChangeModified
 		}
 	}
-	changes := make([]dc.Change, 0, len(kinds))
+	changes := make([]provider.Change, 0, len(kinds))
 	for p, k := range kinds {
-		changes = append(changes, dc.Change{Path: p, Kind: k})
+		changes = append(changes, provider.Change{Path: p, Kind: k})
 	}
 	SortChanges(changes)
 	return changes, nil
@@ -307,11 +338,11 @@ func isOpaque(hostPath string, f fs.FileInfo) (bool, error) {
 }
 
 // SortChanges orders changes by path, then kind, for comparison.
-func SortChanges(cs []dc.Change) {
-	slices.SortFunc(cs, func(a, b dc.Change) int {
+func SortChanges(cs []provider.Change) {
+	slices.SortFunc(cs, func(a, b provider.Change) int {
 		if c := strings.Compare(a.Path, b.Path); c != 0 {
 			return c
 		}
-		return int(a.Kind) - int(b.Kind)
+		return strings.Compare(a.Kind, b.Kind)
 	})
 }

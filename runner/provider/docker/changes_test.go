@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	dc "github.com/ory/dockertest/v3/docker"
+	"github.com/docker/docker/api/types"
 )
 
 // localOverlay trusts the engine's paths only for a running overlay2
@@ -12,23 +12,24 @@ import (
 // This process stands in for the container's pid 1: its root is "/".
 func TestLocalOverlayProvesTheContainer(t *testing.T) {
 	upper := t.TempDir()
-	ctr := func(driver string, running bool, pid int, merged string) *dc.Container {
-		return &dc.Container{
-			State:       dc.State{Running: running, Pid: pid},
-			GraphDriver: &dc.GraphDriver{Name: driver, Data: map[string]string{"UpperDir": upper, "MergedDir": merged, "LowerDir": "/l1:/l2"}},
-		}
+	ctr := func(driver string, running bool, pid int, merged string) types.ContainerJSON {
+		return types.ContainerJSON{ContainerJSONBase: &types.ContainerJSONBase{
+			State:       &types.ContainerState{Running: running, Pid: pid},
+			GraphDriver: types.GraphDriverData{Name: driver, Data: map[string]string{"UpperDir": upper, "MergedDir": merged, "LowerDir": "/l1:/l2"}},
+		}}
 	}
 	me := os.Getpid()
 	if u, lowers, ok := localOverlay(ctr("overlay2", true, me, "/")); !ok || u != upper || len(lowers) != 2 || lowers[0] != "/l1" {
 		t.Fatalf("own root as merged dir: %q %q %t, want the upper dir and two lowers", u, lowers, ok)
 	}
-	for name, c := range map[string]*dc.Container{
+	for name, c := range map[string]types.ContainerJSON{
 		"another driver":        ctr("vfs", true, me, "/"),
 		"stopped":               ctr("overlay2", false, me, "/"),
 		"no pid":                ctr("overlay2", true, 0, "/"),
 		"merged is not root":    ctr("overlay2", true, me, t.TempDir()),
 		"merged does not exist": ctr("overlay2", true, me, "/nonexistent-merged"),
-		"no graph driver":       {State: dc.State{Running: true, Pid: me}},
+		"no graph driver":       {ContainerJSONBase: &types.ContainerJSONBase{State: &types.ContainerState{Running: true, Pid: me}}},
+		"no state":              {ContainerJSONBase: &types.ContainerJSONBase{}},
 	} {
 		if _, _, ok := localOverlay(c); ok {
 			t.Errorf("%s: trusted the engine's paths", name)

@@ -109,7 +109,7 @@ func TestCleanRemovesOnlyDeadOwnersOfThisHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { live.Destroy(context.Background()) })
-	c, err := p.Pool.Client.InspectContainer(live.ID())
+	c, err := witness(t).InspectContainer(live.ID())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,13 +1,17 @@
-// Package docker is the provider backed by a Docker engine, through
-// ory/dockertest's Pool (whose Client is go-dockerclient).
+// Package docker is the provider backed by a Docker engine, through the
+// engine's own Go client (github.com/docker/docker/client) with API version
+// negotiation, reaching the engine runner/engine resolves (unix://, tcp://,
+// or ssh:// through a dial-stdio connection helper: NewClient).
 //
 // Containers are created with host networking or none (never a bridge), no
 // init, pid 1 a plain sleep that reaps nothing, the "sandproof" label and
 // the owner labels (provider.OwnerLabels), limits (provider.Limits), and
 // an engine-side stop after CreateSpec.Expire as a backstop against a host
 // that forgets them. Exec runs argv directly with stdout and stderr kept
-// apart; files move as tar streams. Every failure of the engine, and every
-// exec whose container is no longer running when it returns, is a
+// apart; Start streams a long-lived command's stdin and stdout; files move
+// as tar streams; Volume keeps read-only content-addressed volumes; Changes
+// reports the filesystem diff. Every failure of the engine, and every exec
+// whose container is no longer running when it returns, is a
 // *provider.ProviderError: an exit status read from a dead container proves
 // nothing.
 package docker
@@ -18,7 +22,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"sort"
 	"strconv"
@@ -27,8 +30,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ory/dockertest/v3"
-	dc "github.com/ory/dockertest/v3/docker"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/client"
+	"github.com/docker/docker/errdefs"
+	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/sandproof/sandproof/runner/engine"
 	"github.com/sandproof/sandproof/runner/provider"
@@ -38,9 +44,20 @@ import (
 // whether its container is stopping too.
 const settle = 2 * time.Second
 
-// Provider creates containers through a dockertest Pool.
+// Provider creates containers through an Engine API client.
 type Provider struct {
-	Pool *dockertest.Pool
+	Client *client.Client
+	// Endpoint is the engine reached (Info.Engine names it).
+	Endpoint engine.Endpoint
+	// archs is each image id's GOARCH, shared by the provider's sandboxes
+	// (an image never changes): one image inspect per image, not per case.
+	archs *archCache
+
+	volMu sync.Mutex
+	vols  map[string]*volumeFill // key -> the one fill of this process
+	imgMu sync.Mutex
+	empty string // the volume helpers' image, once made
+	fills atomic.Int64
 }
 
 // New connects to the engine runner/engine resolves (DOCKER_HOST, else
@@ -51,28 +68,44 @@ func New() (*Provider, error) {
 	if err != nil {
 		return nil, provider.Errorf("connect", "", err)
 	}
-	pool, err := dockertest.NewPool(ep.Host)
+	return NewAt(ep)
+}
+
+// NewAt connects to the engine at ep and checks that it answers (the
+// version negotiation happens here).
+func NewAt(ep engine.Endpoint) (*Provider, error) {
+	c, err := NewClient(ep)
 	if err != nil {
 		return nil, provider.Errorf("connect", "", err)
 	}
-	if err := pool.Client.Ping(); err != nil {
-		return nil, provider.Errorf("connect", "", fmt.Errorf("ping engine: %w", err))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ping, err := c.Ping(ctx)
+	if err != nil {
+		c.Close()
+		return nil, provider.Errorf("connect", "", fmt.Errorf("ping engine %s: %w", ep, err))
 	}
-	return &Provider{Pool: pool}, nil
+	// The engine's answer says its API version: negotiated here, with no
+	// second request.
+	c.NegotiateAPIVersionPing(ping)
+	return &Provider{Client: c, Endpoint: ep, archs: &archCache{m: map[string]string{}}}, nil
+}
+
+type archCache struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+// ImageID returns the id of the image ref names (provider.ImageFinder).
+func (p *Provider) ImageID(ctx context.Context, ref string) (string, error) {
+	img, _, err := p.Client.ImageInspectWithRaw(ctx, ref)
+	if err != nil {
+		return "", provider.Errorf("inspect image", "", fmt.Errorf("image %q: %w", ref, err))
+	}
+	return img.ID, nil
 }
 
 func (p *Provider) Name() string { return "docker" }
-
-// splitRef splits a reference at its last ':' after the last '/', which
-// dockertest joins back unchanged: "repo:tag", "sha256:ID" and
-// "repo@sha256:D" all survive the round trip.
-func splitRef(ref string) (repo, tag string) {
-	i := strings.LastIndex(ref, ":")
-	if i < 0 || strings.Contains(ref[i:], "/") {
-		return ref, "latest"
-	}
-	return ref[:i], ref[i+1:]
-}
 
 // Labels returns the labels of a new container: extra, then the owner
 // labels of this process over them (provider.OwnerLabels), with this
@@ -101,8 +134,9 @@ func Labels(extra map[string]string) (map[string]string, error) {
 
 // ApplyLimits sets l on a container's host config: memory+swap equal to
 // memory (no swap beyond the limit).
-func ApplyLimits(hc *dc.HostConfig, l provider.Limits) {
-	hc.PidsLimit = l.PidsLimit
+func ApplyLimits(hc *container.HostConfig, l provider.Limits) {
+	pids := l.PidsLimit
+	hc.PidsLimit = &pids
 	hc.Memory = l.MemoryBytes
 	hc.MemorySwap = l.MemoryBytes
 	hc.CPUShares = l.CPUShares
@@ -137,39 +171,63 @@ func (p *Provider) Create(ctx context.Context, spec provider.CreateSpec) (provid
 		}
 		binds = append(binds, m.Source+":"+m.Target+":ro")
 	}
+	var mounts []mount.Mount
+	for _, v := range spec.Volumes {
+		if !strings.HasPrefix(v.Target, "/") || !isVolumeName(v.Volume) {
+			return nil, fmt.Errorf("create sandbox: volume %q -> %q: want a name Volume returned and an absolute target", v.Volume, v.Target)
+		}
+		mounts = append(mounts, mount.Mount{Type: mount.TypeVolume, Source: v.Volume, Target: v.Target, ReadOnly: true,
+			VolumeOptions: &mount.VolumeOptions{NoCopy: true}})
+	}
 	cmd := spec.Command
 	if cmd == nil {
 		cmd = provider.DefaultCommand
 	}
-	repo, tag := splitRef(spec.Image)
-	res, err := p.Pool.RunWithOptions(&dockertest.RunOptions{
-		Repository: repo,
-		Tag:        tag,
-		Env:        spec.Env,
+	hc := &container.HostConfig{
+		NetworkMode:   container.NetworkMode(network),
+		Binds:         binds,
+		Mounts:        mounts,
+		AutoRemove:    false,
+		RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyDisabled},
+	}
+	noInit := false
+	hc.Init = &noInit
+	ApplyLimits(hc, limits)
+	created, err := p.Client.ContainerCreate(ctx, &container.Config{
+		Image: spec.Image,
+		Env:   spec.Env,
 		// The entrypoint is replaced too: an image's own entrypoint
 		// would otherwise become pid 1 with our command as arguments.
 		Entrypoint: cmd[:1],
 		Cmd:        cmd[1:],
 		Labels:     labels,
 		User:       spec.User,
-	}, func(hc *dc.HostConfig) {
-		hc.NetworkMode = network
-		hc.Binds = binds
-		hc.Init = false
-		hc.AutoRemove = false
-		hc.PublishAllPorts = false
-		hc.RestartPolicy = dc.RestartPolicy{Name: "no"}
-		ApplyLimits(hc, limits)
-	})
+	}, hc, nil, nil, "")
 	if err != nil {
 		return nil, provider.Errorf("create", "", fmt.Errorf("run image %q: %w", spec.Image, err))
+	}
+	if err := p.Client.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
+		// A container that never ran is nobody's: remove it at once.
+		p.Client.ContainerRemove(context.WithoutCancel(ctx), created.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+		return nil, provider.Errorf("create", created.ID, fmt.Errorf("start container of image %q: %w", spec.Image, err))
 	}
 	expire := spec.Expire
 	if expire <= 0 {
 		expire = time.Hour
 	}
-	res.Expire(uint(expire / time.Second))
-	return &Sandbox{client: p.Pool.Client, id: res.Container.ID}, nil
+	p.expire(created.ID, expire)
+	return &Sandbox{client: p.Client, id: created.ID, engine: p.Endpoint.Host, archs: p.archs}, nil
+}
+
+// expire asks the engine to stop the container after d: a stop whose grace
+// period is d (pid 1 ignores the SIGTERM, so the SIGKILL comes at d). The
+// request returns early when the container goes first.
+func (p *Provider) expire(id string, d time.Duration) {
+	secs := int(d / time.Second)
+	if secs < 1 {
+		secs = 1
+	}
+	go p.Client.ContainerStop(context.Background(), id, container.StopOptions{Timeout: &secs})
 }
 
 // killedLikeContainer reports whether an exec's status could come from its
@@ -196,7 +254,7 @@ func startFailed(code int, stdout []byte) bool {
 
 // Open returns a handle on an existing running container.
 func (p *Provider) Open(ctx context.Context, id string) (provider.Sandbox, error) {
-	s := &Sandbox{client: p.Pool.Client, id: id}
+	s := &Sandbox{client: p.Client, id: id, engine: p.Endpoint.Host, archs: p.archs}
 	info, err := s.Inspect(ctx)
 	if err != nil {
 		return nil, err
@@ -210,30 +268,71 @@ func (p *Provider) Open(ctx context.Context, id string) (provider.Sandbox, error
 
 // Sandbox is one container.
 type Sandbox struct {
-	client *dc.Client
+	client *client.Client
 	id     string
-
-	mu    sync.Mutex
-	archs map[string]string // image id -> GOARCH: an image never changes
+	engine string     // the engine's address, for Info.Engine
+	archs  *archCache // image id -> GOARCH, the provider's
 }
 
 func (s *Sandbox) ID() string { return s.id }
 
 // transport maps an engine error to a ProviderError, with ErrGone for a
-// container that no longer exists or no longer runs.
+// container that no longer exists or no longer runs (the engine answers
+// 404 for the one and 409 for the other; both are checked against the
+// container's state, since an exec id can be missing too).
 func (s *Sandbox) transport(op string, err error) error {
-	var nsc *dc.NoSuchContainer
-	var cnr *dc.ContainerNotRunning
-	var de *dc.Error
-	switch {
-	case errors.As(err, &nsc), errors.As(err, &cnr):
-		err = fmt.Errorf("%w: %v", provider.ErrGone, err)
-	case errors.As(err, &de) && (de.Status == http.StatusNotFound || de.Status == http.StatusConflict):
+	if errdefs.IsNotFound(err) || errdefs.IsConflict(err) {
 		if running, ierr := s.running(context.Background()); ierr == nil && !running {
 			err = fmt.Errorf("%w: %v", provider.ErrGone, err)
 		}
 	}
 	return provider.Errorf(op, s.id, err)
+}
+
+// execOptions is the engine's exec request for spec, stdout and stderr
+// always attached (never a TTY: the two stay apart).
+func execOptions(spec provider.ExecSpec, stdin bool) container.ExecOptions {
+	return container.ExecOptions{
+		Cmd:          spec.Argv,
+		Env:          spec.Env,
+		User:         spec.User,
+		WorkingDir:   spec.Workdir,
+		AttachStdin:  stdin,
+		AttachStdout: true,
+		AttachStderr: true,
+	}
+}
+
+// attach creates the exec and attaches to it; the connection is closed
+// when ctx ends, which ends the streams.
+func (s *Sandbox) attach(ctx context.Context, spec provider.ExecSpec, stdin bool) (string, *hijacked, error) {
+	ex, err := s.client.ContainerExecCreate(ctx, s.id, execOptions(spec, stdin))
+	if err != nil {
+		return "", nil, s.transport("exec", err)
+	}
+	hj, err := s.client.ContainerExecAttach(ctx, ex.ID, container.ExecAttachOptions{})
+	if err != nil {
+		return "", nil, s.transport("exec", err)
+	}
+	h := &hijacked{conn: hj.Conn, r: hj.Reader}
+	h.stop = context.AfterFunc(ctx, func() { hj.Close() })
+	h.close = hj.Close
+	h.closeWrite = hj.CloseWrite
+	return ex.ID, h, nil
+}
+
+// hijacked is an attached exec's connection.
+type hijacked struct {
+	conn       io.Writer
+	r          io.Reader
+	stop       func() bool
+	close      func()
+	closeWrite func() error
+}
+
+func (h *hijacked) Close() {
+	h.stop()
+	h.close()
 }
 
 // Exec runs argv in the container and waits for it. The container is
@@ -243,62 +342,153 @@ func (s *Sandbox) Exec(ctx context.Context, spec provider.ExecSpec) (provider.Ex
 	if len(spec.Argv) == 0 {
 		return provider.ExecResult{}, fmt.Errorf("exec: empty argv")
 	}
-	if spec.Workdir != "" {
-		// go-dockerclient's CreateExecOptions has no WorkingDir in the
-		// version dockertest pins; warden run's params carry a cwd.
-		return provider.ExecResult{}, fmt.Errorf("exec %q: workdir %q: not supported by the docker provider", spec.Argv[0], spec.Workdir)
-	}
-	ex, err := s.client.CreateExec(dc.CreateExecOptions{
-		Container:    s.id,
-		Cmd:          spec.Argv,
-		Env:          spec.Env,
-		User:         spec.User,
-		AttachStdin:  spec.Stdin != nil,
-		AttachStdout: true,
-		AttachStderr: true,
-		Context:      ctx,
-	})
+	execID, h, err := s.attach(ctx, spec, spec.Stdin != nil)
 	if err != nil {
-		return provider.ExecResult{}, s.transport("exec", err)
+		return provider.ExecResult{}, err
+	}
+	defer h.Close()
+	if spec.Stdin != nil {
+		go func() {
+			// The command's stdin ends with ours; a command that exits
+			// first makes this copy fail, which is no concern of the
+			// result.
+			io.Copy(h.conn, spec.Stdin)
+			h.closeWrite()
+		}()
 	}
 	var out, errb bytes.Buffer
-	err = s.client.StartExec(ex.ID, dc.StartExecOptions{
-		InputStream:  spec.Stdin,
-		OutputStream: &out,
-		ErrorStream:  &errb,
-		Context:      ctx,
-	})
+	_, err = stdcopy.StdCopy(&out, &errb, h.r)
 	res := provider.ExecResult{Stdout: out.Bytes(), Stderr: errb.Bytes()}
 	if err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%w (%v)", ctx.Err(), err)
+		}
 		return res, s.transport("exec", err)
 	}
-	ins, err := s.client.InspectExec(ex.ID)
+	code, err := s.finish(ctx, execID, spec.Argv[0], out.Bytes())
+	res.ExitCode = code
+	return res, err
+}
+
+// finish reads an exec's status once its streams ended, and trusts it
+// only if the container still runs (see killedLikeContainer, startFailed).
+func (s *Sandbox) finish(ctx context.Context, execID, argv0 string, stdout []byte) (int, error) {
+	ins, err := s.client.ContainerExecInspect(ctx, execID)
 	if err != nil {
-		return res, s.transport("exec", err)
+		return 0, s.transport("exec", err)
 	}
 	if ins.Running {
-		return res, provider.Errorf("exec", s.id, fmt.Errorf("exec %q: stream ended while the command still runs", spec.Argv[0]))
+		return 0, provider.Errorf("exec", s.id, fmt.Errorf("exec %q: stream ended while the command still runs", argv0))
 	}
-	if killedLikeContainer(ins.ExitCode) || startFailed(ins.ExitCode, out.Bytes()) {
+	if killedLikeContainer(ins.ExitCode) || startFailed(ins.ExitCode, stdout) {
 		// A SIGKILL may be the container dying under the exec: the
 		// engine marks it stopped a moment after its processes are
 		// killed. Wait briefly for that before trusting the status.
 		wctx, cancel := context.WithTimeout(ctx, settle)
-		_, werr := s.client.WaitContainerWithContext(s.id, wctx)
+		okc, errc := s.client.ContainerWait(wctx, s.id, container.WaitConditionNotRunning)
+		stopped := false
+		select {
+		case <-okc:
+			stopped = true
+		case err := <-errc:
+			// A container already removed is stopped too.
+			stopped = errdefs.IsNotFound(err)
+		}
 		cancel()
-		if werr == nil {
-			return res, provider.Errorf("exec", s.id, fmt.Errorf("exec %q: container stopped: %w", spec.Argv[0], provider.ErrGone))
+		if stopped {
+			return 0, provider.Errorf("exec", s.id, fmt.Errorf("exec %q: container stopped: %w", argv0, provider.ErrGone))
 		}
 	}
 	running, err := s.running(ctx)
 	if err != nil {
-		return res, err
+		return 0, err
 	}
 	if !running {
-		return res, provider.Errorf("exec", s.id, fmt.Errorf("exec %q: container stopped: %w", spec.Argv[0], provider.ErrGone))
+		return 0, provider.Errorf("exec", s.id, fmt.Errorf("exec %q: container stopped: %w", argv0, provider.ErrGone))
 	}
-	res.ExitCode = ins.ExitCode
-	return res, nil
+	return ins.ExitCode, nil
+}
+
+// Start starts a long-lived command with streamed stdin and stdout (see
+// provider.Streamer). The caller reads Process.Stdout to its end before
+// Wait, which then reads the status as Exec does. Ending ctx closes the
+// streams.
+func (s *Sandbox) Start(ctx context.Context, spec provider.ExecSpec, stderr io.Writer) (*provider.Process, error) {
+	if len(spec.Argv) == 0 {
+		return nil, fmt.Errorf("start: empty argv")
+	}
+	spec.Stdin = nil
+	execID, h, err := s.attach(ctx, spec, true)
+	if err != nil {
+		return nil, err
+	}
+	if stderr == nil {
+		stderr = io.Discard
+	}
+	pr, pw := io.Pipe()
+	head := &headBuffer{max: 4 << 10}
+	done := make(chan error, 1)
+	go func() {
+		_, err := stdcopy.StdCopy(io.MultiWriter(pw, head), stderr, h.r)
+		pw.CloseWithError(err)
+		done <- err
+	}()
+	var once sync.Once
+	var code int
+	var werr error
+	wait := func() (int, error) {
+		once.Do(func() {
+			err := <-done
+			h.Close()
+			if err != nil {
+				if ctx.Err() != nil {
+					err = fmt.Errorf("%w (%v)", ctx.Err(), err)
+				}
+				werr = s.transport("exec", err)
+				return
+			}
+			code, werr = s.finish(context.WithoutCancel(ctx), execID, spec.Argv[0], head.Bytes())
+		})
+		return code, werr
+	}
+	return &provider.Process{Stdin: &execStdin{h: h}, Stdout: pr, Wait: wait}, nil
+}
+
+// execStdin is a streamed command's stdin: Close half-closes the
+// connection, which the engine passes on as EOF.
+type execStdin struct {
+	h    *hijacked
+	once sync.Once
+}
+
+func (w *execStdin) Write(p []byte) (int, error) { return w.h.conn.Write(p) }
+
+func (w *execStdin) Close() error {
+	var err error
+	w.once.Do(func() { err = w.h.closeWrite() })
+	return err
+}
+
+// headBuffer keeps the first max bytes written to it (for startFailed).
+type headBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   bytes.Buffer
+}
+
+func (h *headBuffer) Write(p []byte) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if room := h.max - h.b.Len(); room > 0 {
+		h.b.Write(p[:min(room, len(p))])
+	}
+	return len(p), nil
+}
+
+func (h *headBuffer) Bytes() []byte {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return bytes.Clone(h.b.Bytes())
 }
 
 // Upload extracts a one-file tar at "/": the engine creates missing parent
@@ -340,12 +530,7 @@ func (s *Sandbox) Mkdir(ctx context.Context, path string, mode os.FileMode, uid,
 
 func (s *Sandbox) untar(ctx context.Context, op string, r *io.PipeReader) error {
 	defer r.Close()
-	err := s.client.UploadToContainer(s.id, dc.UploadToContainerOptions{
-		InputStream: r,
-		Path:        "/",
-		Context:     ctx,
-	})
-	if err != nil {
+	if err := s.client.CopyToContainer(ctx, s.id, "/", r, container.CopyToContainerOptions{}); err != nil {
 		return s.transport(op, err)
 	}
 	return nil
@@ -357,98 +542,99 @@ func (s *Sandbox) Download(ctx context.Context, path, hostPath string) error {
 	return err
 }
 
+// readErrs remembers the first failure of the engine's stream, so that an
+// unpack that failed because the stream broke is reported as a transport
+// failure and one that failed on its own (a cap, a bad entry) is not.
+type readErrs struct {
+	r   io.Reader
+	err error
+}
+
+func (r *readErrs) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if err != nil && err != io.EOF && r.err == nil {
+		r.err = err
+	}
+	return n, err
+}
+
 // Fetch fetches path as a tar stream and unpacks it at hostPath within lim
 // (see untarTo). The engine answers 404 both for a missing path and for a
 // missing container; the container is inspected to tell them apart. A
 // download stopped at the read cap is not an error: what was written stays,
 // and the answer records where it stopped.
 func (s *Sandbox) Fetch(ctx context.Context, path, hostPath string, lim provider.FetchLimits) (provider.Fetched, error) {
-	pr, pw := io.Pipe()
-	// Ending the request is what stops the engine's stream: the client
-	// drains a response body it closes, which for a huge file would read
-	// all of it.
+	// Ending the request is what stops the engine's stream: closing a
+	// response body may drain it first, which for a huge file would
+	// read all of it.
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
-	type unpacked struct {
-		got   provider.Fetched
-		err   error
-		early bool // the unpack ended before the engine's answer did
-	}
-	var answered atomic.Bool
-	done := make(chan unpacked, 1)
-	go func() {
-		got, err := untarTo(pr, hostPath, path, lim)
-		if err == nil {
-			// Whatever follows the end of the archive (padding).
-			io.Copy(io.Discard, io.LimitReader(pr, 1<<20))
-		}
-		early := err != nil && !answered.Load()
-		if early {
-			stop()
-		}
-		pr.CloseWithError(errors.New("unpack ended"))
-		done <- unpacked{got, err, early}
-	}()
-	err := s.client.DownloadFromContainer(s.id, dc.DownloadFromContainerOptions{
-		OutputStream: pw,
-		Path:         path,
-		Context:      sctx,
-	})
-	answered.Store(true)
-	pw.CloseWithError(err)
-	u := <-done
-	if errors.Is(u.err, errReadCap) {
-		return u.got, nil
-	}
-	if u.early && ctx.Err() == nil {
-		// The unpack failed and stopped the stream: its error is the
-		// cause.
-		return u.got, fmt.Errorf("download %q: %w", path, u.err)
-	}
+	rc, _, err := s.client.CopyFromContainer(sctx, s.id, path)
 	if err != nil {
-		var de *dc.Error
-		if errors.As(err, &de) && de.Status == http.StatusNotFound {
+		if errdefs.IsNotFound(err) {
 			if running, ierr := s.running(ctx); ierr == nil && running {
-				return u.got, fmt.Errorf("download %q: %w", path, provider.ErrPathNotFound)
+				return provider.Fetched{}, fmt.Errorf("download %q: %w", path, provider.ErrPathNotFound)
 			}
 		}
-		return u.got, s.transport("download", err)
+		return provider.Fetched{}, s.transport("download", err)
 	}
-	if u.err != nil {
-		return u.got, fmt.Errorf("download %q: %w", path, u.err)
+	defer func() {
+		stop()
+		rc.Close()
+	}()
+	src := &readErrs{r: rc}
+	got, err := untarTo(src, hostPath, path, lim)
+	if err == nil {
+		// Whatever follows the end of the archive (padding).
+		io.Copy(io.Discard, io.LimitReader(src, 1<<20))
 	}
-	return u.got, nil
+	switch {
+	case errors.Is(err, errReadCap):
+		return got, nil
+	case src.err != nil:
+		if ctx.Err() != nil {
+			return got, s.transport("download", fmt.Errorf("%w (%v)", ctx.Err(), src.err))
+		}
+		return got, s.transport("download", src.err)
+	case err != nil:
+		return got, fmt.Errorf("download %q: %w", path, err)
+	}
+	return got, nil
 }
 
 // Inspect asks the engine; a container it does not know is Exists false.
 func (s *Sandbox) Inspect(ctx context.Context) (provider.Info, error) {
-	c, err := s.client.InspectContainerWithContext(s.id, ctx)
-	var nsc *dc.NoSuchContainer
-	if errors.As(err, &nsc) {
+	c, err := s.client.ContainerInspect(ctx, s.id)
+	if errdefs.IsNotFound(err) {
 		return provider.Info{ID: s.id}, nil
 	}
 	if err != nil {
 		return provider.Info{}, provider.Errorf("inspect", s.id, err)
 	}
-	info := provider.Info{ID: c.ID, Exists: true, Running: c.State.Running, ImageID: c.Image}
+	info := provider.Info{ID: c.ID, Exists: true, Running: c.State != nil && c.State.Running, ImageID: c.Image, Engine: s.engine}
 	if hc := c.HostConfig; hc != nil {
-		info.Limits = &provider.Limits{PidsLimit: hc.PidsLimit, MemoryBytes: hc.Memory, CPUShares: hc.CPUShares, OOMScoreAdj: hc.OomScoreAdj}
+		info.Network = string(hc.NetworkMode)
+		l := provider.Limits{MemoryBytes: hc.Memory, CPUShares: hc.CPUShares, OOMScoreAdj: hc.OomScoreAdj}
+		if hc.PidsLimit != nil {
+			l.PidsLimit = *hc.PidsLimit
+		}
+		info.Limits = &l
 	}
-	s.mu.Lock()
-	arch, ok := s.archs[c.Image]
-	s.mu.Unlock()
+	if s.archs == nil {
+		s.archs = &archCache{m: map[string]string{}}
+	}
+	s.archs.mu.Lock()
+	arch, ok := s.archs.m[c.Image]
+	s.archs.mu.Unlock()
 	if !ok {
-		img, err := s.client.InspectImage(c.Image)
+		img, _, err := s.client.ImageInspectWithRaw(ctx, c.Image)
 		if err != nil {
 			return provider.Info{}, provider.Errorf("inspect", s.id, fmt.Errorf("inspect image %q: %w", c.Image, err))
 		}
 		arch = img.Architecture
-		s.mu.Lock()
-		if s.archs == nil {
-			s.archs = map[string]string{}
-		}
-		s.archs[c.Image] = arch
-		s.mu.Unlock()
+		s.archs.mu.Lock()
+		s.archs.m[c.Image] = arch
+		s.archs.mu.Unlock()
 	}
 	info.Arch = arch
 	return info, nil
@@ -457,22 +643,20 @@ func (s *Sandbox) Inspect(ctx context.Context) (provider.Info, error) {
 // running asks the engine whether the container runs: one request, for
 // the checks after every exec and download.
 func (s *Sandbox) running(ctx context.Context) (bool, error) {
-	c, err := s.client.InspectContainerWithContext(s.id, ctx)
-	var nsc *dc.NoSuchContainer
-	if errors.As(err, &nsc) {
+	c, err := s.client.ContainerInspect(ctx, s.id)
+	if errdefs.IsNotFound(err) {
 		return false, nil
 	}
 	if err != nil {
 		return false, provider.Errorf("inspect", s.id, err)
 	}
-	return c.State.Running, nil
+	return c.State != nil && c.State.Running, nil
 }
 
 // Destroy removes the container and its anonymous volumes.
 func (s *Sandbox) Destroy(ctx context.Context) error {
-	err := s.client.RemoveContainer(dc.RemoveContainerOptions{ID: s.id, Force: true, RemoveVolumes: true, Context: ctx})
-	var nsc *dc.NoSuchContainer
-	if err != nil && !errors.As(err, &nsc) {
+	err := s.client.ContainerRemove(ctx, s.id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	if err != nil && !errdefs.IsNotFound(err) {
 		return provider.Errorf("destroy", s.id, err)
 	}
 	return nil

@@ -12,8 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api"
+	"github.com/docker/docker/api/types/versions"
+	"github.com/ory/dockertest/v3"
 	dc "github.com/ory/dockertest/v3/docker"
 
+	eng "github.com/sandproof/sandproof/runner/engine"
 	"github.com/sandproof/sandproof/runner/provider"
 	"github.com/sandproof/sandproof/runner/provider/docker"
 	"github.com/sandproof/sandproof/runner/provider/docker/testimage"
@@ -22,9 +26,9 @@ import (
 
 // BusyboxImage is imported once from the host's static busybox: a rootfs
 // with nothing else, made here so the tests need no registry.
-const busyboxImage = "sandproof-test/provider-busybox:2"
+const busyboxImage = "sandproof-test/provider-busybox:3"
 
-func engine(t *testing.T) *docker.Provider {
+func engine(t testing.TB) *docker.Provider {
 	t.Helper()
 	p, err := docker.New()
 	if err != nil {
@@ -34,11 +38,28 @@ func engine(t *testing.T) *docker.Provider {
 	return p
 }
 
-// busyboxRootfs holds /bin/busybox and its applet links, and /srv/keep
-// with two files and a dir, for the diff specs.
+// witness is a second client of the same engine, go-dockerclient through
+// ory/dockertest, so that what the provider set up is read back by code
+// that is not the provider's.
+func witness(t *testing.T) *dc.Client {
+	t.Helper()
+	ep, err := eng.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := dockertest.NewPool(ep.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pool.Client
+}
+
+// busyboxRootfs holds /bin/busybox and its applet links, /srv/keep with
+// two files and a dir, and /srv/gone with a dir and a file, for the diff
+// specs.
 var busyboxRootfs = testimage.Rootfs{
-	Dirs:    map[string]os.FileMode{"bin": 0o755, "tmp": 0o755, "etc": 0o755, "srv/keep/sub": 0o755},
-	Files:   map[string]string{"srv/keep/one": "srv/keep/one\n", "srv/keep/two": "srv/keep/two\n", "srv/keep/sub/three": "srv/keep/sub/three\n"},
+	Dirs:    map[string]os.FileMode{"bin": 0o755, "tmp": 0o755, "etc": 0o755, "srv/keep/sub": 0o755, "srv/gone/deep": 0o755},
+	Files:   map[string]string{"srv/keep/one": "srv/keep/one\n", "srv/keep/two": "srv/keep/two\n", "srv/keep/sub/three": "srv/keep/sub/three\n", "srv/gone/deep/f": "f\n"},
 	Applets: []string{"sh", "sleep", "setsid", "rm", "cat", "echo", "printf", "sha256sum", "ls", "mkdir"},
 }
 
@@ -194,9 +215,10 @@ func (r readerSignal) Read([]byte) (int, error) {
 	select {}
 }
 
-// The upper-dir diff must say what the engine's diff says, for every kind
-// of change: an addition under a new dir, a modification (copy-up), a
-// whiteout, and an opaque dir that replaced one of the image's.
+// The upper-dir diff (the fast path of Changes) must say what the
+// engine's diff (its general path) says, for every kind of change: an
+// addition under a new dir, a modification (copy-up), a whiteout, a
+// deleted directory, and an opaque dir that replaced one of the image's.
 func TestDockerChangesMatchEngine(t *testing.T) {
 	p := engine(t)
 	ctx := context.Background()
@@ -205,12 +227,14 @@ func TestDockerChangesMatchEngine(t *testing.T) {
 mkdir -p /newdir/sub && echo a > /newdir/sub/file
 chmod 0700 /bin/busybox
 rm /bin/ls
+rm -rf /srv/gone
 rm -rf /tmp && mkdir /tmp && echo b > /tmp/b
 rm -rf /srv/keep && mkdir /srv/keep && echo changed > /srv/keep/two`}})
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("make the changes: %v, exit %d: %s", err, res.ExitCode, res.Stderr)
 	}
-	got, how, err := p.Changes(ctx, sb.ID())
+	d := sb.(provider.Differ)
+	got, how, err := d.Changes(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,28 +242,37 @@ rm -rf /srv/keep && mkdir /srv/keep && echo changed > /srv/keep/two`}})
 		testenv.Missing(t, fmt.Sprintf("a local engine with overlay2 to compare the diff with (it was read by %s)", how),
 			"run the tests against the engine `bash images/engine.sh start` starts")
 	}
-	want, err := p.Pool.Client.ContainerChanges(sb.ID())
+	want, err := sb.(*docker.Sandbox).EngineChanges(ctx)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The engine's diff, read by a client that is not ours, agrees with
+	// what EngineChanges made of it.
+	raw, err := witness(t).ContainerChanges(sb.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(raw) != len(want) {
+		t.Fatalf("EngineChanges has %d changes, the engine says %d: %v vs %v", len(want), len(raw), want, raw)
 	}
 	// An engine whose native overlay diff works says a replaced dir was
 	// deleted; ours says what the full-tree diff says (modified, with
 	// what it hid deleted). Compare in the latter's terms.
 	for i, c := range want {
 		switch {
-		case c.Kind == dc.ChangeDelete && c.Path == "/tmp":
-			want[i].Kind = dc.ChangeModify
-		case c.Kind == dc.ChangeDelete && c.Path == "/srv/keep":
-			want[i].Kind = dc.ChangeModify
-			want = append(want, dc.Change{Path: "/srv/keep/one", Kind: dc.ChangeDelete}, dc.Change{Path: "/srv/keep/sub", Kind: dc.ChangeDelete})
+		case c.Kind == provider.ChangeDeleted && c.Path == "/tmp":
+			want[i].Kind = provider.ChangeModified
+		case c.Kind == provider.ChangeDeleted && c.Path == "/srv/keep":
+			want[i].Kind = provider.ChangeModified
+			want = append(want, provider.Change{Path: "/srv/keep/one", Kind: provider.ChangeDeleted}, provider.Change{Path: "/srv/keep/sub", Kind: provider.ChangeDeleted})
 		}
 	}
 	docker.SortChanges(got)
 	docker.SortChanges(want)
-	str := func(cs []dc.Change) string {
+	str := func(cs []provider.Change) string {
 		var b strings.Builder
 		for _, c := range cs {
-			b.WriteString(c.String() + "\n")
+			b.WriteString(c.Kind + " " + c.Path + "\n")
 		}
 		return b.String()
 	}
@@ -247,10 +280,30 @@ rm -rf /srv/keep && mkdir /srv/keep && echo changed > /srv/keep/two`}})
 		t.Fatalf("upper-dir diff differs from the engine's:\n got:\n%s want:\n%s", str(got), str(want))
 	}
 	// Each kind is there, so the comparison above compared something.
-	for _, line := range []string{"A /newdir/sub/file", "C /bin/busybox", "D /bin/ls", "C /tmp", "A /tmp/b",
+	for _, line := range []string{"A /newdir", "A /newdir/sub", "A /newdir/sub/file", "C /bin/busybox", "D /bin/ls", "D /srv/gone", "C /tmp", "A /tmp/b",
 		"C /srv/keep", "D /srv/keep/one", "D /srv/keep/sub", "C /srv/keep/two"} {
 		if !strings.Contains(str(got), line+"\n") {
 			t.Errorf("diff lacks %q:\n%s", line, str(got))
 		}
 	}
+}
+
+func dcKill(id string) dc.KillContainerOptions { return dc.KillContainerOptions{ID: id} }
+
+// The client speaks the engine's API version when the engine is older
+// than the client (Debian 12's engine: 1.41), its own otherwise.
+func TestDockerNegotiatesTheAPIVersion(t *testing.T) {
+	p := engine(t)
+	sv, err := p.Client.ServerVersion(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := api.DefaultVersion
+	if versions.LessThan(sv.APIVersion, want) {
+		want = sv.APIVersion
+	}
+	if got := p.Client.ClientVersion(); got != want {
+		t.Fatalf("client API version %s; engine %s, client default %s: want %s", got, sv.APIVersion, api.DefaultVersion, want)
+	}
+	t.Logf("engine API %s, client default %s, speaking %s", sv.APIVersion, api.DefaultVersion, p.Client.ClientVersion())
 }

@@ -41,7 +41,7 @@ func TestDockerContainersHaveLimits(t *testing.T) {
 		{def, provider.DefaultLimits},
 		{custom, provider.Limits{PidsLimit: 64, MemoryBytes: 64 << 20, CPUShares: 256, OOMScoreAdj: 700}},
 	} {
-		c, err := p.Pool.Client.InspectContainer(tc.sb.ID())
+		c, err := witness(t).InspectContainer(tc.sb.ID())
 		if err != nil {
 			t.Fatal(err)
 		}

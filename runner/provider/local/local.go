@@ -44,6 +44,11 @@ func (p *Provider) Name() string { return "local" }
 // and command are ignored (there is nothing to apply them to); its env is
 // added to every exec.
 func (p *Provider) Create(ctx context.Context, spec provider.CreateSpec) (provider.Sandbox, error) {
+	if len(spec.Volumes) > 0 {
+		// It keeps no volumes (it is no VolumeMaker): a volume asked for
+		// would silently be missing.
+		return nil, fmt.Errorf("create sandbox: volume %q: the local provider keeps no volumes", spec.Volumes[0].Volume)
+	}
 	root, err := os.MkdirTemp(p.Dir, "sandproof-local-")
 	if err != nil {
 		return nil, provider.Errorf("create", "", err)
