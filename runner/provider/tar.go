@@ -196,3 +196,32 @@ func writeEntry(tw *tar.Writer, e Entry) error {
 	}
 	return err
 }
+
+// WriteTarFile writes a tar holding one regular file at p (relative to
+// "/") with size bytes of data. Parents are not in the archive on purpose:
+// the receiver creates the missing ones, and a directory entry would reset
+// an existing directory's mode and owner.
+func WriteTarFile(w io.Writer, p string, data io.Reader, size int64, mode os.FileMode, uid, gid int) error {
+	tw := tar.NewWriter(w)
+	err := tw.WriteHeader(&tar.Header{
+		Typeflag: tar.TypeReg,
+		Name:     strings.TrimPrefix(path.Clean(p), "/"),
+		Mode:     int64(mode.Perm()),
+		Size:     size,
+		Uid:      uid,
+		Gid:      gid,
+		ModTime:  time.Now(),
+		Format:   tar.FormatPAX,
+	})
+	if err != nil {
+		return err
+	}
+	n, err := io.Copy(tw, io.LimitReader(data, size))
+	if err == nil && n != size {
+		err = fmt.Errorf("upload %q: read %d bytes, want %d", p, n, size)
+	}
+	if err != nil {
+		return err
+	}
+	return tw.Close()
+}
