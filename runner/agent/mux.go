@@ -192,7 +192,9 @@ func (c *conn) dispatch(f frame) error {
 	return nil
 }
 
-func beUint32(b []byte) uint32 { return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3]) }
+func beUint32(b []byte) uint32 {
+	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+}
 
 func (c *conn) newStream(id uint32, req []byte) *stream {
 	s := &stream{c: c, id: id, req: req, recvLeft: c.window, sendCredit: c.window, done: make(chan struct{})}
