@@ -304,8 +304,8 @@ func (s *stream) remoteClose() {
 	}
 }
 
-// fail ends both directions with err; data the peer completed (closed)
-// stays readable when the channel, not the stream, failed.
+// fail ends both directions with err; data of a direction the peer
+// completed (closed) stays readable.
 func (s *stream) fail(err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -313,8 +313,8 @@ func (s *stream) fail(err error) {
 		return
 	}
 	s.err = err
-	if errors.Is(err, ErrReset) {
-		s.rbuf.Reset()
+	if !s.rEOF {
+		s.rbuf.Reset() // an incomplete direction is worth nothing
 	}
 	close(s.done)
 	s.cond.Broadcast()
@@ -326,7 +326,10 @@ func (s *stream) Read(p []byte) (int, error) {
 	for s.rbuf.Len() == 0 && !s.rEOF && s.err == nil {
 		s.cond.Wait()
 	}
-	if s.err != nil && !(s.rEOF && !errors.Is(s.err, ErrReset)) {
+	// A direction the peer completed (closed) stays readable to its end
+	// whatever happened after: an agent resets a stream the host has not
+	// closed once it sent its result.
+	if s.err != nil && !s.rEOF {
 		err := s.err
 		s.mu.Unlock()
 		return 0, err
