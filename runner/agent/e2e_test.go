@@ -483,6 +483,40 @@ func TestAgentKilledMidStream(t *testing.T) {
 	}
 }
 
+// A channel that breaks while the sandbox lives is a ProviderError
+// without ErrGone; a channel the host closes ends the agent with status 0.
+func TestAgentEnds(t *testing.T) {
+	ctx := context.Background()
+	sb, _ := start(t, agent.HostOptions{})
+	if code, err := sb.Close(); code != 0 || err != nil {
+		t.Fatalf("agent after the host closed: %d %v", code, err)
+	}
+	if _, err := sb.Exec(ctx, provider.ExecSpec{Argv: []string{"true"}}); !provider.IsProviderError(err) || errors.Is(err, provider.ErrGone) {
+		t.Fatalf("exec after close, sandbox alive: %v", err)
+	}
+	// The agent killed, its sandbox still there.
+	sb, lsb := start(t, agent.HostOptions{})
+	pidfile := filepath.Join(lsb.Root(), "pid")
+	if r, err := sb.Exec(ctx, provider.ExecSpec{Argv: []string{"sh", "-c", "echo $PPID > " + pidfile}}); err != nil || r.ExitCode != 0 {
+		t.Fatalf("exec: %+v %v", r, err)
+	}
+	var pid int
+	b, _ := os.ReadFile(pidfile)
+	fmt.Sscan(string(b), &pid)
+	syscall.Kill(pid, syscall.SIGKILL)
+	select {
+	case <-sb.Host().Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the channel did not break when the agent was killed")
+	}
+	if _, err := sb.Exec(ctx, provider.ExecSpec{Argv: []string{"true"}}); !provider.IsProviderError(err) || errors.Is(err, provider.ErrGone) {
+		t.Fatalf("exec after the agent died, sandbox alive: %v", err)
+	}
+	if code, _ := sb.Close(); code != 128+9 {
+		t.Errorf("killed agent's status %d", code)
+	}
+}
+
 type neverEnding struct{}
 
 func (neverEnding) Read(p []byte) (int, error) { clear(p); return len(p), nil }
