@@ -105,4 +105,3 @@ func TestAgentInContainerWithNoNetwork(t *testing.T) {
 		t.Fatalf("fetched %q", b)
 	}
 }
-

@@ -10,7 +10,7 @@ import (
 // Frame types. Every frame is a 9-byte header (type, stream id, payload
 // length; big-endian) and at most MaxPayload bytes of payload.
 const (
-	frameHello  byte = 1 // payload: helloMagic + version (u16); stream 0
+	frameHello  byte = 1 // payload: helloMagic, version (u16), window (u32); stream 0
 	frameOpen   byte = 2 // payload: the request (JSON); opens the stream
 	frameData   byte = 3 // payload: bytes, within the receiver's window
 	frameWindow byte = 4 // payload: u32 credit granted to the sender
@@ -76,7 +76,7 @@ func checkHeader(typ byte, id, n uint32) error {
 		if id != 0 {
 			return fmt.Errorf("%w: hello on stream %d", errProtocol, id)
 		}
-		max = uint32(len(helloMagic) + 2)
+		max = uint32(helloLen)
 	case frameOpen, frameData:
 		max = MaxPayload
 	case frameWindow:
@@ -100,11 +100,17 @@ func checkHeader(typ byte, id, n uint32) error {
 	return nil
 }
 
+// helloLen is a hello's payload: the magic, the version and the window
+// the sender grants each stream (its peer's initial credit).
+var helloLen = len(helloMagic) + 2 + 4
+
 func validHello(p []byte) bool {
-	return len(p) == len(helloMagic)+2 && string(p[:len(helloMagic)]) == string(helloMagic)
+	return len(p) == helloLen && string(p[:len(helloMagic)]) == string(helloMagic)
 }
 
 func helloVersion(p []byte) uint16 { return binary.BigEndian.Uint16(p[len(helloMagic):]) }
+
+func helloWindow(p []byte) uint32 { return binary.BigEndian.Uint32(p[len(helloMagic)+2:]) }
 
 // appendFrame encodes one frame.
 func appendFrame(b []byte, typ byte, id uint32, payload []byte) []byte {
@@ -114,6 +120,7 @@ func appendFrame(b []byte, typ byte, id uint32, payload []byte) []byte {
 	return append(b, payload...)
 }
 
-func helloPayload() []byte {
-	return binary.BigEndian.AppendUint16(append([]byte(nil), helloMagic...), Version)
+func helloPayload(window uint32) []byte {
+	b := binary.BigEndian.AppendUint16(append([]byte(nil), helloMagic...), Version)
+	return binary.BigEndian.AppendUint32(b, window)
 }

@@ -29,10 +29,11 @@ var (
 // buffered up to the window its receiver granted, and a sender that
 // overruns it breaks the channel. Writers take turns frame by frame.
 type conn struct {
-	r      io.Reader
-	w      io.Writer
-	closer []io.Closer
-	window uint32
+	r       io.Reader
+	w       io.Writer
+	closer  []io.Closer
+	window  uint32 // what this end grants each stream
+	peerWin uint32 // what the peer grants: each stream's initial credit
 
 	wmu  sync.Mutex
 	wbuf []byte
@@ -60,7 +61,7 @@ func newConn(r io.Reader, w io.Writer, host bool, window uint32, closers ...io.C
 		c.next = 1
 	}
 	go c.readLoop()
-	go c.writeFrame(frameHello, 0, helloPayload())
+	go c.writeFrame(frameHello, 0, helloPayload(window))
 	return c
 }
 
@@ -138,6 +139,13 @@ func (c *conn) readLoop() {
 		c.fail(fmt.Errorf("%w: peer speaks version %d, this end %d", errProtocol, v, Version))
 		return
 	}
+	if w := helloWindow(f.payload); w < MaxPayload || w > 1<<30 {
+		c.fail(fmt.Errorf("%w: peer window of %d bytes", errProtocol, w))
+		return
+	}
+	c.mu.Lock()
+	c.peerWin = helloWindow(f.payload)
+	c.mu.Unlock()
 	close(c.hello)
 	for {
 		f, err := readFrame(c.r, buf)
@@ -197,9 +205,9 @@ func beUint32(b []byte) uint32 {
 }
 
 func (c *conn) newStream(id uint32, req []byte) *stream {
-	s := &stream{c: c, id: id, req: req, recvLeft: c.window, sendCredit: c.window, done: make(chan struct{})}
-	s.cond = sync.NewCond(&s.mu)
 	c.mu.Lock()
+	s := &stream{c: c, id: id, req: req, recvLeft: c.window, sendCredit: c.peerWin, done: make(chan struct{})}
+	s.cond = sync.NewCond(&s.mu)
 	if c.err != nil {
 		s.err = c.err
 		close(s.done)
@@ -222,6 +230,11 @@ func (c *conn) forget(s *stream) {
 func (c *conn) open(req []byte) (*stream, error) {
 	if len(req) > MaxPayload {
 		return nil, fmt.Errorf("agent request of %d bytes (at most %d)", len(req), MaxPayload)
+	}
+	select { // a stream's credit is the peer's window, known from its hello
+	case <-c.hello:
+	case <-c.done:
+		return nil, c.broken()
 	}
 	c.mu.Lock()
 	if c.err != nil {

@@ -13,10 +13,15 @@ import (
 // pair is two ends of a channel over in-process pipes.
 func pair(t *testing.T, window uint32) (host, agent *conn) {
 	t.Helper()
+	return pair2(t, window, window)
+}
+
+func pair2(t *testing.T, hostWin, agentWin uint32) (host, agent *conn) {
+	t.Helper()
 	ar, hw := io.Pipe() // host writes, agent reads
 	hr, aw := io.Pipe() // agent writes, host reads
-	host = newConn(hr, hw, true, window, hw, hr)
-	agent = newConn(ar, aw, false, window, aw, ar)
+	host = newConn(hr, hw, true, hostWin, hw, hr)
+	agent = newConn(ar, aw, false, agentWin, aw, ar)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := host.waitHello(ctx); err != nil {
@@ -166,6 +171,25 @@ func TestOverrunBreaksEveryStream(t *testing.T) {
 	}
 }
 
+// Each end's window is its own (announced in its hello): ends with
+// different windows move a megabyte both ways without an overrun.
+func TestDifferentWindows(t *testing.T) {
+	h, a := pair2(t, 1<<20, 32<<10)
+	s, _ := h.open([]byte("x"))
+	as, _ := a.acceptStream()
+	big := bytes.Repeat([]byte("w"), 1<<20)
+	go func() { s.Write(big); s.CloseWrite() }()
+	go func() { as.Write(big); as.CloseWrite() }()
+	up, err := io.ReadAll(as)
+	if err != nil || len(up) != len(big) {
+		t.Fatalf("up: %d %v", len(up), err)
+	}
+	down, err := io.ReadAll(s)
+	if err != nil || len(down) != len(big) {
+		t.Fatalf("down: %d %v", len(down), err)
+	}
+}
+
 // Ends of different versions refuse each other.
 func TestHelloVersionMismatch(t *testing.T) {
 	ar, hw := io.Pipe()
@@ -173,7 +197,7 @@ func TestHelloVersionMismatch(t *testing.T) {
 	h := newConn(hr, hw, true, 0, hw, hr)
 	defer h.Close()
 	go func() {
-		bad := appendFrame(nil, frameHello, 0, append(append([]byte(nil), helloMagic...), 0, 99))
+		bad := appendFrame(nil, frameHello, 0, append(append([]byte(nil), helloMagic...), 0, 99, 0, 4, 0, 0))
 		aw.Write(bad)
 		io.Copy(io.Discard, ar)
 	}()
@@ -208,7 +232,7 @@ func TestNoGoroutineLeft(t *testing.T) {
 // The decoder never panics, never accepts a payload past its cap, and
 // every frame it accepts re-encodes to the bytes it read.
 func FuzzReadFrame(f *testing.F) {
-	f.Add(appendFrame(nil, frameHello, 0, helloPayload()))
+	f.Add(appendFrame(nil, frameHello, 0, helloPayload(DefaultWindow)))
 	f.Add(appendFrame(nil, frameData, 1, []byte("hello")))
 	f.Add(appendFrame(nil, frameWindow, 3, []byte{0, 1, 0, 0}))
 	f.Add(appendFrame(appendFrame(nil, frameClose, 2, nil), frameReset, 2, []byte("why")))
