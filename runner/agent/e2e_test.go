@@ -194,6 +194,27 @@ func TestAgentExecStatusUserEnv(t *testing.T) {
 	if r := run(provider.ExecSpec{Argv: []string{"sh", "-c", "id -un; echo $HOME"}, User: "root"}); string(r.Stdout) != "root\n/root\n" {
 		t.Errorf("user by name: %q", r.Stdout)
 	}
+	// An env past one frame's payload: the request leads the stream.
+	long := strings.Repeat("v", 100<<10) // under MAX_ARG_STRLEN (128 KiB)
+	if r := run(provider.ExecSpec{Argv: []string{"sh", "-c", "printf %s \"$LONG\" | wc -c"}, Env: []string{"LONG=" + long}}); strings.TrimSpace(string(r.Stdout)) != fmt.Sprint(len(long)) {
+		t.Errorf("a 100 KiB env var arrived as %q bytes", r.Stdout)
+	}
+	// A child left in the background holding stdout does not hold the
+	// exec: it ends with its main process (and the output before).
+	done := make(chan provider.ExecResult, 1)
+	go func() { done <- run(provider.ExecSpec{Argv: []string{"sh", "-c", "sleep 300 & echo $!; exit 4"}}) }()
+	select {
+	case r := <-done:
+		var pid int
+		fmt.Sscan(string(r.Stdout), &pid)
+		if r.ExitCode != 4 || pid <= 1 {
+			t.Errorf("background child: %d %q", r.ExitCode, r.Stdout)
+		} else {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("an exec whose background child holds stdout did not end")
+	}
 }
 
 // homeOf is uid's home in /etc/passwd, "/" when it has no entry (as

@@ -3,6 +3,7 @@ package agent
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -103,11 +104,24 @@ func (h *Host) call(ctx context.Context, req request) (*stream, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	s, err := h.c.open(b)
+	if len(b) > maxRequest {
+		return nil, nil, fmt.Errorf("%s request of %d bytes (argv and env): at most %d", req.Op, len(b), maxRequest)
+	}
+	// The request leads the stream's data (an open frame would cap it
+	// at MaxPayload; a harness's env can be larger).
+	s, err := h.c.open(nil)
 	if err != nil {
 		return nil, nil, err
 	}
 	stop := context.AfterFunc(ctx, s.Reset)
+	if _, err := s.Write(binary.BigEndian.AppendUint32(nil, uint32(len(b)))); err == nil {
+		_, err = s.Write(b)
+	}
+	if err != nil {
+		stop()
+		s.Reset()
+		return nil, nil, err
+	}
 	return s, func() { stop(); s.Close() }, nil
 }
 
@@ -277,25 +291,23 @@ func (h *Host) Fetch(ctx context.Context, path, hostPath string, lim provider.Fe
 		start()
 	}
 	u := <-unp
-	if errors.Is(u.err, provider.ErrReadCap) {
+	switch {
+	case errors.Is(u.err, provider.ErrReadCap):
 		return u.got, nil
-	}
-	if ctx.Err() != nil {
+	case ctx.Err() != nil:
 		return u.got, transport(ctx.Err())
-	}
-	if u.err != nil && (rerr == nil || errors.Is(rerr, errUnpackEnded)) {
+	case rerr != nil && !errors.Is(rerr, errUnpackEnded):
+		return u.got, transport(rerr)
+	case rerr == nil && r.Error != "":
+		// The agent's own failure (a file vanished mid-walk) says more
+		// than the truncated archive it left.
+		return u.got, fmt.Errorf("download %q: %s", path, r.Error)
+	case u.err != nil:
 		return u.got, fmt.Errorf("download %q: %w", path, u.err)
-	}
-	if errors.Is(rerr, errUnpackEnded) {
+	case rerr != nil:
 		return u.got, fmt.Errorf("download %q: more than 1 MiB past the archive's end", path)
 	}
-	if rerr != nil {
-		return u.got, transport(rerr)
-	}
-	if r.Error != "" {
-		return u.got, fmt.Errorf("download %q: %s", path, r.Error)
-	}
-	return u.got, u.err
+	return u.got, nil
 }
 
 var errUnpackEnded = errors.New("unpack ended")

@@ -3,6 +3,7 @@ package agent
 import (
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -16,7 +17,12 @@ const (
 	opTunnel = "tunnel" // agent opens: raw bytes of one accepted connection
 )
 
-// request is a stream's open payload (JSON).
+// maxRequest caps a request (its JSON, which leads the stream of an
+// operation the host opens, after its u32 length).
+const maxRequest = 4 << 20
+
+// request is an operation's request (JSON). A tunnel stream's open
+// payload is one too, naming nothing but the op.
 type request struct {
 	Op      string   `json:"op"`
 	Argv    []string `json:"argv,omitempty"`
@@ -109,4 +115,25 @@ func readRecord(r io.Reader, buf []byte) (byte, []byte, error) {
 		return 0, nil, err
 	}
 	return h[0], buf[:n], nil
+}
+
+// readRequest reads the request that leads a stream the host opened.
+func readRequest(r io.Reader) (request, error) {
+	var req request
+	var h [4]byte
+	if _, err := io.ReadFull(r, h[:]); err != nil {
+		return req, err
+	}
+	n := binary.BigEndian.Uint32(h[:])
+	if n > maxRequest {
+		return req, fmt.Errorf("%w: request of %d bytes", errProtocol, n)
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return req, err
+	}
+	if err := json.Unmarshal(b, &req); err != nil {
+		return req, errors.Join(errProtocol, err)
+	}
+	return req, nil
 }

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // ServeOptions configure the in-sandbox end.
@@ -63,8 +64,8 @@ type server struct{ root string }
 
 func (srv *server) handle(s *stream) {
 	defer s.Close()
-	var req request
-	if err := json.Unmarshal(s.req, &req); err != nil {
+	req, err := readRequest(s)
+	if err != nil {
 		s.Reset()
 		return
 	}
@@ -170,6 +171,9 @@ func (srv *server) exec(s *stream, rw *recordWriter, req request) result {
 	}
 	cmd := &exec.Cmd{Path: bin, Args: req.Argv, Env: env, Dir: req.Workdir}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// A child left running in the background can hold stdout open
+	// forever; the command's end is its main process's.
+	cmd.WaitDelay = 2 * time.Second
 	if u.set {
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: u.uid, Gid: u.gid, Groups: u.groups}
 	}
@@ -568,17 +572,33 @@ func tarOne(tw *tar.Writer, p, name string, inodes map[[2]uint64]string) error {
 			inodes[key] = name
 		}
 	}
+	var f *os.File
+	if h.Typeflag == tar.TypeReg {
+		// Opened before the header is written: a file swapped for a
+		// fifo or a link since the lstat is not read (it could block
+		// or lead elsewhere); it becomes a special entry.
+		f, err = os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+		var ft *syscall.Stat_t
+		if err == nil {
+			if fi2, serr := f.Stat(); serr == nil {
+				ft, _ = fi2.Sys().(*syscall.Stat_t)
+			}
+		}
+		if err != nil || ft == nil || st == nil || ft.Mode&syscall.S_IFMT != syscall.S_IFREG || ft.Ino != st.Ino || ft.Dev != st.Dev {
+			if f != nil {
+				f.Close()
+			}
+			h.Typeflag, h.Size = tar.TypeFifo, 0
+			return tw.WriteHeader(h)
+		}
+		defer f.Close()
+	}
 	if err := tw.WriteHeader(h); err != nil {
 		return err
 	}
 	if h.Typeflag != tar.TypeReg {
 		return nil
 	}
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
 	n, err := io.Copy(tw, io.LimitReader(f, h.Size))
 	if err != nil {
 		return err
