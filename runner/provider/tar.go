@@ -216,7 +216,7 @@ func WriteTarFile(w io.Writer, p string, data io.Reader, size int64, mode os.Fil
 	if err != nil {
 		return err
 	}
-	n, err := io.Copy(tw, io.LimitReader(data, size))
+	n, err := io.Copy(tw, data)
 	if err == nil && n != size {
 		err = fmt.Errorf("upload %q: read %d bytes, want %d", p, n, size)
 	}

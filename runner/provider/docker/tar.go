@@ -2,7 +2,6 @@ package docker
 
 import (
 	"archive/tar"
-	"fmt"
 	"io"
 	"os"
 	"path"
@@ -18,30 +17,7 @@ import (
 // owner.
 func tarFile(p string, data io.Reader, size int64, mode os.FileMode, uid, gid int) *io.PipeReader {
 	pr, pw := io.Pipe()
-	go func() {
-		tw := tar.NewWriter(pw)
-		err := tw.WriteHeader(&tar.Header{
-			Typeflag: tar.TypeReg,
-			Name:     strings.TrimPrefix(path.Clean(p), "/"),
-			Mode:     int64(mode.Perm()),
-			Size:     size,
-			Uid:      uid,
-			Gid:      gid,
-			ModTime:  time.Now(),
-			Format:   tar.FormatPAX,
-		})
-		if err == nil {
-			var n int64
-			n, err = io.Copy(tw, data)
-			if err == nil && n != size {
-				err = fmt.Errorf("upload %q: read %d bytes, want %d", p, n, size)
-			}
-		}
-		if err == nil {
-			err = tw.Close()
-		}
-		pw.CloseWithError(err)
-	}()
+	go func() { pw.CloseWithError(provider.WriteTarFile(pw, p, data, size, mode, uid, gid)) }()
 	return pr
 }
 
