@@ -18,25 +18,77 @@ import (
 	"github.com/sandproof/sandproof/runner/testenv"
 )
 
+// startContainer runs the agent in a container of the debian-12 test
+// image with no network (docker run -i, removed at the end) and returns
+// the host end and the container's name.
+func startContainer(tb testing.TB, target string) (*agent.Host, string) {
+	tb.Helper()
+	testenv.Docker(tb)
+	docker, err := exec.LookPath("docker")
+	if err != nil {
+		testenv.Package(tb, "the docker command", "docker.io")
+	}
+	rec, err := images.Lookup("debian-12")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ref := rec.Ref()
+	if out, err := exec.Command(docker, "image", "inspect", "--format", "{{.Id}}", ref).CombinedOutput(); err != nil {
+		testenv.NoImage(tb, "debian-12", ref+": "+strings.TrimSpace(string(out)))
+	}
+	name := fmt.Sprintf("sandproof-agent-test-%d", time.Now().UnixNano())
+	cmd := exec.Command(docker, "run", "-i", "--rm", "--name", name, "--network", "none",
+		"--label", "sandproof-test=agent", "-v", sandagent+":/sandagent:ro", ref,
+		"/sandagent", "serve", "--listen", "127.0.0.1:8080")
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	h, err := agent.NewHost(context.Background(), stdout, stdin, agent.HostOptions{Target: target, HelloTimeout: 60 * time.Second})
+	tb.Cleanup(func() {
+		if h != nil {
+			h.Close()
+		}
+		exec.Command(docker, "rm", "-f", name).Run() // ours, by name
+		cmd.Wait()
+	})
+	if err != nil {
+		tb.Fatalf("hello: %v (stderr %q)", err, stderr.String())
+	}
+	return h, name
+}
+
+// BenchmarkExecInContainer is one `true` in a container through the
+// agent's channel beside one `docker exec` (a round trip to the engine
+// each), in the same container.
+func BenchmarkExecInContainer(b *testing.B) {
+	h, name := startContainer(b, "")
+	ctx := context.Background()
+	b.Run("agent", func(b *testing.B) {
+		for b.Loop() {
+			if r, err := h.Exec(ctx, provider.ExecSpec{Argv: []string{"true"}}); err != nil || r.ExitCode != 0 {
+				b.Fatal(r, err)
+			}
+		}
+	})
+	b.Run("docker-exec", func(b *testing.B) {
+		for b.Loop() {
+			if out, err := exec.Command("docker", "exec", name, "true").CombinedOutput(); err != nil {
+				b.Fatal(string(out), err)
+			}
+		}
+	})
+}
+
 // The agent in a real container with no network: the harness's loopback
 // reaches the host's HTTP server only through the agent's tunnel, and an
 // exec as a name from the image's /etc/passwd gets that user's HOME. The
 // container is started with the docker CLI (`docker run -i`): the docker
 // provider's Streamer is another change.
 func TestAgentInContainerWithNoNetwork(t *testing.T) {
-	testenv.Docker(t)
-	docker, err := exec.LookPath("docker")
-	if err != nil {
-		testenv.Package(t, "the docker command", "docker.io")
-	}
-	rec, err := images.Lookup("debian-12")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref := rec.Ref()
-	if out, err := exec.Command(docker, "image", "inspect", "--format", "{{.Id}}", ref).CombinedOutput(); err != nil {
-		testenv.NoImage(t, "debian-12", ref+": "+strings.TrimSpace(string(out)))
-	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "relay saw %s %s", r.Method, r.URL.Path)
 	})}
@@ -47,28 +99,8 @@ func TestAgentInContainerWithNoNetwork(t *testing.T) {
 	go srv.Serve(l)
 	defer srv.Close()
 	hostPort := l.Addr().(*net.TCPAddr).Port
-
-	name := fmt.Sprintf("sandproof-agent-test-%d", time.Now().UnixNano())
-	cmd := exec.Command(docker, "run", "-i", "--rm", "--name", name, "--network", "none",
-		"--label", "sandproof-test=agent", "-v", sandagent+":/sandagent:ro", ref,
-		"/sandagent", "serve", "--listen", "127.0.0.1:8080")
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	var stderr syncBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		exec.Command(docker, "rm", "-f", name).Run() // ours, by name
-		cmd.Wait()
-	})
+	h, _ := startContainer(t, l.Addr().String())
 	ctx := context.Background()
-	h, err := agent.NewHost(ctx, stdout, stdin, agent.HostOptions{Target: l.Addr().String(), HelloTimeout: 60 * time.Second})
-	if err != nil {
-		t.Fatalf("hello: %v (stderr %q)", err, stderr.String())
-	}
-	defer h.Close()
 	bash := func(script string) provider.ExecResult {
 		t.Helper()
 		res, err := h.Exec(ctx, provider.ExecSpec{Argv: []string{"bash", "-c", script}})
