@@ -424,6 +424,75 @@ func TestTunnelStuckClient(t *testing.T) {
 	}
 }
 
+// Tunnels forwarded at once are capped: past MaxTunnels a connection is
+// reset, and a slot freed takes a new one.
+func TestTunnelCap(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	accepted := make(chan net.Conn, 16)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	start(t, agent.HostOptions{Target: l.Addr().String(), MaxTunnels: 3}, "--listen", listen)
+	var held, targets []net.Conn
+	for range 3 {
+		c, err := net.Dial("tcp", listen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		held = append(held, c)
+		select { // each of the first three reaches the target
+		case tc := <-accepted:
+			defer tc.Close()
+			targets = append(targets, tc)
+		case <-time.After(10 * time.Second):
+			t.Fatal("a tunnel under the cap did not reach the target")
+		}
+	}
+	over, err := net.Dial("tcp", listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer over.Close()
+	over.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := over.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the fourth tunnel: %d bytes, %v; want it ended", n, err)
+	}
+	// Both ends of the first close: its tunnel is over, its slot free.
+	held[0].Close()
+	targets[0].Close()
+	// The freed slot takes a new connection (once the first's end
+	// reached the host).
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.Dial("tcp", listen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		select {
+		case tc := <-accepted:
+			tc.Close()
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no tunnel reached the target after a slot was freed")
+		}
+	}
+}
+
 func freePort(t *testing.T) int {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

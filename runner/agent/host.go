@@ -26,16 +26,25 @@ type HostOptions struct {
 	Window uint32
 	// HelloTimeout bounds the wait for the agent's hello (0 = 30 s).
 	HelloTimeout time.Duration
+	// MaxTunnels caps the tunnel streams forwarded at once (0 =
+	// DefaultMaxTunnels); past it a new one is reset. A harness opening
+	// connections without end costs the host that many dials and
+	// windows, no more.
+	MaxTunnels int
 }
+
+// DefaultMaxTunnels is HostOptions.MaxTunnels' default.
+const DefaultMaxTunnels = 256
 
 // Host is the host's end of a channel: it runs operations in the sandbox
 // and forwards the agent's tunnel streams to Target. Its errors are plain
 // errors; the Sandbox wrapper turns transport failures into
 // *provider.ProviderError.
 type Host struct {
-	c      *conn
-	target string
-	wg     sync.WaitGroup
+	c       *conn
+	target  string
+	tunnels chan struct{} // a slot per tunnel forwarded now
+	wg      sync.WaitGroup
 }
 
 // NewHost starts the host's end over r (the agent's stdout) and w (its
@@ -45,7 +54,10 @@ func NewHost(ctx context.Context, r io.Reader, w io.WriteCloser, opt HostOptions
 	if rc, ok := r.(io.Closer); ok {
 		closers = append(closers, rc)
 	}
-	h := &Host{c: newConn(r, w, true, opt.Window, closers...), target: opt.Target}
+	if opt.MaxTunnels <= 0 {
+		opt.MaxTunnels = DefaultMaxTunnels
+	}
+	h := &Host{c: newConn(r, w, true, opt.Window, closers...), target: opt.Target, tunnels: make(chan struct{}, opt.MaxTunnels)}
 	if opt.HelloTimeout <= 0 {
 		opt.HelloTimeout = 30 * time.Second
 	}
@@ -87,7 +99,14 @@ func (h *Host) forward() {
 			s.Reset()
 			continue
 		}
+		select {
+		case h.tunnels <- struct{}{}:
+		default:
+			s.Reset()
+			continue
+		}
 		go func() {
+			defer func() { <-h.tunnels }()
 			nc, err := net.DialTimeout("tcp", h.target, 10*time.Second)
 			if err != nil {
 				s.Reset()
