@@ -605,6 +605,20 @@ func TestAgentEnds(t *testing.T) {
 	if code, _ := sb.Close(); code != 128+9 {
 		t.Errorf("killed agent's status %d", code)
 	}
+	// Destroy goes to the wrapped sandbox; what follows is ErrGone.
+	sb, _ = start(t, agent.HostOptions{})
+	if info, err := sb.Inspect(ctx); err != nil || !info.Exists {
+		t.Fatalf("positive control: inspect %+v %v", info, err)
+	}
+	if err := sb.Destroy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := sb.Inspect(ctx); err != nil || info.Exists {
+		t.Fatalf("after destroy: inspect %+v %v", info, err)
+	}
+	if _, err := sb.Exec(ctx, provider.ExecSpec{Argv: []string{"true"}}); !provider.IsProviderError(err) || !errors.Is(err, provider.ErrGone) {
+		t.Fatalf("exec after destroy: %v", err)
+	}
 }
 
 type neverEnding struct{}

@@ -38,11 +38,12 @@ type conn struct {
 	wmu  sync.Mutex
 	wbuf []byte
 
-	mu      sync.Mutex
-	streams map[uint32]*stream
-	next    uint32
-	err     error
-	accept  chan *stream
+	mu       sync.Mutex
+	streams  map[uint32]*stream
+	next     uint32
+	lastPeer uint32 // the last stream id the peer opened: ids only grow
+	err      error
+	accept   chan *stream
 
 	hello chan struct{} // closed when the peer's hello arrived
 	done  chan struct{} // closed when the channel broke
@@ -172,14 +173,15 @@ func (c *conn) dispatch(f frame) error {
 	case frameHello:
 		return fmt.Errorf("%w: a second hello", errProtocol)
 	case frameOpen:
-		if s != nil || f.id%2 == c.next%2 {
-			return fmt.Errorf("%w: open of stream %d (in use or of this end's parity)", errProtocol, f.id)
+		if f.id%2 == c.next%2 || f.id <= c.lastPeer {
+			return fmt.Errorf("%w: open of stream %d (of this end's parity, or not above the peer's last %d)", errProtocol, f.id, c.lastPeer)
 		}
+		c.lastPeer = f.id
 		s = c.newStream(f.id, bytes.Clone(f.payload))
 		select {
 		case c.accept <- s:
 		default: // nobody accepts this fast: refuse rather than buffer
-			s.Reset()
+			go s.Reset() // never a write from the read loop
 		}
 		return nil
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/sandproof/sandproof/runner/provider"
@@ -19,7 +20,11 @@ import (
 type Sandbox struct {
 	Under provider.Sandbox
 	host  *Host
-	wait  func() (int, error)
+
+	waitOnce sync.Once
+	wait     func() (int, error)
+	code     int
+	waitErr  error
 }
 
 var (
@@ -64,10 +69,12 @@ func (s *Sandbox) Host() *Host { return s.host }
 // Close ends the channel and waits for the agent to exit; its status.
 func (s *Sandbox) Close() (int, error) {
 	s.host.Close()
-	if s.wait == nil {
-		return 0, nil
-	}
-	return s.wait()
+	s.waitOnce.Do(func() {
+		if s.wait != nil {
+			s.code, s.waitErr = s.wait()
+		}
+	})
+	return s.code, s.waitErr
 }
 
 // transportErr makes err a *provider.ProviderError unless it is the
@@ -122,8 +129,11 @@ func (s *Sandbox) Fetch(ctx context.Context, path, hostPath string, lim provider
 
 func (s *Sandbox) Inspect(ctx context.Context) (provider.Info, error) { return s.Under.Inspect(ctx) }
 
-// Destroy ends the channel and destroys the wrapped sandbox.
+// Destroy ends the channel and destroys the wrapped sandbox; the agent's
+// end is collected meanwhile (an engine may end its exec only when the
+// sandbox goes).
 func (s *Sandbox) Destroy(ctx context.Context) error {
 	s.host.Close()
+	go s.Close()
 	return s.Under.Destroy(ctx)
 }
