@@ -8,11 +8,11 @@ ARCHES   := amd64 arm64
 # Specs to run (a Ginkgo label filter); `make test-local` leaves out `docker`.
 LABELS   ?=
 
-.PHONY: all build warden probe test test-local prereqs engine images vet unit conformance bench certify mutants fuzz soak clean
+.PHONY: all build warden probe sandagent test test-local prereqs engine images vet unit conformance bench certify mutants fuzz soak clean
 
 all: build
 
-build: warden probe
+build: warden probe sandagent
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/sandproof ./cmd/sandproof
 
 # warden is static (no libc, no shell, no Python needed in the image) for
@@ -55,6 +55,14 @@ probe:
 			-o $(BIN)/linux-$$arch/probe ./cmd/probe || exit 1; \
 	done
 
+# The session agent (runner/agent): static, for both architectures, like
+# warden and the probe, and sharing no code with them.
+sandagent:
+	@for arch in $(ARCHES); do \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags "$(LDFLAGS)" \
+			-o $(BIN)/linux-$$arch/sandagent ./cmd/sandagent || exit 1; \
+	done
+
 vet:
 	@unformatted=$$(gofmt -l $$(find . -name '*.go' -not -path './.git/*')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
@@ -95,6 +103,7 @@ fuzz:
 	$(GO) test ./runner/harness -run '^$$' -fuzz '^FuzzParseParams$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./runner/harness -run '^$$' -fuzz '^FuzzRecorder$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./runner/adapter -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./runner/agent -run '^$$' -fuzz '^FuzzReadFrame$$' -fuzztime $(FUZZTIME)
 
 # N launch/stop cycles with adversarial fixtures: leftovers, missing or
 # unconfirmed receipts, and stop latency percentiles.

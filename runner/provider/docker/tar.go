@@ -2,16 +2,10 @@ package docker
 
 import (
 	"archive/tar"
-	"bytes"
-	"errors"
-	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/sandproof/sandproof/runner/provider"
@@ -23,30 +17,7 @@ import (
 // owner.
 func tarFile(p string, data io.Reader, size int64, mode os.FileMode, uid, gid int) *io.PipeReader {
 	pr, pw := io.Pipe()
-	go func() {
-		tw := tar.NewWriter(pw)
-		err := tw.WriteHeader(&tar.Header{
-			Typeflag: tar.TypeReg,
-			Name:     strings.TrimPrefix(path.Clean(p), "/"),
-			Mode:     int64(mode.Perm()),
-			Size:     size,
-			Uid:      uid,
-			Gid:      gid,
-			ModTime:  time.Now(),
-			Format:   tar.FormatPAX,
-		})
-		if err == nil {
-			var n int64
-			n, err = io.Copy(tw, data)
-			if err == nil && n != size {
-				err = fmt.Errorf("upload %q: read %d bytes, want %d", p, n, size)
-			}
-		}
-		if err == nil {
-			err = tw.Close()
-		}
-		pw.CloseWithError(err)
-	}()
+	go func() { pw.CloseWithError(provider.WriteTarFile(pw, p, data, size, mode, uid, gid)) }()
 	return pr
 }
 
@@ -72,181 +43,13 @@ func tarDir(p string, mode os.FileMode, uid, gid int) *io.PipeReader {
 	return pr
 }
 
-// errReadCap stops an unpack that read more than Limits.ReadBytes.
-var errReadCap = errors.New("read cap reached")
+// The host-side consumer of a sandbox's archive and the producer of a
+// batch's archive live in runner/provider (tar.go), shared with the session
+// agent's wrapper (runner/agent); these names keep docker.go as it was.
+var errReadCap = provider.ErrReadCap
 
-// capReader counts what is read and fails past the cap.
-type capReader struct {
-	r    io.Reader
-	n    int64
-	max  int64
-	over bool
-}
-
-func (c *capReader) Read(p []byte) (int, error) {
-	if c.n >= c.max {
-		c.over = true
-		return 0, errReadCap
-	}
-	if int64(len(p)) > c.max-c.n {
-		p = p[:c.max-c.n]
-	}
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
-}
-
-// untarTo unpacks the engine's archive of one path at dst: the archive's
-// first component (the path's base name) becomes dst itself. The archive
-// is data from the sandbox: entries that would leave dst are refused;
-// symlinks and hard links are recorded in the answer, never created (a
-// later host read cannot follow what is not there); devices and fifos are
-// recorded and skipped; a regular file is written up to lim.FileBytes and
-// what lim.Budget grants, decided on the header's (apparent) size before
-// a byte is written, the rest skipped and recorded. Past lim.ReadBytes
-// the unpack stops, records where, and returns errReadCap. sbPath is the
-// sandbox path the archive holds, for the record.
 func untarTo(r io.Reader, dst, sbPath string, lim provider.FetchLimits) (provider.Fetched, error) {
-	lim = lim.WithDefaults()
-	var got provider.Fetched
-	cr := &capReader{r: r, max: lim.ReadBytes}
-	tr := tar.NewReader(cr)
-	var top, cur string
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			if top == "" {
-				return got, fmt.Errorf("unpack into %q: empty archive", dst)
-			}
-			return got, nil
-		}
-		if cr.over {
-			got.Add(provider.Withheld{Path: cur, Kind: provider.WithheldStopped})
-			return got, errReadCap
-		}
-		if err != nil {
-			return got, fmt.Errorf("unpack into %q: %w", dst, err)
-		}
-		name := path.Clean(h.Name)
-		first, rest, _ := strings.Cut(name, "/")
-		if top == "" {
-			top = first
-		}
-		if first != top || name == ".." || strings.HasPrefix(rest, "../") || strings.Contains(name, "/../") {
-			return got, fmt.Errorf("unpack into %q: entry %q leaves the archive root", dst, h.Name)
-		}
-		cur = sbPath
-		if rest != "" {
-			cur = path.Join(sbPath, rest)
-		}
-		target := filepath.Join(dst, filepath.FromSlash(rest))
-		switch h.Typeflag {
-		case tar.TypeDir:
-			if err := os.MkdirAll(target, os.FileMode(h.Mode).Perm()|0o700); err != nil {
-				return got, fmt.Errorf("unpack %q: %w", h.Name, err)
-			}
-		case tar.TypeReg:
-			want := min(h.Size, lim.FileBytes)
-			n := lim.Budget.Take(want)
-			if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
-				return got, fmt.Errorf("unpack %q: %w", h.Name, err)
-			}
-			// A file from an earlier download is replaced, never
-			// written through (O_EXCL|O_NOFOLLOW after the remove).
-			if err := os.Remove(target); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return got, fmt.Errorf("unpack %q: %w", h.Name, err)
-			}
-			f, err := os.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, os.FileMode(h.Mode).Perm()|0o600)
-			if err != nil {
-				return got, fmt.Errorf("unpack %q: %w", h.Name, err)
-			}
-			w, err := io.CopyN(f, tr, n)
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-			got.Files++
-			got.Bytes += w
-			if w < h.Size {
-				kind := provider.WithheldTruncated
-				if n < want {
-					kind = provider.WithheldStopped // the budget ran out
-				}
-				got.Add(provider.Withheld{Path: cur, Kind: kind, Size: h.Size, Written: w})
-			}
-			if cr.over {
-				got.Add(provider.Withheld{Path: cur, Kind: provider.WithheldStopped, Size: h.Size, Written: w})
-				return got, errReadCap
-			}
-			if err != nil {
-				return got, fmt.Errorf("unpack %q: %w", h.Name, err)
-			}
-		case tar.TypeSymlink:
-			got.Add(provider.Withheld{Path: cur, Kind: provider.WithheldSymlink, Target: h.Linkname})
-		case tar.TypeLink:
-			got.Add(provider.Withheld{Path: cur, Kind: provider.WithheldHardlink, Target: h.Linkname})
-		default:
-			got.Add(provider.Withheld{Path: cur, Kind: provider.WithheldSpecial})
-		}
-	}
+	return provider.Untar(r, dst, sbPath, lim)
 }
 
-// tarEntries streams a tar of the entries in order, each as tarFile or
-// tarDir would write it alone (no implied parent entries).
-func tarEntries(entries []provider.Entry) *io.PipeReader {
-	pr, pw := io.Pipe()
-	go func() {
-		tw := tar.NewWriter(pw)
-		var err error
-		for _, e := range entries {
-			if err = writeEntry(tw, e); err != nil {
-				break
-			}
-		}
-		if err == nil {
-			err = tw.Close()
-		}
-		pw.CloseWithError(err)
-	}()
-	return pr
-}
-
-func writeEntry(tw *tar.Writer, e provider.Entry) error {
-	h := &tar.Header{
-		Typeflag: tar.TypeReg,
-		Name:     strings.TrimPrefix(path.Clean(e.Path), "/"),
-		Mode:     int64(e.Mode.Perm()),
-		Uid:      e.UID,
-		Gid:      e.GID,
-		ModTime:  time.Now(),
-		Format:   tar.FormatPAX,
-	}
-	if e.Dir {
-		h.Typeflag, h.Name = tar.TypeDir, h.Name+"/"
-		return tw.WriteHeader(h)
-	}
-	var data io.Reader = bytes.NewReader(e.Data)
-	h.Size = int64(len(e.Data))
-	if e.Data == nil && e.HostPath != "" {
-		f, err := os.Open(e.HostPath)
-		if err != nil {
-			return fmt.Errorf("upload %q: %w", e.HostPath, err)
-		}
-		defer f.Close()
-		fi, err := f.Stat()
-		if err != nil {
-			return fmt.Errorf("upload %q: %w", e.HostPath, err)
-		}
-		if !fi.Mode().IsRegular() {
-			return fmt.Errorf("upload %q: not a regular file", e.HostPath)
-		}
-		data, h.Size = f, fi.Size()
-	}
-	if err := tw.WriteHeader(h); err != nil {
-		return err
-	}
-	n, err := io.Copy(tw, data)
-	if err == nil && n != h.Size {
-		err = fmt.Errorf("upload %q: read %d bytes, want %d", e.Path, n, h.Size)
-	}
-	return err
-}
+func tarEntries(entries []provider.Entry) *io.PipeReader { return provider.TarEntries(entries) }

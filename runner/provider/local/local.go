@@ -111,6 +111,8 @@ func (s *Sandbox) hostPath(p string) (string, error) {
 	return hp, nil
 }
 
+var _ provider.Streamer = (*Sandbox)(nil)
+
 // Exec runs argv as a host process. argv[0] and Workdir are host paths: the
 // session already put the root in front of them (Info.PathPrefix).
 func (s *Sandbox) Exec(ctx context.Context, spec provider.ExecSpec) (provider.ExecResult, error) {
@@ -168,6 +170,65 @@ func (s *Sandbox) Exec(ctx context.Context, spec provider.ExecSpec) (provider.Ex
 		return res, provider.Errorf("exec", s.root, err)
 	}
 	return res, s.alive("exec")
+}
+
+// Start runs argv as a host process whose stdin and stdout are streams
+// (provider.Streamer): the session agent's channel runs over one in the
+// tests. ctx's end kills its process group.
+func (s *Sandbox) Start(ctx context.Context, spec provider.ExecSpec, stderr io.Writer) (*provider.Process, error) {
+	if len(spec.Argv) == 0 {
+		return nil, fmt.Errorf("start: empty argv")
+	}
+	if err := s.alive("start"); err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, spec.Argv[0], spec.Argv[1:]...)
+	cmd.Env = append(append(os.Environ(), s.env...), spec.Env...)
+	cmd.Dir = spec.Workdir
+	if cmd.Dir == "" {
+		cmd.Dir = s.root
+	}
+	cmd.Stderr = stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	user := spec.User
+	if user == "" {
+		user = s.user
+	}
+	if user != "" && user != fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid()) {
+		cred, err := credential(user)
+		if err != nil {
+			return nil, err
+		}
+		cmd.SysProcAttr.Credential = cred
+	}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, provider.Errorf("start", s.root, err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, provider.Errorf("start", s.root, err)
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, provider.Errorf("start", s.root, err)
+	}
+	wait := func() (int, error) {
+		err := cmd.Wait()
+		var ee *exec.ExitError
+		switch {
+		case err == nil:
+			return 0, nil
+		case errors.As(err, &ee):
+			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				return 128 + int(ws.Signal()), nil
+			}
+			return ee.ExitCode(), nil
+		default:
+			return -1, provider.Errorf("start", s.root, err)
+		}
+	}
+	return &provider.Process{Stdin: stdin, Stdout: stdout, Wait: wait}, nil
 }
 
 // credential parses "UID[:GID]"; names are not resolved (no user database

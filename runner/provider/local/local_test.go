@@ -1,9 +1,11 @@
 package local_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -65,5 +67,32 @@ func TestLocalFetchCapturesAreData(t *testing.T) {
 	}
 	if _, err := provider.DownloadBytes(ctx, sb, "/cap/link"); !errors.Is(err, hostfile.ErrNotRegular) {
 		t.Errorf("DownloadBytes of a link: %v", err)
+	}
+}
+
+// Start streams a long-lived command's stdin and stdout (the agent's
+// channel runs over it); Wait gives its status.
+func TestLocalStart(t *testing.T) {
+	ctx := context.Background()
+	sb, err := local.New(t.TempDir()).Create(ctx, provider.CreateSpec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	p, err := sb.(provider.Streamer).Start(ctx, provider.ExecSpec{Argv: []string{"sh", "-c", "echo err >&2; cat; exit 7"}}, &stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(p.Stdin, "ping\n")
+	line := make([]byte, 5)
+	if _, err := io.ReadFull(p.Stdout, line); err != nil || string(line) != "ping\n" {
+		t.Fatalf("echoed %q %v", line, err)
+	}
+	p.Stdin.Close()
+	if rest, _ := io.ReadAll(p.Stdout); len(rest) != 0 {
+		t.Fatalf("after EOF: %q", rest)
+	}
+	if code, err := p.Wait(); code != 7 || err != nil || stderr.String() != "err\n" {
+		t.Fatalf("wait = %d %v, stderr %q", code, err, stderr.String())
 	}
 }

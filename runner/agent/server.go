@@ -1,0 +1,620 @@
+package agent
+
+import (
+	"archive/tar"
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// ServeOptions configure the in-sandbox end.
+type ServeOptions struct {
+	// Root is put before every path of put and get ("" or "/" in a
+	// container; a temp root when the agent runs under the local
+	// provider). Paths never leave it.
+	Root string
+	// Listener, when set, is the tunnel's listener: every accepted
+	// connection becomes a stream the host forwards where it chooses.
+	Listener net.Listener
+	// Window is the per-stream credit (0 = DefaultWindow).
+	Window uint32
+}
+
+// Serve runs the agent's end of the channel over r (the agent's stdin) and
+// w (its stdout) until the channel ends: the host closing stdin is the
+// normal end. Processes an exec started and that still run are killed.
+func Serve(r io.Reader, w io.Writer, opt ServeOptions) error {
+	root := opt.Root
+	if root == "" {
+		root = "/"
+	}
+	c := newConn(r, w, false, opt.Window)
+	defer c.Close()
+	if opt.Listener != nil {
+		go func() {
+			<-c.done
+			opt.Listener.Close()
+		}()
+		go tunnelListen(c, opt.Listener)
+	}
+	srv := &server{root: filepath.Clean(root)}
+	for {
+		s, err := c.acceptStream()
+		if err != nil {
+			return err
+		}
+		go srv.handle(s)
+	}
+}
+
+type server struct{ root string }
+
+func (srv *server) handle(s *stream) {
+	defer s.Close()
+	req, err := readRequest(s)
+	if err != nil {
+		s.Reset()
+		return
+	}
+	rw := &recordWriter{w: s}
+	var res result
+	switch req.Op {
+	case opExec:
+		res = srv.exec(s, rw, req)
+	case opPut:
+		res = srv.put(s, req)
+	case opGet:
+		res = srv.get(rw, req)
+	default:
+		res = result{Code: -1, Error: fmt.Sprintf("unknown op %q", req.Op)}
+	}
+	rw.result(res)
+	s.CloseWrite()
+}
+
+// tunnelListen makes every accepted connection a stream. Where its bytes
+// go is the host's choice: the request names no destination.
+func tunnelListen(c *conn, l net.Listener) {
+	req, _ := json.Marshal(request{Op: opTunnel})
+	for {
+		nc, err := l.Accept()
+		if err != nil {
+			return
+		}
+		hc, ok := nc.(halfCloser)
+		if !ok { // a listener of TCP connections gives *net.TCPConn
+			nc.Close()
+			continue
+		}
+		s, err := c.open(req)
+		if err != nil {
+			nc.Close()
+			return
+		}
+		go splice(hc, s)
+	}
+}
+
+// halfCloser is a connection that can close its write direction alone.
+type halfCloser interface {
+	io.ReadWriteCloser
+	CloseWrite() error
+}
+
+// splice copies both ways between a connection and a stream, passing
+// each direction's end on as a half-close; an error resets the stream.
+func splice(nc halfCloser, s *stream) {
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		if _, err := io.Copy(s, nc); err != nil {
+			s.Reset()
+			nc.Close()
+			return
+		}
+		s.CloseWrite()
+	}()
+	go func() {
+		defer wg.Done()
+		if _, err := io.Copy(nc, s); err != nil {
+			s.Reset()
+			nc.Close()
+			return
+		}
+		nc.CloseWrite()
+	}()
+	go func() { // a reset or a broken channel ends the connection too
+		<-s.Done()
+		nc.Close()
+	}()
+	wg.Wait()
+	nc.Close()
+	s.Close()
+}
+
+// exec runs req.Argv directly (no shell) and streams its stdout and
+// stderr as records; the result is its exit status.
+func (srv *server) exec(s *stream, rw *recordWriter, req request) result {
+	fail := func(code int, err error) result {
+		kindWriter{rw, recErr}.Write([]byte(err.Error() + "\n"))
+		return result{Code: code}
+	}
+	if len(req.Argv) == 0 {
+		return result{Code: -1, Error: "exec: empty argv"}
+	}
+	u, err := lookupUser(req.User)
+	if err != nil {
+		return fail(126, err)
+	}
+	env := execEnv(os.Environ(), req.Env, u.home)
+	bin, err := lookPath(req.Argv[0], env)
+	if err != nil {
+		code := 127
+		if errors.Is(err, fs.ErrPermission) {
+			code = 126
+		}
+		return fail(code, err)
+	}
+	cmd := &exec.Cmd{Path: bin, Args: req.Argv, Env: env, Dir: req.Workdir}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// A child left running in the background can hold stdout open
+	// forever; the command's end is its main process's.
+	cmd.WaitDelay = 2 * time.Second
+	if u.set {
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: u.uid, Gid: u.gid, Groups: u.groups}
+	}
+	var stdin io.WriteCloser
+	if req.Stdin {
+		if stdin, err = cmd.StdinPipe(); err != nil {
+			return fail(126, err)
+		}
+	}
+	cmd.Stdout = kindWriter{rw, recOut}
+	cmd.Stderr = kindWriter{rw, recErr}
+	if err := cmd.Start(); err != nil {
+		code := 126
+		if errors.Is(err, fs.ErrNotExist) && req.Workdir == "" {
+			code = 127
+		}
+		return fail(code, err)
+	}
+	exited := make(chan struct{})
+	go func() { // the host gave up (its context): end the whole group
+		select {
+		case <-s.Done():
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		case <-exited:
+		}
+	}()
+	if stdin != nil {
+		go func() {
+			io.Copy(stdin, s)
+			stdin.Close()
+		}()
+	}
+	err = cmd.Wait()
+	close(exited)
+	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	switch {
+	case ok && ws.Signaled():
+		return result{Code: 128 + int(ws.Signal())}
+	case cmd.ProcessState != nil:
+		return result{Code: cmd.ProcessState.ExitCode()}
+	default:
+		return fail(126, err)
+	}
+}
+
+// execEnv is the agent's own environment with extra added (later wins),
+// and HOME from the user's passwd entry unless extra sets it, as `docker
+// exec` does: the agent's own HOME is root's and would be wrong for
+// another user.
+func execEnv(own, extra []string, home string) []string {
+	env := make([]string, 0, len(own)+len(extra)+1)
+	for _, kv := range own {
+		if !strings.HasPrefix(kv, "HOME=") {
+			env = append(env, kv)
+		}
+	}
+	hasHome := false
+	for _, kv := range extra {
+		hasHome = hasHome || strings.HasPrefix(kv, "HOME=")
+	}
+	if !hasHome {
+		env = append(env, "HOME="+home)
+	}
+	return dedupEnv(append(env, extra...))
+}
+
+func dedupEnv(env []string) []string {
+	seen := map[string]int{}
+	var out []string
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if i, ok := seen[k]; ok {
+			out[i] = kv
+			continue
+		}
+		seen[k] = len(out)
+		out = append(out, kv)
+	}
+	return out
+}
+
+// lookPath resolves name with the command's PATH, not the agent's.
+func lookPath(name string, env []string) (string, error) {
+	if strings.Contains(name, "/") {
+		return checkExec(name)
+	}
+	pathEnv := "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			pathEnv = v
+		}
+	}
+	var denied error
+	for _, dir := range filepath.SplitList(pathEnv) {
+		if dir == "" {
+			dir = "."
+		}
+		p, err := checkExec(filepath.Join(dir, name))
+		if err == nil {
+			return p, nil
+		}
+		if errors.Is(err, fs.ErrPermission) && denied == nil {
+			denied = err
+		}
+	}
+	if denied != nil {
+		return "", denied
+	}
+	return "", fmt.Errorf("exec: %q: executable file not found in $PATH: %w", name, fs.ErrNotExist)
+}
+
+func checkExec(p string) (string, error) {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return "", fmt.Errorf("exec: %q: %w", p, err)
+	}
+	if fi.IsDir() || fi.Mode()&0o111 == 0 {
+		return "", fmt.Errorf("exec: %q: %w", p, fs.ErrPermission)
+	}
+	return p, nil
+}
+
+// execUser is who an exec runs as.
+type execUser struct {
+	set      bool // false: the agent's own user
+	uid, gid uint32
+	groups   []uint32
+	home     string
+}
+
+// lookupUser resolves "" (the agent's user), "UID[:GID]" or
+// "NAME[:GROUP]" with /etc/passwd and /etc/group, the way `docker exec
+// -u` does: a uid missing from passwd runs with gid 0 and HOME "/".
+func lookupUser(spec string) (execUser, error) {
+	u := execUser{home: "/"}
+	name, group, hasGroup := strings.Cut(spec, ":")
+	if spec == "" {
+		name = strconv.Itoa(os.Getuid())
+	} else {
+		u.set = true
+	}
+	pw, _ := readColon("/etc/passwd", 7)
+	uid, numErr := strconv.ParseUint(name, 10, 32)
+	found := false
+	for _, f := range pw {
+		if f[0] == name || (numErr == nil && f[2] == name) {
+			id, err1 := strconv.ParseUint(f[2], 10, 32)
+			gid, err2 := strconv.ParseUint(f[3], 10, 32)
+			if err1 != nil || err2 != nil {
+				continue
+			}
+			u.uid, u.gid, u.home, name, found = uint32(id), uint32(gid), f[5], f[0], true
+			break
+		}
+	}
+	if !found {
+		if numErr != nil {
+			return u, fmt.Errorf("exec: user %q: no such user in /etc/passwd", spec)
+		}
+		u.uid, u.gid, name = uint32(uid), 0, ""
+	}
+	if u.home == "" {
+		u.home = "/"
+	}
+	gr, _ := readColon("/etc/group", 4)
+	if hasGroup {
+		gid, err := strconv.ParseUint(group, 10, 32)
+		if err != nil {
+			ok := false
+			for _, f := range gr {
+				if f[0] == group {
+					if gid, err = strconv.ParseUint(f[2], 10, 32); err == nil {
+						ok = true
+					}
+					break
+				}
+			}
+			if !ok {
+				return u, fmt.Errorf("exec: user %q: no such group in /etc/group", spec)
+			}
+		}
+		u.gid = uint32(gid)
+	}
+	u.groups = []uint32{}
+	for _, f := range gr {
+		if name == "" {
+			break
+		}
+		for _, m := range strings.Split(f[3], ",") {
+			if m == name {
+				if gid, err := strconv.ParseUint(f[2], 10, 32); err == nil {
+					u.groups = append(u.groups, uint32(gid))
+				}
+			}
+		}
+	}
+	return u, nil
+}
+
+// readColon reads a colon-separated database, keeping lines of n fields.
+func readColon(p string, n int) ([][]string, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out [][]string
+	sc := bufio.NewScanner(io.LimitReader(f, 4<<20))
+	for sc.Scan() {
+		if fs := strings.Split(sc.Text(), ":"); len(fs) == n {
+			out = append(out, fs)
+		}
+	}
+	return out, sc.Err()
+}
+
+// resolve maps a sandbox path under the root, refusing one that is not
+// absolute or whose parent resolves (through links) outside the root.
+func (srv *server) resolve(p string) (string, error) {
+	if !path.IsAbs(p) {
+		return "", fmt.Errorf("path %q: not absolute", p)
+	}
+	hp := filepath.Join(srv.root, filepath.FromSlash(p))
+	if srv.root == "/" || hp == srv.root {
+		return hp, nil
+	}
+	if real, err := filepath.EvalSymlinks(filepath.Dir(hp)); err == nil {
+		rr, _ := filepath.EvalSymlinks(srv.root)
+		if real != rr && !strings.HasPrefix(real, rr+string(filepath.Separator)) {
+			return "", fmt.Errorf("path %q: leaves the root", p)
+		}
+	}
+	return hp, nil
+}
+
+// put extracts a tar of directories and regular files as provider.Put
+// creates entries: missing parents 0755 root, then the entry with its mode
+// and owner; an existing directory is left as it is; a file replaces what
+// was there through a rename. Anything else, and any name with "..", is
+// refused.
+func (srv *server) put(s *stream, req request) result {
+	tr := tar.NewReader(s)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return result{}
+		}
+		if err != nil {
+			return result{Code: -1, Error: fmt.Sprintf("put: %v", err)}
+		}
+		if err := srv.putEntry(tr, h); err != nil {
+			return result{Code: -1, Error: fmt.Sprintf("put %q: %v", h.Name, err)}
+		}
+	}
+}
+
+func (srv *server) putEntry(tr *tar.Reader, h *tar.Header) error {
+	name := strings.TrimSuffix(h.Name, "/")
+	for _, part := range strings.Split(name, "/") {
+		if part == ".." {
+			return errors.New("a name with \"..\"")
+		}
+	}
+	if h.Typeflag != tar.TypeDir && h.Typeflag != tar.TypeReg {
+		return fmt.Errorf("entry type %q: only directories and regular files", h.Typeflag)
+	}
+	hp, err := srv.resolve("/" + strings.TrimPrefix(path.Clean("/"+name), "/"))
+	if err != nil {
+		return err
+	}
+	if hp == srv.root {
+		return errors.New("the root itself")
+	}
+	if err := mkParents(filepath.Dir(hp)); err != nil {
+		return err
+	}
+	mode := os.FileMode(h.Mode).Perm()
+	if h.Typeflag == tar.TypeDir {
+		if err := os.Mkdir(hp, mode); err != nil {
+			if fi, serr := os.Lstat(hp); serr == nil && fi.IsDir() {
+				return nil
+			}
+			return err
+		}
+		if err := os.Chmod(hp, mode); err != nil {
+			return err
+		}
+		return os.Lchown(hp, h.Uid, h.Gid)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(hp), ".sandagent-put-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	n, err := io.Copy(tmp, tr)
+	if err == nil && n != h.Size {
+		err = fmt.Errorf("wrote %d bytes, want %d", n, h.Size)
+	}
+	if err == nil {
+		err = tmp.Chmod(mode)
+	}
+	if err == nil {
+		err = tmp.Chown(h.Uid, h.Gid)
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), hp)
+	}
+	return err
+}
+
+// mkParents creates dir and its missing parents, 0755 owned by root.
+func mkParents(dir string) error {
+	if fi, err := os.Stat(dir); err == nil {
+		if !fi.IsDir() {
+			return fmt.Errorf("%q: not a directory", dir)
+		}
+		return nil
+	}
+	if err := mkParents(filepath.Dir(dir)); err != nil {
+		return err
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	os.Chmod(dir, 0o755)
+	return os.Lchown(dir, 0, 0)
+}
+
+// get streams a tar of req.Path (a file or a tree) whose first component
+// is the path's base name: links, hard links and specials are entries,
+// never followed.
+func (srv *server) get(rw *recordWriter, req request) result {
+	hp, err := srv.resolve(req.Path)
+	if err != nil {
+		return result{Code: -1, Error: fmt.Sprintf("get: %v", err)}
+	}
+	if _, err := os.Lstat(hp); errors.Is(err, fs.ErrNotExist) {
+		return result{NotFound: true}
+	}
+	top := path.Base(path.Clean(req.Path))
+	if top == "/" {
+		top = "root"
+	}
+	tw := tar.NewWriter(kindWriter{rw, recOut})
+	inodes := map[[2]uint64]string{}
+	err = filepath.WalkDir(hp, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(hp, p)
+		name := path.Join(top, filepath.ToSlash(rel))
+		return tarOne(tw, p, name, inodes)
+	})
+	if err == nil {
+		err = tw.Close()
+	}
+	if err != nil {
+		return result{Code: -1, Error: fmt.Sprintf("get %q: %v", req.Path, err)}
+	}
+	return result{}
+}
+
+func tarOne(tw *tar.Writer, p, name string, inodes map[[2]uint64]string) error {
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return err
+	}
+	var link string
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		if link, err = os.Readlink(p); err != nil {
+			return err
+		}
+	}
+	if fi.Mode()&fs.ModeSocket != 0 {
+		// tar has no socket type; a fifo entry says "special" alike.
+		fi = fifoInfo{fi}
+	}
+	h, err := tar.FileInfoHeader(fi, link)
+	if err != nil {
+		return err
+	}
+	h.Name = name
+	if fi.IsDir() {
+		h.Name += "/"
+	}
+	h.Format = tar.FormatPAX
+	st, _ := fi.Sys().(*syscall.Stat_t)
+	if st != nil && fi.Mode().IsRegular() && st.Nlink > 1 {
+		key := [2]uint64{uint64(st.Dev), st.Ino}
+		if first, ok := inodes[key]; ok {
+			h.Typeflag, h.Linkname, h.Size = tar.TypeLink, first, 0
+		} else {
+			inodes[key] = name
+		}
+	}
+	var f *os.File
+	if h.Typeflag == tar.TypeReg {
+		// Opened before the header is written: a file swapped for a
+		// fifo or a link since the lstat is not read (it could block
+		// or lead elsewhere); it becomes a special entry.
+		f, err = os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+		var ft *syscall.Stat_t
+		if err == nil {
+			if fi2, serr := f.Stat(); serr == nil {
+				ft, _ = fi2.Sys().(*syscall.Stat_t)
+			}
+		}
+		if err != nil || ft == nil || st == nil || ft.Mode&syscall.S_IFMT != syscall.S_IFREG || ft.Ino != st.Ino || ft.Dev != st.Dev {
+			if f != nil {
+				f.Close()
+			}
+			h.Typeflag, h.Size = tar.TypeFifo, 0
+			return tw.WriteHeader(h)
+		}
+		defer f.Close()
+	}
+	if err := tw.WriteHeader(h); err != nil {
+		return err
+	}
+	if h.Typeflag != tar.TypeReg {
+		return nil
+	}
+	n, err := io.Copy(tw, io.LimitReader(f, h.Size))
+	if err != nil {
+		return err
+	}
+	// The file shrank since lstat: pad to the size the header gave.
+	_, err = io.CopyN(tw, zeros{}, h.Size-n)
+	return err
+}
+
+type fifoInfo struct{ fs.FileInfo }
+
+func (f fifoInfo) Mode() fs.FileMode { return f.FileInfo.Mode()&^fs.ModeSocket | fs.ModeNamedPipe }
+
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}

@@ -1,0 +1,148 @@
+package agent
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandproof/sandproof/runner/provider"
+)
+
+// inProcess runs Serve over pipes, confined to a temp root, and returns
+// the host end.
+func inProcess(t *testing.T) (*Host, string) {
+	t.Helper()
+	root := t.TempDir()
+	ar, hw := io.Pipe()
+	hr, aw := io.Pipe()
+	served := make(chan error, 1)
+	go func() {
+		served <- Serve(ar, aw, ServeOptions{Root: root})
+		aw.Close()
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	h, err := NewHost(ctx, hr, hw, HostOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		h.Close()
+		select {
+		case err := <-served:
+			if !IsEOF(err) && !errors.Is(err, io.ErrClosedPipe) {
+				t.Errorf("Serve ended with %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("Serve did not end after the host closed")
+		}
+	})
+	return h, root
+}
+
+func tarOf(t *testing.T, hs ...*tar.Header) *io.PipeReader {
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	for _, h := range hs {
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if h.Size > 0 {
+			tw.Write(bytes.Repeat([]byte("x"), int(h.Size)))
+		}
+	}
+	tw.Close()
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(func() error { _, err := io.Copy(pw, &b); return err }()) }()
+	return pr
+}
+
+// Put takes directories and regular files only, and no name with "..":
+// a hostile or broken archive creates nothing outside or odd.
+func TestPutRefusesWhatPutNeverSends(t *testing.T) {
+	h, root := inProcess(t)
+	ctx := context.Background()
+	// Positive control: a plain file is created.
+	if err := h.put(ctx, tarOf(t, &tar.Header{Typeflag: tar.TypeReg, Name: "ok", Size: 2, Mode: 0o644})); err != nil {
+		t.Fatalf("plain file: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "ok")); err != nil {
+		t.Fatal(err)
+	}
+	for _, hd := range []*tar.Header{
+		{Typeflag: tar.TypeReg, Name: "../escape", Size: 1, Mode: 0o644},
+		{Typeflag: tar.TypeReg, Name: "a/../../escape", Size: 1, Mode: 0o644},
+		{Typeflag: tar.TypeSymlink, Name: "link", Linkname: "/etc/passwd"},
+		{Typeflag: tar.TypeSymlink, Name: "rel", Linkname: "../../.."},
+		{Typeflag: tar.TypeLink, Name: "hard", Linkname: "ok"},
+		{Typeflag: tar.TypeFifo, Name: "fifo"},
+		{Typeflag: tar.TypeChar, Name: "dev", Devmajor: 1, Devminor: 3},
+	} {
+		err := h.put(ctx, tarOf(t, hd))
+		if err == nil || errors.As(err, new(*transportError)) {
+			t.Errorf("put of %q (%c): %v, want a refusal", hd.Name, hd.Typeflag, err)
+		}
+	}
+	var left []string
+	filepath.WalkDir(filepath.Dir(root), func(p string, d os.DirEntry, err error) error {
+		if err == nil && p != filepath.Dir(root) && p != root && p != filepath.Join(root, "ok") {
+			left = append(left, p)
+		}
+		return nil
+	})
+	if len(left) > 0 {
+		t.Errorf("put left %q", left)
+	}
+}
+
+// A cancelled exec is a ProviderError-to-be (a transport error) and its
+// process group is killed in the sandbox.
+func TestExecCancelKills(t *testing.T) {
+	h, root := inProcess(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	pidfile := filepath.Join(root, "pid")
+	done := make(chan error, 1)
+	go func() {
+		_, err := h.Exec(ctx, provider.ExecSpec{Argv: []string{"sh", "-c", "echo $$ > " + pidfile + "; exec sleep 600"}})
+		done <- err
+	}()
+	var pid []byte
+	deadline := time.Now().Add(10 * time.Second)
+	for len(bytes.TrimSpace(pid)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the exec did not start")
+		}
+		time.Sleep(10 * time.Millisecond)
+		pid, _ = os.ReadFile(pidfile)
+	}
+	proc := "/proc/" + strings.TrimSpace(string(pid))
+	if _, err := os.Stat(proc); err != nil {
+		t.Fatalf("positive control: %s: %v", proc, err)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.As(err, new(*transportError)) || !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled exec: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the cancelled exec did not return")
+	}
+	for {
+		b, err := os.ReadFile(proc + "/stat")
+		if err != nil || strings.Contains(string(b), ") Z ") {
+			break // gone, or a zombie of a killed process
+		}
+		if time.Now().After(deadline.Add(10 * time.Second)) {
+			t.Fatalf("%s still runs after the cancel", proc)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
