@@ -25,9 +25,13 @@ import (
 // per stage: setup (owner), seed and activation (adapter), close, verify
 // (owner), teardown (owner). Whatever happens, the case ends with an
 // evidence record and its container removed.
-func (r *runner) runCase(ctx context.Context, c caseSpec) (*reports.Evidence, CaseTiming) {
+func (r *runner) runCase(ctx context.Context, c caseSpec) (_ *reports.Evidence, timing CaseTiming) {
 	cr := r.newCase(c)
-	defer cr.endTiming(time.Now())
+	start := time.Now()
+	defer func() {
+		cr.endTiming(start)
+		timing = cr.timing
+	}()
 	if err := os.MkdirAll(cr.dir, 0o755); err != nil {
 		cr.check("setup.case_dir", clauseSetup, false, "create %s: %v", cr.dir, err)
 		cr.finish()

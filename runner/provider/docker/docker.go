@@ -429,7 +429,10 @@ func (s *Sandbox) Start(ctx context.Context, spec provider.ExecSpec, stderr io.W
 	head := &headBuffer{max: 4 << 10}
 	done := make(chan error, 1)
 	go func() {
-		_, err := stdcopy.StdCopy(io.MultiWriter(pw, head), stderr, h.r)
+		// A caller that closed Stdout wants no more of it: the rest is
+		// read and dropped, so the command ends and Wait reports its
+		// status, not the closed pipe.
+		_, err := stdcopy.StdCopy(io.MultiWriter(&dropWhenClosed{w: pw}, head), stderr, h.r)
 		pw.CloseWithError(err)
 		done <- err
 	}()
@@ -452,6 +455,25 @@ func (s *Sandbox) Start(ctx context.Context, spec provider.ExecSpec, stderr io.W
 		return code, werr
 	}
 	return &provider.Process{Stdin: &execStdin{h: h}, Stdout: pr, Wait: wait}, nil
+}
+
+// dropWhenClosed writes to w until its reader is closed, then drops.
+type dropWhenClosed struct {
+	w      io.Writer
+	closed bool
+}
+
+func (d *dropWhenClosed) Write(p []byte) (int, error) {
+	if d.closed {
+		return len(p), nil
+	}
+	if _, err := d.w.Write(p); err != nil {
+		if !errors.Is(err, io.ErrClosedPipe) {
+			return 0, err
+		}
+		d.closed = true
+	}
+	return len(p), nil
 }
 
 // execStdin is a streamed command's stdin: Close half-closes the
