@@ -23,6 +23,7 @@ import (
 	"github.com/sandproof/sandproof/runner/hostfile"
 	"github.com/sandproof/sandproof/runner/provider"
 	"github.com/sandproof/sandproof/runner/provider/local"
+	"github.com/sandproof/sandproof/runner/testenv"
 )
 
 // sandagent is the real binary, built once: the end-to-end tests run the
@@ -51,6 +52,10 @@ func TestMain(m *testing.M) {
 // root), wrapped as a provider.Sandbox.
 func start(t testing.TB, opt agent.HostOptions, extra ...string) (*agent.Sandbox, *local.Sandbox) {
 	t.Helper()
+	if euid := os.Geteuid(); euid != 0 {
+		// It sets owners and runs commands as other users.
+		testenv.Missing(t, fmt.Sprintf("root for the agent, which runs as root in a sandbox (euid is %d)", euid), "run the tests as root, e.g. `sudo make test`")
+	}
 	ctx := context.Background()
 	under, err := local.New(t.TempDir()).Create(ctx, provider.CreateSpec{})
 	if err != nil {
@@ -159,9 +164,6 @@ func checkOwner(t *testing.T, p string, mode fs.FileMode, uid, gid uint32) {
 // Exec's statuses: 127 for a missing command, 126 for one that cannot be
 // run, 128+N for a signal; the user, HOME from passwd, env and workdir.
 func TestAgentExecStatusUserEnv(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Fatal("this test runs as root (the agent runs as root in a sandbox)")
-	}
 	ctx := context.Background()
 	sb, lsb := start(t, agent.HostOptions{})
 	run := func(spec provider.ExecSpec) provider.ExecResult {

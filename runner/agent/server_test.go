@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -13,12 +14,17 @@ import (
 	"time"
 
 	"github.com/sandproof/sandproof/runner/provider"
+	"github.com/sandproof/sandproof/runner/testenv"
 )
 
 // inProcess runs Serve over pipes, confined to a temp root, and returns
 // the host end.
 func inProcess(t *testing.T) (*Host, string) {
 	t.Helper()
+	if euid := os.Geteuid(); euid != 0 {
+		// Put sets owners, as the agent (root in a sandbox) does.
+		testenv.Missing(t, fmt.Sprintf("root for the agent, which runs as root in a sandbox (euid is %d)", euid), "run the tests as root, e.g. `sudo make test`")
+	}
 	root := t.TempDir()
 	ar, hw := io.Pipe()
 	hr, aw := io.Pipe()
