@@ -114,6 +114,11 @@ func (c *conn) Close() error {
 func (c *conn) writeFrame(typ byte, id uint32, payload []byte) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	return c.writeFrameLocked(typ, id, payload)
+}
+
+// writeFrameLocked is writeFrame with c.wmu held.
+func (c *conn) writeFrameLocked(typ byte, id uint32, payload []byte) error {
 	if err := c.broken(); err != nil {
 		return err
 	}
@@ -238,6 +243,11 @@ func (c *conn) open(req []byte) (*stream, error) {
 	case <-c.done:
 		return nil, c.broken()
 	}
+	// The id is taken and its open written under the one write lock:
+	// ids reach the peer in the order they were taken (the peer refuses
+	// an id that does not grow).
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
 	c.mu.Lock()
 	if c.err != nil {
 		c.mu.Unlock()
@@ -247,7 +257,7 @@ func (c *conn) open(req []byte) (*stream, error) {
 	c.next += 2
 	c.mu.Unlock()
 	s := c.newStream(id, req)
-	if err := c.writeFrame(frameOpen, id, req); err != nil {
+	if err := c.writeFrameLocked(frameOpen, id, req); err != nil {
 		return nil, err
 	}
 	return s, nil

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 )
@@ -254,4 +255,46 @@ func FuzzReadFrame(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Opens from many goroutines at once reach the peer in id order: an id
+// taken by one opener must not be overtaken on the wire by a later id of
+// another (the peer refuses ids that do not grow, and the channel breaks;
+// seen with a session's concurrent downloads).
+func TestConcurrentOpensKeepIDOrder(t *testing.T) {
+	host, agent := pair(t, 0)
+	const n = 64
+	go func() {
+		for {
+			s, err := agent.acceptStream()
+			if err != nil {
+				return
+			}
+			s.Close()
+		}
+	}()
+	for round := 0; round < 20; round++ {
+		var wg sync.WaitGroup
+		errs := make(chan error, n)
+		for i := 0; i < n; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := host.open([]byte("x")); err != nil {
+					errs <- err
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatalf("round %d: open: %v", round, err)
+		}
+		if err := host.broken(); err != nil {
+			t.Fatalf("round %d: channel broke: %v", round, err)
+		}
+		if err := agent.broken(); err != nil {
+			t.Fatalf("round %d: the agent's end broke: %v", round, err)
+		}
+	}
 }
