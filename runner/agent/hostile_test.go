@@ -117,7 +117,10 @@ func TestHostileOverrun(t *testing.T) {
 		}
 	})
 	_, err := h.Exec(context.Background(), provider.ExecSpec{Argv: []string{"true"}})
-	if !errors.As(err, new(*transportError)) || !errors.Is(err, errProtocol) {
+	// Which of the two comes first is a race between the host's reader
+	// and its Exec; either way the answer is a transport error, never a
+	// result (1 run in ~30 ends with the agent's end already closed).
+	if !errors.As(err, new(*transportError)) {
 		t.Fatalf("exec against an overrunning agent: %v", err)
 	}
 }
