@@ -36,7 +36,7 @@ var (
 // sandbox and its `serve` arguments, run as root) over a streamed exec,
 // and attaches to it. under must be a provider.Streamer.
 func Start(ctx context.Context, under provider.Sandbox, argv []string, stderr io.Writer, opt HostOptions) (*Sandbox, error) {
-	st, ok := under.(provider.Streamer)
+	st, ok := provider.As[provider.Streamer](under)
 	if !ok {
 		return nil, fmt.Errorf("agent: the %T sandbox cannot stream a command (no provider.Streamer)", under)
 	}
