@@ -14,6 +14,7 @@ package sessions
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -58,7 +59,8 @@ const (
 var XDG = []string{TaskHome + "/.config", TaskHome + "/.local/share", TaskHome + "/.cache", TaskHome + "/.local/state"}
 
 // Tools are the static builds a session uploads, plus the owner's probe dir
-// (bind-mounted read-only at OwnerDir).
+// (put in a read-only volume, mounted at OwnerDir: no host path is ever
+// bind-mounted).
 type Tools struct {
 	Binaries session.Binaries
 	// ProbeDir holds only the probe, for the owner's mount.
@@ -93,6 +95,18 @@ func BuildTools(root, dir, warden string) Tools {
 		Rmtree: map[string]string{arch: rmtree},
 	}
 	return t
+}
+
+// ownerVolume is the read-only volume holding dir (the probe), keyed by
+// the probe's digest so every process of the suite shares one.
+func ownerVolume(ctx context.Context, prov *docker.Provider, dir string) string {
+	ginkgo.GinkgoHelper()
+	data, err := os.ReadFile(filepath.Join(dir, "probe"))
+	gomega.Expect(err).NotTo(gomega.HaveOccurred())
+	sum := sha256.Sum256(data)
+	name, err := prov.Volume(ctx, "conformance-owner-"+hex.EncodeToString(sum[:16]), dir)
+	gomega.Expect(err).NotTo(gomega.HaveOccurred(), "the owner's volume")
+	return name
 }
 
 // Box is one container of a test image, owned by the spec: the session
@@ -147,8 +161,8 @@ func Start(ctx context.Context, image string, t Tools, tripwire bool) *Box {
 	gomega.Expect(b.PATH).NotTo(gomega.BeEmpty(), "image %s sets no PATH", b.Ref)
 	spec := provider.CreateSpec{
 		Image: b.Ref, Network: provider.NetworkNone, Expire: containers.Expire * time.Second,
-		Labels: map[string]string{containers.Label: "conformance-integrity"},
-		Mounts: []provider.Mount{{Source: t.ProbeDir, Target: OwnerDir}},
+		Labels:  map[string]string{containers.Label: "conformance-integrity"},
+		Volumes: []provider.VolumeMount{{Volume: ownerVolume(ctx, prov, t.ProbeDir), Target: OwnerDir}},
 	}
 	if tripwire {
 		spec.Env = []string{"PATH=" + containers.TripwireBin + ":" + b.PATH}

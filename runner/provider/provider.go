@@ -85,12 +85,6 @@ func short(id string) string {
 	return id
 }
 
-// Mount is a host path bind-mounted read-only into the sandbox.
-type Mount struct {
-	Source string // host path
-	Target string // absolute path in the sandbox
-}
-
 // CreateSpec says how to create a sandbox.
 type CreateSpec struct {
 	// Image is an image reference ("sandproof/debian-12:e6bada4fee28", an
@@ -106,8 +100,6 @@ type CreateSpec struct {
 	Env []string
 	// Network is NetworkNone (the default when empty) or NetworkHost.
 	Network string
-	// Mounts are read-only bind mounts.
-	Mounts []Mount
 	// Volumes are provider volumes (VolumeMaker.Volume) mounted
 	// read-only; a provider that keeps none refuses them.
 	Volumes []VolumeMount

@@ -164,13 +164,6 @@ func (p *Provider) Create(ctx context.Context, spec provider.CreateSpec) (provid
 	if err != nil {
 		return nil, fmt.Errorf("create sandbox: %w", err)
 	}
-	var binds []string
-	for _, m := range spec.Mounts {
-		if !strings.HasPrefix(m.Target, "/") || strings.Contains(m.Source+m.Target, ":") {
-			return nil, fmt.Errorf("create sandbox: mount %q -> %q: want absolute paths without ':'", m.Source, m.Target)
-		}
-		binds = append(binds, m.Source+":"+m.Target+":ro")
-	}
 	var mounts []mount.Mount
 	for _, v := range spec.Volumes {
 		if !strings.HasPrefix(v.Target, "/") || !isVolumeName(v.Volume) {
@@ -185,7 +178,6 @@ func (p *Provider) Create(ctx context.Context, spec provider.CreateSpec) (provid
 	}
 	hc := &container.HostConfig{
 		NetworkMode:   container.NetworkMode(network),
-		Binds:         binds,
 		Mounts:        mounts,
 		AutoRemove:    false,
 		RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyDisabled},

@@ -16,8 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ory/dockertest/v3"
-	dc "github.com/ory/dockertest/v3/docker"
+	"github.com/docker/docker/api/types/container"
 
 	"github.com/sandproof/sandproof/images"
 	"github.com/sandproof/sandproof/runner/engine"
@@ -45,11 +44,44 @@ func mainHost(t *testing.T) string {
 // providerAt is the docker provider on the engine at host.
 func providerAt(t *testing.T, host string) *docker.Provider {
 	t.Helper()
-	pool, err := dockertest.NewPool(host)
+	p, err := docker.NewAt(engine.Endpoint{Host: host})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &docker.Provider{Pool: pool}
+	return p
+}
+
+// bindSandbox starts a container of ref with binds (host:target:ro) made
+// straight through the Engine API: the provider itself never bind-mounts
+// a host path, which is what this trap is for.
+func bindSandbox(t *testing.T, p *docker.Provider, ref string, binds []string) provider.Sandbox {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	labels, err := docker.Labels(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := p.Client.ContainerCreate(ctx, &container.Config{Image: ref, Entrypoint: provider.DefaultCommand, Labels: labels},
+		&container.HostConfig{Binds: binds, NetworkMode: provider.NetworkNone}, nil, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := p.Client.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true}); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := p.Client.ContainerStart(ctx, c.ID, container.StartOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sb, err := p.Open(ctx, c.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sb
 }
 
 func imageRef(t *testing.T, e *remoteengine.Engine, name string) string {
@@ -250,7 +282,7 @@ func TestHostPathsAreNotThere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var mounts []provider.Mount
+	var binds []string
 	contents := map[string]string{}
 	for i, base := range []string{os.TempDir(), "/var/tmp", cache} {
 		if err := os.MkdirAll(base, 0o755); err != nil {
@@ -267,7 +299,7 @@ func TestHostPathsAreNotThere(t *testing.T) {
 			t.Fatal(err)
 		}
 		target := "/mnt/host" + strconv.Itoa(i)
-		mounts = append(mounts, provider.Mount{Source: f, Target: target})
+		binds = append(binds, f+":"+target+":ro")
 		contents[target] = content
 	}
 	for _, c := range []struct {
@@ -275,7 +307,7 @@ func TestHostPathsAreNotThere(t *testing.T) {
 		host    string
 		visible bool
 	}{{"main engine", mainHost(t), true}, {"second engine", e.Host, false}} {
-		sb := sandbox(t, providerAt(t, c.host), provider.CreateSpec{Image: ref, Mounts: mounts, Network: provider.NetworkNone})
+		sb := bindSandbox(t, providerAt(t, c.host), ref, binds)
 		for target, content := range contents {
 			r := run(t, sb, "cat", target)
 			got := r.ExitCode == 0 && string(r.Stdout) == content
@@ -306,15 +338,15 @@ func TestOverlayIsNotReadableFromTheHost(t *testing.T) {
 			t.Fatalf("%s: exit %d: %s", c.name, r.ExitCode, r.Stderr)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		changes, how, err := p.Changes(ctx, sb.ID())
+		changes, how, err := sb.(provider.Differ).Changes(ctx)
 		cancel()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if how != c.how || !slices.Contains(changes, dc.Change{Path: "/made-here", Kind: dc.ChangeAdd}) {
+		if how != c.how || !slices.Contains(changes, provider.Change{Path: "/made-here", Kind: provider.ChangeAdded}) {
 			t.Errorf("%s: changes read by %q: %v; want by %q with /made-here added", c.name, how, changes, c.how)
 		}
-		ct, err := p.Pool.Client.InspectContainer(sb.ID())
+		ct, err := p.Client.ContainerInspect(context.Background(), sb.ID())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -367,7 +399,7 @@ func TestCLIAndProviderReachIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pi, err := p.Pool.Client.Info()
+	pi, err := p.Client.Info(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -383,7 +415,7 @@ func TestCLIAndProviderReachIt(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := p.Pool.Client.InspectImage(img.Ref)
+		b, _, err := p.Client.ImageInspectWithRaw(context.Background(), img.Ref)
 		if err != nil {
 			t.Fatal(err)
 		}
