@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the walkthrough docs/new-harness.md: every ```sh block of it, in
 # order, in one bash with -euo pipefail, in the current directory (which
-# must hold bin/sandproof and bin/linux-ARCH/{warden,probe}: the repository
+# must hold bin/sandproof and bin/linux-ARCH/{warden,probe,sandagent}: the repository
 # after `make build`). The page is the script, so it cannot rot unnoticed.
 # WORK (default: a fresh temporary dir) receives the new manifest, its lock
 # and the certify run.

@@ -75,6 +75,9 @@ the exit status is 130 (143 for TERM). A second signal exits at once.
 			if network != provider.NetworkNone && network != provider.NetworkHost {
 				return usagef("--network: bad value %q (want none or host)", network)
 			}
+			if agent == "" {
+				agent = filepath.Join(filepath.Dir(probe), "sandagent")
+			}
 			for _, b := range []struct{ flag, path string }{{"--warden", warden}, {"--probe", probe}, {"--agent", agent}} {
 				if _, err := os.Stat(b.path); err != nil {
 					return usagef("%s: %q not found (build it with `make build`, or name the static build to use)", b.flag, b.path)
@@ -171,7 +174,7 @@ the exit status is 130 (143 for TERM). A second signal exits at once.
 	f.IntVar(&baseline, "baseline", 0, "time N bare `docker run --rm --network none IMAGE true` per image before the cases, and give each case's overhead beside that floor")
 	f.StringVar(&warden, "warden", filepath.Join("bin", "linux-"+arch, "warden"), "static warden build for this host's arch")
 	f.StringVar(&probe, "probe", filepath.Join("bin", "linux-"+arch, "probe"), "static probe build for this host's arch")
-	f.StringVar(&agent, "agent", filepath.Join("bin", "linux-"+arch, "sandagent"), "static session agent build for this host's arch (carries the model's traffic and the session's commands)")
+	f.StringVar(&agent, "agent", "", "static session agent build for this host's arch, which carries the model's traffic and the session's commands (default: sandagent beside --probe)")
 	f.StringVar(&network, "network", provider.NetworkNone, "sandbox network: none (the harness reaches only the model, through the session agent) or host (flagged in the report)")
 	f.StringVar(&bash, "bash-static", "", "static bash provided to adapters that need bash (default /bin/bash-static when present)")
 	f.StringVar(&rmtree, "rmtree", "", "optional removal helper (runner/session/rmtree) for session dirs")

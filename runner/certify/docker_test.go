@@ -17,6 +17,7 @@ import (
 	"github.com/sandproof/sandproof/reports"
 	"github.com/sandproof/sandproof/runner/adapter"
 	"github.com/sandproof/sandproof/runner/certify"
+	"github.com/sandproof/sandproof/runner/engine"
 	"github.com/sandproof/sandproof/runner/provider"
 	"github.com/sandproof/sandproof/runner/provider/docker"
 	"github.com/sandproof/sandproof/runner/testenv"
@@ -61,6 +62,16 @@ func binaries(t *testing.T) (warden, probe, groupkill string) {
 		t.Fatal(buildErr)
 	}
 	return filepath.Join(binDir, "warden"), filepath.Join(binDir, "probe"), filepath.Join(binDir, "warden-groupkill")
+}
+
+// engineHost is the address of the engine certify reaches in this process.
+func engineHost(t *testing.T) string {
+	t.Helper()
+	ep, err := engine.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ep.Host
 }
 
 type buildError struct{ pkg, out string }
@@ -223,8 +234,9 @@ func TestCertifyMatrix(t *testing.T) {
 			t.Errorf("%s: status %s, want %s; checks not passed: %v (skip: %q)", id, ev.Status, want, failed, ev.SkipReason)
 		}
 		d := provider.DefaultLimits
-		if sb := ev.Sandbox; sb == nil || *sb != (reports.Sandbox{Network: provider.NetworkHost, PidsLimit: d.PidsLimit, MemoryBytes: d.MemoryBytes, CPUShares: d.CPUShares, OOMScoreAdj: d.OOMScoreAdj}) {
-			t.Errorf("%s: sandbox %+v, want host networking and the default limits %+v", id, ev.Sandbox, d)
+		if sb := ev.Sandbox; sb == nil || *sb != (reports.Sandbox{Network: provider.NetworkNone, Provider: "docker", Engine: engineHost(t),
+			PidsLimit: d.PidsLimit, MemoryBytes: d.MemoryBytes, CPUShares: d.CPUShares, OOMScoreAdj: d.OOMScoreAdj}) {
+			t.Errorf("%s: sandbox %+v, want network none, this engine and the default limits %+v", id, ev.Sandbox, d)
 		}
 		if want == reports.StatusPassed && (ev.ModelCalls < 2 || ev.ActivationReceipt == nil || !ev.ActivationReceipt.CleanupConfirmed || ev.After == nil || len(ev.After.MarkersKept) != 4) {
 			t.Errorf("%s: model_calls %d, activation %+v, after %+v", id, ev.ModelCalls, ev.ActivationReceipt, ev.After)
@@ -290,7 +302,7 @@ func TestCertifyUndeclaredGlibcFails(t *testing.T) {
 		t.Fatalf("undeclared glibc on alpine-class: %+v, want failed", ev)
 	}
 	// The limits asked for, as the engine applied them.
-	if want := (reports.Sandbox{Network: provider.NetworkHost, PidsLimit: 300, MemoryBytes: 1 << 30, CPUShares: 256, OOMScoreAdj: provider.DefaultLimits.OOMScoreAdj}); ev.Sandbox == nil || *ev.Sandbox != want {
+	if want := (reports.Sandbox{Network: provider.NetworkNone, Provider: "docker", Engine: engineHost(t), PidsLimit: 300, MemoryBytes: 1 << 30, CPUShares: 256, OOMScoreAdj: provider.DefaultLimits.OOMScoreAdj}); ev.Sandbox == nil || *ev.Sandbox != want {
 		t.Errorf("sandbox %+v, want %+v", ev.Sandbox, want)
 	}
 	if checkStatus(ev, "activation.result") != reports.StatusFailed || checkStatus(ev, "verify.deliverable") != reports.StatusFailed {

@@ -39,7 +39,8 @@ func TestNewHarnessWalkthrough(t *testing.T) {
 	if err := os.MkdirAll(arch, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for src, dst := range map[string]string{warden: "warden", probe: "probe"} {
+	agent := filepath.Join(filepath.Dir(probe), "sandagent") // binaries builds it beside the probe
+	for src, dst := range map[string]string{warden: "warden", probe: "probe", agent: "sandagent"} {
 		if err := os.Symlink(src, filepath.Join(arch, dst)); err != nil {
 			t.Fatal(err)
 		}
