@@ -152,6 +152,11 @@ func (cr *caseRun) verify(ctx context.Context, sb provider.Sandbox, before probe
 			return diffErr
 		}
 		check("verify.fs_diff", len(extra) == 0, "container filesystem changes outside /task, %s and the allow-list (diff read from the %s): %v", BaseDir, diffHow, truncList(extra, 20))
+	} else {
+		// A diff nobody read proves nothing either way: the case cannot
+		// pass on the other checks alone.
+		ev.Checks = append(ev.Checks, reports.Check{ID: "verify.fs_diff", Status: reports.StatusUnknown, Clause: clauseVerify,
+			Detail: "the provider cannot report the sandbox's filesystem changes (no provider.Differ)"})
 	}
 	ev.VerifierPassed = !failed
 	if failed {
