@@ -652,3 +652,60 @@ func BenchmarkExecOverChannel(b *testing.B) {
 		}
 	})
 }
+
+// An operation that ends before the host has sent all it had (a command
+// that never reads its stdin, a put whose archive's trailing blocks are
+// still on their way) still reports its result: the agent drops the rest
+// instead of resetting the stream under the host's writes (seen as
+// "reset by the peer" in certify's seeds and activations).
+func TestAgentOperationEndsBeforeHostInput(t *testing.T) {
+	ctx := context.Background()
+	sb, _ := start(t, agent.HostOptions{})
+	big := strings.Repeat("x", 4<<20) // far past one window
+	for i := range 20 {
+		res, err := sb.Exec(ctx, provider.ExecSpec{Argv: []string{"true"}, Stdin: strings.NewReader(big)})
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("round %d: exec true with 4 MiB of unread stdin: %+v, %v", i, res, err)
+		}
+		if err := provider.Put(ctx, sb, []provider.Entry{{Path: "/p/f", Data: []byte("x"), Mode: 0o644}}); err != nil {
+			t.Fatalf("round %d: put: %v", i, err)
+		}
+	}
+}
+
+// Many operations at once over one channel, as a session's seed and close
+// run them: every one gets its own result, none is reset.
+func TestAgentConcurrentOperations(t *testing.T) {
+	ctx := context.Background()
+	sb, _ := start(t, agent.HostOptions{})
+	var wg sync.WaitGroup
+	errs := make(chan error, 16*30)
+	for g := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 30 {
+				p := fmt.Sprintf("/c/%d/%d", g, i)
+				if err := provider.Put(ctx, sb, []provider.Entry{{Path: p, Data: []byte(p), Mode: 0o644}}); err != nil {
+					errs <- fmt.Errorf("put %s: %w", p, err)
+					return
+				}
+				res, err := sb.Exec(ctx, provider.ExecSpec{Argv: []string{"cat", "-"}, Stdin: strings.NewReader(p)})
+				if err != nil || string(res.Stdout) != p {
+					errs <- fmt.Errorf("exec %s: %q %v", p, res.Stdout, err)
+					return
+				}
+				host := filepath.Join(t.TempDir(), "f")
+				if err := sb.Download(ctx, p, host); err != nil {
+					errs <- fmt.Errorf("download %s: %w", p, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}

@@ -62,13 +62,17 @@ func Serve(r io.Reader, w io.Writer, opt ServeOptions) error {
 
 type server struct{ root string }
 
+// drainTimeout bounds how long a finished operation waits for the host to
+// end its direction of the stream.
+const drainTimeout = 30 * time.Second
+
 func (srv *server) handle(s *stream) {
-	defer s.Close()
 	req, err := readRequest(s)
 	if err != nil {
 		s.Reset()
 		return
 	}
+	defer finish(s)
 	rw := &recordWriter{w: s}
 	var res result
 	switch req.Op {
@@ -82,7 +86,26 @@ func (srv *server) handle(s *stream) {
 		res = result{Code: -1, Error: fmt.Sprintf("unknown op %q", req.Op)}
 	}
 	rw.result(res)
+}
+
+// finish ends an operation's stream once its result is sent. The host
+// always ends its own direction (after the request and any stdin or
+// archive); what it still sends (stdin a command never read, an archive's
+// trailing blocks) is read and dropped, so the host's writes end normally
+// rather than meeting a reset that races its reading of the result. A host
+// that never ends its direction gets the reset after drainTimeout.
+func finish(s *stream) {
 	s.CloseWrite()
+	drained := make(chan struct{})
+	go func() {
+		io.Copy(io.Discard, s)
+		close(drained)
+	}()
+	select {
+	case <-drained:
+	case <-time.After(drainTimeout):
+		s.Reset()
+	}
 }
 
 // tunnelListen makes every accepted connection a stream. Where its bytes
