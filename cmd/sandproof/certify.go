@@ -72,6 +72,9 @@ the exit status is 130 (143 for TERM). A second signal exits at once.
 			if err != nil {
 				return err
 			}
+			if baseline < 0 {
+				return usagef("--baseline: bad value %q (want >= 0)", fmt.Sprint(baseline))
+			}
 			if network != provider.NetworkNone && network != provider.NetworkHost {
 				return usagef("--network: bad value %q (want none or host)", network)
 			}

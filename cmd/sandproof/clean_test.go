@@ -43,6 +43,8 @@ func TestCertifyLimitFlagsAreChecked(t *testing.T) {
 		{[]string{"--memory", "2x"}, `--memory: bad value "2x"`},
 		{[]string{"--memory", "1k"}, `--memory: bad value "1k"`},
 		{[]string{"--cpu-shares", "1"}, `--cpu-shares: bad value "1"`},
+		{[]string{"--network", "bridge"}, `--network: bad value "bridge" (want none or host)`},
+		{[]string{"--baseline", "-1"}, `--baseline: bad value "-1"`},
 	}
 	for _, tt := range tests {
 		var out, errb bytes.Buffer

@@ -23,7 +23,8 @@ import (
 // into dir, so the test signals the real binary, not a goroutine.
 func buildTools(t *testing.T, dir string) (sandproof, warden, probe string) {
 	t.Helper()
-	for _, b := range []struct{ out, pkg string }{{"sandproof", "."}, {"warden", "../warden"}, {"probe", "../probe"}} {
+	// sandagent goes beside the probe, where certify looks for it.
+	for _, b := range []struct{ out, pkg string }{{"sandproof", "."}, {"warden", "../warden"}, {"probe", "../probe"}, {"sandagent", "../sandagent"}} {
 		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b.out), b.pkg)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
