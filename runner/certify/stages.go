@@ -199,15 +199,12 @@ func (cr *caseRun) setup(ctx context.Context) error {
 		if len(cr.reqPaths) > 0 {
 			argv = append(argv, "--markers", strings.Join(cr.reqPaths, ","))
 		}
-		// The session agent starts beside the probe's run: two engine
-		// execs at once instead of one after the other.
-		agentDone := make(chan error, 1)
-		go func() { agentDone <- cr.startAgent(ctx) }()
-		cr.before, err = probeRun(ctx, sb, argv)
-		if aerr := <-agentDone; err == nil {
-			err = aerr
+		if cr.before, err = probeRun(ctx, sb, argv); err != nil {
+			return err
 		}
-		if err != nil {
+		// The session agent starts after the baseline, never in it: an
+		// agent that outlived its stop is a new process to verify.
+		if err := cr.startAgent(ctx); err != nil {
 			return err
 		}
 		ev.Before = beforeOf(cr.before, cr.markers)
