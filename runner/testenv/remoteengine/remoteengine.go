@@ -62,9 +62,6 @@ import (
 // config and its log).
 const BaseDir = "/var/lib/sandproof-engine2"
 
-// TestImages are the images Shared loads: the ones the suite certifies on.
-var TestImages = []string{"alpine-class", "debian-12", "old-python"}
-
 // wait bounds each wait: the engine answering, stopping, its loop device
 // going away, an image load.
 const wait = 2 * time.Minute
@@ -402,7 +399,8 @@ func mainClient() (*dc.Client, error) {
 // MainEngine is the main engine's client, for tests that compare.
 var MainEngine = sync.OnceValues(mainClient)
 
-// Shared returns the package's second engine holding TestImages (started
+// Shared returns the package's second engine holding every test image of
+// images/ (images.Resolve: the one registry of them; started
 // and loaded at the first call, stopped by Main), ending tb (through
 // testenv) when the machine cannot run it or the main engine lacks an
 // image.
@@ -420,16 +418,11 @@ func Shared(tb testing.TB) *Engine {
 	var imgs []images.Image
 	var refs []string
 	for _, img := range all {
-		for _, n := range TestImages {
-			if img.Name != n {
-				continue
-			}
-			if _, err := from.InspectImage(img.Ref); err != nil {
-				testenv.NoImage(tb, n, img.Ref)
-			}
-			imgs = append(imgs, img)
-			refs = append(refs, img.Ref)
+		if _, err := from.InspectImage(img.Ref); err != nil {
+			testenv.NoImage(tb, img.Name, img.Ref)
 		}
+		imgs = append(imgs, img)
+		refs = append(refs, img.Ref)
 	}
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
