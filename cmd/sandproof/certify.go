@@ -50,6 +50,13 @@ only holds a canary key; the relay sends --api-key-file's key upstream. One evid
 line per case goes to DIR/evidence.jsonl as each case ends; report.html,
 report.md and junit.xml are written beside it at the end.
 
+Sandboxes have no network (--network none): the harness reaches the model
+at the relay's own address inside the sandbox, where the session agent
+(--agent) listens and carries each connection to the relay over one exec;
+the same channel carries the session's commands and files. The engine is
+the docker CLI's (DOCKER_HOST, DOCKER_CONTEXT, the CLI's current context):
+unix, tcp and ssh engines work alike, since no host path is mounted.
+
 The first INT or TERM interrupts the run: no case starts after it, a running
 activation is stopped through its session (receipts kept), the cases cut
 short are written as unknown with the reason, the reports are written, and
@@ -174,7 +181,7 @@ the exit status is 130 (143 for TERM). A second signal exits at once.
 	f.StringVar(&modelName, "model-name", "fake-model", "model id given to the harness ({model})")
 	f.StringVar(&keyFile, "api-key-file", "", "the model's API key: the relay sends it upstream; sandboxes only ever hold a per-run canary")
 	f.IntVar(&parallel, "parallel", 1, "cases run at once")
-	f.IntVar(&baseline, "baseline", 0, "time N bare `docker run --rm --network none IMAGE true` per image before the cases, and give each case's overhead beside that floor")
+	f.IntVar(&baseline, "baseline", 0, "time `N` bare runs of 'docker run --rm --network none IMAGE true' per image before the cases, and give each case's overhead beside that floor")
 	f.StringVar(&warden, "warden", filepath.Join("bin", "linux-"+arch, "warden"), "static warden build for this host's arch")
 	f.StringVar(&probe, "probe", filepath.Join("bin", "linux-"+arch, "probe"), "static probe build for this host's arch")
 	f.StringVar(&agent, "agent", "", "static session agent build for this host's arch, which carries the model's traffic and the session's commands (default: sandagent beside --probe)")
@@ -185,7 +192,7 @@ the exit status is 130 (143 for TERM). A second signal exits at once.
 	f.BoolVar(&resume, "resume", false, "finish an interrupted run: run again every case of DIR/evidence.jsonl whose last attempt is unknown, and the cases never written")
 	f.BoolVar(&allowEmpty, "allow-empty", false, "exit 0 when no case failed even if none passed (all skipped)")
 	f.StringVar(&out, "out", "", "run directory (required)")
-	f.StringVar(&shardArg, "shard", "", "run slice i/N of the image x adapter matrix (needs --image); join the shards with `report merge`")
+	f.StringVar(&shardArg, "shard", "", "run slice `i/N` of the image x adapter matrix (needs --image); join the shards with 'sandproof report merge'")
 	d := provider.DefaultLimits
 	f.Int64Var(&pidsLimit, "pids-limit", d.PidsLimit, "most processes and threads a case's container may hold")
 	f.StringVar(&memory, "memory", "2g", "memory limit of a case's container (bytes, or with k, m or g), swap included")
