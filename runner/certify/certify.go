@@ -101,6 +101,11 @@ type Options struct {
 	// true` of every image before the cases start (Summary.Baselines),
 	// the floor each case's overhead is read against.
 	Baseline int
+	// Provider makes the sandboxes; nil means the Docker engine
+	// runner/engine resolves (DOCKER_HOST, the docker context, the
+	// default socket). Certify needs its VolumeMaker and its sandboxes'
+	// Streamer; without a Differ the filesystem diff is unknown.
+	Provider provider.Provider
 	// Shard runs one slice of the matrix (see Shard); the zero Shard runs
 	// it all. Every record names the shard and the whole matrix's digest.
 	Shard Shard
@@ -370,8 +375,11 @@ func (r *runner) prepare(ctx context.Context, work string, cases []caseSpec) err
 		}
 	}
 	var err error
-	if r.prov, err = docker.New(); err != nil {
-		return fmt.Errorf("certify: %w (start an engine with `bash images/engine.sh start`)", err)
+	r.prov = r.opts.Provider
+	if r.prov == nil {
+		if r.prov, err = docker.New(); err != nil {
+			return fmt.Errorf("certify: %w (start an engine with `bash images/engine.sh start`)", err)
+		}
 	}
 	if f, ok := r.prov.(provider.ImageFinder); ok {
 		for _, img := range r.opts.Images {
