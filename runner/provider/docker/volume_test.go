@@ -278,3 +278,47 @@ func TestCleanVolumes(t *testing.T) {
 		t.Fatalf("clean volumes of the used one: %+v, %v (exists %t)", res, err, exists(names[1]))
 	}
 }
+
+// A sandbox whose harness became root tries to change a shared volume for
+// the next case (volumes outlive cases and runs, keyed by content):
+// overwrite, remove, chmod, forge the fill's marker, remount read-write,
+// and an upload through the provider. Each fails; the same commands on a
+// copy of the tree succeed (the positive control); a new sandbox, and a
+// new Volume call (no refill), see the tree as it was.
+func TestDockerVolumeRootCannotChangeItForTheNextCase(t *testing.T) {
+	p := engine(t)
+	ctx := context.Background()
+	key := "test-" + randomTag(t)
+	name, err := p.Volume(ctx, key, hostTree(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	removeVolume(t, p, name)
+	attack := func(d string) string {
+		return "for c in 'echo evil > " + d + "/run' 'rm " + d + "/a/x' 'chmod 777 " + d + "/run' " +
+			"'echo forged > " + d + "/.sandproof-volume-complete' 'mkdir " + d + "/new'; do " +
+			"sh -c \"$c\" 2>/dev/null && echo \"did: $c\"; done; true"
+	}
+	sb := mounted(t, p, name)
+	if out, code := run(t, sb, "id -u; cp -a /rt /tmp/copy && "+attack("/tmp/copy")); code != 0 ||
+		!strings.HasPrefix(out, "0\n") || strings.Count(out, "did: ") != 5 {
+		t.Fatalf("positive control: root on a copy of the tree: %d %q", code, out)
+	}
+	if out, _ := run(t, sb, attack("/rt")); strings.Contains(out, "did: ") {
+		t.Errorf("root changed the shared volume: %q", out)
+	}
+	if out, code := run(t, sb, "mount -o remount,rw /rt 2>&1 || mount -o remount,rw,bind /rt 2>&1"); code == 0 {
+		t.Errorf("root remounted the volume read-write: %q", out)
+	}
+	if err := provider.UploadBytes(ctx, sb, []byte("evil"), "/rt/uploaded", 0o644, 0, 0); err == nil {
+		t.Errorf("an upload through the provider wrote into the volume")
+	}
+	next := mounted(t, p, name)
+	if out, code := run(t, next, "cat /rt/run /rt/a/x /rt/.sandproof-volume-complete; stat -c %a /rt/run; ls /rt/uploaded /rt/new 2>&1 >/dev/null | wc -l"); code != 0 ||
+		out != "#!/bin/sh\necho ran\nx content\n"+key+"755\n2\n" {
+		t.Errorf("the next sandbox sees %q (exit %d), want the tree as it was", out, code)
+	}
+	if got, err := p.Volume(ctx, key, t.TempDir()); err != nil || got != name || docker.Fills(p) != 1 {
+		t.Errorf("again: %q, %v, %d fills", got, err, docker.Fills(p))
+	}
+}
