@@ -1,0 +1,87 @@
+package agent_test
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sandproof/sandproof/runner/agent"
+)
+
+// A harness that opens a thousand tunnel connections, asks each for an
+// endless answer and never reads one: the host forwards at most
+// MaxTunnels of them (the rest are reset), and ending the channel (the
+// case's stopAgent) still returns promptly with the agent exited, so the
+// case goes on to verify.
+func TestTunnelFloodNeverReadEnds(t *testing.T) {
+	var live, peak atomic.Int64
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := live.Add(1)
+		defer live.Add(-1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+		buf := make([]byte, 32<<10)
+		for {
+			if _, err := w.Write(buf); err != nil {
+				return
+			}
+		}
+	})}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(l)
+	defer srv.Close()
+	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	const maxTunnels = 64
+	sb, _ := start(t, agent.HostOptions{Target: l.Addr().String(), MaxTunnels: maxTunnels}, "--listen", listen)
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for range 1000 {
+		c, err := net.Dial("tcp", listen)
+		if err != nil {
+			t.Fatalf("after %d connections: %v", len(conns), err)
+		}
+		conns = append(conns, c)
+		fmt.Fprintf(c, "GET /flood HTTP/1.1\r\nHost: x\r\n\r\n") // and never read
+	}
+	// Positive control: the flood is on, on as many tunnels as the cap
+	// lets through, and no more.
+	deadline := time.Now().Add(60 * time.Second)
+	for peak.Load() < maxTunnels && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if p := peak.Load(); p != maxTunnels {
+		t.Fatalf("%d floods at once reached the target, want the cap of %d", p, maxTunnels)
+	}
+	ended := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		_, err := sb.Close()
+		ended <- err
+	}()
+	select {
+	case err := <-ended:
+		t.Logf("channel ended in %.2fs with %d connections held unread", time.Since(start).Seconds(), len(conns))
+		if err != nil {
+			t.Errorf("agent exit: %v", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the channel did not end within 60s of its close while the harness held its tunnels unread")
+	}
+	// The target's side ends too: nothing is left writing for the harness.
+	for live.Load() > 0 && time.Now().Before(start.Add(60*time.Second)) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := live.Load(); n != 0 {
+		t.Errorf("%d floods still being written after the channel ended", n)
+	}
+}
