@@ -1,14 +1,20 @@
 package agent_test
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/sandproof/sandproof/runner/agent"
+	"github.com/sandproof/sandproof/runner/provider"
 )
 
 // A harness that opens a thousand tunnel connections, asks each for an
@@ -83,5 +89,51 @@ func TestTunnelFloodNeverReadEnds(t *testing.T) {
 	}
 	if n := live.Load(); n != 0 {
 		t.Errorf("%d floods still being written after the channel ended", n)
+	}
+}
+
+// alive reports whether pid runs (a zombie is not running).
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
+
+// The agent's stop (its channel closed, as certify does before verify)
+// ends the commands its execs still run: none survives the agent, to be
+// found by verify as a new process of the adapter's side. Repeated: the
+// kill races the agent's own exit.
+func TestAgentStopEndsItsCommands(t *testing.T) {
+	for round := range 20 {
+		sb, lsb := start(t, agent.HostOptions{})
+		pidfile := filepath.Join(lsb.Root(), "pid")
+		go sb.Exec(context.Background(), provider.ExecSpec{Argv: []string{"sh", "-c", "echo $$ > " + pidfile + ".tmp && mv " + pidfile + ".tmp " + pidfile + " && exec sleep 1000"}})
+		var pid int
+		deadline := time.Now().Add(30 * time.Second)
+		for pid == 0 && time.Now().Before(deadline) {
+			if b, err := os.ReadFile(pidfile); err == nil {
+				fmt.Sscan(string(b), &pid)
+			} else {
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+		// Positive control: the command runs while the agent does.
+		if pid == 0 || !alive(pid) {
+			t.Fatalf("round %d: the command never ran (pid %d)", round, pid)
+		}
+		if code, err := sb.Close(); code != 0 || err != nil {
+			t.Fatalf("round %d: agent's end: %d %v", round, code, err)
+		}
+		for alive(pid) && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if alive(pid) {
+			syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("round %d: the agent's command %d outlived the agent", round, pid)
+		}
 	}
 }
