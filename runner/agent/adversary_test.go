@@ -188,3 +188,41 @@ func TestTunnelDoesNotSpeakTheProtocol(t *testing.T) {
 	hw3.Close()
 	<-served3
 }
+
+// The hello is the first frame an end writes, however soon its first
+// stream opens: the agent refuses any other frame before it ("frame type
+// 2 before the hello"), which broke a session's first operation now and
+// then (seen in TestAgentStopEndsItsCommands under load). Repeated: the
+// hello used to be written by a goroutine that a prompt open could
+// overtake.
+func TestHelloBeforeTheFirstOpen(t *testing.T) {
+	for i := range 3000 {
+		ar, hw := io.Pipe()
+		hr, aw := io.Pipe()
+		ag := newConn(ar, aw, false, 0, aw, ar)
+		host := newConn(hr, hw, true, 0, hw, hr)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := host.waitHello(ctx); err != nil {
+			t.Fatalf("round %d: host hello: %v", i, err)
+		}
+		if _, err := host.open(nil); err != nil {
+			t.Fatalf("round %d: open: %v", i, err)
+		}
+		accepted := make(chan error, 1)
+		go func() {
+			_, err := ag.acceptStream()
+			accepted <- err
+		}()
+		select {
+		case err := <-accepted:
+			if err != nil {
+				t.Fatalf("round %d: the agent end refused the host's first stream: %v", i, err)
+			}
+		case <-ctx.Done():
+			t.Fatalf("round %d: the host's first stream never reached the agent end", i)
+		}
+		cancel()
+		host.Close()
+		ag.Close()
+	}
+}

@@ -62,7 +62,16 @@ func newConn(r io.Reader, w io.Writer, host bool, window uint32, closers ...io.C
 		c.next = 1
 	}
 	go c.readLoop()
-	go c.writeFrame(frameHello, 0, helloPayload(window))
+	// The hello must be the first frame: the write lock is taken here,
+	// before any open can write, and let go by the goroutine that writes
+	// the hello (a write may wait for the peer to read, which newConn
+	// must not). A hello written by a goroutine alone could be overtaken
+	// by a prompt first open, which the peer refuses.
+	c.wmu.Lock()
+	go func() {
+		defer c.wmu.Unlock()
+		c.writeFrameLocked(frameHello, 0, helloPayload(window))
+	}()
 	return c
 }
 
