@@ -15,6 +15,7 @@ import (
 
 	"github.com/sandproof/sandproof/runner/agent"
 	"github.com/sandproof/sandproof/runner/provider"
+	"github.com/sandproof/sandproof/runner/provider/local"
 )
 
 // A harness that opens a thousand tunnel connections, asks each for an
@@ -108,13 +109,35 @@ func alive(pid int) bool {
 // found by verify as a new process of the adapter's side. Repeated: the
 // kill races the agent's own exit.
 func TestAgentStopEndsItsCommands(t *testing.T) {
-	for round := range 20 {
-		sb, lsb := start(t, agent.HostOptions{})
+	for round := range 50 {
+		under, err := local.New(t.TempDir()).Create(context.Background(), provider.CreateSpec{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lsb := under.(*local.Sandbox)
+		var stderr syncBuffer
+		sb, err := agent.Start(context.Background(), lsb, []string{sandagent, "serve", "--root", lsb.Root()}, &stderr, agent.HostOptions{})
+		if err != nil {
+			t.Fatalf("start: %v (stderr %q)", err, stderr.String())
+		}
 		pidfile := filepath.Join(lsb.Root(), "pid")
-		go sb.Exec(context.Background(), provider.ExecSpec{Argv: []string{"sh", "-c", "echo $$ > " + pidfile + ".tmp && mv " + pidfile + ".tmp " + pidfile + " && exec sleep 1000"}})
+		execErr := make(chan error, 1)
+		go func() {
+			res, err := sb.Exec(context.Background(), provider.ExecSpec{Argv: []string{"sh", "-c", "echo $$ > " + pidfile + ".tmp && mv " + pidfile + ".tmp " + pidfile + " && exec sleep 1000"}})
+			if err == nil {
+				err = fmt.Errorf("exit %d, stderr %q", res.ExitCode, res.Stderr)
+			}
+			execErr <- err
+		}()
 		var pid int
 		deadline := time.Now().Add(30 * time.Second)
 		for pid == 0 && time.Now().Before(deadline) {
+			select {
+			case err := <-execErr:
+				code, cerr := sb.Close()
+				t.Fatalf("round %d: the command ended before it wrote its pid: %v (agent: %d %v, stderr %q)", round, err, code, cerr, stderr.String())
+			default:
+			}
 			if b, err := os.ReadFile(pidfile); err == nil {
 				fmt.Sscan(string(b), &pid)
 			} else {

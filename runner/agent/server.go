@@ -50,17 +50,70 @@ func Serve(r io.Reader, w io.Writer, opt ServeOptions) error {
 		}()
 		go tunnelListen(c, opt.Listener)
 	}
-	srv := &server{root: filepath.Clean(root)}
+	srv := &server{root: filepath.Clean(root), groups: map[int]bool{}}
 	for {
 		s, err := c.acceptStream()
 		if err != nil {
+			// Before returning, not from each exec's goroutine: the
+			// agent's process exits when Serve returns, and a kill
+			// left to a goroutine could lose that race (the command
+			// would outlive the agent into verify's process table).
+			srv.killAll()
 			return err
 		}
 		go srv.handle(s)
 	}
 }
 
-type server struct{ root string }
+type server struct {
+	root string
+
+	mu     sync.Mutex
+	groups map[int]bool // process groups of the commands running now
+	ended  bool         // the channel is over: no command may run on
+}
+
+// start starts cmd (in a process group of its own) and records the group,
+// under the lock killAll takes: a command is either started and recorded
+// before the channel's end kills it, or not started at all.
+func (srv *server) start(cmd *exec.Cmd) error {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if srv.ended {
+		return errors.New("exec: the agent's channel is over")
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	srv.groups[cmd.Process.Pid] = true
+	return nil
+}
+
+func (srv *server) untrack(pgid int) {
+	srv.mu.Lock()
+	delete(srv.groups, pgid)
+	srv.mu.Unlock()
+}
+
+// kill ends the group of a command still running: once its leader was
+// reaped (untracked), its number may be another's.
+func (srv *server) kill(pgid int) {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if srv.groups[pgid] {
+		syscall.Kill(-pgid, syscall.SIGKILL)
+	}
+}
+
+// killAll ends every command still running, and any started later.
+func (srv *server) killAll() {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	srv.ended = true
+	for pgid := range srv.groups {
+		syscall.Kill(-pgid, syscall.SIGKILL)
+	}
+}
 
 // drainTimeout bounds how long a finished operation waits for the host to
 // end its direction of the stream.
@@ -208,7 +261,7 @@ func (srv *server) exec(s *stream, rw *recordWriter, req request) result {
 	}
 	cmd.Stdout = kindWriter{rw, recOut}
 	cmd.Stderr = kindWriter{rw, recErr}
-	if err := cmd.Start(); err != nil {
+	if err := srv.start(cmd); err != nil {
 		code := 126
 		if errors.Is(err, fs.ErrNotExist) && req.Workdir == "" {
 			code = 127
@@ -219,7 +272,7 @@ func (srv *server) exec(s *stream, rw *recordWriter, req request) result {
 	go func() { // the host gave up (its context): end the whole group
 		select {
 		case <-s.Done():
-			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			srv.kill(cmd.Process.Pid)
 		case <-exited:
 		}
 	}()
@@ -230,6 +283,7 @@ func (srv *server) exec(s *stream, rw *recordWriter, req request) result {
 		}()
 	}
 	err = cmd.Wait()
+	srv.untrack(cmd.Process.Pid)
 	close(exited)
 	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
 	switch {
