@@ -1,7 +1,6 @@
 package certify
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/sandproof/sandproof/fixtures/model"
@@ -99,7 +97,7 @@ type caseRun struct {
 	sb                   provider.Sandbox
 	asb                  provider.Sandbox
 	agent                *agent.Sandbox
-	agentStderr          lockedBuffer
+	agentStderr          hostfile.HeadBuffer
 	before               probe.Snapshot
 	sess                 *session.Session
 	sessID, sessDir      string
@@ -477,26 +475,4 @@ func intText(p *int) string {
 		return "null"
 	}
 	return strconv.Itoa(*p)
-}
-
-// lockedBuffer is a bytes.Buffer safe for one writer (a process's stderr
-// copier) and a reader at once.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.b.Len() > 64<<10 {
-		return len(p), nil // kept short: only its start is ever shown
-	}
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

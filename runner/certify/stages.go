@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sandproof/sandproof/runner/hostfile"
 	"net/url"
 	"os"
 	"path"
@@ -79,7 +80,7 @@ func (r *runner) newCase(c caseSpec) *caseRun {
 		CaseDir: path.Join("cases", caseDirName(c.id)),
 	}
 	cr := &caseRun{r: r, c: c, ev: ev, dir: filepath.Join(r.opts.Out, "cases", caseDirName(c.id)),
-		timing: CaseTiming{CaseID: c.id, Image: c.image.Name}, skip: c.skip, uid: 1000, gid: 1000, home: r.opts.TaskHome}
+		timing: CaseTiming{CaseID: c.id, Image: c.image.Name}, skip: c.skip, agentStderr: hostfile.HeadBuffer{Max: 64 << 10}, uid: 1000, gid: 1000, home: r.opts.TaskHome}
 	if u, g, ok := strings.Cut(r.opts.User, ":"); ok {
 		cr.uid, _ = strconv.Atoi(u)
 		cr.gid, _ = strconv.Atoi(g)

@@ -1,9 +1,9 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"fmt"
+	"github.com/sandproof/sandproof/runner/hostfile"
 	"io"
 	"net"
 	"net/url"
@@ -78,7 +78,7 @@ func dialCommand(ctx context.Context, name string, args ...string) (net.Conn, er
 	if err != nil {
 		return nil, err
 	}
-	c := &cmdConn{cmd: cmd, stdin: stdin, stdout: stdout, exited: make(chan struct{})}
+	c := &cmdConn{cmd: cmd, stdin: stdin, stdout: stdout, exited: make(chan struct{}), stderr: hostfile.HeadBuffer{Max: 64 << 10}}
 	cmd.Stderr = &c.stderr
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("connection helper %s: %w", strings.Join(cmd.Args, " "), err)
@@ -95,7 +95,7 @@ type cmdConn struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
 	stdout io.ReadCloser
-	stderr lockedBuffer
+	stderr hostfile.HeadBuffer
 
 	exited  chan struct{}
 	waitErr error
@@ -155,23 +155,3 @@ func (c *cmdConn) RemoteAddr() net.Addr { return cmdAddr{strings.Join(c.cmd.Args
 func (c *cmdConn) SetDeadline(time.Time) error      { return nil }
 func (c *cmdConn) SetReadDeadline(time.Time) error  { return nil }
 func (c *cmdConn) SetWriteDeadline(time.Time) error { return nil }
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.buf.Len() > 64<<10 {
-		return len(p), nil // enough to explain a failure
-	}
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}

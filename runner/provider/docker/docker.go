@@ -21,6 +21,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sandproof/sandproof/runner/hostfile"
 	"io"
 	"os"
 	"sort"
@@ -418,7 +419,7 @@ func (s *Sandbox) Start(ctx context.Context, spec provider.ExecSpec, stderr io.W
 		stderr = io.Discard
 	}
 	pr, pw := io.Pipe()
-	head := &headBuffer{max: 4 << 10}
+	head := &hostfile.HeadBuffer{Max: 4 << 10}
 	done := make(chan error, 1)
 	go func() {
 		// A caller that closed Stdout wants no more of it: the rest is
@@ -481,28 +482,6 @@ func (w *execStdin) Close() error {
 	var err error
 	w.once.Do(func() { err = w.h.closeWrite() })
 	return err
-}
-
-// headBuffer keeps the first max bytes written to it (for startFailed).
-type headBuffer struct {
-	mu  sync.Mutex
-	max int
-	b   bytes.Buffer
-}
-
-func (h *headBuffer) Write(p []byte) (int, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if room := h.max - h.b.Len(); room > 0 {
-		h.b.Write(p[:min(room, len(p))])
-	}
-	return len(p), nil
-}
-
-func (h *headBuffer) Bytes() []byte {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return bytes.Clone(h.b.Bytes())
 }
 
 // Upload extracts a one-file tar at "/": the engine creates missing parent
