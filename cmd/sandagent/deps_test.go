@@ -27,15 +27,7 @@ var agentDeps = []string{
 }
 
 func TestSandagentLinksOnlyItsOwnPackagesAndXSys(t *testing.T) {
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		testenv.Missing(t, "the go command", "install Go 1.26")
-	}
-	out, err := exec.Command(gobin, "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ".").Output()
-	if err != nil {
-		t.Fatalf("go list -deps: %v", err)
-	}
-	deps := strings.Fields(string(out))
+	deps := testenv.NonStandardDeps(t, ".")
 	// Positive control: the listing is real.
 	for _, must := range []string{"github.com/sandproof/sandproof/cmd/sandagent", "github.com/sandproof/sandproof/runner/agent"} {
 		if !slices.Contains(deps, must) {

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"os/exec"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/sandproof/sandproof/runner/testenv"
@@ -29,15 +27,7 @@ var wardenDeps = []string{
 }
 
 func TestWardenLinksOnlyItsOwnPackagesAndXSys(t *testing.T) {
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		testenv.Missing(t, "the go command", "install Go 1.26")
-	}
-	out, err := exec.Command(gobin, "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ".").Output()
-	if err != nil {
-		t.Fatalf("go list -deps: %v", err)
-	}
-	deps := strings.Fields(string(out))
+	deps := testenv.NonStandardDeps(t, ".")
 	// Positive control: the listing is real (it has warden itself and the
 	// one outside module it is allowed).
 	for _, must := range []string{"github.com/sandproof/sandproof/cmd/warden", "golang.org/x/sys/unix"} {
