@@ -4,7 +4,9 @@
 // holds only the case's canary key; the relay checks it and swaps in the
 // upstream key when it forwards, so the upstream key never enters a
 // container. Each call is recorded (status, streaming, usage, the tool
-// results the request carried, the tool calls the answer made), sizes
+// results the request carried and the ids of the calls they answer, the
+// tool calls its history claims, the tool calls the answer made with
+// their ids), sizes
 // capped, no header logged; SSE answers are passed on chunk by chunk, never
 // buffered.
 package relay
@@ -46,8 +48,12 @@ type Options struct {
 	MaxText int
 }
 
-// ToolCall is one tool call an answer made.
+// ToolCall is one tool call an answer made (or, in ClaimedToolCalls, one a
+// request says an answer made).
 type ToolCall struct {
+	// ID is the call's id (Chat Completions tool_calls[].id, Responses
+	// call_id, Messages tool_use id); "" when the API gave none.
+	ID        string `json:"id,omitempty"`
 	Name      string `json:"name"`
 	Arguments string `json:"arguments"`
 }
@@ -75,6 +81,16 @@ type Call struct {
 	// ToolResults are the texts of the tool results the request carried,
 	// in order, each capped.
 	ToolResults []string `json:"tool_results,omitempty"`
+	// ToolResultIDs holds, for each of ToolResults at the same index, the
+	// id of the tool call it answers (tool_call_id, call_id, tool_use_id);
+	// "" where the API gives none. nil in a transcript written before
+	// ids were recorded.
+	ToolResultIDs []string `json:"tool_result_ids,omitempty"`
+	// ClaimedToolCalls are the assistant tool calls the request's own
+	// history says the model made, in order, at most MaxClaimed: the
+	// harness's copy, which the answers recorded in ToolCalls confirm or
+	// not (contract §7.4).
+	ClaimedToolCalls []ToolCall `json:"claimed_tool_calls,omitempty"`
 	// ToolCalls are those the answer made; Text its text, capped.
 	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
 	Text      string     `json:"text,omitempty"`

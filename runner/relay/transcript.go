@@ -7,15 +7,29 @@ import (
 	"strings"
 )
 
-// parseRequest reads the model, stream flag, declared tools and tool
-// results of a Chat Completions, Responses or Anthropic Messages request.
+// MaxClaimed caps the claimed tool calls recorded of one request (a
+// request carries the whole conversation, so they grow with every turn).
+const MaxClaimed = 64
+
+// parseRequest reads the model, stream flag, declared tools, the tool
+// results (each with the id of the call it answers) and the assistant tool
+// calls the history claims of a Chat Completions, Responses or Anthropic
+// Messages request.
 func (r *Relay) parseRequest(c *Call, body []byte) {
 	var q struct {
 		Model    string `json:"model"`
 		Stream   bool   `json:"stream"`
 		Messages []struct {
-			Role    string          `json:"role"`
-			Content json.RawMessage `json:"content"`
+			Role       string          `json:"role"`
+			Content    json.RawMessage `json:"content"`
+			ToolCallID string          `json:"tool_call_id"`
+			// Chat Completions: the assistant's calls; function_call is
+			// the API's older form, which has no id.
+			ToolCalls []struct {
+				ID       string       `json:"id"`
+				Function functionCall `json:"function"`
+			} `json:"tool_calls"`
+			FunctionCall *functionCall `json:"function_call"`
 		} `json:"messages"`
 		Input json.RawMessage `json:"input"`
 		Tools []struct {
@@ -38,34 +52,77 @@ func (r *Relay) parseRequest(c *Call, body []byte) {
 			c.Tools = append(c.Tools, r.text(n))
 		}
 	}
+	result := func(id, text string) {
+		c.ToolResults = append(c.ToolResults, r.text(text))
+		c.ToolResultIDs = append(c.ToolResultIDs, r.text(id))
+	}
+	claim := func(id, name, args string) {
+		if len(c.ClaimedToolCalls) < MaxClaimed {
+			c.ClaimedToolCalls = append(c.ClaimedToolCalls, ToolCall{ID: r.text(id), Name: r.text(name), Arguments: r.text(args)})
+		}
+	}
 	for _, m := range q.Messages {
-		if m.Role == "tool" || m.Role == "function" {
-			c.ToolResults = append(c.ToolResults, r.text(contentText(m.Content)))
+		switch m.Role {
+		case "tool":
+			result(m.ToolCallID, contentText(m.Content))
+		case "function":
+			result("", contentText(m.Content))
+		case "assistant":
+			for _, tc := range m.ToolCalls {
+				claim(tc.ID, tc.Function.Name, tc.Function.Arguments)
+			}
+			if f := m.FunctionCall; f != nil {
+				claim("", f.Name, f.Arguments)
+			}
 		}
-		// Anthropic Messages: a user message's tool_result blocks.
+		// Anthropic Messages: a user message's tool_result blocks, an
+		// assistant message's tool_use blocks.
 		var blocks []struct {
-			Type    string          `json:"type"`
-			Content json.RawMessage `json:"content"`
+			Type      string          `json:"type"`
+			Content   json.RawMessage `json:"content"`
+			ToolUseID string          `json:"tool_use_id"`
+			ID        string          `json:"id"`
+			Name      string          `json:"name"`
+			Input     json.RawMessage `json:"input"`
 		}
-		if m.Role == "user" && json.Unmarshal(m.Content, &blocks) == nil {
+		if (m.Role == "user" || m.Role == "assistant") && json.Unmarshal(m.Content, &blocks) == nil {
 			for _, b := range blocks {
-				if b.Type == "tool_result" {
-					c.ToolResults = append(c.ToolResults, r.text(contentText(b.Content)))
+				switch {
+				case m.Role == "user" && b.Type == "tool_result":
+					result(b.ToolUseID, contentText(b.Content))
+				case m.Role == "assistant" && b.Type == "tool_use":
+					claim(b.ID, b.Name, string(b.Input))
 				}
 			}
 		}
 	}
 	var items []struct {
-		Type   string          `json:"type"`
-		Output json.RawMessage `json:"output"`
+		Type      string          `json:"type"`
+		Output    json.RawMessage `json:"output"`
+		CallID    string          `json:"call_id"`
+		Name      string          `json:"name"`
+		Arguments string          `json:"arguments"`
+		Input     string          `json:"input"`
 	}
 	if len(q.Input) > 0 && json.Unmarshal(q.Input, &items) == nil {
 		for _, it := range items {
-			if it.Type == "function_call_output" || it.Type == "custom_tool_call_output" {
-				c.ToolResults = append(c.ToolResults, r.text(contentText(it.Output)))
+			switch it.Type {
+			case "function_call_output", "custom_tool_call_output":
+				result(it.CallID, contentText(it.Output))
+			case "function_call":
+				claim(it.CallID, it.Name, it.Arguments)
+			case "custom_tool_call":
+				claim(it.CallID, it.Name, it.Input)
 			}
 		}
 	}
+}
+
+// functionCall is a Chat Completions call's function: its name and its
+// arguments, a JSON text.
+type functionCall struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
 }
 
 // contentText flattens a content: a string or a list of parts with text.
@@ -99,20 +156,16 @@ type answer struct {
 		Message *struct {
 			Content   string `json:"content"`
 			ToolCalls []struct {
-				Function struct {
-					Name      string `json:"name"`
-					Arguments string `json:"arguments"`
-				} `json:"function"`
+				ID       string       `json:"id"`
+				Function functionCall `json:"function"`
 			} `json:"tool_calls"`
 		} `json:"message"`
 		Delta *struct {
 			Content   string `json:"content"`
 			ToolCalls []struct {
-				Index    int `json:"index"`
-				Function struct {
-					Name      string `json:"name"`
-					Arguments string `json:"arguments"`
-				} `json:"function"`
+				Index    int          `json:"index"`
+				ID       string       `json:"id"`
+				Function functionCall `json:"function"`
 			} `json:"tool_calls"`
 		} `json:"delta"`
 	} `json:"choices"`
@@ -139,10 +192,11 @@ type answer struct {
 }
 
 // messagesBlock is an Anthropic content block: text, or a tool_use with
-// its input object.
+// its id and input object.
 type messagesBlock struct {
 	Type  string          `json:"type"`
 	Text  string          `json:"text"`
+	ID    string          `json:"id"`
 	Name  string          `json:"name"`
 	Input json.RawMessage `json:"input"`
 }
@@ -162,10 +216,15 @@ type responsesObject struct {
 	} `json:"usage"`
 }
 
+// responsesItem is a Responses output item: a function_call (its call_id
+// is what the function_call_output answering it names; id is the item's
+// own), a custom_tool_call (its arguments a free text, input) or a message.
 type responsesItem struct {
 	Type      string `json:"type"`
+	CallID    string `json:"call_id"`
 	Name      string `json:"name"`
 	Arguments string `json:"arguments"`
+	Input     string `json:"input"`
 	Content   []struct {
 		Text string `json:"text"`
 	} `json:"content"`
@@ -184,7 +243,7 @@ func (r *Relay) parseJSON(c *Call, body []byte) {
 		}
 		text.WriteString(ch.Message.Content)
 		for _, tc := range ch.Message.ToolCalls {
-			c.ToolCalls = append(c.ToolCalls, ToolCall{Name: r.text(tc.Function.Name), Arguments: r.text(tc.Function.Arguments)})
+			c.ToolCalls = append(c.ToolCalls, r.toolCall(tc.ID, tc.Function.Name, tc.Function.Arguments))
 		}
 	}
 	r.responsesItems(c, a.Output, &text)
@@ -193,7 +252,7 @@ func (r *Relay) parseJSON(c *Call, body []byte) {
 		case "text":
 			text.WriteString(b.Text)
 		case "tool_use":
-			c.ToolCalls = append(c.ToolCalls, ToolCall{Name: r.text(b.Name), Arguments: r.text(string(b.Input))})
+			c.ToolCalls = append(c.ToolCalls, r.toolCall(b.ID, b.Name, string(b.Input)))
 		}
 	}
 	if a.Usage != nil {
@@ -205,8 +264,10 @@ func (r *Relay) parseJSON(c *Call, body []byte) {
 func (r *Relay) responsesItems(c *Call, items []responsesItem, text *strings.Builder) {
 	for _, it := range items {
 		switch it.Type {
-		case "function_call", "custom_tool_call":
-			c.ToolCalls = append(c.ToolCalls, ToolCall{Name: r.text(it.Name), Arguments: r.text(it.Arguments)})
+		case "function_call":
+			c.ToolCalls = append(c.ToolCalls, r.toolCall(it.CallID, it.Name, it.Arguments))
+		case "custom_tool_call":
+			c.ToolCalls = append(c.ToolCalls, r.toolCall(it.CallID, it.Name, it.Input))
 		case "message":
 			for _, p := range it.Content {
 				text.WriteString(p.Text)
@@ -222,8 +283,8 @@ func (r *Relay) responsesItems(c *Call, items []responsesItem, text *strings.Bui
 // block index; input tokens in message_start, output in message_delta).
 func (r *Relay) parseSSE(c *Call, body []byte) {
 	type acc struct {
-		name string
-		args strings.Builder
+		id, name string
+		args     strings.Builder
 	}
 	var calls []*acc
 	var blocks []*acc // Anthropic tool_use blocks by index
@@ -259,6 +320,11 @@ func (r *Relay) parseSSE(c *Call, body []byte) {
 				if tc.Function.Name != "" {
 					calls[tc.Index].name = tc.Function.Name
 				}
+				// The id comes with the call's first chunk; some servers
+				// repeat it in every one.
+				if tc.ID != "" && calls[tc.Index].id == "" {
+					calls[tc.Index].id = tc.ID
+				}
 				if calls[tc.Index].args.Len() < r.opts.MaxBody {
 					calls[tc.Index].args.WriteString(tc.Function.Arguments)
 				}
@@ -275,7 +341,7 @@ func (r *Relay) parseSSE(c *Call, body []byte) {
 				for len(blocks) <= a.Index {
 					blocks = append(blocks, nil)
 				}
-				blocks[a.Index] = &acc{name: b.Name}
+				blocks[a.Index] = &acc{id: b.ID, name: b.Name}
 			}
 			continue
 		case "content_block_delta":
@@ -310,12 +376,17 @@ func (r *Relay) parseSSE(c *Call, body []byte) {
 		}
 	}
 	for _, a := range calls {
-		c.ToolCalls = append(c.ToolCalls, ToolCall{Name: r.text(a.name), Arguments: r.text(a.args.String())})
+		c.ToolCalls = append(c.ToolCalls, r.toolCall(a.id, a.name, a.args.String()))
 	}
 	for _, a := range blocks {
 		if a != nil {
-			c.ToolCalls = append(c.ToolCalls, ToolCall{Name: r.text(a.name), Arguments: r.text(a.args.String())})
+			c.ToolCalls = append(c.ToolCalls, r.toolCall(a.id, a.name, a.args.String()))
 		}
 	}
 	c.Text = r.text(text.String())
+}
+
+// toolCall records one tool call, each text capped.
+func (r *Relay) toolCall(id, name, args string) ToolCall {
+	return ToolCall{ID: r.text(id), Name: r.text(name), Arguments: r.text(args)}
 }
