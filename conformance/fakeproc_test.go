@@ -510,6 +510,22 @@ var _ = Describe("the stop engine, on a fake tree,", framework.Fakeproc, func() 
 		Expect(res.Survivors).To(BeEmpty())
 	})
 
+	framework.ConformanceIt("2 stop rules", "should reach by its marker, read through a live thread, a zombie leader outside the tree", func() {
+		f := newFakeStop(fakeproc.Proc{})
+		// Started by something outside the supervisor's tree (pid 1's
+		// child), carrying the launch's marker: the leader's own environ
+		// is gone with its memory map, its thread's is not.
+		tool := f.k.Spawn(fakeproc.Proc{Comm: "beat", PPID: 1, Threads: 1, Env: []string{proc.MarkerVar + "=" + fpLaunch}})
+		f.k.ExitLeader(tool.PID)
+		Expect(f.k.Alive(tool)).To(BeTrue(), "positive control: the tool's thread runs")
+		env, err := f.k.FS().Environ(tool.PID, proc.EnvironLimit, time.Second)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(env).To(BeEmpty(), "positive control: the zombie leader's own environ reads empty")
+
+		res := f.run()
+		fpExpectStopped(f, res, tool, 0, stop.WhyMarker)
+	})
+
 	framework.ConformanceIt("2 hold", "should not confirm while a zombie leader's live thread cannot be held, and list the process as a survivor", func() {
 		f := newFakeStop(fakeproc.Proc{})
 		tool := f.k.Fork(fpHarness, fakeproc.Proc{Comm: "beat", Setsid: true, Env: fpNoMarker(), Threads: 1,
