@@ -328,6 +328,7 @@ func (e *Engine) hold(ctx context.Context, round *int, snap *Snapshot, clock Clo
 						stopOne(m, false, iter)
 					} else if !ok {
 						known[m.Identity()] = m
+						isHeld[m.Identity()] = true // shown T or t by this scan
 					}
 				}
 				if !fresh {
