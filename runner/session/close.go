@@ -192,6 +192,7 @@ func (s *Session) capture(ctx context.Context, res *CloseResult) error {
 		p, dst   string
 		optional bool
 		user     string // whose ids the read has ("" the provider's)
+		own      bool   // the session's state or run dir
 		got      provider.Fetched
 		err      error
 	}
@@ -207,6 +208,9 @@ func (s *Session) capture(ctx context.Context, res *CloseResult) error {
 	// a file it could not read itself is not captured.
 	add(path.Join(s.dir, "state"), filepath.Join(s.cfg.CaptureDir, "state"), true, "")
 	add(path.Join(s.dir, "run"), filepath.Join(s.cfg.CaptureDir, "run"), true, s.cfg.User)
+	for _, j := range jobs {
+		j.own = true
+	}
 	if s.adapter.Captures != nil {
 		for _, c := range s.adapter.Captures(s.env("", "")) {
 			p := strings.TrimPrefix(c.Path, s.prefix)
@@ -255,12 +259,20 @@ func (s *Session) capture(ctx context.Context, res *CloseResult) error {
 		}
 		wg.Wait()
 	}
-	var first, again []*job
+	// The state and run dirs first: the receipts and events the case is
+	// judged on are never starved of the shared budgets by a flood in a
+	// declared capture.
+	var own, first, again []*job
 	for i, j := range jobs {
-		if covering[i] == nil {
+		switch {
+		case covering[i] != nil:
+		case j.own:
+			own = append(own, j)
+		default:
 			first = append(first, j)
 		}
 	}
+	download(own)
 	download(first)
 	for i, j := range jobs {
 		k := covering[i]
