@@ -210,6 +210,9 @@ func TestCertifyCapturesCountEntries(t *testing.T) {
 	entries := 0
 	filepath.WalkDir(r.out, func(string, fs.DirEntry, error) error { entries++; return nil })
 	t.Logf("host entries in the run dir: %d; capture_entries %d; run %.1fs", entries, r.ev.CaptureEntries, r.took.Seconds())
+	for _, st := range r.ev.Stages {
+		t.Logf("stage %s: %.1fs", st.Name, st.Seconds)
+	}
 	if entries >= 20000 {
 		t.Errorf("the run dir holds %d entries, want < 20,000", entries)
 	}
