@@ -22,6 +22,7 @@ type capturedRun struct {
 	ev      *reports.Evidence
 	out     string // the run dir
 	caseDir string // its case's dir
+	start   time.Time
 	took    time.Duration
 	err     error
 }
@@ -43,7 +44,7 @@ func certifyOne(t *testing.T, m *adapter.Manifest) capturedRun {
 	if ev == nil {
 		t.Fatalf("no evidence for %s: %v\n%s", m.Name, err, progress.String())
 	}
-	return capturedRun{ev: ev, out: out, caseDir: filepath.Join(out, "cases", "debian-12__"+m.Name), took: took, err: err}
+	return capturedRun{ev: ev, out: out, caseDir: filepath.Join(out, "cases", "debian-12__"+m.Name), start: start, took: took, err: err}
 }
 
 // runFile is a file the harness wrote in its activation's run dir, as
@@ -210,8 +211,9 @@ func TestCertifyCapturesCountEntries(t *testing.T) {
 	entries := 0
 	filepath.WalkDir(r.out, func(string, fs.DirEntry, error) error { entries++; return nil })
 	t.Logf("host entries in the run dir: %d; capture_entries %d; run %.1fs", entries, r.ev.CaptureEntries, r.took.Seconds())
+	t.Logf("the case: %.1fs", r.ev.Seconds)
 	for _, st := range r.ev.Stages {
-		t.Logf("stage %s: %.1fs", st.Name, st.Seconds)
+		t.Logf("stage %s: %.1fs, from %.1fs into the run", st.Name, st.Seconds, st.StartedAt.Sub(r.start).Seconds())
 	}
 	if entries >= 20000 {
 		t.Errorf("the run dir holds %d entries, want < 20,000", entries)
