@@ -125,6 +125,10 @@ type Evidence struct {
 	// CaptureBytes is what the case's captures wrote on the host; zero
 	// when nothing was captured.
 	CaptureBytes int64 `json:"capture_bytes,omitempty"`
+	// CaptureEntries counts the archive entries the case's captures took
+	// (files, directories, links and specials, created or recorded)
+	// against the per-case entry cap; zero when nothing was captured.
+	CaptureEntries int `json:"capture_entries,omitempty"`
 	// CapturesWithheld lists what the host copies do not hold as the
 	// sandbox had it (links recorded, never followed; specials; files
 	// cut at a cap); nil when nothing was withheld.
