@@ -19,8 +19,30 @@ import (
 	"github.com/sandproof/sandproof/runner/testenv"
 )
 
-// heartbeat is the task file the zombie-leader writer appends to.
-const heartbeat = "{task_dir}/heartbeat.txt"
+// heartbeat is the task file the zombie-leader writer appends to;
+// leaderStat is where the harness records the writer's stat state and
+// num_threads once it has written twice.
+const (
+	heartbeat  = "{task_dir}/heartbeat.txt"
+	leaderStat = "{task_dir}/leader-stat.txt"
+)
+
+// zombieleadHarness is the harness's sh -c script ($0 the writer, "$@" the
+// mini-agent). It waits (10 s at most) for two heartbeat lines, so the
+// writer's thread has run past main's pthread_exit whatever the pace of the
+// case, records the writer's stat state (field 3) and num_threads (field
+// 20; its comm holds no space) for the positive control, then execs the
+// mini-agent. No braces but the placeholders: the manifest expands them.
+const zombieleadHarness = `setsid "$0" ` + heartbeat + ` 600 </dev/null >/dev/null 2>&1 &
+i=0
+until [ -f ` + heartbeat + ` ] && [ $(wc -l < ` + heartbeat + `) -ge 2 ]; do
+	i=$((i + 1))
+	if [ $i -gt 100 ]; then echo "zombielead wrote no heartbeat in 10 s" >&2; exit 1; fi
+	sleep 0.1
+done
+pid=$(head -n 1 ` + heartbeat + ` | cut -d " " -f 1)
+cut -d " " -f 3,20 /proc/$pid/stat > ` + leaderStat + `
+exec "$@"`
 
 // zombieleadBin builds fixtures/c/zombielead.c as the conformance suite
 // does: static (gcc -static -pthread), so one binary runs in the glibc and
@@ -62,13 +84,13 @@ func zskipWarden(t *testing.T) string {
 func zombieleadAdapter(t *testing.T, bin string) *adapter.Manifest {
 	t.Helper()
 	return fixtureVariant(t, "miniagent-opencode", "zombielead", func(src string) string {
-		sh, _ := json.Marshal(`setsid "$0" ` + heartbeat + ` 600 </dev/null >/dev/null 2>&1 & exec "$@"`)
+		sh, _ := json.Marshal(zombieleadHarness)
 		out := src
 		for _, r := range [][2]string{
 			{"name: miniagent-opencode\n", "name: fake-zombielead\n"},
 			{"\nruntime:\n", "\nruntime:\n  files:\n    - {src: " + string(mustJSON(t, bin)) + ", dst: bin/zombielead, mode: \"0755\"}\n"},
 			{"\n  argv: [\"{runtime_dir}/bin/miniagent\",", "\n  argv: [\"/bin/sh\", \"-c\", " + string(sh) + ", \"{runtime_dir}/bin/zombielead\", \"{runtime_dir}/bin/miniagent\","},
-			{"\ncaptures:\n", "\ncaptures:\n  files:\n    - name: heartbeat\n      path: \"" + heartbeat + "\"\n"},
+			{"\ncaptures:\n", "\ncaptures:\n  files:\n    - name: heartbeat\n      path: \"" + heartbeat + "\"\n    - name: leader-stat\n      path: \"" + leaderStat + "\"\n"},
 		} {
 			next := strings.Replace(out, r[0], r[1], 1)
 			if next == out {
@@ -89,26 +111,34 @@ func mustJSON(t *testing.T, v any) []byte {
 	return b
 }
 
-// heartbeatPIDs reads the captured heartbeat of a case: the pids that wrote
-// it (each line is "PID SEQ") and its line count.
-func heartbeatPIDs(t *testing.T, caseDir string) (map[int]bool, int) {
+// capturedTask is a file of the case's task dir as captured (the
+// heartbeat and the leader's stat: what the sandbox saw).
+func capturedTask(t *testing.T, caseDir, manifestPath string) string {
 	t.Helper()
+	name := filepath.Base(manifestPath)
 	var found []string
 	filepath.WalkDir(filepath.Join(caseDir, "capture", "files"), func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.Type().IsRegular() && d.Name() == filepath.Base(heartbeat) {
+		if err == nil && d.Type().IsRegular() && d.Name() == name {
 			found = append(found, p)
 		}
 		return nil
 	})
 	if len(found) != 1 {
-		t.Fatalf("positive control: want one captured %s under %s, found %v", filepath.Base(heartbeat), caseDir, found)
+		t.Fatalf("positive control: want one captured %s under %s, found %v", name, caseDir, found)
 	}
 	b, err := os.ReadFile(found[0])
 	if err != nil {
 		t.Fatal(err)
 	}
+	return strings.TrimSpace(string(b))
+}
+
+// heartbeatPIDs reads a heartbeat (each line "PID SEQ"): the pids that
+// wrote it and its line count.
+func heartbeatPIDs(t *testing.T, hb string) (map[int]bool, int) {
+	t.Helper()
 	pids, lines := map[int]bool{}, 0
-	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+	for _, l := range strings.Split(hb, "\n") {
 		f := strings.Fields(l)
 		if len(f) != 2 {
 			t.Fatalf("heartbeat line %q, want \"PID SEQ\"", l)
@@ -141,7 +171,8 @@ func receiptReached(t *testing.T, r *reports.Receipt) []stop.Member {
 // every 100 ms (issue 25.2; contract §2: a zombie leader with a live thread
 // is alive). With warden, on debian-12, old-python and alpine-class, the
 // case passes and a receipt names the writer as reached, the pid its own
-// heartbeat lines carry (the positive control: it ran and wrote). With a
+// heartbeat lines carry (the positive controls: the harness saw its leader
+// in state Z with a second thread, and it wrote twice before the loop). With a
 // warden that takes a Z leader for dead (the zskip mutant), the writer
 // outlives the confirmed stop and every case fails
 // verify.no_new_processes: the probe must see the live writer, so a case
@@ -167,8 +198,8 @@ func TestCertifyZombieLeaderWriter(t *testing.T) {
 		}
 		return out, evs
 	}
-	// each runs f on every image's case with its captured heartbeat,
-	// after the positive control that the writer ran and wrote.
+	// each runs f on every image's case with the pid of its writer, after
+	// the positive controls that it ran as a zombie leader and wrote.
 	each := func(t *testing.T, out string, evs map[string]*reports.Evidence, f func(t *testing.T, ev *reports.Evidence, pids map[int]bool)) {
 		for _, img := range imgs {
 			t.Run(img.Name, func(t *testing.T) {
@@ -176,11 +207,18 @@ func TestCertifyZombieLeaderWriter(t *testing.T) {
 				if ev == nil {
 					t.Fatalf("no evidence for %s/%s", img.Name, m.Name)
 				}
-				pids, lines := heartbeatPIDs(t, filepath.Join(out, "cases", img.Name+"__"+m.Name))
+				caseDir := filepath.Join(out, "cases", img.Name+"__"+m.Name)
+				pids, lines := heartbeatPIDs(t, capturedTask(t, caseDir, heartbeat))
 				if lines < 2 || len(pids) != 1 {
 					t.Fatalf("positive control: the heartbeat holds %d line(s) from pids %v, want at least 2 from one writer", lines, pids)
 				}
-				t.Logf("status %s; heartbeat: %d lines from pid %v; no_new_processes: %s", ev.Status, lines, pids, checkOf(ev, "verify.no_new_processes").Detail)
+				// The harness read it before the loop: the leader was a
+				// zombie with its writing thread alive.
+				st := strings.Fields(capturedTask(t, caseDir, leaderStat))
+				if n, err := strconv.Atoi(st[len(st)-1]); len(st) != 2 || st[0] != "Z" || err != nil || n < 2 {
+					t.Fatalf("positive control: the writer's leader read %q (state, num_threads), want Z with 2 or more threads", st)
+				}
+				t.Logf("status %s; leader %v; heartbeat: %d lines from pid %v; no_new_processes: %s", ev.Status, st, lines, pids, checkOf(ev, "verify.no_new_processes").Detail)
 				f(t, ev, pids)
 			})
 		}
@@ -216,11 +254,11 @@ func TestCertifyZombieLeaderWriter(t *testing.T) {
 	t.Run("a warden that takes a Z leader for dead (zskip)", func(t *testing.T) {
 		out, evs := run(t, zskipWarden(t))
 		each(t, out, evs, func(t *testing.T, ev *reports.Evidence, pids map[int]bool) {
-			if ev.Status == reports.StatusPassed {
-				t.Errorf("status passed with the writer left alive; activation receipt %+v", ev.ActivationReceipt)
-			}
 			if r := ev.ActivationReceipt; r != nil {
 				t.Logf("the mutant's activation receipt: cleanup_confirmed %t, reached %+v", r.CleanupConfirmed, receiptReached(t, r))
+			}
+			if ev.Status == reports.StatusPassed {
+				t.Errorf("status passed with the writer left alive")
 			}
 			c := checkOf(ev, "verify.no_new_processes")
 			if c.Status != reports.StatusFailed || !strings.Contains(c.Detail, " zombielead") {
