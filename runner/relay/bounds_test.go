@@ -420,7 +420,7 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 func TestRelayHeldBytesAndConcurrency(t *testing.T) {
 	const key = "k-canary-1234567"
 	up := newUpstream(t)
-	lim := relay.Limits{HeldBytes: 6 << 20, Concurrent: 3}
+	lim := relay.Limits{RequestBytes: 5 << 20, HeldBytes: 6 << 20, Concurrent: 3}
 	r := startRelay(t, relay.Options{Upstream: up.URL + "/v1", SandboxKey: key, Limits: lim})
 	addr := hostOf(r)
 	a, b := hold(t, addr, key, 3<<20), hold(t, addr, key, 3<<20)
@@ -524,5 +524,17 @@ func TestRelayFloodIsBounded(t *testing.T) {
 	}
 	if r.ModelCalls() != 40 {
 		t.Errorf("model calls %d; want the 40 forwarded, recorded or not", r.ModelCalls())
+	}
+}
+
+// Held bytes below one request's cap would refuse an honest request: the
+// relay does not start so; a raised cap raises the default held bytes.
+func TestRelayLimitsAgree(t *testing.T) {
+	if _, err := relay.Start(relay.Options{Upstream: "http://127.0.0.1:1/v1", Limits: relay.Limits{RequestBytes: 8 << 20, HeldBytes: 4 << 20}}); err == nil {
+		t.Fatal("a relay holding less than one request started")
+	}
+	r := startRelay(t, relay.Options{Upstream: "http://127.0.0.1:1/v1", Limits: relay.Limits{RequestBytes: 64 << 20}})
+	if l := r.Bounds().Limits; l.HeldBytes != 256<<20 || l.RecordBytes != relay.DefaultLimits.RecordBytes {
+		t.Fatalf("limits %+v; want 4 x 64 MiB held, the default record budget", l)
 	}
 }

@@ -67,7 +67,8 @@ type Limits struct {
 	BodyTime, BodyIdle time.Duration
 	// Concurrent caps the requests in the relay at once.
 	Concurrent int
-	// HeldBytes caps the request bytes held at once, over all requests.
+	// HeldBytes caps the request bytes held at once, over all requests;
+	// 0 means the default or four RequestBytes, whichever is more.
 	HeldBytes int64
 	// RecordBytes is the budget of the transcript: the JSON bytes of the
 	// calls kept in memory and written to LogPath. Past it a call is
@@ -103,6 +104,10 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.HeldBytes > 0 {
 		d.HeldBytes = l.HeldBytes
+	} else {
+		// A raised body cap raises the held bytes with it: four
+		// whole requests at once.
+		d.HeldBytes = max(d.HeldBytes, 4*d.RequestBytes)
 	}
 	if l.RecordBytes > 0 {
 		d.RecordBytes = l.RecordBytes
@@ -241,6 +246,9 @@ func Start(o Options) (*Relay, error) {
 		o.MaxText = 4 << 10
 	}
 	lim := o.Limits.withDefaults()
+	if lim.HeldBytes < lim.RequestBytes {
+		return nil, fmt.Errorf("relay: %d bytes held at once is less than one request's cap of %d", lim.HeldBytes, lim.RequestBytes)
+	}
 	r := &Relay{opts: o, upstream: u, serveErr: make(chan error, 1), lim: lim, needle: canary.New(o.SandboxKey),
 		slots: make(chan struct{}, lim.Concurrent), bounds: Bounds{Refused: map[string]int{}, Limits: lim},
 		// No timeout: a stream lasts as long as the model talks; the
