@@ -5,7 +5,8 @@
 // take their decoders from, so what one catches the other catches too.
 //
 // Found: the key as is and as sandproof's renderers escape it (Markdown,
-// HTML, XML, JSON, Printable); reversed; hex in either case (any mix);
+// HTML, XML, JSON, Printable); reversed; hex in either case (any mix), of
+// the key or of it reversed, and the hex reversed;
 // base64 at any of the three alignments, standard and URL alphabets; and
 // each of those below URL escapes (%XX, once) and JSON string escapes
 // (\uXXXX, \n, \/ ..., up to four times nested), in any order. Not found:
@@ -68,8 +69,11 @@ func New(key string) *Matcher {
 		}
 	}
 	// Hex is searched case-folded, so any mix of cases is one needle.
-	add(&m.folded, hex.EncodeToString([]byte(key)))
+	h := []byte(hex.EncodeToString([]byte(key)))
+	add(&m.folded, string(h))
 	add(&m.folded, hex.EncodeToString(rev))
+	slices.Reverse(h)
+	add(&m.folded, string(h))
 	longest := 0
 	for _, n := range append(slices.Clone(m.exact), m.folded...) {
 		longest = max(longest, len(n))
