@@ -1,7 +1,6 @@
 package certify
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -9,18 +8,9 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/tidwall/gjson"
-
 	"github.com/sandproof/sandproof/runner/canary"
-	"github.com/sandproof/sandproof/runner/capture"
 	"github.com/sandproof/sandproof/runner/hostfile"
 )
-
-// maxDecodeLine is the longest JSON line whose strings are parsed and
-// decoded one by one (the events reader's line cap); every byte of every
-// file is also searched as a stream, through the same decoders, without
-// being held.
-const maxDecodeLine = capture.MaxEventLine
 
 // Scan bounds (contract §8 captured files are data): a case's files are
 // bounded by the capture and relay budgets, so these are met only by a
@@ -45,9 +35,9 @@ type ScanLimits struct {
 
 // FindCanary lists the files under dir that hold key in any encoding of
 // runner/canary (contract §8): as is, as the renderers escape it,
-// reversed, hex, base64 at any alignment, below URL and JSON escapes; and
-// on JSON lines up to 16 MiB, inside every string (nested JSON documents
-// too). Files are opened without following links; anything but a regular
+// reversed, hex, base64 at any alignment, below URL and JSON escapes
+// (nested JSON documents in strings too), searched as a stream in windows
+// so that no line is held whole. Files are opened without following links; anything but a regular
 // file is skipped. It reads at most DefaultScanBytes for at most
 // DefaultScanTime.
 func FindCanary(dir, key string) ([]string, error) {
@@ -103,32 +93,9 @@ func (b *scanBudget) spend(n int) error {
 	return nil
 }
 
-// jsonHas walks the JSON document's strings, decoded.
-func jsonHas(v gjson.Result, m *canary.Matcher, depth int) bool {
-	switch {
-	case v.Type == gjson.String:
-		s := v.String()
-		if _, ok := m.Find([]byte(s)); ok {
-			return true
-		}
-		if depth < 4 && (len(s) > 0 && (s[0] == '{' || s[0] == '[')) && gjson.Valid(s) {
-			return jsonHas(gjson.Parse(s), m, depth+1)
-		}
-	case v.IsObject() || v.IsArray():
-		found := false
-		v.ForEach(func(k, el gjson.Result) bool {
-			if _, ok := m.Find([]byte(k.String())); k.Type == gjson.String && ok || jsonHas(el, m, depth) {
-				found = true
-			}
-			return !found
-		})
-		return found
-	}
-	return false
-}
-
-// fileHasCanary streams every byte of the file through the decoders, and
-// parses each JSON line up to maxDecodeLine.
+// fileHasCanary streams every byte of the file through the decoders
+// (runner/canary undoes JSON escapes wherever they are, nested JSON
+// documents included, so no line is parsed or held).
 func fileHasCanary(p string, m *canary.Matcher, b *scanBudget) (bool, error) {
 	f, err := hostfile.Open(p)
 	if err != nil {
@@ -136,32 +103,13 @@ func fileHasCanary(p string, m *canary.Matcher, b *scanBudget) (bool, error) {
 	}
 	defer f.Close()
 	st := m.NewStream()
-	br := bufio.NewReaderSize(f, 1<<20)
-	var line []byte
-	long := false
+	buf := make([]byte, 1<<20)
 	for {
-		part, err := br.ReadSlice('\n')
-		if berr := b.spend(len(part)); berr != nil {
+		n, err := f.Read(buf)
+		if berr := b.spend(n); berr != nil {
 			return false, fmt.Errorf("read %q: %w", p, berr)
 		}
-		st.Write(part)
-		if !long && len(line) == 0 && len(part) > 0 && part[0] != '{' && part[0] != '[' && part[0] != '"' {
-			long = true // not JSON: the stream search alone
-		}
-		switch {
-		case long:
-		case len(line)+len(part) > maxDecodeLine:
-			line, long = line[:0], true
-		default:
-			line = append(line, part...)
-		}
-		if errors.Is(err, bufio.ErrBufferFull) {
-			continue
-		}
-		if !long && len(line) > 0 && gjson.ValidBytes(line) && jsonHas(gjson.ParseBytes(line), m, 0) {
-			return true, nil
-		}
-		line, long = line[:0], false
+		st.Write(buf[:n])
 		if err == io.EOF {
 			_, found := st.Found()
 			return found, nil

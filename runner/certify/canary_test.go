@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sandproof/sandproof/reports"
+	"github.com/sandproof/sandproof/runner/capture"
 	"github.com/sandproof/sandproof/runner/harness"
 )
 
@@ -85,7 +86,7 @@ func TestFindCanaryLongLine(t *testing.T) {
 	}
 	f.WriteString(`{"x":"`)                   // held as JSON up to the cap, then streamed
 	pad := bytes.Repeat([]byte("a"), 1<<20-7) // the key straddles 1 MiB chunks
-	for i := 0; i*len(pad) <= maxDecodeLine; i++ {
+	for i := 0; i*len(pad) <= capture.MaxEventLine; i++ {
 		f.Write(pad)
 	}
 	f.WriteString(key + "\"}\n")
@@ -94,7 +95,7 @@ func TestFindCanaryLongLine(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "short"), []byte("x\nplain "+key[:10]+"\n"+key[10:]+"\n"), 0o600)
 	// "short" splits the key over two lines: not a leak of the key.
 	if hits, err := FindCanary(dir, key); err != nil || len(hits) != 1 || filepath.Base(hits[0]) != "long" {
-		t.Errorf("key after %d bytes on one line: %v %v", maxDecodeLine, hits, err)
+		t.Errorf("key after %d bytes on one line: %v %v", capture.MaxEventLine, hits, err)
 	}
 }
 
@@ -167,6 +168,30 @@ func TestFindCanaryIsBounded(t *testing.T) {
 	for _, lim := range []ScanLimits{{Bytes: 1 << 20}, {Time: time.Nanosecond}} {
 		if _, err := FindCanaryLimit(dir, NewCanary(), lim); !errors.Is(err, ErrScanBounded) {
 			t.Errorf("limits %+v: err %v, want ErrScanBounded", lim, err)
+		}
+	}
+}
+
+// BenchmarkFindCanary scans 64 MiB of events-like JSON lines (with
+// escapes, so the JSON decoder runs) for a key that is not there: the
+// cost of secrets.canary per captured byte (docs/performance.md).
+func BenchmarkFindCanary(b *testing.B) {
+	dir := b.TempDir()
+	line := []byte(`{"type":"message_end","message":{"role":"assistant","content":[{"type":"text","text":"line one\nline \"two\" \u00e9 50% done"}]}}` + "\n")
+	f, err := os.Create(filepath.Join(dir, "events.jsonl"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for n := 0; n < 64<<20; n += len(line) {
+		f.Write(line)
+	}
+	f.Close()
+	key := NewCanary()
+	b.SetBytes(64 << 20)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if hits, err := FindCanary(dir, key); err != nil || len(hits) != 0 {
+			b.Fatal(hits, err)
 		}
 	}
 }
