@@ -121,3 +121,19 @@ func TestEmptyKeyMatchesNothing(t *testing.T) {
 		t.Fatal("the empty key matched")
 	}
 }
+
+// BenchmarkStream is the relay's scan of one request body: 1 MiB of a
+// Chat Completions request with escapes (docs/performance.md).
+func BenchmarkStream(b *testing.B) {
+	msg, _ := json.Marshal(map[string]string{"role": "tool", "content": "line \"one\"\n50% done, path C:\\tmp\\x é"})
+	body := bytes.Repeat(append(msg, ','), (1<<20)/(len(msg)+1))
+	m := canary.New(key)
+	b.SetBytes(int64(len(body)))
+	for i := 0; i < b.N; i++ {
+		s := m.NewStream()
+		s.Write(body)
+		if _, ok := s.Found(); ok {
+			b.Fatal("found")
+		}
+	}
+}
