@@ -118,6 +118,15 @@ func TestRelayForwardsOnlyTheModelAPI(t *testing.T) {
 			t.Errorf("%s %s: status %d, want 404 from the relay", c.method, c.target, got)
 		}
 	}
+	// CONNECT, and a request smuggled behind a chunked body that also
+	// says Content-Length (held before this work too: keep them held).
+	if got := raw(t, addr, "CONNECT 127.0.0.1:22 HTTP/1.1\r\nHost: 127.0.0.1:22\r\nAuthorization: Bearer sk-canary-1\r\n\r\n"); got != http.StatusNotFound {
+		t.Errorf("CONNECT: status %d, want 404", got)
+	}
+	smuggled := "POST /v1/files HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sk-canary-1\r\nContent-Length: 2\r\n\r\n{}"
+	if got := raw(t, addr, "POST /v1/../files HTTP/1.1\r\nHost: "+addr+"\r\nX-Forwarded-Host: 127.0.0.1:22\r\nAuthorization: Bearer sk-canary-1\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"+smuggled); got != http.StatusNotFound && got != http.StatusBadRequest {
+		t.Errorf("CL+TE: status %d, want 404 or 400", got)
+	}
 	if seen := up.requests(); len(seen) != 0 {
 		t.Errorf("the upstream got %d requests that are not the model API's: %q", len(seen), seen)
 	}
