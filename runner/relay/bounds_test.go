@@ -424,17 +424,18 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 
 // The request bytes held at once over all requests are bounded (503), and
 // so are the requests at once (429); neither is forwarded. The positive
-// controls: the relay holds the bytes sent (its own count), and once they
-// are gone a whole request passes.
+// controls: the relay holds the bytes declared (its own count), and once
+// they are gone a whole request passes.
 func TestRelayHeldBytesAndConcurrency(t *testing.T) {
 	const key = "k-canary-1234567"
 	up := newUpstream(t)
-	lim := relay.Limits{RequestBytes: 5 << 20, HeldBytes: 6 << 20, Concurrent: 3}
+	lim := relay.Limits{RequestBytes: 5 << 20, HeldBytes: 7 << 20, Concurrent: 3}
 	r := startRelay(t, relay.Options{Upstream: up.URL + "/v1", SandboxKey: key, Limits: lim})
 	addr := hostOf(r)
+	// Each holds its declared Content-Length (3 MiB + 1) from the start.
 	a, b := hold(t, addr, key, 3<<20), hold(t, addr, key, 3<<20)
-	waitFor(t, "two bodies of 3 MiB held", func() bool { return r.Held() == 6<<20 })
-	if _, st := stall(addr, key, 64<<10, 10*time.Second); st != http.StatusServiceUnavailable {
+	waitFor(t, "two bodies of 3 MiB held", func() bool { return r.Held() == 2*(3<<20+1) })
+	if _, st := stall(addr, key, 1<<20, 10*time.Second); st != http.StatusServiceUnavailable {
 		t.Errorf("over the held bytes: status %d, want 503", st)
 	}
 	// A third request that sends no byte of its body takes the last slot.
@@ -545,5 +546,48 @@ func TestRelayLimitsAgree(t *testing.T) {
 	r := startRelay(t, relay.Options{Upstream: "http://127.0.0.1:1/v1", Limits: relay.Limits{RequestBytes: 64 << 20}})
 	if l := r.Bounds().Limits; l.HeldBytes != 256<<20 || l.RecordBytes != relay.DefaultLimits.RecordBytes {
 		t.Fatalf("limits %+v; want 4 x 64 MiB held, the default record budget", l)
+	}
+}
+
+// A request that declares a body at the cap and sends one byte holds the
+// whole declared length: sixteen of them cannot make the relay allocate
+// sixteen caps. With the defaults four are held (their declared 32 MiB),
+// the other twelve are answered 503 at once; none is forwarded.
+func TestRelayDeclaredLengthsAreHeld(t *testing.T) {
+	const key = "k-canary-1234567"
+	up := newUpstream(t)
+	r := startRelay(t, relay.Options{Upstream: up.URL + "/v1", SandboxKey: key})
+	addr := hostOf(r)
+	cl := relay.DefaultLimits.RequestBytes - 1
+	statuses := make(chan int, 16)
+	for i := 0; i < 16; i++ {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n{", key, cl)
+		go func() {
+			c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				statuses <- 0
+				return
+			}
+			statuses <- resp.StatusCode
+		}()
+	}
+	for i := 0; i < 12; i++ {
+		if st := <-statuses; st != http.StatusServiceUnavailable {
+			t.Errorf("status %d, want 503 for all but the four held", st)
+		}
+	}
+	// Positive control: the four that got in hold their declared length.
+	waitFor(t, "four declared bodies held", func() bool { return r.Held() == 4*cl })
+	if h := r.Held(); h > relay.DefaultLimits.HeldBytes {
+		t.Errorf("held %d bytes, over %d", h, relay.DefaultLimits.HeldBytes)
+	}
+	if n := len(up.requests()); n != 0 {
+		t.Errorf("%d requests reached the upstream", n)
 	}
 }

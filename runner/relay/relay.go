@@ -507,17 +507,47 @@ func (r *Relay) release(n int64) {
 // errBodyTooLarge is a body past RequestBytes.
 var errBodyTooLarge = errors.New("body too large")
 
-// readBody reads the request's body within the limits: RequestBytes,
-// BodyTime overall and BodyIdle between reads, the bytes held counted in
-// HeldBytes as they arrive (the caller releases *held).
-func (r *Relay) readBody(w http.ResponseWriter, req *http.Request, held *int64) ([]byte, string, error) {
+// bodyReader reads one request's body within the limits: RequestBytes,
+// BodyTime overall and BodyIdle between reads. Its buffer's capacity is
+// what it holds of HeldBytes, reserved before it is allocated: a declared
+// Content-Length whole at the start (so sixteen stalled requests that
+// each declare the cap cannot make the relay allocate sixteen caps), a
+// chunked body as its buffer grows.
+type bodyReader struct {
+	r    *Relay
+	buf  []byte
+	held int64 // reserved of HeldBytes; the caller releases it
+}
+
+// grow makes room for n more bytes, reserving what the buffer gains.
+func (b *bodyReader) grow(n int) (string, error) {
+	need := len(b.buf) + n
+	if int64(need) > b.r.lim.RequestBytes {
+		return RefusedTooLarge, errBodyTooLarge
+	}
+	if need <= cap(b.buf) {
+		return "", nil
+	}
+	size := min(max(2*cap(b.buf), need, 32<<10), int(b.r.lim.RequestBytes))
+	if !b.r.hold(int64(size - cap(b.buf))) {
+		return RefusedHeld, fmt.Errorf("the relay holds %d request bytes at once at most", b.r.lim.HeldBytes)
+	}
+	b.held += int64(size - cap(b.buf))
+	nb := make([]byte, len(b.buf), size)
+	copy(nb, b.buf)
+	b.buf = nb
+	return "", nil
+}
+
+func (b *bodyReader) read(w http.ResponseWriter, req *http.Request) (string, error) {
+	r := b.r
 	rc := http.NewResponseController(w)
 	end := time.Now().Add(r.lim.BodyTime)
-	size := 32 << 10
 	if req.ContentLength > 0 {
-		size = int(req.ContentLength)
+		if reason, err := b.grow(int(req.ContentLength)); err != nil {
+			return reason, err
+		}
 	}
-	var buf []byte
 	chunk := make([]byte, 32<<10)
 	for {
 		dl := time.Now().Add(r.lim.BodyIdle)
@@ -525,35 +555,28 @@ func (r *Relay) readBody(w http.ResponseWriter, req *http.Request, held *int64) 
 			dl = end
 		}
 		if err := rc.SetReadDeadline(dl); err != nil && !errors.Is(err, http.ErrNotSupported) {
-			return nil, "", fmt.Errorf("set the body's read deadline: %w", err)
+			return "", fmt.Errorf("set the body's read deadline: %w", err)
 		}
 		n, err := req.Body.Read(chunk)
 		if n > 0 {
-			if int64(len(buf)+n) > r.lim.RequestBytes {
-				return nil, RefusedTooLarge, errBodyTooLarge
+			if reason, err := b.grow(n); err != nil {
+				return reason, err
 			}
-			if !r.hold(int64(n)) {
-				return nil, RefusedHeld, fmt.Errorf("the relay holds %d request bytes at once at most", r.lim.HeldBytes)
-			}
-			*held += int64(n)
-			if buf == nil {
-				buf = make([]byte, 0, min(size, int(r.lim.RequestBytes)))
-			}
-			buf = append(buf, chunk[:n]...)
+			b.buf = append(b.buf, chunk[:n]...)
 		}
 		if err == io.EOF {
 			// The deadline is cleared after the whole body: the
 			// server's background read (which notices a client
 			// that left, and cancels the upstream request) must
 			// not time out.
-			return buf, "", rc.SetReadDeadline(time.Time{})
+			return "", rc.SetReadDeadline(time.Time{})
 		}
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() {
-			return nil, RefusedBodyTimeout, fmt.Errorf("the body did not arrive in time (%s overall, %s idle)", r.lim.BodyTime, r.lim.BodyIdle)
+			return RefusedBodyTimeout, fmt.Errorf("the body did not arrive in time (%s overall, %s idle)", r.lim.BodyTime, r.lim.BodyIdle)
 		}
 		if err != nil {
-			return nil, "", fmt.Errorf("read request: %w", err)
+			return "", fmt.Errorf("read request: %w", err)
 		}
 	}
 }
@@ -597,10 +620,11 @@ func (r *Relay) handle(w http.ResponseWriter, req *http.Request) {
 		refuse(w, &c, http.StatusRequestEntityTooLarge, RefusedTooLarge, fmt.Sprintf("a request body is at most %d bytes; this one says %d", r.lim.RequestBytes, req.ContentLength))
 		return
 	}
-	var held int64
-	defer func() { r.release(held) }()
-	body, reason, err := r.readBody(w, req, &held)
-	c.RequestBytes = held
+	br := &bodyReader{r: r}
+	defer func() { r.release(br.held) }()
+	reason, err := br.read(w, req)
+	body := br.buf
+	c.RequestBytes = int64(len(body))
 	switch {
 	case reason == RefusedTooLarge:
 		refuse(w, &c, http.StatusRequestEntityTooLarge, reason, fmt.Sprintf("a request body is at most %d bytes", r.lim.RequestBytes))
