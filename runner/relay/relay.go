@@ -8,7 +8,10 @@
 // tool calls its history claims, the tool calls the answer made with
 // their ids), sizes
 // capped, no header logged; SSE answers are passed on chunk by chunk, never
-// buffered.
+// buffered. What the sandbox can make it hold is bounded (Limits), only the
+// model API's endpoints are forwarded, and a request that carries the
+// canary (runner/canary's encodings) is refused: all answered by the
+// relay itself, never passed on.
 package relay
 
 import (
