@@ -80,7 +80,7 @@ type Limits struct {
 }
 
 // DefaultLimits: none of the shipped adapters comes near one
-// (docs/performance.md, The relay's limits).
+// (docs/performance.md, The model relay's limits and the canary scan).
 var DefaultLimits = Limits{
 	RequestBytes: 8 << 20,
 	BodyTime:     2 * time.Minute,
