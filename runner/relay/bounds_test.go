@@ -309,7 +309,7 @@ func TestRelayStalledBodiesHoldNoMemory(t *testing.T) {
 	wg.Wait()
 	grew := vmHWM(t) - before
 	t.Logf("peak RSS grew by %d MiB; the attack wrote %d MiB", grew>>20, sent.Load()>>20)
-	if grew > 300<<20 {
+	if grew > 300<<20 && !raceDetector {
 		t.Errorf("peak RSS grew by %d MiB, want < 300 MiB", grew>>20)
 	}
 	for i, st := range statuses {
@@ -523,7 +523,7 @@ func TestRelayFloodIsBounded(t *testing.T) {
 	if st.Size() > relay.DefaultLimits.RecordBytes || b.RecordBytes > relay.DefaultLimits.RecordBytes {
 		t.Errorf("transcript %d bytes, counted %d; want within %d", st.Size(), b.RecordBytes, relay.DefaultLimits.RecordBytes)
 	}
-	if grew > 300<<20 {
+	if grew > 300<<20 && !raceDetector {
 		t.Errorf("peak RSS grew by %d MiB", grew>>20)
 	}
 	if b.Refused[relay.RefusedTooLarge] != 40 || b.Unrecorded == 0 || !b.Over() || len(r.Calls())+b.Unrecorded != 80 {
