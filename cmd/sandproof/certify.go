@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/sandproof/sandproof/runner/adapter"
 	"github.com/sandproof/sandproof/runner/certify"
 	"github.com/sandproof/sandproof/runner/provider"
+	"github.com/sandproof/sandproof/runner/relay"
 	// The real harnesses' runtimes (Pi, OpenCode) register their npm
 	// preparer here, so their manifests load.
 	_ "github.com/sandproof/sandproof/runner/runtimes"
@@ -35,6 +37,7 @@ func newCertifyCmd(stdout, stderr io.Writer) *cobra.Command {
 		resume, allowEmpty                                             bool
 		pidsLimit, cpuShares                                           int64
 		memory, shardArg, network, agent                               string
+		relayOpts                                                      relayFlags
 	)
 	arch := runtime.GOARCH
 	cmd := &cobra.Command{
@@ -76,6 +79,10 @@ the exit status is 130 (143 for TERM). A second signal exits at once.
 				return usagef("--parallel: bad value %q (want >= 1)", fmt.Sprint(parallel))
 			}
 			limits, err := parseLimits(pidsLimit, memory, cpuShares)
+			if err != nil {
+				return err
+			}
+			relayLimits, err := relayOpts.limits()
 			if err != nil {
 				return err
 			}
@@ -122,7 +129,7 @@ the exit status is 130 (143 for TERM). A second signal exits at once.
 			o := certify.Options{Adapters: ms, Images: imgs, ModelName: modelName, Parallel: parallel,
 				Warden: warden, Probe: probe, Agent: agent, Bash: bash, Rmtree: rmtree, Out: out, Resume: resume,
 				Progress: stderr, DiffAllow: diffAllow, Limits: limits, Shard: shard, Network: network, Baseline: baseline,
-				CaptureEntries: captureEntries}
+				CaptureEntries: captureEntries, Relay: relayLimits}
 			switch {
 			case modelArg == "scripted":
 			case strings.HasPrefix(modelArg, "http://") || strings.HasPrefix(modelArg, "https://"):
@@ -202,7 +209,68 @@ the exit status is 130 (143 for TERM). A second signal exits at once.
 	f.StringVar(&memory, "memory", "2g", "memory limit of a case's container (bytes, or with k, m or g), swap included")
 	f.Int64Var(&cpuShares, "cpu-shares", d.CPUShares, "CPU shares of a case's container (relative weight; 1024 is a full share)")
 	f.IntVar(&captureEntries, "capture-entries", provider.DefaultCaseEntries, "most archive entries (files, directories, links) one case's captures may take; past it the download stops and the case fails close.captures_bounded")
+	rl := relay.DefaultLimits
+	f.StringVar(&relayOpts.request, "relay-request-bytes", sizeText(rl.RequestBytes), "largest model request body the relay takes (bytes, or with k, m or g); a manifest's relay.request_bytes raises it for its adapter")
+	f.StringVar(&relayOpts.held, "relay-held-bytes", "", "request bytes the relay holds at once, over a case's requests (default: "+sizeText(rl.HeldBytes)+" or four request caps, whichever is more)")
+	f.StringVar(&relayOpts.record, "relay-record-bytes", sizeText(rl.RecordBytes), "budget of a case's model transcript (model_relay.jsonl and the calls kept in memory)")
+	f.IntVar(&relayOpts.concurrent, "relay-concurrent", rl.Concurrent, "model requests in a case's relay at once")
+	f.DurationVar(&relayOpts.bodyTime, "relay-body-time", rl.BodyTime, "longest a model request's body may take to arrive")
 	return cmd
+}
+
+// sizeText writes n as ParseBytes reads it, in the largest unit that
+// divides it.
+func sizeText(n int64) string {
+	for _, u := range []struct {
+		suffix string
+		size   int64
+	}{{"g", 1 << 30}, {"m", 1 << 20}, {"k", 1 << 10}} {
+		if n >= u.size && n%u.size == 0 {
+			return fmt.Sprintf("%d%s", n/u.size, u.suffix)
+		}
+	}
+	return fmt.Sprint(n)
+}
+
+// relayFlags are the --relay-* flags, as given.
+type relayFlags struct {
+	request, held, record string
+	concurrent            int
+	bodyTime              time.Duration
+}
+
+// limits checks the --relay-* flags; a bad value names its flag and
+// quotes the value.
+func (f relayFlags) limits() (relay.Limits, error) {
+	var l relay.Limits
+	var err error
+	size := func(flag, v string, least int64) (int64, error) {
+		n, err := provider.ParseBytes(v)
+		if err != nil || n < least {
+			return 0, usagef("%s: bad value %q (want a size of at least %s, e.g. 8m)", flag, v, sizeText(least))
+		}
+		return n, nil
+	}
+	if l.RequestBytes, err = size("--relay-request-bytes", f.request, 64<<10); err != nil {
+		return l, err
+	}
+	if f.held != "" {
+		if l.HeldBytes, err = size("--relay-held-bytes", f.held, l.RequestBytes); err != nil {
+			return l, err
+		}
+	}
+	if l.RecordBytes, err = size("--relay-record-bytes", f.record, 1<<20); err != nil {
+		return l, err
+	}
+	if f.concurrent < 1 {
+		return l, usagef("--relay-concurrent: bad value %q (want >= 1)", fmt.Sprint(f.concurrent))
+	}
+	l.Concurrent = f.concurrent
+	if f.bodyTime < time.Second {
+		return l, usagef("--relay-body-time: bad value %q (want at least 1s)", f.bodyTime)
+	}
+	l.BodyTime = f.bodyTime
+	return l, nil
 }
 
 // parseLimits checks the limit flags; a bad value names its flag and

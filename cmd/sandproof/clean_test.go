@@ -45,6 +45,12 @@ func TestCertifyLimitFlagsAreChecked(t *testing.T) {
 		{[]string{"--cpu-shares", "1"}, `--cpu-shares: bad value "1"`},
 		{[]string{"--network", "bridge"}, `--network: bad value "bridge" (want none or host)`},
 		{[]string{"--baseline", "-1"}, `--baseline: bad value "-1"`},
+		{[]string{"--relay-request-bytes", "8x"}, `--relay-request-bytes: bad value "8x"`},
+		{[]string{"--relay-request-bytes", "1k"}, `--relay-request-bytes: bad value "1k"`},
+		{[]string{"--relay-held-bytes", "1m"}, `--relay-held-bytes: bad value "1m" (want a size of at least 8m`},
+		{[]string{"--relay-record-bytes", "0"}, `--relay-record-bytes: bad value "0"`},
+		{[]string{"--relay-concurrent", "0"}, `--relay-concurrent: bad value "0"`},
+		{[]string{"--relay-body-time", "10ms"}, `--relay-body-time: bad value "10ms"`},
 	}
 	for _, tt := range tests {
 		var out, errb bytes.Buffer

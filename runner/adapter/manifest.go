@@ -50,7 +50,21 @@ type Manifest struct {
 	State       State
 	Captures    Captures
 	Result      Result
+	// Relay raises the model relay's limits for this adapter's cases;
+	// zero fields keep the run's.
+	Relay Relay
 }
+
+// Relay is what the adapter's harness needs of the model relay beyond
+// its defaults (docs/threat-model.md, The model relay).
+type Relay struct {
+	// RequestBytes is the largest request body the harness sends; 0
+	// keeps the run's cap.
+	RequestBytes int64
+}
+
+// MaxRelayRequestBytes is the largest request_bytes a manifest may ask.
+const MaxRelayRequestBytes = 256 << 20
 
 // Runtime says how the harness gets into the sandbox.
 type Runtime struct {
@@ -425,6 +439,19 @@ func (d *decoder) manifest(n *yaml.Node, m *Manifest) {
 		"state":        func(k string, v *yaml.Node) { stateNode = v; d.state(k, v, m) },
 		"captures":     func(k string, v *yaml.Node) { d.captures(k, v, m) },
 		"result":       func(k string, v *yaml.Node) { d.result(k, v, m) },
+		"relay": func(k string, v *yaml.Node) {
+			d.fields(v, k, nil, map[string]func(string, *yaml.Node){
+				"request_bytes": func(k string, v *yaml.Node) {
+					s := d.str(k, v)
+					n, err := strconv.ParseInt(s, 10, 64)
+					if err != nil || n < 1 || n > MaxRelayRequestBytes {
+						d.errf(v, k, "bad byte count %q (want an integer 1..%d)", s, MaxRelayRequestBytes)
+						return
+					}
+					m.Relay.RequestBytes = n
+				},
+			})
+		},
 	})
 	if stateNode == nil {
 		m.State = DefaultState()

@@ -52,6 +52,9 @@ func TestManifestErrorsNameKeyAndLine(t *testing.T) {
 		{"state outside session", good + "state:\n  env:\n    HOME: /root\n", `x.yaml:8: state.env.HOME: "/root" is not inside {session_dir}`},
 		{"capture outside", good + "captures:\n  files:\n    - {name: a, path: /etc/passwd}\n", `x.yaml:8: captures.files[0].path: "/etc/passwd" is not inside`},
 		{"result names no capture", good + "result:\n  from: sqlite:db\n  query: SELECT 1\n", `result.from: names sqlite capture "db"`},
+		{"relay bytes not a number", good + "relay:\n  request_bytes: 8m\n", `x.yaml:7: relay.request_bytes: bad byte count "8m"`},
+		{"relay bytes too large", good + "relay:\n  request_bytes: 268435457\n", `relay.request_bytes: bad byte count "268435457"`},
+		{"relay unknown key", good + "relay:\n  concurrent: 4\n", `unknown key "concurrent" in relay`},
 		{"warden launch env", strings.Replace(good, "  deadline: 60", "  deadline: 60\n  env: {WARDEN_LAUNCH: x}", 1), `launch.env: may not set WARDEN_LAUNCH`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -66,6 +69,18 @@ func TestManifestErrorsNameKeyAndLine(t *testing.T) {
 	}
 	if _, err := adapter.Parse("x.yaml", t.TempDir(), []byte(good)); err != nil {
 		t.Fatalf("the base document is refused: %v", err)
+	}
+}
+
+// relay.request_bytes raises the relay's body cap for the adapter's
+// cases; without it the run's cap holds (0).
+func TestManifestRelayRequestBytes(t *testing.T) {
+	m, err := adapter.Parse("x.yaml", t.TempDir(), []byte(good+"relay:\n  request_bytes: 33554432\n"))
+	if err != nil || m.Relay.RequestBytes != 32<<20 {
+		t.Fatalf("relay %+v, %v; want 32 MiB", m.Relay, err)
+	}
+	if m, err = adapter.Parse("x.yaml", t.TempDir(), []byte(good)); err != nil || m.Relay.RequestBytes != 0 {
+		t.Fatalf("relay %+v, %v; want 0 without the key", m.Relay, err)
 	}
 }
 

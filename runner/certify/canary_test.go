@@ -3,13 +3,17 @@ package certify
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/hex"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sandproof/sandproof/reports"
+	"github.com/sandproof/sandproof/runner/capture"
 	"github.com/sandproof/sandproof/runner/harness"
 )
 
@@ -82,7 +86,7 @@ func TestFindCanaryLongLine(t *testing.T) {
 	}
 	f.WriteString(`{"x":"`)                   // held as JSON up to the cap, then streamed
 	pad := bytes.Repeat([]byte("a"), 1<<20-7) // the key straddles 1 MiB chunks
-	for i := 0; i*len(pad) <= maxDecodeLine; i++ {
+	for i := 0; i*len(pad) <= capture.MaxEventLine; i++ {
 		f.Write(pad)
 	}
 	f.WriteString(key + "\"}\n")
@@ -91,7 +95,7 @@ func TestFindCanaryLongLine(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "short"), []byte("x\nplain "+key[:10]+"\n"+key[10:]+"\n"), 0o600)
 	// "short" splits the key over two lines: not a leak of the key.
 	if hits, err := FindCanary(dir, key); err != nil || len(hits) != 1 || filepath.Base(hits[0]) != "long" {
-		t.Errorf("key after %d bytes on one line: %v %v", maxDecodeLine, hits, err)
+		t.Errorf("key after %d bytes on one line: %v %v", capture.MaxEventLine, hits, err)
 	}
 }
 
@@ -123,5 +127,71 @@ func TestTailWithholdsTheKey(t *testing.T) {
 	}
 	if got := cr.tail(filepath.Join(dir, "link")); got != nil {
 		t.Errorf("a link was followed: %q", got)
+	}
+}
+
+// The run-dir scan uses the relay's decoders: hex, URL escapes and a
+// reversed key in a captured file (or model_relay.jsonl) are found, each
+// with the positive control that the key is not there as is.
+func TestFindCanarySharesTheRelaysDecoders(t *testing.T) {
+	key := NewCanary()
+	rev := []byte(key)
+	slices.Reverse(rev)
+	for name, data := range map[string]string{
+		"hex upper":    strings.ToUpper(hex.EncodeToString([]byte(key))),
+		"URL escapes":  `{"path":"/v1/x?k=` + strings.ReplaceAll(key, "-", "%2D") + `"}`,
+		"reversed":     "tool said " + string(rev),
+		"reversed hex": hex.EncodeToString(rev),
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			if strings.Contains(data, key) {
+				t.Fatalf("positive control: the key is there as is")
+			}
+			os.WriteFile(filepath.Join(dir, "model_relay.jsonl"), []byte(data+"\n"), 0o600)
+			if hits, err := FindCanary(dir, key); err != nil || len(hits) != 1 {
+				t.Errorf("hits %v, %v; want the file", hits, err)
+			}
+		})
+	}
+}
+
+// A scan past its byte or time bound is an error (never a clean pass):
+// a clean 4 MiB file under a 1 MiB bound, and under a deadline already
+// past.
+func TestFindCanaryIsBounded(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "big"), bytes.Repeat([]byte("clean line\n"), 400<<10), 0o600)
+	if hits, err := FindCanary(dir, NewCanary()); err != nil || len(hits) != 0 {
+		t.Fatalf("positive control: within the defaults the file is clean: %v %v", hits, err)
+	}
+	for _, lim := range []ScanLimits{{Bytes: 1 << 20}, {Time: time.Nanosecond}} {
+		if _, err := FindCanaryLimit(dir, NewCanary(), lim); !errors.Is(err, ErrScanBounded) {
+			t.Errorf("limits %+v: err %v, want ErrScanBounded", lim, err)
+		}
+	}
+}
+
+// BenchmarkFindCanary scans 64 MiB of events-like JSON lines (with
+// escapes, so the JSON decoder runs) for a key that is not there: the
+// cost of secrets.canary per captured byte (docs/performance.md).
+func BenchmarkFindCanary(b *testing.B) {
+	dir := b.TempDir()
+	line := []byte(`{"type":"message_end","message":{"role":"assistant","content":[{"type":"text","text":"line one\nline \"two\" \u00e9 50% done"}]}}` + "\n")
+	f, err := os.Create(filepath.Join(dir, "events.jsonl"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for n := 0; n < 64<<20; n += len(line) {
+		f.Write(line)
+	}
+	f.Close()
+	key := NewCanary()
+	b.SetBytes(64 << 20)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if hits, err := FindCanary(dir, key); err != nil || len(hits) != 0 {
+			b.Fatal(hits, err)
+		}
 	}
 }

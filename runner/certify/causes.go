@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/sandproof/sandproof/reports"
+	"github.com/sandproof/sandproof/runner/canary"
 	"github.com/sandproof/sandproof/runner/session"
 )
 
@@ -56,10 +57,8 @@ func (cr *caseRun) tail(p string) []string {
 		if k == "" {
 			continue
 		}
-		for _, n := range canaryNeedles(k) {
-			if bytes.Contains(b, n) {
-				return withheldTail
-			}
+		if _, found := canary.New(k).Find(b); found {
+			return withheldTail
 		}
 	}
 	return reports.Tail(b)

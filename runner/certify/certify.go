@@ -9,6 +9,7 @@
 package certify
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -29,6 +30,7 @@ import (
 	"github.com/sandproof/sandproof/runner/adapter"
 	"github.com/sandproof/sandproof/runner/provider"
 	"github.com/sandproof/sandproof/runner/provider/docker"
+	"github.com/sandproof/sandproof/runner/relay"
 	"github.com/sandproof/sandproof/runner/session"
 	"github.com/sandproof/sandproof/runner/version"
 )
@@ -114,6 +116,13 @@ type Options struct {
 	// Shard runs one slice of the matrix (see Shard); the zero Shard runs
 	// it all. Every record names the shard and the whole matrix's digest.
 	Shard Shard
+	// Relay bounds every case's model relay; zero fields mean
+	// relay.DefaultLimits'. An adapter's relay.request_bytes raises
+	// RequestBytes for its cases.
+	Relay relay.Limits
+	// Scan bounds each canary search of a case's files; zero fields
+	// mean DefaultScanBytes and DefaultScanTime.
+	Scan ScanLimits
 }
 
 // CaseTiming is what a case cost.
@@ -488,11 +497,15 @@ func (r *runner) finish(ctx context.Context, sum *Summary, start time.Time) (*Su
 	}
 	sum.Report = rep
 	sum.Wall = time.Since(start)
+	// The whole run dir once more (reports included), bounded as every
+	// case's scan is, once per case.
+	n := int64(max(1, len(r.matrix.Cases)))
+	lim := ScanLimits{Bytes: cmp.Or(o.Scan.Bytes, DefaultScanBytes) * n, Time: cmp.Or(o.Scan.Time, DefaultScanTime) * time.Duration(n)}
 	for _, k := range []string{r.key, o.APIKey} {
 		if k == "" {
 			continue
 		}
-		if leaks, err := FindCanary(o.Out, k); err != nil {
+		if leaks, err := FindCanaryLimit(o.Out, k, lim); err != nil {
 			return sum, err
 		} else if len(leaks) > 0 {
 			return sum, fmt.Errorf("%w: %s", ErrCanaryLeaked, strings.Join(leaks, ", "))

@@ -365,8 +365,8 @@ func pick(ok bool, yes, no string) string {
 }
 
 // startRelay puts the case's recording relay in front of upstream.
-func startRelay(upstream, canary, upstreamKey, log string) (*relay.Relay, error) {
-	return relay.Start(relay.Options{Upstream: upstream, SandboxKey: canary, UpstreamKey: upstreamKey, LogPath: log})
+func startRelay(upstream, canary, upstreamKey, log string, lim relay.Limits) (*relay.Relay, error) {
+	return relay.Start(relay.Options{Upstream: upstream, SandboxKey: canary, UpstreamKey: upstreamKey, LogPath: log, Limits: lim})
 }
 
 // runtimeProvenance says what an adapter's harness is: the npm package,

@@ -19,6 +19,7 @@ import (
 	"github.com/sandproof/sandproof/runner/adapter"
 	"github.com/sandproof/sandproof/runner/agent"
 	"github.com/sandproof/sandproof/runner/provider"
+	"github.com/sandproof/sandproof/runner/relay"
 	"github.com/sandproof/sandproof/runner/session"
 )
 
@@ -62,7 +63,9 @@ func (r *runner) runCase(ctx context.Context, c caseSpec) (_ *reports.Evidence, 
 	cr.rel.Close()
 	cr.ev.ModelCalls = cr.rel.ModelCalls()
 	cr.teardown()
-	cr.checkCanary()
+	bounds := cr.rel.Bounds()
+	cr.checkRelay(bounds)
+	cr.checkCanary(bounds)
 	cr.finish()
 	return cr.ev, cr.timing
 }
@@ -130,7 +133,16 @@ func (cr *caseRun) startModel() bool {
 		cr.srv = srv
 		upstream, modelName = srv.URL(), "scripted"
 	}
-	rel, err := startRelay(upstream, r.key, r.upstreamKey, filepath.Join(cr.dir, "model_relay.jsonl"))
+	lim := r.opts.Relay
+	// The adapter may need larger bodies than the run's cap (its
+	// manifest's relay.request_bytes); it never lowers it.
+	if n := cr.c.adapter.Relay.RequestBytes; n > 0 {
+		if lim.RequestBytes == 0 {
+			lim.RequestBytes = relay.DefaultLimits.RequestBytes
+		}
+		lim.RequestBytes = max(n, lim.RequestBytes)
+	}
+	rel, err := startRelay(upstream, r.key, r.upstreamKey, filepath.Join(cr.dir, "model_relay.jsonl"), lim)
 	if err != nil {
 		cr.check("setup.relay", clauseSetup, false, "start the model relay: %v", err)
 		if cr.srv != nil {
@@ -415,16 +427,36 @@ func (cr *caseRun) teardown() {
 	cr.check("teardown.container_removed", clauseTeardown, err == nil, "container removed and unknown to the engine: %s", errText(err, cr.r.key))
 }
 
-// checkCanary: no key may be in anything this case left on the host.
-func (cr *caseRun) checkCanary() {
+// checkCanary: no key may be in anything this case left on the host,
+// nor in a request the relay refused for carrying it. A scan cut at its
+// bound fails (what it did not read is not known to be clean).
+func (cr *caseRun) checkCanary(b relay.Bounds) {
 	r := cr.r
-	leaks, err := FindCanary(cr.dir, r.key)
+	leaks, err := FindCanaryLimit(cr.dir, r.key, r.opts.Scan)
 	if err == nil && r.opts.APIKey != "" {
 		var more []string
-		more, err = FindCanary(cr.dir, r.opts.APIKey)
+		more, err = FindCanaryLimit(cr.dir, r.opts.APIKey, r.opts.Scan)
 		leaks = append(leaks, more...)
 	}
-	cr.check("secrets.canary", clauseSecrets, err == nil && len(leaks) == 0, "API key canary or model key in the case's files: %d file(s) %v", len(leaks), relAll(cr.dir, leaks))
+	refused := b.Refused[relay.RefusedCanary]
+	detail := fmt.Sprintf("API key canary or model key in the case's files: %d file(s) %v; requests carrying the canary, refused by the relay: %d %q",
+		len(leaks), relAll(cr.dir, leaks), refused, b.Canary)
+	if err != nil {
+		detail += "; " + redact(err.Error(), r.key)
+	}
+	cr.check("secrets.canary", clauseSecrets, err == nil && len(leaks) == 0 && refused == 0, "%s", detail)
+}
+
+// checkRelay: the model relay stayed within its limits (contract §8
+// captured files are data): no request refused for its size, time,
+// concurrency or held bytes, no call left out of the transcript.
+func (cr *caseRun) checkRelay(b relay.Bounds) {
+	l := b.Limits
+	cr.check("close.relay_bounded", clauseCaptures, !b.Over(),
+		"model relay: refused %d too large (cap %d bytes), %d stalled (body %s, idle %s), %d over %d at once, %d over %d bytes held, %d outside the model API; %d call(s) not recorded past the transcript budget of %d bytes (%d used)",
+		b.Refused[relay.RefusedTooLarge], l.RequestBytes, b.Refused[relay.RefusedBodyTimeout], l.BodyTime, l.BodyIdle,
+		b.Refused[relay.RefusedBusy], l.Concurrent, b.Refused[relay.RefusedHeld], l.HeldBytes, b.Refused[relay.RefusedRoute],
+		b.Unrecorded, l.RecordBytes, b.RecordBytes)
 }
 
 // startAgent starts the session agent (contract §7 session agent) as root

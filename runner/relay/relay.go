@@ -8,7 +8,10 @@
 // tool calls its history claims, the tool calls the answer made with
 // their ids), sizes
 // capped, no header logged; SSE answers are passed on chunk by chunk, never
-// buffered.
+// buffered. What the sandbox can make it hold is bounded (Limits), only the
+// model API's endpoints are forwarded, and a request that carries the
+// canary (runner/canary's encodings) is refused: all answered by the
+// relay itself, never passed on.
 package relay
 
 import (
@@ -19,14 +22,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
+	"path"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/sandproof/sandproof/runner/canary"
 )
 
 // Options configure a Relay.
@@ -46,6 +53,102 @@ type Options struct {
 	// MaxText caps each recorded text (a tool result, arguments, the
 	// answer's text); 0 means 4 KiB.
 	MaxText int
+	// Limits bound what the sandbox can make the relay hold (contract §8
+	// captured files are data); zero fields mean DefaultLimits'.
+	Limits Limits
+}
+
+// Limits bound the relay against a hostile harness. A request over a
+// per-request limit is answered by the relay itself (413, 408, 429, 503)
+// and never forwarded; every time a limit is met it is counted in Bounds,
+// which certify's close.relay_bounded fails on.
+type Limits struct {
+	// RequestBytes caps one request's body.
+	RequestBytes int64
+	// BodyTime is how long a request's body may take to arrive, from the
+	// end of its headers; BodyIdle how long it may pause between reads.
+	BodyTime, BodyIdle time.Duration
+	// Concurrent caps the requests in the relay at once.
+	Concurrent int
+	// HeldBytes caps the request bytes held at once, over all requests;
+	// 0 means the default or four RequestBytes, whichever is more.
+	HeldBytes int64
+	// RecordBytes is the budget of the transcript: the JSON bytes of the
+	// calls kept in memory and written to LogPath. Past it a call is
+	// counted, not kept.
+	RecordBytes int64
+}
+
+// DefaultLimits: none of the shipped adapters comes near one
+// (docs/performance.md, The model relay's limits and the canary scan).
+var DefaultLimits = Limits{
+	RequestBytes: 8 << 20,
+	BodyTime:     2 * time.Minute,
+	BodyIdle:     30 * time.Second,
+	Concurrent:   16,
+	HeldBytes:    32 << 20,
+	RecordBytes:  32 << 20,
+}
+
+// withDefaults fills zero fields from DefaultLimits.
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits
+	if l.RequestBytes > 0 {
+		d.RequestBytes = l.RequestBytes
+	}
+	if l.BodyTime > 0 {
+		d.BodyTime = l.BodyTime
+	}
+	if l.BodyIdle > 0 {
+		d.BodyIdle = l.BodyIdle
+	}
+	if l.Concurrent > 0 {
+		d.Concurrent = l.Concurrent
+	}
+	if l.HeldBytes > 0 {
+		d.HeldBytes = l.HeldBytes
+	} else {
+		// A raised body cap raises the held bytes with it: four
+		// whole requests at once.
+		d.HeldBytes = max(d.HeldBytes, 4*d.RequestBytes)
+	}
+	if l.RecordBytes > 0 {
+		d.RecordBytes = l.RecordBytes
+	}
+	return d
+}
+
+// Refusal reasons, a Call's Refused.
+const (
+	RefusedRoute       = "route"          // not a model API endpoint: 404
+	RefusedTooLarge    = "body_too_large" // over RequestBytes: 413
+	RefusedBodyTimeout = "body_timeout"   // the body stalled: 408
+	RefusedBusy        = "concurrent"     // over Concurrent: 429
+	RefusedHeld        = "held_bytes"     // over HeldBytes: 503
+	RefusedCanary      = "canary"         // the request carries the key: 403
+)
+
+// Bounds counts what the relay refused or did not keep.
+type Bounds struct {
+	// Refused counts the requests answered by the relay, by reason.
+	Refused map[string]int
+	// Unrecorded counts the calls past RecordBytes (counted, not kept);
+	// RecordBytes the transcript's bytes.
+	Unrecorded  int
+	RecordBytes int64
+	// Canary lists where a request carried the key ("header X-Note, hex"),
+	// at most 20.
+	Canary []string
+	// Limits are the limits in force.
+	Limits Limits
+}
+
+// Over says a limit of the relay was met: a request refused for its size,
+// time, concurrency or held bytes, or a call not recorded. A route refused
+// or a canary refused is not over a limit (the canary is
+// secrets.canary's).
+func (b Bounds) Over() bool {
+	return b.Unrecorded > 0 || b.Refused[RefusedTooLarge]+b.Refused[RefusedBodyTimeout]+b.Refused[RefusedBusy]+b.Refused[RefusedHeld] > 0
 }
 
 // ToolCall is one tool call an answer made (or, in ClaimedToolCalls, one a
@@ -103,6 +206,11 @@ type Call struct {
 	Truncated bool    `json:"truncated,omitempty"`
 	Seconds   float64 `json:"seconds"`
 	Error     string  `json:"error,omitempty"`
+	// Refused is why the relay answered the request itself, never
+	// forwarding it (a Refused* reason); "" for a forwarded request.
+	Refused string `json:"refused,omitempty"`
+	// RequestBytes is the request body's size, as read.
+	RequestBytes int64 `json:"request_bytes,omitempty"`
 }
 
 // Relay is a running relay.
@@ -115,10 +223,17 @@ type Relay struct {
 	serveErr chan error
 	once     sync.Once
 
-	mu    sync.Mutex
-	seq   int
-	calls []Call
-	log   *os.File
+	lim    Limits
+	needle *canary.Matcher
+	slots  chan struct{}
+
+	mu     sync.Mutex
+	seq    int
+	calls  []Call
+	log    *os.File
+	held   int64
+	bounds Bounds
+	models int
 }
 
 // Start listens on a random loopback port and relays until Close.
@@ -133,7 +248,12 @@ func Start(o Options) (*Relay, error) {
 	if o.MaxText == 0 {
 		o.MaxText = 4 << 10
 	}
-	r := &Relay{opts: o, upstream: u, serveErr: make(chan error, 1),
+	lim := o.Limits.withDefaults()
+	if lim.HeldBytes < lim.RequestBytes {
+		return nil, fmt.Errorf("relay: %d bytes held at once is less than one request's cap of %d", lim.HeldBytes, lim.RequestBytes)
+	}
+	r := &Relay{opts: o, upstream: u, serveErr: make(chan error, 1), lim: lim, needle: canary.New(o.SandboxKey),
+		slots: make(chan struct{}, lim.Concurrent), bounds: Bounds{Refused: map[string]int{}, Limits: lim},
 		// No timeout: a stream lasts as long as the model talks; the
 		// client's leaving cancels the upstream request.
 		client: &http.Client{Transport: &http.Transport{Proxy: nil, DisableCompression: true, MaxIdleConnsPerHost: 4}}}
@@ -148,7 +268,11 @@ func Start(o Options) (*Relay, error) {
 		}
 		return nil, fmt.Errorf("relay: listen: %w", err)
 	}
-	r.srv = &http.Server{Handler: http.HandlerFunc(r.handle), ReadHeaderTimeout: 10 * time.Second}
+	// Headers are small and bounded (a connection holds at most
+	// MaxHeaderBytes before the handler runs); idle keep-alive
+	// connections are closed.
+	r.srv = &http.Server{Handler: http.HandlerFunc(r.handle), ReadHeaderTimeout: 10 * time.Second,
+		MaxHeaderBytes: 64 << 10, IdleTimeout: 2 * time.Minute}
 	go func() { r.serveErr <- r.srv.Serve(r.ln) }()
 	return r, nil
 }
@@ -170,15 +294,31 @@ func (r *Relay) Calls() []Call {
 	return calls
 }
 
-// ModelCalls counts the model requests (POSTs) relayed.
+// ModelCalls counts the model requests (POSTs) relayed, recorded or not.
 func (r *Relay) ModelCalls() int {
-	n := 0
-	for _, c := range r.Calls() {
-		if c.Seq > 0 {
-			n++
-		}
-	}
-	return n
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.models
+}
+
+// Held is the request bytes the relay holds now.
+func (r *Relay) Held() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.held
+}
+
+// Busy is how many requests hold a slot of Limits.Concurrent now.
+func (r *Relay) Busy() int { return len(r.slots) }
+
+// Bounds is what the relay refused or did not keep so far.
+func (r *Relay) Bounds() Bounds {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b := r.bounds
+	b.Refused = maps.Clone(b.Refused)
+	b.Canary = slices.Clone(b.Canary)
+	return b
 }
 
 // Close stops the relay and closes the transcript.
@@ -205,13 +345,26 @@ func (r *Relay) Close() error {
 	return err
 }
 
+// record keeps the call in memory and in the transcript while both stay
+// within RecordBytes; past it the call is only counted.
 func (r *Relay) record(c Call) {
 	c.Seconds = time.Since(c.Time).Seconds()
+	b, _ := json.Marshal(c)
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if c.Seq > 0 && c.Refused == "" {
+		r.models++
+	}
+	if c.Refused != "" {
+		r.bounds.Refused[c.Refused]++
+	}
+	if r.bounds.RecordBytes+int64(len(b))+1 > r.lim.RecordBytes {
+		r.bounds.Unrecorded++
+		return
+	}
+	r.bounds.RecordBytes += int64(len(b)) + 1
 	r.calls = append(r.calls, c)
 	if r.log != nil {
-		b, _ := json.Marshal(c)
 		r.log.Write(append(b, '\n'))
 	}
 }
@@ -251,32 +404,261 @@ func (r *Relay) auth(h http.Header) string {
 var hopHeaders = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authorization", "Te", "Trailer",
 	"Transfer-Encoding", "Upgrade", "Authorization", "Api-Key", "X-Api-Key", "Accept-Encoding", "Content-Length", "Host"}
 
+// endpoints are the model API's calls the relay forwards, below the
+// upstream's base path: the method and the path after the base. Anything
+// else is answered 404 by the relay (it would reach the upstream with the
+// real key).
+var endpoints = map[string]string{
+	"/chat/completions":      http.MethodPost, // OpenAI Chat Completions
+	"/responses":             http.MethodPost, // OpenAI Responses
+	"/messages":              http.MethodPost, // Anthropic Messages
+	"/messages/count_tokens": http.MethodPost, // Anthropic, no answer
+	"/models":                http.MethodGet,  // the model list
+}
+
+// route is the upstream path of a model API request, or "" when the
+// request is not one. The path must be clean (no "..", ".", "//" or
+// escapes) and below the upstream's base; the path sent on is rebuilt
+// from the base and the endpoint, never copied from the request.
+func (r *Relay) route(req *http.Request) string {
+	p := req.URL.Path
+	if req.URL.RawPath != "" || req.URL.EscapedPath() != p || path.Clean(p) != p || req.URL.Opaque != "" {
+		return ""
+	}
+	base := strings.TrimRight(r.upstream.Path, "/")
+	rest, ok := strings.CutPrefix(p, base)
+	if !ok {
+		return ""
+	}
+	if m, ok := endpoints[rest]; ok && m == req.Method {
+		return base + rest
+	}
+	// One model: GET /models/{id}.
+	if id, ok := strings.CutPrefix(rest, "/models/"); ok && id != "" && !strings.Contains(id, "/") && req.Method == http.MethodGet {
+		return base + rest
+	}
+	return ""
+}
+
+// dropBody makes sure what is left of a refused request's body is never
+// read: net/http would drain up to 256 KiB of it after the handler,
+// waiting on a stalled client with no deadline. A read deadline in the
+// past fails that read at once, and the connection ends with the answer.
+func dropBody(w http.ResponseWriter) {
+	w.Header().Set("Connection", "close")
+	http.NewResponseController(w).SetReadDeadline(time.Now())
+}
+
+// refuse answers the request in the relay, never forwarding it.
+func refuse(w http.ResponseWriter, c *Call, status int, reason, msg string) {
+	c.Status, c.Refused = status, reason
+	if c.Error == "" {
+		c.Error = msg
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	dropBody(w)
+	w.WriteHeader(status)
+	b, _ := json.Marshal(map[string]any{"error": map[string]string{"message": "sandproof relay: " + msg, "type": "invalid_request_error", "code": reason}})
+	w.Write(b)
+}
+
+// scanCanary says where the request carries the case's key: its URL, a
+// header the relay forwards, or its body; "" when nowhere.
+func (r *Relay) scanCanary(req *http.Request, fwd http.Header, body []byte) string {
+	if r.needle.Empty() {
+		return ""
+	}
+	if how, ok := r.needle.Find([]byte(req.URL.RequestURI())); ok {
+		return "URL, " + how
+	}
+	for k, vs := range fwd {
+		for _, v := range vs {
+			if how, ok := r.needle.Find([]byte(k + ": " + v)); ok {
+				return "header " + k + ", " + how
+			}
+		}
+	}
+	// The body in windows, so that the decoders' copies stay small.
+	st := r.needle.NewStream()
+	st.Write(body)
+	if how, ok := st.Found(); ok {
+		return "body, " + how
+	}
+	return ""
+}
+
+// hold reserves n request bytes of the case's HeldBytes.
+func (r *Relay) hold(n int64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.held+n > r.lim.HeldBytes {
+		return false
+	}
+	r.held += n
+	return true
+}
+
+func (r *Relay) release(n int64) {
+	r.mu.Lock()
+	r.held -= n
+	r.mu.Unlock()
+}
+
+// errBodyTooLarge is a body past RequestBytes.
+var errBodyTooLarge = errors.New("body too large")
+
+// bodyReader reads one request's body within the limits: RequestBytes,
+// BodyTime overall and BodyIdle between reads. Its buffer's capacity is
+// what it holds of HeldBytes, reserved before it is allocated: a declared
+// Content-Length whole at the start (so sixteen stalled requests that
+// each declare the cap cannot make the relay allocate sixteen caps), a
+// chunked body as its buffer grows.
+type bodyReader struct {
+	r    *Relay
+	buf  []byte
+	held int64 // reserved of HeldBytes; the caller releases it
+}
+
+// grow makes room for n more bytes, reserving what the buffer gains.
+func (b *bodyReader) grow(n int) (string, error) {
+	need := len(b.buf) + n
+	if int64(need) > b.r.lim.RequestBytes {
+		return RefusedTooLarge, errBodyTooLarge
+	}
+	if need <= cap(b.buf) {
+		return "", nil
+	}
+	size := min(max(2*cap(b.buf), need, 32<<10), int(b.r.lim.RequestBytes))
+	if !b.r.hold(int64(size - cap(b.buf))) {
+		return RefusedHeld, fmt.Errorf("the relay holds %d request bytes at once at most", b.r.lim.HeldBytes)
+	}
+	b.held += int64(size - cap(b.buf))
+	nb := make([]byte, len(b.buf), size)
+	copy(nb, b.buf)
+	b.buf = nb
+	return "", nil
+}
+
+func (b *bodyReader) read(w http.ResponseWriter, req *http.Request) (string, error) {
+	r := b.r
+	rc := http.NewResponseController(w)
+	end := time.Now().Add(r.lim.BodyTime)
+	if req.ContentLength > 0 {
+		if reason, err := b.grow(int(req.ContentLength)); err != nil {
+			return reason, err
+		}
+	}
+	chunk := make([]byte, 32<<10)
+	for {
+		dl := time.Now().Add(r.lim.BodyIdle)
+		if dl.After(end) {
+			dl = end
+		}
+		if err := rc.SetReadDeadline(dl); err != nil && !errors.Is(err, http.ErrNotSupported) {
+			return "", fmt.Errorf("set the body's read deadline: %w", err)
+		}
+		n, err := req.Body.Read(chunk)
+		if n > 0 {
+			if reason, err := b.grow(n); err != nil {
+				return reason, err
+			}
+			b.buf = append(b.buf, chunk[:n]...)
+		}
+		if err == io.EOF {
+			// The deadline is cleared after the whole body: the
+			// server's background read (which notices a client
+			// that left, and cancels the upstream request) must
+			// not time out.
+			return "", rc.SetReadDeadline(time.Time{})
+		}
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return RefusedBodyTimeout, fmt.Errorf("the body did not arrive in time (%s overall, %s idle)", r.lim.BodyTime, r.lim.BodyIdle)
+		}
+		if err != nil {
+			return "", fmt.Errorf("read request: %w", err)
+		}
+	}
+}
+
 func (r *Relay) handle(w http.ResponseWriter, req *http.Request) {
 	c := Call{Method: req.Method, Path: req.URL.Path, Time: time.Now(), Auth: r.auth(req.Header)}
+	defer func() { r.record(c) }()
+	upPath := r.route(req)
+	if upPath == "" {
+		refuse(w, &c, http.StatusNotFound, RefusedRoute, "not a model API endpoint of this relay")
+		return
+	}
 	// A model request is a POST; Anthropic's count_tokens is a POST that
 	// asks for no answer, so it is not counted (the scripted model does
 	// not count it either).
-	if req.Method == http.MethodPost && !strings.HasSuffix(req.URL.Path, "/count_tokens") {
+	if req.Method == http.MethodPost && !strings.HasSuffix(upPath, "/count_tokens") {
 		r.mu.Lock()
 		r.seq++
 		c.Seq = r.seq
 		r.mu.Unlock()
 	}
-	defer func() { r.record(c) }()
 	if c.Auth == "wrong" || c.Auth == "missing" {
 		// The sandbox's key is the canary: anything else is refused
 		// here, never passed on.
 		c.Status = http.StatusUnauthorized
+		dropBody(w)
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(c.Status)
 		io.WriteString(w, `{"error":{"message":"sandproof relay: the key is not this case's","type":"invalid_request_error","code":"invalid_api_key"}}`)
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(req.Body, 64<<20))
-	if err != nil {
-		c.Error = fmt.Sprintf("read request: %v", err)
+	select {
+	case r.slots <- struct{}{}:
+		defer func() { <-r.slots }()
+	default:
+		refuse(w, &c, http.StatusTooManyRequests, RefusedBusy, fmt.Sprintf("more than %d requests at once", r.lim.Concurrent))
+		return
+	}
+	if req.ContentLength > r.lim.RequestBytes {
+		c.RequestBytes = req.ContentLength
+		refuse(w, &c, http.StatusRequestEntityTooLarge, RefusedTooLarge, fmt.Sprintf("a request body is at most %d bytes; this one says %d", r.lim.RequestBytes, req.ContentLength))
+		return
+	}
+	br := &bodyReader{r: r}
+	defer func() { r.release(br.held) }()
+	reason, err := br.read(w, req)
+	body := br.buf
+	c.RequestBytes = int64(len(body))
+	switch {
+	case reason == RefusedTooLarge:
+		refuse(w, &c, http.StatusRequestEntityTooLarge, reason, fmt.Sprintf("a request body is at most %d bytes", r.lim.RequestBytes))
+		return
+	case reason == RefusedHeld:
+		refuse(w, &c, http.StatusServiceUnavailable, reason, err.Error())
+		return
+	case reason == RefusedBodyTimeout:
+		refuse(w, &c, http.StatusRequestTimeout, reason, err.Error())
+		return
+	case err != nil:
+		c.Error = err.Error()
+		dropBody(w)
 		http.Error(w, "read request", http.StatusBadRequest)
 		c.Status = http.StatusBadRequest
+		return
+	}
+	fwd := http.Header{}
+	for k, vs := range req.Header {
+		fwd[k] = vs
+	}
+	for _, h := range hopHeaders {
+		fwd.Del(h)
+	}
+	if where := r.scanCanary(req, fwd, body); where != "" {
+		r.mu.Lock()
+		if len(r.bounds.Canary) < 20 {
+			r.bounds.Canary = append(r.bounds.Canary, where)
+		}
+		r.mu.Unlock()
+		refuse(w, &c, http.StatusForbidden, RefusedCanary, "the request carries the case's key ("+where+"); not forwarded")
 		return
 	}
 	r.parseRequest(&c, body)
@@ -284,7 +666,7 @@ func (r *Relay) handle(w http.ResponseWriter, req *http.Request) {
 	// The upstream path: the relay's own path with the upstream's base in
 	// place of the relay's (which is the same).
 	target := *r.upstream
-	target.Path = req.URL.Path
+	target.Path, target.RawPath = upPath, ""
 	target.RawQuery = req.URL.RawQuery
 	out, err := http.NewRequestWithContext(req.Context(), req.Method, target.String(), bytes.NewReader(body))
 	if err != nil {
@@ -293,12 +675,7 @@ func (r *Relay) handle(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, "sandproof relay: bad upstream request", c.Status)
 		return
 	}
-	for k, vs := range req.Header {
-		out.Header[k] = vs
-	}
-	for _, h := range hopHeaders {
-		out.Header.Del(h)
-	}
+	out.Header = fwd
 	out.Header.Set("Accept-Encoding", "identity")
 	if r.opts.UpstreamKey != "" {
 		switch kh := keyHeader(req.Header); kh {
