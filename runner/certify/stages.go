@@ -28,6 +28,7 @@ import (
 // evidence record and its container removed.
 func (r *runner) runCase(ctx context.Context, c caseSpec) (_ *reports.Evidence, timing CaseTiming) {
 	cr := r.newCase(c)
+	defer cr.watchInterrupt()()
 	start := time.Now()
 	defer func() {
 		cr.endTiming(start)
@@ -49,7 +50,7 @@ func (r *runner) runCase(ctx context.Context, c caseSpec) (_ *reports.Evidence, 
 	case setupErr != nil:
 	case cr.skip != "":
 		cr.skipCase()
-	case !cr.interruptedBefore(reports.StageSeed):
+	case !cr.interruptReached():
 		if cr.seed(ctx) == nil {
 			cr.activate(ctx)
 		}
@@ -282,16 +283,17 @@ func (cr *caseRun) seed(ctx context.Context) error {
 // dir).
 func (cr *caseRun) activate(ctx context.Context) {
 	r, m := cr.r, cr.c.adapter
-	if !cr.interruptedBefore(reports.StageActivation) {
+	if !cr.interruptReached() {
 		err := cr.stage(reports.StageActivation, func() error {
 			// The run's interrupt ends the wait, not the launch: close
 			// stops it through the session, so its receipt is kept.
 			wctx, cancel := interruptible(ctx, r.opts.Interrupt)
 			defer cancel()
 			var err error
+			cr.activated = true
 			cr.actRes, err = cr.sess.Activate(wctx, activation, model.ChallengePrompt(ChallengeFile, Deliverable), m.Launch.Deadline)
 			if err != nil && cr.actRes == nil && ctx.Err() == nil && wctx.Err() != nil {
-				cr.interrupted = interruptCause(r.opts.Interrupt) + " during activation"
+				cr.interruptReached()
 				return nil
 			}
 			return err
@@ -313,7 +315,7 @@ func (cr *caseRun) activate(ctx context.Context) {
 // closeSession is stage 3: always, once a session exists, so what ran is
 // stopped and captured; then the captures are judged.
 func (cr *caseRun) closeSession(ctx context.Context) {
-	r, m, ev := cr.r, cr.c.adapter, cr.ev
+	m, ev := cr.c.adapter, cr.ev
 	if cr.sess == nil {
 		return
 	}
@@ -347,8 +349,7 @@ func (cr *caseRun) closeSession(ctx context.Context) {
 	if cr.stopped {
 		return
 	}
-	cr.check("close.receipts", clauseClose, cr.closeErr == nil && ev.CloseReceipt != nil && ev.CloseReceipt.CleanupConfirmed,
-		"every launch stopped with a confirmed receipt, captures downloaded: %s", errText(cr.closeErr, r.key))
+	cr.closeReceipts()
 	if cr.closeErr != nil {
 		cr.errType("close_failed")
 	}
@@ -366,7 +367,7 @@ func (cr *caseRun) closeSession(ctx context.Context) {
 // are closed first: Close waits for calls in flight, so the transcript is
 // whole.
 func (cr *caseRun) verifyCase(ctx context.Context) {
-	if cr.stopped || cr.closeRes == nil || cr.interruptedBefore(reports.StageVerify) {
+	if cr.stopped || cr.closeRes == nil || cr.interruptReached() {
 		return
 	}
 	cr.stage(reports.StageVerify, func() error {
@@ -476,4 +477,38 @@ func stderrNote(s string) string {
 		return ""
 	}
 	return " (agent stderr: " + truncate(s, 300) + ")"
+}
+
+// closeReceipts is the check close.receipts: every launch the session ran
+// stopped with a confirmed receipt (close fails otherwise), the
+// activation's among them once it was launched. A session in which no
+// launch ran (the interrupt came before the activation, and the adapter
+// has no install step) has no receipt to judge: unknown, never failed.
+func (cr *caseRun) closeReceipts() {
+	ev, key := cr.ev, cr.r.key
+	var launches []string
+	if cr.closeRes != nil {
+		for id := range cr.closeRes.Receipts {
+			launches = append(launches, id)
+		}
+		slices.Sort(launches)
+	}
+	const id = "close.receipts"
+	switch {
+	case cr.closeErr != nil:
+		cr.check(id, clauseClose, false, "every launch stopped with a confirmed receipt, captures downloaded: %s", errText(cr.closeErr, key))
+	case cr.activated && ev.CloseReceipt == nil:
+		cr.check(id, clauseClose, false, "every launch stopped with a confirmed receipt, captures downloaded: ok, but the activation's stop left no receipt")
+	case cr.activated && !ev.CloseReceipt.CleanupConfirmed:
+		cr.check(id, clauseClose, false, "every launch stopped with a confirmed receipt, captures downloaded: ok, but the activation's receipt is not confirmed")
+	case len(launches) == 0:
+		why := "the activation never launched"
+		if cr.interrupted != "" {
+			why += " (" + cr.interrupted + ")"
+		}
+		ev.Checks = append(ev.Checks, reports.Check{ID: id, Status: reports.StatusUnknown, Clause: clauseClose,
+			Detail: "no launch ran, so no receipt to judge: " + why + "; captures downloaded: ok"})
+	default:
+		cr.check(id, clauseClose, true, "every launch stopped with a confirmed receipt (%s), captures downloaded: ok", strings.Join(launches, ", "))
+	}
 }
