@@ -3,12 +3,14 @@ package certify
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sandproof/sandproof/reports"
 	"github.com/sandproof/sandproof/runner/adapter"
+	"github.com/sandproof/sandproof/runner/provider"
 	"github.com/sandproof/sandproof/runner/receipt"
 	"github.com/sandproof/sandproof/runner/session"
 )
@@ -158,22 +160,53 @@ func TestCloseReceiptsJudgesTheLaunchesThatRan(t *testing.T) {
 		closeErr    error
 		interrupted string
 		want        reports.Status
+		missing     []string // CloseResult.Missing
 	}{
-		{"all confirmed", true, map[string]*receipt.Receipt{"activation": confirmed, "install": confirmed}, nil, "", reports.StatusPassed},
-		{"install only, activation never launched", false, map[string]*receipt.Receipt{"install": confirmed}, nil, "SIGINT during seed", reports.StatusPassed},
-		{"close failed", false, map[string]*receipt.Receipt{}, errors.New("close launch \"install\": no receipt"), "SIGINT during seed", reports.StatusFailed},
-		{"activation launched, no receipt", true, map[string]*receipt.Receipt{"install": confirmed}, nil, "SIGINT during activation", reports.StatusFailed},
-		{"activation not confirmed", true, map[string]*receipt.Receipt{"activation": {CleanupConfirmed: false}}, nil, "", reports.StatusFailed},
-		{"no launch, seed failed", false, map[string]*receipt.Receipt{}, nil, "", reports.StatusUnknown},
+		{"all confirmed", true, map[string]*receipt.Receipt{"activation": confirmed, "install": confirmed}, nil, "", reports.StatusPassed, nil},
+		{"install only, activation never launched", false, map[string]*receipt.Receipt{"install": confirmed}, nil, "SIGINT during seed", reports.StatusPassed, nil},
+		{"close failed", false, map[string]*receipt.Receipt{}, errors.New("close launch \"install\": no receipt"), "SIGINT during seed", reports.StatusFailed, nil},
+		{"activation launched, no receipt", true, map[string]*receipt.Receipt{"install": confirmed}, nil, "SIGINT during activation", reports.StatusFailed, nil},
+		{"activation not confirmed", true, map[string]*receipt.Receipt{"activation": {CleanupConfirmed: false}}, nil, "", reports.StatusFailed, nil},
+		{"no launch, seed failed", false, map[string]*receipt.Receipt{}, nil, "", reports.StatusUnknown, nil},
+		// A declared capture the harness never wrote: the interrupt cut
+		// it short (unknown), or it finished without it (failed).
+		{"capture not there, interrupted", true, map[string]*receipt.Receipt{"activation": confirmed}, missingCapture(), "SIGINT during activation", reports.StatusUnknown, []string{"/s/db"}},
+		{"capture not there, not interrupted", true, map[string]*receipt.Receipt{"activation": confirmed}, missingCapture(), "", reports.StatusFailed, []string{"/s/db"}},
+		{"capture not there and a receipt not confirmed, interrupted", true, map[string]*receipt.Receipt{"activation": confirmed},
+			fmt.Errorf("close session c-1: %w", errors.Join(errors.New("close launch \"install\": not confirmed"), missingCapture())), "SIGINT during activation", reports.StatusFailed, []string{"/s/db"}},
 	} {
 		cr := &caseRun{r: &runner{}, activated: tc.activated, interrupted: tc.interrupted, closeErr: tc.closeErr,
-			closeRes: &session.CloseResult{Receipts: tc.receipts}, ev: &reports.Evidence{}}
+			closeRes: &session.CloseResult{Receipts: tc.receipts, Missing: tc.missing}, ev: &reports.Evidence{}}
 		if rec, ok := tc.receipts[activation]; ok {
 			cr.ev.CloseReceipt = receiptOf(rec)
 		}
 		cr.closeReceipts()
 		if st := checkOf(cr.ev, "close.receipts"); st != tc.want {
 			t.Errorf("%s: close.receipts %s (%s), want %s", tc.name, st, checkDetail(cr.ev, "close.receipts"), tc.want)
+		}
+	}
+}
+
+// missingCapture is close's error for a declared capture not there, as
+// session.Close joins it.
+func missingCapture() error {
+	return fmt.Errorf("close session c-1: %w", errors.Join(fmt.Errorf("capture %q: %w", "/s/db",
+		fmt.Errorf("download %q: %w", "/s/db", provider.ErrPathNotFound))))
+}
+
+func TestOnlyNotFound(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{missingCapture(), true},
+		{errors.Join(missingCapture(), missingCapture()), true},
+		{errors.Join(missingCapture(), errors.New("close launch \"activation\": no receipt")), false},
+		{fmt.Errorf("close session: %w", errors.Join(fmt.Errorf("x: %w", provider.ErrPathNotFound), provider.Errorf("exec", "c", provider.ErrGone))), false},
+		{errors.New("remove the session dir: exit 1"), false},
+	} {
+		if got := onlyNotFound(tc.err); got != tc.want {
+			t.Errorf("onlyNotFound(%v) = %t, want %t", tc.err, got, tc.want)
 		}
 	}
 }

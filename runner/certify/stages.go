@@ -349,8 +349,7 @@ func (cr *caseRun) closeSession(ctx context.Context) {
 	if cr.stopped {
 		return
 	}
-	cr.closeReceipts()
-	if cr.closeErr != nil {
+	if cr.closeReceipts() {
 		cr.errType("close_failed")
 	}
 	cr.checkCaptures()
@@ -481,22 +480,33 @@ func stderrNote(s string) string {
 
 // closeReceipts is the check close.receipts: every launch the session ran
 // stopped with a confirmed receipt (close fails otherwise), the
-// activation's among them once it was launched. A session in which no
-// launch ran (the interrupt came before the activation, and the adapter
-// has no install step) has no receipt to judge: unknown, never failed.
-func (cr *caseRun) closeReceipts() {
+// activation's among them once it was launched, and the captures
+// downloaded. What the interrupt left nothing to judge is unknown, never
+// failed: a session in which no launch ran (the interrupt came before the
+// activation, and the adapter has no install step), and declared
+// captures that are not there because the interrupt cut the harness short
+// or kept it from starting. It reports whether close itself failed.
+func (cr *caseRun) closeReceipts() (closeFailed bool) {
 	ev, key := cr.ev, cr.r.key
-	var launches []string
+	var launches, notThere []string
 	if cr.closeRes != nil {
 		for id := range cr.closeRes.Receipts {
 			launches = append(launches, id)
 		}
 		slices.Sort(launches)
 	}
+	closeErr := cr.closeErr
+	if closeErr != nil && cr.interrupted != "" && cr.closeRes != nil && onlyNotFound(closeErr) {
+		closeErr, notThere = nil, cr.closeRes.Missing
+	}
 	const id = "close.receipts"
+	unknown := func(detail string) {
+		ev.Checks = append(ev.Checks, reports.Check{ID: id, Status: reports.StatusUnknown, Clause: clauseClose, Detail: detail})
+	}
 	switch {
-	case cr.closeErr != nil:
-		cr.check(id, clauseClose, false, "every launch stopped with a confirmed receipt, captures downloaded: %s", errText(cr.closeErr, key))
+	case closeErr != nil:
+		cr.check(id, clauseClose, false, "every launch stopped with a confirmed receipt, captures downloaded: %s", errText(closeErr, key))
+		return true
 	case cr.activated && ev.CloseReceipt == nil:
 		cr.check(id, clauseClose, false, "every launch stopped with a confirmed receipt, captures downloaded: ok, but the activation's stop left no receipt")
 	case cr.activated && !ev.CloseReceipt.CleanupConfirmed:
@@ -506,9 +516,44 @@ func (cr *caseRun) closeReceipts() {
 		if cr.interrupted != "" {
 			why += " (" + cr.interrupted + ")"
 		}
-		ev.Checks = append(ev.Checks, reports.Check{ID: id, Status: reports.StatusUnknown, Clause: clauseClose,
-			Detail: "no launch ran, so no receipt to judge: " + why + "; captures downloaded: ok"})
+		unknown("no launch ran, so no receipt to judge: " + why + "; captures downloaded: " + notThereText(notThere))
+	case len(notThere) > 0:
+		unknown(fmt.Sprintf("every launch stopped with a confirmed receipt (%s); captures downloaded: %s, not judged: the harness was cut short (%s)",
+			strings.Join(launches, ", "), notThereText(notThere), cr.interrupted))
 	default:
 		cr.check(id, clauseClose, true, "every launch stopped with a confirmed receipt (%s), captures downloaded: ok", strings.Join(launches, ", "))
 	}
+	return false
+}
+
+func notThereText(ps []string) string {
+	if len(ps) == 0 {
+		return "ok"
+	}
+	return "not there: " + strings.Join(truncList(ps, 10), ", ")
+}
+
+// onlyNotFound reports whether every error joined in err ends in
+// provider.ErrPathNotFound (a declared capture that was not there), so a
+// close that failed for nothing else can be told apart. A wrapper is
+// followed to what it wraps; a join needs all of its parts to qualify.
+func onlyNotFound(err error) bool {
+	switch u := err.(type) {
+	case interface{ Unwrap() []error }:
+		errs := u.Unwrap()
+		if len(errs) == 0 {
+			return false
+		}
+		for _, e := range errs {
+			if !onlyNotFound(e) {
+				return false
+			}
+		}
+		return true
+	case interface{ Unwrap() error }:
+		if next := u.Unwrap(); next != nil {
+			return onlyNotFound(next)
+		}
+	}
+	return errors.Is(err, provider.ErrPathNotFound)
 }
