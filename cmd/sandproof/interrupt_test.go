@@ -294,3 +294,98 @@ func junitIdentities(t *testing.T, dir string) []string {
 	}
 	return out
 }
+
+// TestCertifySIGINTInSeedThenResume is the case of issue 25 through the
+// real binary: SIGINT sent as soon as the first case's seed begins (its
+// progress line), before any launch. The case must be written unknown
+// with the stage in its reason and no failed check, and --resume must
+// finish the run with exit 0 (the three fixture adapters pass on
+// debian-12). Before the fix the case was written failed on
+// close.receipts (no launch, so no receipt) and --resume exited 1.
+func TestCertifySIGINTInSeedThenResume(t *testing.T) {
+	testenv.Long(t, "two certify runs against Docker")
+	needImages(t, "debian-12")
+	tmp := t.TempDir()
+	sandproof, warden, probe := buildTools(t, tmp)
+	run := filepath.Join(tmp, "run")
+	args := []string{"certify", "--warden", warden, "--probe", probe, "--out", run,
+		"--adapter", filepath.Join("..", "..", "fixtures", "adapters", "miniagent-opencode.yaml"),
+		"--adapter", filepath.Join("..", "..", "fixtures", "adapters", "miniagent-pi.yaml"),
+		"--adapter", filepath.Join("..", "..", "fixtures", "adapters", "miniagent-daemon.yaml"),
+		"--image", "debian-12"}
+	cmd := exec.Command(sandproof, args...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	const first = "debian-12/miniagent-opencode"
+	var lines []string
+	seeding := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			lines = append(lines, sc.Text())
+			if strings.HasSuffix(sc.Text(), first+": seed ...") {
+				close(seeding)
+			}
+		}
+	}()
+	select {
+	case <-seeding:
+	case <-done:
+		cmd.Wait()
+		t.Fatalf("the run ended before %s's seed:\n%s", first, strings.Join(lines, "\n"))
+	case <-time.After(5 * time.Minute):
+		cmd.Process.Kill()
+		t.Fatalf("no seed of %s within 5 minutes", first)
+	}
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	if code := exitCode(t, cmd.Wait()); code != exitSIGINT {
+		t.Fatalf("interrupted run: exit %d, want 130\n%s", code, strings.Join(lines, "\n"))
+	}
+	f, err := os.Open(filepath.Join(run, reports.EvidenceFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []*reports.Evidence
+	for ev, err := range reports.ReadEvidence(f) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, ev)
+	}
+	f.Close()
+	if len(evs) != 1 || evs[0].CaseID != first {
+		t.Fatalf("interrupted run wrote %d records, want %s's alone:\n%s", len(evs), first, strings.Join(lines, "\n"))
+	}
+	ev := evs[0]
+	// The signal lands while seed runs: a seed is an engine round trip at
+	// least, far longer than the pipe's hop. Where it landed is read from
+	// the record, not assumed, and must be seed or later.
+	if ev.Status != reports.StatusUnknown || !strings.HasPrefix(ev.Interrupted, "SIGINT during ") {
+		t.Errorf("interrupted case: status %s, interrupted %q; want unknown, SIGINT during a stage", ev.Status, ev.Interrupted)
+	}
+	t.Logf("interrupted case: %s, %q", ev.Status, ev.Interrupted)
+	for _, c := range ev.Checks {
+		if c.Status == reports.StatusFailed {
+			t.Errorf("interrupted case: check %s failed: %s", c.ID, c.Detail)
+		}
+	}
+	out, err := exec.Command(sandproof, append(args, "--resume")...).CombinedOutput()
+	if code := exitCode(t, err); code != exitOK {
+		t.Fatalf("resumed run: exit %d, want 0\n%s", code, out)
+	}
+	for id, st := range statuses(t, run) {
+		if st != reports.StatusPassed {
+			t.Errorf("%s: %s after --resume, want passed", id, st)
+		}
+	}
+}

@@ -53,17 +53,33 @@ var (
 	poolErr  error
 )
 
-// Pool connects once per test process to the engine named by DOCKER_HOST
-// (or the default socket) and checks that it answers.
+// Pool connects once per test process (NewPool) and shares the client.
 func Pool() (*dockertest.Pool, error) {
-	poolOnce.Do(func() {
-		pool, poolErr = dockertest.NewPool("")
-		if poolErr == nil {
-			pool.MaxWait = 30 * time.Second
-			poolErr = pool.Client.Ping()
-		}
-	})
+	poolOnce.Do(func() { pool, poolErr = NewPool() })
 	return pool, poolErr
+}
+
+// NewPool connects to the engine named by DOCKER_HOST (or the default
+// socket), learns the engine's API version and checks that it answers.
+//
+// dockertest makes its client with the server version check skipped, yet
+// go-dockerclient gates some requests on the server's version (CreateExec
+// refuses Env below API 1.25) and records that version only as a side
+// effect of a few calls (a StartContainer through the pool, say). So
+// whether an exec with Env worked depended on which spec this process ran
+// before. With the check on, the first request (the Ping here) asks the
+// engine's /version and every later request is made at that version.
+func NewPool() (*dockertest.Pool, error) {
+	p, err := dockertest.NewPool("")
+	if err != nil {
+		return nil, fmt.Errorf("connect to the docker engine: %w", err)
+	}
+	p.MaxWait = 30 * time.Second
+	p.Client.SkipServerVersionCheck = false
+	if err := p.Client.Ping(); err != nil {
+		return nil, fmt.Errorf("ping the docker engine at %s: %w", p.Client.Endpoint(), err)
+	}
+	return p, nil
 }
 
 // Sandbox is one running container.

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sandproof/sandproof/fixtures/model"
@@ -69,9 +70,19 @@ type caseRun struct {
 	dir     string // host dir of the case's files
 	stopped bool   // a provider error ended the case
 	cut     int    // capture files cut at a cap, downloads stopped
-	// interrupted says why the run's interrupt cut the case short
-	// ("SIGINT during activation"); "" when it did not.
+	// interrupted says why the run's interrupt reached the case before
+	// its verdict ("SIGINT during seed"); "" when it did not.
 	interrupted string
+	// activated is set once the activation was launched: close.receipts
+	// then requires its receipt.
+	activated bool
+	// where records the stages for the interrupt's reason: the one
+	// running, the last one ended, and where the interrupt found the case
+	// (written by the interrupt's own goroutine, hence the lock).
+	where struct {
+		sync.Mutex
+		running, ended, interruptAt string
+	}
 	// skip says why the case does not run (from planning, or the
 	// requirements setup found missing); "" runs it.
 	skip string
@@ -107,10 +118,12 @@ type caseRun struct {
 	closeRes             *session.CloseResult
 }
 
-// interruptedBefore reports whether the run was interrupted before stage
-// began; the stage and every later one but close and teardown are then
-// not run, and the case ends unknown (contract §8 attempts and interrupts).
-func (cr *caseRun) interruptedBefore(stage string) bool {
+// interruptReached reports whether the run's interrupt has reached the
+// case, and the first time it has, records why ("SIGINT during seed").
+// Asked before a stage, true means that stage and every later one but
+// close and teardown do not run; asked at the verdict, it makes the case
+// unknown (contract §8 attempts and interrupts).
+func (cr *caseRun) interruptReached() bool {
 	if cr.interrupted != "" {
 		return true
 	}
@@ -118,8 +131,59 @@ func (cr *caseRun) interruptedBefore(stage string) bool {
 	if ic == nil || ic.Err() == nil {
 		return false
 	}
-	cr.interrupted = fmt.Sprintf("%s before %s", interruptCause(ic), stage)
+	cr.interrupted = interruptCause(ic) + " " + cr.interruptAt()
 	return true
+}
+
+// watchInterrupt notes where the run's interrupt finds the case, for its
+// reason; the returned func ends the watch.
+func (cr *caseRun) watchInterrupt() (stop func() bool) {
+	ic := cr.r.opts.Interrupt
+	if ic == nil {
+		return func() bool { return true }
+	}
+	return context.AfterFunc(ic, func() {
+		cr.where.Lock()
+		defer cr.where.Unlock()
+		if cr.where.interruptAt == "" {
+			cr.where.interruptAt = cr.whereLocked()
+		}
+	})
+}
+
+// interruptAt is where the interrupt found the case ("during seed",
+// "after activation"), or where the case is now if the watch has not
+// run yet.
+func (cr *caseRun) interruptAt() string {
+	cr.where.Lock()
+	defer cr.where.Unlock()
+	if cr.where.interruptAt != "" {
+		return cr.where.interruptAt
+	}
+	return cr.whereLocked()
+}
+
+func (cr *caseRun) whereLocked() string {
+	switch {
+	case cr.where.running != "":
+		return "during " + cr.where.running
+	case cr.where.ended != "":
+		return "after " + cr.where.ended
+	}
+	return "before " + reports.StageSetup
+}
+
+// stageBegins and stageEnds keep where for the interrupt's reason.
+func (cr *caseRun) stageBegins(name string) {
+	cr.where.Lock()
+	cr.where.running = name
+	cr.where.Unlock()
+}
+
+func (cr *caseRun) stageEnds(name string) {
+	cr.where.Lock()
+	cr.where.running, cr.where.ended = "", name
+	cr.where.Unlock()
 }
 
 // interruptCause is the reason the interrupt context carries ("SIGINT").
@@ -153,8 +217,10 @@ func (cr *caseRun) stage(name string, fn func() error) error {
 		return errors.New("case stopped")
 	}
 	t := time.Now()
+	cr.stageBegins(name)
 	cr.r.progress("%s: %s ...", cr.c.id, name)
 	err := fn()
+	cr.stageEnds(name)
 	secs := time.Since(t).Seconds()
 	cr.ev.Stages = append(cr.ev.Stages, reports.Stage{Name: name, StartedAt: t.UTC(), Seconds: secs})
 	if err != nil {
@@ -265,9 +331,15 @@ func (cr *caseRun) finish() {
 	}
 }
 
-// judge sets the case's status from its checks.
+// judge sets the case's status from its checks. A case the run's
+// interrupt reached at any point before this verdict, whatever stage it
+// was in (verify and teardown included, which it does not cut short), is
+// unknown unless a check failed on its own: --resume runs it again.
 func (cr *caseRun) judge() {
 	ev := cr.ev
+	if cr.r != nil && ev.Status != reports.StatusSkipped {
+		cr.interruptReached()
+	}
 	if cr.interrupted != "" && ev.Status != reports.StatusSkipped {
 		// What the interrupt cut short proves nothing either way; a
 		// check that failed on its own still fails the case.

@@ -476,10 +476,12 @@ func (r *runner) run(ctx context.Context, cases []caseSpec, sum *Summary) error 
 		jobs <- c
 	}
 	close(jobs)
+	// After the running cases end: an interrupt during the last case
+	// comes after every case was handed out.
+	wg.Wait()
 	if interrupted(o.Interrupt) {
 		sum.Interrupted = interruptCause(o.Interrupt)
 	}
-	wg.Wait()
 	sort.Slice(sum.Timings, func(i, j int) bool { return sum.Timings[i].CaseID < sum.Timings[j].CaseID })
 	return runErr
 }

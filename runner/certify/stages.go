@@ -29,6 +29,7 @@ import (
 // evidence record and its container removed.
 func (r *runner) runCase(ctx context.Context, c caseSpec) (_ *reports.Evidence, timing CaseTiming) {
 	cr := r.newCase(c)
+	defer cr.watchInterrupt()()
 	start := time.Now()
 	defer func() {
 		cr.endTiming(start)
@@ -50,7 +51,7 @@ func (r *runner) runCase(ctx context.Context, c caseSpec) (_ *reports.Evidence, 
 	case setupErr != nil:
 	case cr.skip != "":
 		cr.skipCase()
-	case !cr.interruptedBefore(reports.StageSeed):
+	case !cr.interruptReached():
 		if cr.seed(ctx) == nil {
 			cr.activate(ctx)
 		}
@@ -298,16 +299,17 @@ func (cr *caseRun) seed(ctx context.Context) error {
 // dir).
 func (cr *caseRun) activate(ctx context.Context) {
 	r, m := cr.r, cr.c.adapter
-	if !cr.interruptedBefore(reports.StageActivation) {
+	if !cr.interruptReached() {
 		err := cr.stage(reports.StageActivation, func() error {
 			// The run's interrupt ends the wait, not the launch: close
 			// stops it through the session, so its receipt is kept.
 			wctx, cancel := interruptible(ctx, r.opts.Interrupt)
 			defer cancel()
 			var err error
+			cr.activated = true
 			cr.actRes, err = cr.sess.Activate(wctx, activation, model.ChallengePrompt(ChallengeFile, Deliverable), m.Launch.Deadline)
 			if err != nil && cr.actRes == nil && ctx.Err() == nil && wctx.Err() != nil {
-				cr.interrupted = interruptCause(r.opts.Interrupt) + " during activation"
+				cr.interruptReached()
 				return nil
 			}
 			return err
@@ -329,7 +331,7 @@ func (cr *caseRun) activate(ctx context.Context) {
 // closeSession is stage 3: always, once a session exists, so what ran is
 // stopped and captured; then the captures are judged.
 func (cr *caseRun) closeSession(ctx context.Context) {
-	r, m, ev := cr.r, cr.c.adapter, cr.ev
+	m, ev := cr.c.adapter, cr.ev
 	if cr.sess == nil {
 		return
 	}
@@ -364,9 +366,7 @@ func (cr *caseRun) closeSession(ctx context.Context) {
 	if cr.stopped {
 		return
 	}
-	cr.check("close.receipts", clauseClose, cr.closeErr == nil && ev.CloseReceipt != nil && ev.CloseReceipt.CleanupConfirmed,
-		"every launch stopped with a confirmed receipt, captures downloaded: %s", errText(cr.closeErr, r.key))
-	if cr.closeErr != nil {
+	if cr.closeReceipts() {
 		cr.errType("close_failed")
 	}
 	cr.checkCaptures()
@@ -383,7 +383,7 @@ func (cr *caseRun) closeSession(ctx context.Context) {
 // are closed first: Close waits for calls in flight, so the transcript is
 // whole.
 func (cr *caseRun) verifyCase(ctx context.Context) {
-	if cr.stopped || cr.closeRes == nil || cr.interruptedBefore(reports.StageVerify) {
+	if cr.stopped || cr.closeRes == nil || cr.interruptReached() {
 		return
 	}
 	cr.stage(reports.StageVerify, func() error {
@@ -513,4 +513,84 @@ func stderrNote(s string) string {
 		return ""
 	}
 	return " (agent stderr: " + truncate(s, 300) + ")"
+}
+
+// closeReceipts is the check close.receipts: every launch the session ran
+// stopped with a confirmed receipt (close fails otherwise), the
+// activation's among them once it was launched, and the captures
+// downloaded. What the interrupt left nothing to judge is unknown, never
+// failed: a session in which no launch ran (the interrupt came before the
+// activation, and the adapter has no install step), and declared
+// captures that are not there because the interrupt cut the harness short
+// or kept it from starting. It reports whether close itself failed.
+func (cr *caseRun) closeReceipts() (closeFailed bool) {
+	ev, key := cr.ev, cr.r.key
+	var launches, notThere []string
+	if cr.closeRes != nil {
+		for id := range cr.closeRes.Receipts {
+			launches = append(launches, id)
+		}
+		slices.Sort(launches)
+	}
+	closeErr := cr.closeErr
+	if closeErr != nil && cr.interrupted != "" && cr.closeRes != nil && onlyNotFound(closeErr) {
+		closeErr, notThere = nil, cr.closeRes.Missing
+	}
+	const id = "close.receipts"
+	unknown := func(detail string) {
+		ev.Checks = append(ev.Checks, reports.Check{ID: id, Status: reports.StatusUnknown, Clause: clauseClose, Detail: detail})
+	}
+	switch {
+	case closeErr != nil:
+		cr.check(id, clauseClose, false, "every launch stopped with a confirmed receipt, captures downloaded: %s", errText(closeErr, key))
+		return true
+	case cr.activated && ev.CloseReceipt == nil:
+		cr.check(id, clauseClose, false, "every launch stopped with a confirmed receipt, captures downloaded: ok, but the activation's stop left no receipt")
+	case cr.activated && !ev.CloseReceipt.CleanupConfirmed:
+		cr.check(id, clauseClose, false, "every launch stopped with a confirmed receipt, captures downloaded: ok, but the activation's receipt is not confirmed")
+	case len(launches) == 0:
+		why := "the activation never launched"
+		if cr.interrupted != "" {
+			why += " (" + cr.interrupted + ")"
+		}
+		unknown("no launch ran, so no receipt to judge: " + why + "; captures downloaded: " + notThereText(notThere))
+	case len(notThere) > 0:
+		unknown(fmt.Sprintf("every launch stopped with a confirmed receipt (%s); captures downloaded: %s, not judged: the harness was cut short (%s)",
+			strings.Join(launches, ", "), notThereText(notThere), cr.interrupted))
+	default:
+		cr.check(id, clauseClose, true, "every launch stopped with a confirmed receipt (%s), captures downloaded: ok", strings.Join(launches, ", "))
+	}
+	return false
+}
+
+func notThereText(ps []string) string {
+	if len(ps) == 0 {
+		return "ok"
+	}
+	return "not there: " + strings.Join(truncList(ps, 10), ", ")
+}
+
+// onlyNotFound reports whether every error joined in err ends in
+// provider.ErrPathNotFound (a declared capture that was not there), so a
+// close that failed for nothing else can be told apart. A wrapper is
+// followed to what it wraps; a join needs all of its parts to qualify.
+func onlyNotFound(err error) bool {
+	switch u := err.(type) {
+	case interface{ Unwrap() []error }:
+		errs := u.Unwrap()
+		if len(errs) == 0 {
+			return false
+		}
+		for _, e := range errs {
+			if !onlyNotFound(e) {
+				return false
+			}
+		}
+		return true
+	case interface{ Unwrap() error }:
+		if next := u.Unwrap(); next != nil {
+			return onlyNotFound(next)
+		}
+	}
+	return errors.Is(err, provider.ErrPathNotFound)
 }
