@@ -66,6 +66,7 @@ func run(stdout, stderr io.Writer, args []string) error {
 	out := fs.String("out", "", "also write the report (markdown) to this file")
 	timeout := fs.Duration("timeout", 0, "per mutant (default: 4 x the package's unmutated run, at least 60s)")
 	list := fs.Bool("list", false, "print the catalogue and exit")
+	runOnly := fs.String("run", "", "only the tests matching this pattern (go test -run): to show that one test kills a mutant")
 	if err := fs.Parse(args); err != nil {
 		return usage{err}
 	}
@@ -103,7 +104,7 @@ func run(stdout, stderr io.Writer, args []string) error {
 	limits := map[string]time.Duration{}
 	for _, p := range packagesOf(selected) {
 		t0 := time.Now()
-		failed, res, err := goTest(root, p, "", 20*time.Minute)
+		failed, res, err := goTest(root, p, "", *runOnly, 20*time.Minute)
 		if err != nil {
 			return fmt.Errorf("unmutated %s: %w", p, err)
 		}
@@ -132,7 +133,7 @@ func run(stdout, stderr io.Writer, args []string) error {
 			r := result{m: m}
 			overlay, err := writeOverlay(root, work, i, m)
 			if err == nil {
-				r.by, r.outcome, err = goTest(root, m.Pkg, overlay, limits[m.Pkg])
+				r.by, r.outcome, err = goTest(root, m.Pkg, overlay, *runOnly, limits[m.Pkg])
 			}
 			if err != nil {
 				r.outcome, r.by = "error", err.Error()
@@ -178,14 +179,17 @@ func selectMutants(only, pkgs string) ([]Mutant, error) {
 		}
 	}
 	var out []Mutant
+	known := map[string]bool{}
 	for _, m := range Catalog {
+		known[m.Name] = true
 		if (len(want) == 0 || want[m.Name]) && (len(wantPkg) == 0 || wantPkg[m.Pkg]) {
 			out = append(out, m)
-			delete(want, m.Name)
 		}
 	}
 	for n := range want {
-		return nil, fmt.Errorf("--only: unknown mutant %q", n)
+		if !known[n] {
+			return nil, fmt.Errorf("--only: unknown mutant %q", n)
+		}
 	}
 	if len(out) == 0 {
 		return nil, errors.New("no mutant selected")
@@ -264,13 +268,16 @@ func writeOverlay(root, work string, i int, m Mutant) (string, error) {
 var failLine = regexp.MustCompile(`(?m)^\s*--- FAIL: (\S+)`)
 
 // goTest runs the engine-free tests of package p (with overlay, when not
-// "") and says whether they failed (with the first failing test), passed
+// "", and only those matching runOnly, when not "") and says whether they failed (with the first failing test), passed
 // (Survived) or ran out of time. A build failure is an error.
-func goTest(root, p, overlay string, limit time.Duration) (by, outcome string, err error) {
+func goTest(root, p, overlay, runOnly string, limit time.Duration) (by, outcome string, err error) {
 	pk := Packages[p]
 	args := []string{"test", "-count=1", "-short", "-failfast", fmt.Sprintf("-timeout=%s", limit)}
 	if overlay != "" {
 		args = append(args, "-overlay="+overlay)
+	}
+	if runOnly != "" {
+		args = append(args, "-run="+runOnly)
 	}
 	if pk.Skip != "" {
 		args = append(args, "-skip="+pk.Skip)
