@@ -91,6 +91,10 @@ var Catalog = []Mutant{
 	{Name: "verifier-always-passed", Pkg: "certify", File: "runner/certify/verify.go",
 		Old: "ev.VerifierPassed = !failed", New: "ev.VerifierPassed = true",
 		Rule: "verifier_passed is false when a verify check failed"},
+	{Name: "deliverable-missing-present", Pkg: "certify", File: "runner/certify/verify.go",
+		Old: "present := ok && !dm.Missing && dm.Error == \"\"", New: "present := ok && dm.Error == \"\"",
+		Rule:       "a deliverable the probe found missing is not delivered",
+		Equivalent: "a missing entry has no sha256, which never equals a content's, and its download fails, so the shell-write path needs err == nil too"},
 
 	// capture: the response status and the result rules.
 	{Name: "status-exit-ignored", Pkg: "capture", File: "runner/capture/judge.go",
@@ -171,6 +175,10 @@ var Catalog = []Mutant{
 	{Name: "merge-first-attempt", Pkg: "reports", File: "reports/merge.go",
 		Old: "!ok || e.AttemptNumber() > prev.AttemptNumber() {", New: "!ok || e.AttemptNumber() < prev.AttemptNumber() {",
 		Rule: "merge keeps a case's last attempt"},
+	{Name: "merge-equal-attempt", Pkg: "reports", File: "reports/merge.go",
+		Old: "!ok || e.AttemptNumber() > prev.AttemptNumber() {", New: "!ok || e.AttemptNumber() >= prev.AttemptNumber() {",
+		Rule:       "merge keeps a case's last attempt",
+		Equivalent: "the same attempt twice is refused on the line above, so >= and > never see equal attempts"},
 	{Name: "merge-no-matrix-hash", Pkg: "reports", File: "reports/merge.go",
 		Old: "if e.Shard == \"\" || e.MatrixSHA256 == \"\" {", New: "if e.Shard == \"\" {",
 		Rule: "a record without matrix_sha256 is not a shard's"},
@@ -203,6 +211,10 @@ var Catalog = []Mutant{
 	{Name: "install-unconfirmed-ok", Pkg: "session", File: "runner/session/session.go",
 		Old: "if !r.Receipt.CleanupConfirmed || r.Receipt.ReturnCode == nil || *r.Receipt.ReturnCode != 0 {", New: "if r.Receipt.ReturnCode == nil || *r.Receipt.ReturnCode != 0 {",
 		Rule: "an install whose cleanup is not confirmed fails the session"},
+	{Name: "unconfirmed-no-receipt", Pkg: "session", File: "runner/session/launch.go",
+		Old:  "func decodeReceipt(cmd, state string, r provider.ExecResult) (int, *receipt.Receipt, []byte, error) {\n\tswitch r.ExitCode {\n\tcase wardenConfirmed, wardenNotConfirmed:",
+		New:  "func decodeReceipt(cmd, state string, r provider.ExecResult) (int, *receipt.Receipt, []byte, error) {\n\tswitch r.ExitCode {\n\tcase wardenConfirmed:",
+		Rule: "warden's exit 1 carries a receipt (not confirmed), which close reports as such"},
 
 	// agent: the root confinement of put and get.
 	{Name: "agent-root-prefix", Pkg: "agent", File: "runner/agent/server.go",
