@@ -48,6 +48,8 @@ const (
 	Killed   = "killed"
 	Survived = "survived"
 	TimedOut = "timed out"
+	// Flaky: killed by a test that also fails without the mutant.
+	Flaky = "killed by a flaky test"
 )
 
 type result struct {
@@ -146,6 +148,35 @@ func run(stdout, stderr io.Writer, args []string) error {
 		}()
 	}
 	wg.Wait()
+	// A kill counts only if the killing test passes, three times, on the
+	// unmutated package: a test that fails by itself (a deadline a loaded
+	// machine misses) proves nothing about the mutant.
+	for _, p := range packagesOf(selected) {
+		killers := map[string]bool{}
+		for _, r := range results {
+			if r.m.Pkg == p && r.outcome == Killed && !strings.HasPrefix(r.by, "(") {
+				killers[r.by] = true
+			}
+		}
+		if len(killers) == 0 {
+			continue
+		}
+		names := make([]string, 0, len(killers))
+		for n := range killers {
+			names = append(names, regexp.QuoteMeta(n))
+		}
+		sort.Strings(names)
+		flaky, err := failingTests(root, p, "^("+strings.Join(names, "|")+")$", limits[p])
+		if err != nil {
+			return fmt.Errorf("recheck the killing tests of %s: %w", p, err)
+		}
+		for i := range results {
+			if results[i].m.Pkg == p && results[i].outcome == Killed && flaky[results[i].by] {
+				results[i].outcome = Flaky
+				fmt.Fprintf(stderr, "hostmutants: %-24s killed by %s, which fails on the unmutated package too\n", results[i].m.Name, results[i].by)
+			}
+		}
+	}
 	wall := time.Since(start)
 
 	var buf bytes.Buffer
@@ -265,7 +296,26 @@ func writeOverlay(root, work string, i int, m Mutant) (string, error) {
 	return path, os.WriteFile(path, ov, 0o644)
 }
 
-var failLine = regexp.MustCompile(`(?m)^\s*--- FAIL: (\S+)`)
+var failLine = regexp.MustCompile(`(?m)^\s*--- FAIL: ([^\s/]+)`)
+
+// failingTests runs the tests matching run on the unmutated package p
+// three times and returns those that failed.
+func failingTests(root, p, run string, limit time.Duration) (map[string]bool, error) {
+	pk := Packages[p]
+	args := []string{"test", "-count=3", "-short", "-run=" + run, fmt.Sprintf("-timeout=%s", 3*limit), "./" + pk.Dir}
+	cmd := exec.Command("go", args...)
+	cmd.Dir = root
+	cmd.Env = engineFree(os.Environ())
+	out, err := cmd.CombinedOutput()
+	failed := map[string]bool{}
+	for _, m := range failLine.FindAllSubmatch(out, -1) {
+		failed[string(m[1])] = true
+	}
+	if err != nil && len(failed) == 0 {
+		return nil, fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, tail(out))
+	}
+	return failed, nil
+}
 
 // goTest runs the engine-free tests of package p (with overlay, when not
 // "", and only those matching runOnly, when not "") and says whether they failed (with the first failing test), passed
@@ -336,7 +386,7 @@ func lastLine(b []byte) string {
 // returns how many outcomes are not accepted (a survivor or a timeout with
 // no equivalence reason, or an error).
 func writeReport(w io.Writer, results []result, wall time.Duration, jobs int) int {
-	type counts struct{ killed, survived, timedOut, equivalent, errs int }
+	type counts struct{ killed, survived, timedOut, flaky, equivalent, errs int }
 	per := map[string]*counts{}
 	bad := 0
 	for _, r := range results {
@@ -356,6 +406,9 @@ func writeReport(w io.Writer, results []result, wall time.Duration, jobs int) in
 		case r.outcome == TimedOut:
 			c.timedOut++
 			bad++
+		case r.outcome == Flaky:
+			c.flaky++
+			bad++
 		default:
 			c.errs++
 			bad++
@@ -367,16 +420,16 @@ func writeReport(w io.Writer, results []result, wall time.Duration, jobs int) in
 	}
 	sort.Strings(names)
 	fmt.Fprintf(w, "# Host-path mutants\n\n%d mutants, %d side by side, in %.0fs wall.\n\n", len(results), jobs, wall.Seconds())
-	fmt.Fprintf(w, "| package | mutants | killed | survived | timed out | equivalent | score |\n|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(w, "| package | mutants | killed | survived | timed out | killed by a flaky test | equivalent | score |\n|---|---|---|---|---|---|---|---|\n")
 	var tk, tn int
 	for _, p := range names {
 		c := per[p]
-		n := c.killed + c.survived + c.timedOut + c.equivalent + c.errs
-		fmt.Fprintf(w, "| %s | %d | %d | %d | %d | %d | %s |\n", p, n, c.killed, c.survived, c.timedOut, c.equivalent, score(c.killed, n-c.equivalent))
+		n := c.killed + c.survived + c.timedOut + c.flaky + c.equivalent + c.errs
+		fmt.Fprintf(w, "| %s | %d | %d | %d | %d | %d | %d | %s |\n", p, n, c.killed, c.survived, c.timedOut, c.flaky, c.equivalent, score(c.killed, n-c.equivalent))
 		tk += c.killed
 		tn += n - c.equivalent
 	}
-	fmt.Fprintf(w, "| all | %d | | | | | %s |\n\n", len(results), score(tk, tn))
+	fmt.Fprintf(w, "| all | %d | %d | | | | | %s |\n\n", len(results), tk, score(tk, tn))
 	fmt.Fprintf(w, "Score: killed / (mutants - equivalent).\n\n| mutant | package | outcome | by | rule |\n|---|---|---|---|---|\n")
 	for _, r := range results {
 		by := r.by
