@@ -73,3 +73,16 @@ func TestJudgeRules(t *testing.T) {
 		t.Fatalf("gaps %v: usage was observed", o.Gaps)
 	}
 }
+
+// An adapter that declares no usage rules observes no usage: a gap.
+func TestNoUsageRulesIsAGap(t *testing.T) {
+	j := capture.NewJudge(adapter.Result{Success: []adapter.Rule{{Where: []adapter.Cond{{Path: "type", Value: "done"}}}}})
+	j.Add(`{"type":"done","usage":{"in":3}}`)
+	o := j.Outcome()
+	if !o.Success {
+		t.Fatalf("positive control: the success rule did not match")
+	}
+	if !slices.Contains(o.Gaps, capture.GapUsage) {
+		t.Fatalf("gaps %v, want %s: no rule reads usage", o.Gaps, capture.GapUsage)
+	}
+}
