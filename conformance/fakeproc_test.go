@@ -470,6 +470,77 @@ var _ = Describe("the stop engine, on a fake tree,", framework.Fakeproc, func() 
 		Expect(res.Rounds).To(Equal(3), "the husk left by the tool counts as gone in round 2")
 	})
 
+	framework.ConformanceIt("2 kernel confirms", "should reach, hold and KILL a tool whose leader thread exited while another thread runs, and confirm only once that thread is gone", func() {
+		f := newFakeStop(fakeproc.Proc{})
+		// The tool called pthread_exit in main: its leader shows Z, its
+		// second thread writes on. The harness has exited, so the tool is
+		// an orphan the supervisor adopted.
+		tool := f.k.Fork(fpHarness, fakeproc.Proc{Comm: "beat", Setsid: true, Env: fpNoMarker(), Threads: 1, OnTERM: fakeproc.IgnoreTERM})
+		f.k.ExitLeader(tool.PID)
+		f.k.Exit(fpHarness)
+		// Positive control: alive, and /proc shows a Z leader with two
+		// threads and a task entry for the live one.
+		Expect(f.k.Alive(tool)).To(BeTrue(), "positive control: the tool's thread runs")
+		st, err := f.k.FS().Stat(tool.PID)
+		Expect(err).NotTo(HaveOccurred())
+		Expect([]any{st.State, st.Threads, st.PPID}).To(Equal([]any{byte('Z'), 2, fpSup}), "positive control: a zombie leader with a live thread, adopted by the supervisor")
+		Expect(f.k.TIDs(tool.PID)).To(HaveLen(1))
+
+		e := f.k.Engine(f.launch, fpGrace, fpKillWait)
+		var cleared []int // rounds that found nothing reached while the thread ran
+		e.OnRound = func(r int, snap *stop.Snapshot) {
+			f.rounds = append(f.rounds, snap)
+			if _, ok := fpFind(snap.Reached, tool); !ok && f.k.Alive(tool) {
+				cleared = append(cleared, r)
+			}
+		}
+		f.start = f.k.Now()
+		res := e.Run(context.Background())
+
+		r, why := f.firstReached(tool)
+		Expect([]any{r, why}).To(Equal([]any{0, stop.WhyOrphan}), "the zombie leader with a live thread was reached at once")
+		Expect(cleared).To(BeEmpty(), "a round found nothing reached while the tool's thread ran")
+		got := f.deliveries(tool)
+		// The CONT with the first TERM: a zombie leader's letter cannot say
+		// whether its threads are stopped, so the TERM is made to act.
+		Expect(fpSignalNames(got)).To(Equal([]string{"TERM", "CONT", "STOP", "KILL"}))
+		Expect(got[3].Round).To(Equal(got[2].Round+1), "KILL in the round after the STOP, once its live thread showed T")
+		Expect(f.k.Alive(tool)).To(BeFalse(), "the tool's thread survived the stop")
+		Expect(res.Confirmed).To(BeTrue(), "%v", res.Err)
+		Expect(res.Survivors).To(BeEmpty())
+	})
+
+	framework.ConformanceIt("2 stop rules", "should reach by its marker, read through a live thread, a zombie leader outside the tree", func() {
+		f := newFakeStop(fakeproc.Proc{})
+		// Started by something outside the supervisor's tree (pid 1's
+		// child), carrying the launch's marker: the leader's own environ
+		// is gone with its memory map, its thread's is not.
+		tool := f.k.Spawn(fakeproc.Proc{Comm: "beat", PPID: 1, Threads: 1, Env: []string{proc.MarkerVar + "=" + fpLaunch}})
+		f.k.ExitLeader(tool.PID)
+		Expect(f.k.Alive(tool)).To(BeTrue(), "positive control: the tool's thread runs")
+		env, err := f.k.FS().Environ(tool.PID, proc.EnvironLimit, time.Second)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(env).To(BeEmpty(), "positive control: the zombie leader's own environ reads empty")
+
+		res := f.run()
+		fpExpectStopped(f, res, tool, 0, stop.WhyMarker)
+	})
+
+	framework.ConformanceIt("2 hold", "should not confirm while a zombie leader's live thread cannot be held, and list the process as a survivor", func() {
+		f := newFakeStop(fakeproc.Proc{})
+		tool := f.k.Fork(fpHarness, fakeproc.Proc{Comm: "beat", Setsid: true, Env: fpNoMarker(), Threads: 1,
+			OnTERM: fakeproc.IgnoreTERM, Unstoppable: true})
+		f.k.ExitLeader(tool.PID)
+		Expect(f.k.Alive(tool)).To(BeTrue(), "positive control: the tool's thread runs")
+
+		res := f.run()
+		r, _ := f.firstReached(tool)
+		Expect(r).To(Equal(0), "the tool was alive and reached")
+		Expect(f.k.SignalsTo(tool)).To(ContainElement("STOP"))
+		Expect(res.Confirmed).To(BeFalse())
+		Expect(fpIDs(res.Survivors)).To(ContainElement(tool))
+	})
+
 	framework.ConformanceIt("2 stop rules", "should count a zombie as dead and not KILL it", func() {
 		f := newFakeStop(fakeproc.Proc{})
 		tool := f.k.Fork(fpHarness, fakeproc.Proc{Comm: "tool", Zombie: true, Env: fpNoMarker()})

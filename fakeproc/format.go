@@ -31,11 +31,24 @@ func (p *process) StatLine() string {
 		}
 		return stack + off
 	}
-	return fmt.Sprintf("%d (%s) %c %d %d %d 0 -1 4194304 97 0 0 0 1 2 0 0 20 0 1 0 %d %d %d 18446744073709551615 %d %d %d 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0 %d %d %d %d %d %d %d %d\n",
-		p.PID, p.Comm, p.State, p.PPID, p.PGID, p.SID,
+	return fmt.Sprintf("%d (%s) %c %d %d %d 0 -1 4194304 97 0 0 0 1 2 0 0 20 0 %d 0 %d %d %d 18446744073709551615 %d %d %d 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0 %d %d %d %d %d %d %d %d\n",
+		p.PID, p.Comm, p.State, p.PPID, p.PGID, p.SID, p.numThreads(),
 		p.StartTime, vsize, rss, cnt(0), cnt(13937), stk(0),
 		cnt(29584), cnt(30816), cnt(26951680), stk(7331), stk(7351), stk(7351), stk(12091),
 		p.exitStatus)
+}
+
+// numThreads is num_threads (stat field 20, status's Threads:): the live
+// threads, plus the leader, which counts while it is unreaped even after it
+// exited (a plain zombie shows 1, a zombie leader 1 + its live threads).
+func (p *process) numThreads() int { return 1 + len(p.tasks) }
+
+// threadStat renders PROC_ROOT/PID/task/TID/stat of a thread: the
+// process's line with the thread's id and state.
+func (p *process) threadStat(t thread) string {
+	q := *p
+	q.PID, q.State = t.tid, t.state
+	return q.StatLine()
 }
 
 // StatusText renders /proc/PID/status (the fields readers look at, in the
@@ -50,7 +63,8 @@ func (p *process) StatusText() string {
 	if p.State != 'Z' {
 		b.WriteString("VmPeak:\t    8192 kB\nVmSize:\t    8192 kB\nVmRSS:\t     936 kB\n")
 	}
-	b.WriteString("Threads:\t1\nSigQ:\t0/31616\nSigPnd:\t0000000000000000\nShdPnd:\t0000000000000000\n")
+	fmt.Fprintf(&b, "Threads:\t%d\n", p.numThreads())
+	b.WriteString("SigQ:\t0/31616\nSigPnd:\t0000000000000000\nShdPnd:\t0000000000000000\n")
 	b.WriteString("SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\nSigCgt:\t0000000000000000\n")
 	return b.String()
 }
@@ -102,6 +116,7 @@ func (k *Kernel) write(p *process) {
 	}
 	k.writeFile(dir, "stat", p.StatLine())
 	defer k.syncChildren()
+	k.writeTasks(p)
 	k.writeFile(dir, "status", p.StatusText())
 	k.writeFile(dir, "cmdline", args)
 	envPath := filepath.Join(dir, "environ")
@@ -119,6 +134,35 @@ func (k *Kernel) write(p *process) {
 		k.must(os.Remove(envPath))
 	}
 	k.writeFile(dir, "environ", env)
+}
+
+// writeTasks mirrors the threads besides the leader into
+// PROC_ROOT/PID/task/TID (stat, environ, an empty children list), and
+// removes the entries of threads that ended. The leader's own task dir
+// holds its children list (syncChildren).
+func (k *Kernel) writeTasks(p *process) {
+	taskDir := filepath.Join(k.dir(p.PID), "task")
+	want := map[string]bool{strconv.Itoa(p.PID): true}
+	for _, t := range p.tasks {
+		name := strconv.Itoa(t.tid)
+		want[name] = true
+		dir := filepath.Join(taskDir, name)
+		k.must(os.MkdirAll(dir, 0o755))
+		k.writeFile(dir, "stat", p.threadStat(t))
+		k.writeFile(dir, "environ", nulList(p.Env))
+		if _, err := os.Lstat(filepath.Join(dir, "children")); err != nil {
+			k.writeFile(dir, "children", "")
+		}
+	}
+	entries, _ := os.ReadDir(taskDir)
+	for _, e := range entries {
+		if !want[e.Name()] && !strings.HasPrefix(e.Name(), ".") {
+			k.must(os.RemoveAll(filepath.Join(taskDir, e.Name())))
+		}
+	}
+	if p.leaderGone {
+		delete(k.children, p.PID) // rewritten by syncChildren to the thread that now holds them
+	}
 }
 
 func (k *Kernel) writeFile(dir, name, data string) {
@@ -171,6 +215,12 @@ func (k *Kernel) syncChildren() {
 		}
 		task := filepath.Join(k.dir(pid), "task", strconv.Itoa(pid))
 		k.must(os.MkdirAll(task, 0o755))
+		if p := k.procs[pid]; p.leaderGone && len(p.tasks) > 0 {
+			// A leader that exited handed its children to a live thread
+			// of its group, as the kernel's exit does.
+			k.writeFile(task, "children", "")
+			task = filepath.Join(k.dir(pid), "task", strconv.Itoa(p.tasks[0].tid))
+		}
 		k.writeFile(task, "children", want)
 		k.children[pid] = want
 	}

@@ -113,12 +113,55 @@ type Proc struct {
 	// EnvironUnreadable makes reading environ fail, as for another user's
 	// process when the reader lacks CAP_SYS_PTRACE.
 	EnvironUnreadable bool
+	// Threads is how many threads the process runs besides its leader,
+	// each with a tid of its own and a PROC_ROOT/PID/task/TID entry; zero
+	// is a single-threaded process. ExitLeader ends the leader alone.
+	Threads int
+}
+
+// thread is a thread of a process other than its leader.
+type thread struct {
+	tid   int
+	state byte
 }
 
 type process struct {
 	Proc
 	pendingTERM bool
 	exitStatus  int // wait status shown in a zombie's stat (field 52)
+	// tasks are the live threads besides the leader.
+	tasks []thread
+	// leaderGone: the leader called pthread_exit; its letter shows Z while
+	// tasks run, and the process lives until the last of them ends.
+	leaderGone bool
+}
+
+// alive reports whether any thread of the process runs: a zombie leader
+// with live threads is alive.
+func (p *process) alive() bool { return p.State != 'Z' && p.State != 'X' || len(p.tasks) > 0 }
+
+// stopped reports whether the process cannot run: every live thread is
+// stopped (the leader's own letter, while it lives, included).
+func (p *process) stopped() bool {
+	if !p.leaderGone && p.State != 'T' && p.State != 't' {
+		return false
+	}
+	for _, t := range p.tasks {
+		if t.state != 'T' && t.state != 't' {
+			return false
+		}
+	}
+	return p.alive()
+}
+
+// setState puts every live thread in state s (a group stop or CONT).
+func (p *process) setState(s byte) {
+	if !p.leaderGone {
+		p.State = s
+	}
+	for i := range p.tasks {
+		p.tasks[i].state = s
+	}
 }
 
 func (p *process) id() proc.Identity { return proc.Identity{PID: p.PID, StartTime: p.StartTime} }
@@ -279,7 +322,7 @@ func (k *Kernel) Fork(parent int, p Proc) proc.Identity {
 func (k *Kernel) fork(parent int, p Proc) proc.Identity {
 	k.t.Helper()
 	par, ok := k.procs[parent]
-	if !ok || par.State == 'Z' {
+	if !ok || !par.alive() {
 		k.t.Fatalf("fakeproc: fork from pid %d: no such live process", parent)
 		return proc.Identity{}
 	}
@@ -343,6 +386,10 @@ func (k *Kernel) create(p Proc) proc.Identity {
 	k.lastStart[p.PID] = p.StartTime
 	np := &process{Proc: p}
 	k.procs[p.PID] = np
+	for i := 0; i < p.Threads; i++ {
+		// A thread's id comes from the pid allocator too.
+		np.tasks = append(np.tasks, thread{tid: k.freePID(), state: p.State})
+	}
 	k.write(np)
 	return np.id()
 }
@@ -366,6 +413,11 @@ func (k *Kernel) idInUse(id int) bool {
 	for _, p := range k.procs {
 		if p.PGID == id || p.SID == id {
 			return true
+		}
+		for _, t := range p.tasks {
+			if t.tid == id {
+				return true
+			}
 		}
 	}
 	return false
@@ -402,13 +454,45 @@ func (k *Kernel) Exit(pid int) {
 	k.exit(pid, 0)
 }
 
-// exit ends a process with a wait status: its children go to the nearest
-// live subreaper among its ancestors, else to pid 1.
-func (k *Kernel) exit(pid int, status int) {
+// ExitLeader ends the leader thread of a multi-threaded process alone, as
+// pthread_exit in main does: its stat shows Z while the other threads run
+// on, and signals to the process still reach them (contract §2 stop rules:
+// a zombie leader with a live thread is alive).
+func (k *Kernel) ExitLeader(pid int) {
+	k.t.Helper()
+	k.mu.Lock()
+	defer k.mu.Unlock()
 	p, ok := k.procs[pid]
-	if !ok || p.State == 'Z' {
+	if !ok || !p.alive() || p.leaderGone || len(p.tasks) == 0 {
+		k.t.Fatalf("fakeproc: exit the leader of pid %d: no live process with another thread", pid)
 		return
 	}
+	p.leaderGone = true
+	p.State = 'Z'
+	k.write(p)
+}
+
+// TIDs returns the ids of the live threads of pid besides its leader.
+func (k *Kernel) TIDs(pid int) []int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var out []int
+	if p, ok := k.procs[pid]; ok {
+		for _, t := range p.tasks {
+			out = append(out, t.tid)
+		}
+	}
+	return out
+}
+
+// exit ends a process with a wait status, every thread of it: its children
+// go to the nearest live subreaper among its ancestors, else to pid 1.
+func (k *Kernel) exit(pid int, status int) {
+	p, ok := k.procs[pid]
+	if !ok || !p.alive() {
+		return
+	}
+	p.tasks = nil
 	heir := k.heir(p)
 	for _, c := range k.sortedProcs() {
 		if c.PPID == pid && c.PID != pid {
@@ -431,7 +515,7 @@ func (k *Kernel) exit(pid int, status int) {
 // entry at once, as an exit followed by an immediate reap.
 func (k *Kernel) vanish(pid, status int) {
 	if p, ok := k.procs[pid]; ok {
-		if p.State != 'Z' {
+		if p.alive() {
 			p.Zombie = false
 			k.exit(pid, status)
 		}
@@ -448,7 +532,7 @@ func (k *Kernel) heir(p *process) int {
 		if !ok {
 			break
 		}
-		if (a == k.opt.Subreaper || anc.Subreaper) && anc.State != 'Z' {
+		if (a == k.opt.Subreaper || anc.Subreaper) && anc.alive() {
 			return a
 		}
 		a = anc.PPID
@@ -462,7 +546,9 @@ func (k *Kernel) Reap(pid int) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	p, ok := k.procs[pid]
-	if !ok || p.State != 'Z' {
+	if !ok || p.alive() {
+		// A zombie leader whose threads run is not reapable either: wait(2)
+		// reports the process only once its last thread is gone.
 		k.t.Fatalf("fakeproc: reap pid %d: not a zombie", pid)
 		return
 	}
@@ -525,7 +611,8 @@ func (k *Kernel) DropMarker(pid int) {
 	k.SetEnv(pid, env)
 }
 
-// SetState changes the stat state ('T' stops a process, 'S' resumes it).
+// SetState changes the stat state ('T' stops a process, 'S' resumes it),
+// of every live thread.
 func (k *Kernel) SetState(pid int, state byte) {
 	k.t.Helper()
 	k.mu.Lock()
@@ -535,7 +622,7 @@ func (k *Kernel) SetState(pid int, state byte) {
 		k.t.Fatalf("fakeproc: set state of pid %d: no such process", pid)
 		return
 	}
-	p.State = state
+	p.setState(state)
 	k.write(p)
 }
 
@@ -561,10 +648,13 @@ func (k *Kernel) State(id proc.Identity) byte {
 	return 0
 }
 
-// Alive reports whether the process id still exists and is not a zombie.
+// Alive reports whether the process id still exists and any of its threads
+// runs: a plain zombie is dead, a zombie leader with a live thread is not.
 func (k *Kernel) Alive(id proc.Identity) bool {
-	s := k.State(id)
-	return s != 0 && s != 'Z' && s != 'X'
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	p, ok := k.procs[id.PID]
+	return ok && p.StartTime == id.StartTime && p.alive()
 }
 
 // Parent returns the current parent pid of id, or 0 when it is gone.

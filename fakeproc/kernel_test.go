@@ -371,3 +371,59 @@ func sendWith(t *testing.T, s stop.Signaller, id proc.Identity, sig syscall.Sign
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// A leader that called pthread_exit: Z in its own stat, 2 threads, a task
+// entry per thread; the harness's children go to the live thread's list;
+// STOP and CONT reach the threads; KILL ends them all, and only then is the
+// zombie reapable.
+func TestZombieLeaderWithALiveThread(t *testing.T) {
+	k, _, h := tree(t)
+	tool := k.Fork(h.PID, fakeproc.Proc{Comm: "beat", Threads: 1, Zombie: true, OnTERM: fakeproc.IgnoreTERM})
+	child := k.Fork(tool.PID, fakeproc.Proc{Comm: "child"})
+	k.ExitLeader(tool.PID)
+	tids := k.TIDs(tool.PID)
+	if len(tids) != 1 {
+		t.Fatalf("threads besides the leader: %v, want 1", tids)
+	}
+	fs := k.FS()
+	st, err := fs.Stat(tool.PID)
+	if err != nil || st.State != 'Z' || st.Threads != 2 || !k.Alive(tool) {
+		t.Fatalf("zombie leader: %+v, %v, alive %v; want Z with 2 threads, alive", st, err, k.Alive(tool))
+	}
+	status, _ := os.ReadFile(filepath.Join(k.Root(), itoa(tool.PID), "status"))
+	if !bytes.Contains(status, []byte("Threads:\t2\n")) {
+		t.Errorf("status without Threads: 2:\n%s", status)
+	}
+	task, err := os.ReadFile(filepath.Join(k.Root(), itoa(tool.PID), "task", itoa(tids[0]), "stat"))
+	if ts, perr := proc.ParseStat(task); err != nil || perr != nil || ts.PID != tids[0] || ts.State != 'S' {
+		t.Errorf("task/%d/stat = %q (%v, %v), want the thread's own line in state S", tids[0], task, err, perr)
+	}
+	kids, err := fs.Children(tool.PID)
+	if err != nil || !slices.Equal(kids, []int{child.PID}) {
+		t.Errorf("children of the zombie leader = %v, %v; want [%d] (from its live thread's list)", kids, err, child.PID)
+	}
+
+	send(t, k, tool, syscall.SIGSTOP)
+	k.ApplyPending()
+	if st, _ = fs.Stat(tool.PID); st.State != 'Z' || !fs.Held(st) {
+		t.Errorf("after STOP: %+v, held %v; want the leader's Z kept and its thread stopped", st, fs.Held(st))
+	}
+	send(t, k, tool, syscall.SIGCONT)
+	send(t, k, tool, syscall.SIGTERM)
+	k.ApplyPending()
+	if st, _ = fs.Stat(tool.PID); fs.Held(st) || !k.Alive(tool) {
+		t.Errorf("after CONT and an ignored TERM: %+v, held %v, alive %v; want running", st, fs.Held(st), k.Alive(tool))
+	}
+	send(t, k, tool, syscall.SIGKILL)
+	k.ApplyPending()
+	if st, err = fs.Stat(tool.PID); err != nil || st.State != 'Z' || st.Threads != 1 || k.Alive(tool) {
+		t.Errorf("after KILL: %+v, %v; want a plain zombie (1 thread), dead", st, err)
+	}
+	if _, err := os.Lstat(filepath.Join(k.Root(), itoa(tool.PID), "task", itoa(tids[0]))); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the killed thread's task entry is still listed (%v)", err)
+	}
+	k.Reap(tool.PID)
+	if k.State(tool) != 0 {
+		t.Error("reaped zombie still listed")
+	}
+}

@@ -124,27 +124,30 @@ func (k *Kernel) ApplyPending() {
 
 func (k *Kernel) apply(p *process, sig syscall.Signal) {
 	k.mu.Lock()
-	if k.procs[p.PID] != p || p.State == 'Z' {
+	if k.procs[p.PID] != p || !p.alive() {
 		k.mu.Unlock()
 		return
 	}
+	// A signal to the process reaches its live threads, the leader's
+	// letter aside once it has exited: KILL ends them all, STOP and CONT
+	// change every one.
 	react := false
 	switch sig {
 	case syscall.SIGKILL:
 		k.exit(p.PID, int(syscall.SIGKILL))
 	case syscall.SIGSTOP, syscall.SIGTSTP:
 		if !p.Unstoppable {
-			p.State = 'T'
+			p.setState('T')
 			k.write(p)
 		}
 	case syscall.SIGCONT:
-		if p.State == 'T' || p.State == 't' {
-			p.State = 'S'
+		if p.stopped() {
+			p.setState('S')
 			k.write(p)
 			react, p.pendingTERM = p.pendingTERM, false
 		}
 	case syscall.SIGTERM:
-		if p.State == 'T' || p.State == 't' {
+		if p.stopped() {
 			p.pendingTERM = true
 		} else {
 			react = true

@@ -125,6 +125,10 @@ type Evidence struct {
 	// CaptureBytes is what the case's captures wrote on the host; zero
 	// when nothing was captured.
 	CaptureBytes int64 `json:"capture_bytes,omitempty"`
+	// CaptureEntries counts the archive entries the case's captures took
+	// (files, directories, links and specials, created or recorded)
+	// against the per-case entry cap; zero when nothing was captured.
+	CaptureEntries int `json:"capture_entries,omitempty"`
 	// CapturesWithheld lists what the host copies do not hold as the
 	// sandbox had it (links recorded, never followed; specials; files
 	// cut at a cap); nil when nothing was withheld.
@@ -239,16 +243,25 @@ type ModelSteps struct {
 	SandboxAuth map[string]int `json:"sandbox_auth"`
 	Steps       []ModelStep    `json:"steps"`
 	Dropped     int            `json:"dropped,omitempty"`
-	// The challenge round trip by call number (0: not seen): the first
-	// answer that asked for a tool before the challenge came back, the
-	// request that carried the challenge in a tool result, and the answer
-	// after it that wrote the deliverable.
+	// The challenge round trip by call number (0: not seen), a chain
+	// (contract §7.4): the answer that asked for the tool call whose
+	// result carried the challenge back, the first request that carried
+	// that result, and the answer from then on that wrote the
+	// deliverable. With no such chain AskCall is the first answer that
+	// asked for any tool call before the challenge came back.
 	AskCall    int `json:"ask_call"`
 	ResultCall int `json:"result_call"`
 	WriteCall  int `json:"write_call"`
+	// AskID is the id of the tool call the chain runs through; "" when
+	// there is no chain or the API gave no id.
+	AskID string `json:"ask_id,omitempty"`
 	// Missing names the first step of the round trip not seen, "" when
 	// all were.
 	Missing string `json:"missing,omitempty"`
+	// Broken names the first tool result holding the challenge that
+	// answers no tool call of the model's (forged, or sent before the
+	// model asked); "" when there is none.
+	Broken string `json:"broken,omitempty"`
 }
 
 // ModelStep is one model call.
@@ -256,12 +269,17 @@ type ModelStep struct {
 	Seq    int  `json:"seq"`
 	Status int  `json:"status"`
 	Stream bool `json:"stream"`
-	// ToolCalls names the tools the answer called.
-	ToolCalls []string `json:"tool_calls,omitempty"`
+	// ToolCalls names the tools the answer called; ToolCallIDs gives
+	// their ids, in the same order ("" where the API gave none), omitted
+	// when none has one.
+	ToolCalls   []string `json:"tool_calls,omitempty"`
+	ToolCallIDs []string `json:"tool_call_ids,omitempty"`
 	// ToolResults counts the tool results the request carried;
-	// ChallengeBack says one of them held the challenge.
-	ToolResults   int  `json:"tool_results"`
-	ChallengeBack bool `json:"challenge_back,omitempty"`
+	// ToolResultIDs the ids of the calls they answer, omitted as
+	// ToolCallIDs is; ChallengeBack says one of them held the challenge.
+	ToolResults   int      `json:"tool_results"`
+	ToolResultIDs []string `json:"tool_result_ids,omitempty"`
+	ChallengeBack bool     `json:"challenge_back,omitempty"`
 	// WritesDeliverable says the answer's tool call carried the
 	// deliverable's content.
 	WritesDeliverable bool   `json:"writes_deliverable,omitempty"`

@@ -457,7 +457,10 @@ func ModelStepsSummary(e *Evidence) string {
 	}
 	s := fmt.Sprintf("%d model calls to %s", e.ModelCalls, m.Model)
 	var trip []string
-	if m.AskCall > 0 {
+	switch {
+	case m.AskCall > 0 && m.AskID != "":
+		trip = append(trip, fmt.Sprintf("call %d asked for the challenge (tool call %s)", m.AskCall, m.AskID))
+	case m.AskCall > 0:
 		trip = append(trip, fmt.Sprintf("call %d asked for the challenge", m.AskCall))
 	}
 	if m.ResultCall > 0 {
@@ -471,6 +474,9 @@ func ModelStepsSummary(e *Evidence) string {
 	}
 	if m.Missing != "" {
 		s += "; missing: " + m.Missing
+	}
+	if m.Broken != "" {
+		s += "; broken: " + m.Broken
 	}
 	return s
 }

@@ -31,7 +31,7 @@ func newCertifyCmd(stdout, stderr io.Writer) *cobra.Command {
 	var (
 		adapterFiles, imageArgs, diffAllow                             []string
 		modelArg, modelName, keyFile, warden, probe, bash, rmtree, out string
-		parallel, baseline                                             int
+		parallel, baseline, captureEntries                             int
 		resume, allowEmpty                                             bool
 		pidsLimit, cpuShares                                           int64
 		memory, shardArg, network, agent                               string
@@ -82,6 +82,9 @@ the exit status is 130 (143 for TERM). A second signal exits at once.
 			if baseline < 0 {
 				return usagef("--baseline: bad value %q (want >= 0)", fmt.Sprint(baseline))
 			}
+			if captureEntries < 1 {
+				return usagef("--capture-entries: bad value %q (want >= 1)", fmt.Sprint(captureEntries))
+			}
 			if network != provider.NetworkNone && network != provider.NetworkHost {
 				return usagef("--network: bad value %q (want none or host)", network)
 			}
@@ -118,7 +121,8 @@ the exit status is 130 (143 for TERM). A second signal exits at once.
 			}
 			o := certify.Options{Adapters: ms, Images: imgs, ModelName: modelName, Parallel: parallel,
 				Warden: warden, Probe: probe, Agent: agent, Bash: bash, Rmtree: rmtree, Out: out, Resume: resume,
-				Progress: stderr, DiffAllow: diffAllow, Limits: limits, Shard: shard, Network: network, Baseline: baseline}
+				Progress: stderr, DiffAllow: diffAllow, Limits: limits, Shard: shard, Network: network, Baseline: baseline,
+				CaptureEntries: captureEntries}
 			switch {
 			case modelArg == "scripted":
 			case strings.HasPrefix(modelArg, "http://") || strings.HasPrefix(modelArg, "https://"):
@@ -197,6 +201,7 @@ the exit status is 130 (143 for TERM). A second signal exits at once.
 	f.Int64Var(&pidsLimit, "pids-limit", d.PidsLimit, "most processes and threads a case's container may hold")
 	f.StringVar(&memory, "memory", "2g", "memory limit of a case's container (bytes, or with k, m or g), swap included")
 	f.Int64Var(&cpuShares, "cpu-shares", d.CPUShares, "CPU shares of a case's container (relative weight; 1024 is a full share)")
+	f.IntVar(&captureEntries, "capture-entries", provider.DefaultCaseEntries, "most archive entries (files, directories, links) one case's captures may take; past it the download stops and the case fails close.captures_bounded")
 	return cmd
 }
 

@@ -69,8 +69,12 @@ type Binaries struct {
 	// Warden is the supervisor under test: $SANDPROOF_WARDEN when set,
 	// otherwise the project's own build.
 	Warden string `json:"warden"`
-	// FixtureDir holds one static binary per fixtures/cmd/<name>.
+	// FixtureDir holds one static binary per fixtures/cmd/<name> and per
+	// fixtures/c/<name>.c.
 	FixtureDir string `json:"fixture_dir"`
+	// Unbuilt names the fixtures that could not be built on this machine
+	// (a C fixture without gcc), with what is missing; nil when all were.
+	Unbuilt map[string]string `json:"unbuilt,omitempty"`
 }
 
 // Bin is set by the suite's SynchronizedBeforeSuite.
@@ -79,6 +83,9 @@ var Bin Binaries
 // Fixture returns the path of the fixture program name (fixtures/cmd/<name>).
 func Fixture(name string) string {
 	ginkgo.GinkgoHelper()
+	if why, ok := Bin.Unbuilt[name]; ok {
+		Missing(why, "apt-get install gcc libc6-dev (images/prereqs.sh installs both)")
+	}
 	p := filepath.Join(Bin.FixtureDir, name)
 	if _, err := os.Stat(p); err != nil {
 		ginkgo.Fail(fmt.Sprintf("fixture %q was not built: %v (have: %s)", name, err, strings.Join(fixtureNames(), ", ")))

@@ -145,12 +145,15 @@ var Catalog = []Mutant{
 		Rule: "a request without the case's key is refused, never passed on"},
 
 	// probe: the reading of process states and the diff.
-	{Name: "probe-stopped-dead", Pkg: "probe", File: "runner/probe/diff.go",
-		Old: "if p.State == \"Z\" || p.State == \"X\" {", New: "if p.State == \"Z\" || p.State == \"X\" || p.State == \"T\" {",
+	{Name: "probe-stopped-dead", Pkg: "probe", File: "runner/probe/proc.go",
+		Old: "case \"X\", \"x\":", New: "case \"X\", \"x\", \"T\":",
 		Rule: "a new process left stopped (state T, what warden's hold leaves) is a new process"},
-	{Name: "probe-dead-x-alive", Pkg: "probe", File: "runner/probe/diff.go",
-		Old: "if p.State == \"Z\" || p.State == \"X\" {", New: "if p.State == \"Z\" {",
+	{Name: "probe-dead-x-alive", Pkg: "probe", File: "runner/probe/proc.go",
+		Old: "case \"X\", \"x\":", New: "case \"x\":",
 		Rule: "a process in state X (dead) is not a live new process"},
+	{Name: "probe-zombie-leader-dead", Pkg: "probe", File: "runner/probe/proc.go",
+		Old: "return p.Threads <= 1", New: "return true",
+		Rule: "a zombie leader with a live thread is a new process, not a new zombie"},
 	{Name: "probe-self-reused", Pkg: "probe", File: "runner/probe/diff.go",
 		Old: "(self.StartTime == 0 || self.StartTime == p.StartTime)", New: "(true)",
 		Rule: "the probe leaves out itself, not another process that has its pid"},
@@ -167,7 +170,7 @@ var Catalog = []Mutant{
 		Old: "return fmt.Sprintf(\"sha256=%s size=%d\", m.SHA256, m.Size)", New: "return fmt.Sprintf(\"size=%d\", m.Size)",
 		Rule: "a marker rewritten with the same size is a change"},
 	{Name: "probe-state-made-up", Pkg: "probe", File: "runner/probe/proc.go",
-		Old: "State: string(st.State), UID: -1}", New: "State: \"S\", UID: -1}",
+		Old: "State: string(st.State), Threads:", New: "State: \"S\", Threads:",
 		Rule: "the probe reports each process's state from its stat"},
 
 	// reports: diff and merge, and the statuses they rest on.

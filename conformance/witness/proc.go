@@ -34,6 +34,9 @@ type Stat struct {
 	Comm                 string
 	// State is field 3: R, S, D, T, t, Z, X, ...
 	State byte
+	// Threads is field 20, num_threads (status's "Threads:"): 1 for a plain
+	// zombie, 1 + the live threads for a leader that called pthread_exit.
+	Threads int
 	// StartTime is field 22: clock ticks after boot.
 	StartTime uint64
 }
@@ -41,8 +44,18 @@ type Stat struct {
 // ID returns the stat's identity.
 func (s Stat) ID() ID { return ID{s.PID, s.StartTime} }
 
-// Dead is true for zombies: the stop rules count them as dead.
-func (s Stat) Dead() bool { return s.State == 'Z' || s.State == 'X' || s.State == 'x' }
+// Dead is true when no thread of the process runs: a plain zombie (Z with
+// num_threads 1) or X. A leader that called pthread_exit shows Z while its
+// other threads run, write and fork: alive (contract §2 stop rules).
+func (s Stat) Dead() bool {
+	switch s.State {
+	case 'X', 'x':
+		return true
+	case 'Z':
+		return s.Threads <= 1
+	}
+	return false
+}
 
 // ErrGone means no process holds the pid, or another process now does.
 var ErrGone = errors.New("process gone")
@@ -76,6 +89,9 @@ func ParseStat(data []byte) (Stat, error) {
 		if *p, err = strconv.Atoi(f[4-3+i]); err != nil {
 			return Stat{}, invalidStat(data)
 		}
+	}
+	if s.Threads, err = strconv.Atoi(f[20-3]); err != nil || s.Threads < 0 {
+		return Stat{}, invalidStat(data)
 	}
 	if s.StartTime, err = strconv.ParseUint(f[22-3], 10, 64); err != nil {
 		return Stat{}, invalidStat(data)
@@ -163,8 +179,9 @@ func (fs FS) Alive(id ID) (bool, error) {
 	return !st.Dead(), nil
 }
 
-// State describes a process for failure messages: "gone", "zombie",
-// "unreadable: ..." or "alive: " and its stat.
+// State describes a process for failure messages: "gone", "zombie" (dead,
+// unreaped), "unreadable: ..." or "alive: " and its stat (a zombie leader
+// with live threads is alive).
 func (fs FS) State(id ID) string {
 	st, err := fs.Lookup(id)
 	switch {

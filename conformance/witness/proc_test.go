@@ -16,17 +16,21 @@ func TestParseStat(t *testing.T) {
 		want       Stat
 	}{
 		{"real line", "6382 (cat) R 6376 6376 3147 0 -1 4194304 97 0 0 0 0 0 0 0 20 0 1 0 38824 3133440 381 18446744073709551615\n",
-			Stat{PID: 6382, PPID: 6376, PGID: 6376, SID: 3147, Comm: "cat", State: 'R', StartTime: 38824}},
+			Stat{PID: 6382, PPID: 6376, PGID: 6376, SID: 3147, Comm: "cat", State: 'R', Threads: 1, StartTime: 38824}},
 		// The adversary's crafted name: a naive parse would read state S,
 		// ppid 1, pgrp 1 out of the name.
 		{"crafted name", "4242 (x) S 1 1 $(>p)) S 4241 4242 4242 0 -1 4194304 0 0 0 0 0 0 0 0 20 0 1 0 123456 0 0\n",
-			Stat{PID: 4242, PPID: 4241, PGID: 4242, SID: 4242, Comm: "x) S 1 1 $(>p)", State: 'S', StartTime: 123456}},
+			Stat{PID: 4242, PPID: 4241, PGID: 4242, SID: 4242, Comm: "x) S 1 1 $(>p)", State: 'S', Threads: 1, StartTime: 123456}},
 		{"name with spaces and parens", "77 (a) R 1 (b c) S 12 77 77 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 999 0 0\n",
-			Stat{PID: 77, PPID: 12, PGID: 77, SID: 77, Comm: "a) R 1 (b c", State: 'S', StartTime: 999}},
+			Stat{PID: 77, PPID: 12, PGID: 77, SID: 77, Comm: "a) R 1 (b c", State: 'S', Threads: 1, StartTime: 999}},
 		{"empty name", "5 () S 1 5 5 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 7 0 0",
-			Stat{PID: 5, PPID: 1, PGID: 5, SID: 5, Comm: "", State: 'S', StartTime: 7}},
+			Stat{PID: 5, PPID: 1, PGID: 5, SID: 5, Comm: "", State: 'S', Threads: 1, StartTime: 7}},
 		{"zombie", "9 (sleep) Z 1 9 9 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5 0 0",
-			Stat{PID: 9, PPID: 1, PGID: 9, SID: 9, Comm: "sleep", State: 'Z', StartTime: 5}},
+			Stat{PID: 9, PPID: 1, PGID: 9, SID: 9, Comm: "sleep", State: 'Z', Threads: 1, StartTime: 5}},
+		// A leader that called pthread_exit: Z, and num_threads counts it
+		// and its live thread (a real line of the zombielead fixture).
+		{"zombie leader", "21640 (zombielead) Z 2 21640 21640 0 -1 4194368 0 0 0 0 0 0 0 0 20 0 2 0 3853 0 0 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0 0 0 0 0 0 0 0 0\n",
+			Stat{PID: 21640, PPID: 2, PGID: 21640, SID: 21640, Comm: "zombielead", State: 'Z', Threads: 2, StartTime: 3853}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -38,6 +42,23 @@ func TestParseStat(t *testing.T) {
 				t.Errorf("ParseStat(%q) = %+v, want %+v", tt.line, got, tt.want)
 			}
 		})
+	}
+}
+
+func TestDeadCountsThreads(t *testing.T) {
+	for _, tt := range []struct {
+		st   Stat
+		dead bool
+	}{
+		{Stat{State: 'S', Threads: 1}, false},
+		{Stat{State: 'T', Threads: 4}, false},
+		{Stat{State: 'Z', Threads: 1}, true},
+		{Stat{State: 'Z', Threads: 2}, false}, // its second thread runs
+		{Stat{State: 'X', Threads: 1}, true},
+	} {
+		if got := tt.st.Dead(); got != tt.dead {
+			t.Errorf("%c with %d threads: Dead() = %v, want %v", tt.st.State, tt.st.Threads, got, tt.dead)
+		}
 	}
 }
 
@@ -53,6 +74,7 @@ func TestParseStatRejectsBadLines(t *testing.T) {
 		"12 (cat) R one 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5 0 0",
 		"12 (cat) R 1 1 x 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5 0 0",
 		"12 (cat) R 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 -5 0 0",
+		"12 (cat) Z 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 x 0 5 0 0", // num_threads not a number
 	} {
 		if st, err := ParseStat([]byte(line)); err == nil {
 			t.Errorf("ParseStat(%q) = %+v, want an error", line, st)
@@ -103,9 +125,9 @@ func TestTableFakeProc(t *testing.T) {
 		t.Fatalf("Table: %v", err)
 	}
 	want := []Stat{
-		{PID: 1, PPID: 0, PGID: 1, SID: 1, Comm: "sleep", State: 'S', StartTime: 100},
-		{PID: 42, PPID: 1, PGID: 42, SID: 42, Comm: "tool (x) y", State: 'S', StartTime: 5000},
-		{PID: 43, PPID: 42, PGID: 43, SID: 43, Comm: "sleep", State: 'Z', StartTime: 5001},
+		{PID: 1, PPID: 0, PGID: 1, SID: 1, Comm: "sleep", State: 'S', Threads: 1, StartTime: 100},
+		{PID: 42, PPID: 1, PGID: 42, SID: 42, Comm: "tool (x) y", State: 'S', Threads: 1, StartTime: 5000},
+		{PID: 43, PPID: 42, PGID: 43, SID: 43, Comm: "sleep", State: 'Z', Threads: 1, StartTime: 5001},
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("Table =\n %+v\nwant\n %+v", got, want)

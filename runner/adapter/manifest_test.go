@@ -11,8 +11,8 @@ import (
 
 func TestFixtureManifestsLoad(t *testing.T) {
 	files, _ := filepath.Glob("../../fixtures/adapters/*.yaml")
-	if len(files) != 7 {
-		t.Fatalf("%d fixture manifests, want 7", len(files))
+	if len(files) != 8 {
+		t.Fatalf("%d fixture manifests, want 8", len(files))
 	}
 	for _, f := range files {
 		m, err := adapter.Load(f)

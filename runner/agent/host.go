@@ -263,9 +263,11 @@ func (h *Host) put(ctx context.Context, tr *io.PipeReader) error {
 // Fetch downloads path to hostPath within lim, with the host-side
 // consumer every provider uses (provider.Untar): entries that leave
 // hostPath refused, links recorded and never created, files cut at the
-// caps, the read stopped at lim.ReadBytes.
+// caps, the read stopped at lim.ReadBytes or lim.Entries. Every get is
+// confined (lim.Confined or not): the agent follows no link at any
+// component and reads with lim.User's ids.
 func (h *Host) Fetch(ctx context.Context, path, hostPath string, lim provider.FetchLimits) (provider.Fetched, error) {
-	s, done, err := h.call(ctx, request{Op: opGet, Path: path})
+	s, done, err := h.call(ctx, request{Op: opGet, Path: path, User: lim.User})
 	if err != nil {
 		return provider.Fetched{}, transport(err)
 	}

@@ -13,11 +13,15 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/sandproof/sandproof/runner/provider"
+	"golang.org/x/sys/unix"
 )
 
 // ServeOptions configure the in-sandbox end.
@@ -584,110 +588,235 @@ func mkParents(dir string) error {
 
 // get streams a tar of req.Path (a file or a tree) whose first component
 // is the path's base name: links, hard links and specials are entries,
-// never followed.
+// never followed. The path is resolved following no link at any of its
+// components (a link met on the way is the archive's one entry, a symlink
+// marked with provider.PAXLinkAt), the tree is walked by descriptors, and
+// everything is read with req.User's filesystem ids ("" the agent's own):
+// what that user may not read is an entry marked provider.PAXWithheld,
+// never read (confine.go says why).
 func (srv *server) get(rw *recordWriter, req request) result {
-	hp, err := srv.resolve(req.Path)
-	if err != nil {
-		return result{Code: -1, Error: fmt.Sprintf("get: %v", err)}
+	if !path.IsAbs(req.Path) {
+		return result{Code: -1, Error: fmt.Sprintf("get: path %q: not absolute", req.Path)}
 	}
-	if _, err := os.Lstat(hp); errors.Is(err, fs.ErrNotExist) {
-		return result{NotFound: true}
-	}
-	top := path.Base(path.Clean(req.Path))
+	done := make(chan result, 1)
+	go func() {
+		// Never unlocked: the thread takes the user's ids and retires
+		// with this goroutine (takeIDs).
+		runtime.LockOSThread()
+		// The root is the agent's to choose: opened with its own ids,
+		// before they are given up.
+		root, err := unix.Open(srv.root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			done <- result{Code: -1, Error: fmt.Sprintf("get: open the root %q: %v", srv.root, err)}
+			return
+		}
+		defer unix.Close(root)
+		if err := takeIDs(req.User); err != nil {
+			done <- result{Code: -1, Error: "get: " + err.Error()}
+			return
+		}
+		done <- srv.getAt(rw, root, req.Path)
+	}()
+	return <-done
+}
+
+func (srv *server) getAt(rw *recordWriter, root int, p string) result {
+	clean := path.Clean(p)
+	top := path.Base(clean)
 	if top == "/" {
 		top = "root"
 	}
 	tw := tar.NewWriter(kindWriter{rw, recOut})
-	inodes := map[[2]uint64]string{}
-	err = filepath.WalkDir(hp, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(hp, p)
-		name := path.Join(top, filepath.ToSlash(rel))
-		return tarOne(tw, p, name, inodes)
-	})
-	if err == nil {
-		err = tw.Close()
+	fail := func(err error) result {
+		return result{Code: -1, Error: fmt.Sprintf("get %q: %v", p, err)}
 	}
-	if err != nil {
-		return result{Code: -1, Error: fmt.Sprintf("get %q: %v", req.Path, err)}
+	dir, name, err := openParent(root, strings.TrimPrefix(clean, "/"))
+	var link *errLink
+	switch {
+	case errors.As(err, &link):
+		h := header(top, tar.TypeSymlink, nil)
+		h.Linkname = link.target
+		h.PAXRecords = map[string]string{provider.PAXLinkAt: "/" + link.at}
+		if err := tw.WriteHeader(h); err != nil {
+			return fail(err)
+		}
+		if err := tw.Close(); err != nil {
+			return fail(err)
+		}
+		return result{}
+	case errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR):
+		return result{NotFound: true}
+	case errors.Is(err, unix.EACCES):
+		if err := tw.WriteHeader(denied(top)); err != nil {
+			return fail(err)
+		}
+		if err := tw.Close(); err != nil {
+			return fail(err)
+		}
+		return result{}
+	case err != nil:
+		return fail(err)
+	}
+	defer unix.Close(dir)
+	var st unix.Stat_t
+	if err := unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW); errors.Is(err, unix.ENOENT) {
+		return result{NotFound: true}
+	}
+	w := &walker{tw: tw, inodes: map[[2]uint64]string{}}
+	if err := w.entry(dir, name, top, 1); err != nil {
+		return fail(err)
+	}
+	if err := tw.Close(); err != nil {
+		return fail(err)
 	}
 	return result{}
 }
 
-func tarOne(tw *tar.Writer, p, name string, inodes map[[2]uint64]string) error {
-	fi, err := os.Lstat(p)
-	if err != nil {
-		return err
-	}
-	var link string
-	if fi.Mode()&fs.ModeSymlink != 0 {
-		if link, err = os.Readlink(p); err != nil {
-			return err
-		}
-	}
-	if fi.Mode()&fs.ModeSocket != 0 {
-		// tar has no socket type; a fifo entry says "special" alike.
-		fi = fifoInfo{fi}
-	}
-	h, err := tar.FileInfoHeader(fi, link)
-	if err != nil {
-		return err
-	}
-	h.Name = name
-	if fi.IsDir() {
-		h.Name += "/"
-	}
-	h.Format = tar.FormatPAX
-	st, _ := fi.Sys().(*syscall.Stat_t)
-	if st != nil && fi.Mode().IsRegular() && st.Nlink > 1 {
-		key := [2]uint64{uint64(st.Dev), st.Ino}
-		if first, ok := inodes[key]; ok {
-			h.Typeflag, h.Linkname, h.Size = tar.TypeLink, first, 0
-		} else {
-			inodes[key] = name
-		}
-	}
-	var f *os.File
-	if h.Typeflag == tar.TypeReg {
-		// Opened before the header is written: a file swapped for a
-		// fifo or a link since the lstat is not read (it could block
-		// or lead elsewhere); it becomes a special entry.
-		f, err = os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-		var ft *syscall.Stat_t
-		if err == nil {
-			if fi2, serr := f.Stat(); serr == nil {
-				ft, _ = fi2.Sys().(*syscall.Stat_t)
-			}
-		}
-		if err != nil || ft == nil || st == nil || ft.Mode&syscall.S_IFMT != syscall.S_IFREG || ft.Ino != st.Ino || ft.Dev != st.Dev {
-			if f != nil {
-				f.Close()
-			}
-			h.Typeflag, h.Size = tar.TypeFifo, 0
-			return tw.WriteHeader(h)
-		}
-		defer f.Close()
-	}
-	if err := tw.WriteHeader(h); err != nil {
-		return err
-	}
-	if h.Typeflag != tar.TypeReg {
-		return nil
-	}
-	n, err := io.Copy(tw, io.LimitReader(f, h.Size))
-	if err != nil {
-		return err
-	}
-	// The file shrank since lstat: pad to the size the header gave.
-	_, err = io.CopyN(tw, zeros{}, h.Size-n)
-	return err
+// walker writes a tree as tar entries, every one opened relative to its
+// parent's descriptor and without following a link.
+type walker struct {
+	tw     *tar.Writer
+	inodes map[[2]uint64]string // hard-linked files already written
 }
 
-type fifoInfo struct{ fs.FileInfo }
+// header is a tar header named name of type typ, with st's mode, owner
+// and time when st is given.
+func header(name string, typ byte, st *unix.Stat_t) *tar.Header {
+	h := &tar.Header{Typeflag: typ, Name: name, Format: tar.FormatPAX, ModTime: time.Unix(0, 0)}
+	if st != nil {
+		h.Mode = int64(st.Mode & 0o7777)
+		h.Uid, h.Gid = int(st.Uid), int(st.Gid)
+		h.ModTime = time.Unix(st.Mtim.Sec, st.Mtim.Nsec)
+	}
+	if typ == tar.TypeDir {
+		h.Name += "/"
+	}
+	return h
+}
 
-func (f fifoInfo) Mode() fs.FileMode { return f.FileInfo.Mode()&^fs.ModeSocket | fs.ModeNamedPipe }
+// denied is the entry of something the read's user may not read: a fifo
+// (nothing to read for a host that does not know the mark) with the mark.
+func denied(name string) *tar.Header {
+	h := header(name, tar.TypeFifo, nil)
+	h.PAXRecords = map[string]string{provider.PAXWithheld: provider.WithheldDenied}
+	return h
+}
+
+// entry writes name (in dir) as tname, and below it if it is a directory.
+// retry is how many more times an entry that changed type between its
+// stat and its open (a directory swapped for a link) is looked at again.
+func (w *walker) entry(dir int, name, tname string, retry int) error {
+	var st unix.Stat_t
+	if err := unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil // gone since its directory was listed
+		}
+		if errors.Is(err, unix.EACCES) {
+			return w.tw.WriteHeader(denied(tname))
+		}
+		return err
+	}
+	if stepHook != nil {
+		stepHook(tname)
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFLNK:
+		t, err := readlinkAt(dir, name)
+		if err != nil {
+			if retry > 0 && errors.Is(err, unix.EINVAL) {
+				return w.entry(dir, name, tname, retry-1)
+			}
+			return w.tw.WriteHeader(denied(tname))
+		}
+		h := header(tname, tar.TypeSymlink, &st)
+		h.Linkname = t
+		return w.tw.WriteHeader(h)
+	case unix.S_IFDIR:
+		fd, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		switch {
+		case (errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR)) && retry > 0:
+			return w.entry(dir, name, tname, retry-1) // swapped since the stat
+		case errors.Is(err, unix.EACCES):
+			return w.tw.WriteHeader(denied(tname))
+		case errors.Is(err, unix.ENOENT):
+			return nil
+		case err != nil:
+			return w.tw.WriteHeader(header(tname, tar.TypeFifo, &st))
+		}
+		f := os.NewFile(uintptr(fd), tname)
+		defer f.Close()
+		if err := unix.Fstat(fd, &st); err != nil {
+			return err
+		}
+		if err := w.tw.WriteHeader(header(tname, tar.TypeDir, &st)); err != nil {
+			return err
+		}
+		for {
+			// In batches, unsorted: a directory of millions of names
+			// never sits in memory whole.
+			names, err := f.Readdirnames(256)
+			for _, n := range names {
+				if err := w.entry(fd, n, tname+"/"+n, 1); err != nil {
+					return err
+				}
+			}
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+		}
+	case unix.S_IFREG:
+		return w.file(dir, name, tname, &st)
+	default:
+		// tar has no socket type; a fifo entry says "special" alike.
+		return w.tw.WriteHeader(header(tname, tar.TypeFifo, &st))
+	}
+}
+
+// file writes a regular file: opened before its header is written, so a
+// file swapped for a fifo or a link since the stat is not read (it could
+// block or lead elsewhere); it becomes a special entry.
+func (w *walker) file(dir int, name, tname string, st *unix.Stat_t) error {
+	h := header(tname, tar.TypeReg, st)
+	h.Size = st.Size
+	if st.Nlink > 1 {
+		key := [2]uint64{st.Dev, st.Ino}
+		if first, ok := w.inodes[key]; ok {
+			h.Typeflag, h.Linkname, h.Size = tar.TypeLink, first, 0
+			return w.tw.WriteHeader(h)
+		}
+		w.inodes[key] = tname
+	}
+	fd, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.EACCES) {
+		return w.tw.WriteHeader(denied(tname))
+	}
+	var ft unix.Stat_t
+	if err == nil {
+		err = unix.Fstat(fd, &ft)
+	}
+	if err != nil || ft.Mode&unix.S_IFMT != unix.S_IFREG || ft.Ino != st.Ino || ft.Dev != st.Dev {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+		h.Typeflag, h.Size = tar.TypeFifo, 0
+		return w.tw.WriteHeader(h)
+	}
+	f := os.NewFile(uintptr(fd), tname)
+	defer f.Close()
+	if err := w.tw.WriteHeader(h); err != nil {
+		return err
+	}
+	n, err := io.Copy(w.tw, io.LimitReader(f, h.Size))
+	if err != nil {
+		return err
+	}
+	// The file shrank since the stat: pad to the size the header gave.
+	_, err = io.CopyN(w.tw, zeros{}, h.Size-n)
+	return err
+}
 
 type zeros struct{}
 

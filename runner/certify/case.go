@@ -401,13 +401,17 @@ func (cr *caseRun) checkCaptures() {
 			notes = append(notes, fmt.Sprintf("%s: %s to %q (recorded, not followed)", w.Path, w.Kind, w.Target))
 		case provider.WithheldSpecial:
 			notes = append(notes, fmt.Sprintf("%s: special file, skipped", w.Path))
+		case provider.WithheldDenied:
+			notes = append(notes, fmt.Sprintf("%s: the harness's user may not read it, not read", w.Path))
+		case provider.WithheldStopped:
+			notes = append(notes, fmt.Sprintf("%s: stopped here (a case cap), %d of %d bytes kept", w.Path, w.Written, w.Size))
 		default:
 			notes = append(notes, fmt.Sprintf("%s: %s, %d of %d bytes kept", w.Path, w.Kind, w.Written, w.Size))
 		}
 	}
 	cr.check("close.captures_bounded", clauseCaptures, cut == 0,
-		"%d bytes captured (caps: %d per file, %d per case); %d withheld (%d more not listed): %s",
-		ev.CaptureBytes, provider.DefaultFileBytes, provider.DefaultCaseBytes, len(notes), ev.CapturesWithheldOmitted, redact(strings.Join(truncList(notes, 20), "; "), cr.r.key))
+		"%d bytes and %d entries captured (caps: %d bytes per file, %d per case, %d entries per case); %d withheld (%d more not listed): %s",
+		ev.CaptureBytes, ev.CaptureEntries, provider.DefaultFileBytes, provider.DefaultCaseBytes, cr.r.captureEntries(), len(notes), ev.CapturesWithheldOmitted, redact(strings.Join(truncList(notes, 20), "; "), cr.r.key))
 }
 
 // readCaptures reads the activation's events and the adapter's result

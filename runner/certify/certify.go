@@ -97,6 +97,11 @@ type Options struct {
 	// Limits bound every case's container; zero fields mean
 	// provider.DefaultLimits'.
 	Limits provider.Limits
+	// CaptureEntries caps the archive entries (files, directories, links,
+	// specials) one case's captures take; 0 means
+	// provider.DefaultCaseEntries. Past it the download stops, and the
+	// case fails close.captures_bounded.
+	CaptureEntries int
 	// Baseline, when > 0, times that many bare `docker run --rm IMAGE
 	// true` of every image before the cases start (Summary.Baselines),
 	// the floor each case's overhead is read against.
@@ -189,6 +194,9 @@ func (r *runner) progress(format string, args ...any) {
 	io.WriteString(r.opts.Progress, reports.Printable(fmt.Sprintf("certify: "+format, args...), false)+"\n")
 }
 
+// captureEntries is the per-case entry cap of the captures.
+func (r *runner) captureEntries() int { return r.opts.CaptureEntries }
+
 func randomHex(n int) string {
 	b := make([]byte, n)
 	rand.Read(b)
@@ -265,6 +273,12 @@ func newRunner(o Options) (*runner, error) {
 	}
 	if len(o.Adapters) == 0 || len(o.Images) == 0 {
 		return nil, errors.New("certify: need at least one adapter and one image")
+	}
+	if o.CaptureEntries < 0 {
+		return nil, fmt.Errorf("certify: capture entries %d: want > 0 (0 is the default, %d)", o.CaptureEntries, provider.DefaultCaseEntries)
+	}
+	if o.CaptureEntries == 0 {
+		o.CaptureEntries = provider.DefaultCaseEntries
 	}
 	if err := o.Limits.Check(); err != nil {
 		return nil, fmt.Errorf("certify: %w", err)

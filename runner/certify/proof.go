@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -24,7 +25,7 @@ import (
 const ChallengeFile = TaskDir + "/challenge.txt"
 
 // loopProof is what the relay's transcript shows of the challenge round
-// trip (contract §7.2).
+// trip (contract §7.2), read as a chain (§7.4).
 type loopProof struct {
 	steps *reports.ModelSteps
 	// want is the content the write call gave the deliverable; "" when the
@@ -33,8 +34,15 @@ type loopProof struct {
 	want, wantIn string
 	// writeTool names the tool of the write call.
 	writeTool string
-	calls     int
-	results   int
+	// ask is the model's tool call the chain runs through, made in the
+	// answer of call steps.AskCall; zero when there is no chain.
+	ask relay.ToolCall
+	// broken says why the first tool result holding the challenge that
+	// answers no tool call of the model's breaks the chain; "" when every
+	// one answers one.
+	broken  string
+	calls   int
+	results int
 }
 
 // contentArgs are the argument names a write tool takes its content in.
@@ -57,15 +65,43 @@ func writeContent(args string) (string, bool) {
 	return "", false
 }
 
-// analyse reads the relay's calls: the answer that asked for a tool before
-// the challenge came back, the first request whose tool results carry the
-// challenge, and the first answer from then on whose tool call writes the
-// deliverable. derived, when not empty, is the token the scripted model
-// makes from the challenge: then only a call carrying it is the write.
+// asked is a tool call a model answer made, with the call it answered.
+type asked struct {
+	seq int
+	tc  relay.ToolCall
+}
+
+// analyse reads the relay's calls as a chain (contract §7.4): an answer of
+// the model's asked for a tool call; a later request carries the result of
+// that call (the same tool call id; for a result or a model's call without
+// one, the same tool and arguments as the call the request says it
+// answers); the result holds the challenge; an answer from then on writes
+// the deliverable. Every tool result holding the challenge must answer a
+// call the model made in an earlier answer: one that does not (a call the
+// harness made up, or a result sent before the model asked) breaks the
+// chain, even beside a true one. A retried request, carrying the same
+// result again, keeps it. derived, when not empty, is the token the
+// scripted model makes from the challenge: then only a call carrying it is
+// the write.
 func analyse(calls []relay.Call, challenge, derived, modelName string) loopProof {
 	sort.SliceStable(calls, func(i, j int) bool { return calls[i].Seq < calls[j].Seq })
 	st := &reports.ModelSteps{Model: modelName, SandboxAuth: map[string]int{}, Steps: []reports.ModelStep{}}
 	p := loopProof{steps: st}
+	// The first answer to ask for each id, to name a result that came
+	// before it.
+	firstAsk := map[string]int{}
+	for _, c := range calls {
+		for _, tc := range c.ToolCalls {
+			if _, seen := firstAsk[tc.ID]; c.Seq > 0 && tc.ID != "" && !seen {
+				firstAsk[tc.ID] = c.Seq
+			}
+		}
+	}
+	// answered holds the tool calls of the answers before the request
+	// being read: a request is sent before its own answer, so only those
+	// can be what its results answer.
+	var answered []asked
+	firstBack, anyAsk := 0, 0
 	for _, c := range calls {
 		if c.Seq == 0 {
 			continue
@@ -82,19 +118,60 @@ func analyse(calls []relay.Call, challenge, derived, modelName string) loopProof
 		if c.Usage != nil {
 			step.InputTokens, step.OutputTokens = c.Usage.Input, c.Usage.Output
 		}
-		for _, r := range c.ToolResults {
-			if challenge != "" && strings.Contains(r, challenge) {
-				step.ChallengeBack = true
+		// A result without an id answers the claimed call without one at
+		// the same place: the k-th such result the k-th such call.
+		var idless []relay.ToolCall
+		for _, tc := range c.ClaimedToolCalls {
+			if tc.ID == "" {
+				idless = append(idless, tc)
 			}
 		}
-		if step.ChallengeBack && st.ResultCall == 0 {
-			st.ResultCall = c.Seq
+		k := 0
+		for i, r := range c.ToolResults {
+			id := ""
+			if i < len(c.ToolResultIDs) {
+				id = c.ToolResultIDs[i]
+			}
+			var claim *relay.ToolCall
+			if id == "" {
+				if k < len(idless) {
+					claim = &idless[k]
+				}
+				k++
+			} else if j := slices.IndexFunc(c.ClaimedToolCalls, func(tc relay.ToolCall) bool { return tc.ID == id }); j >= 0 {
+				claim = &c.ClaimedToolCalls[j]
+			}
+			if challenge == "" || !strings.Contains(r, challenge) {
+				continue
+			}
+			step.ChallengeBack = true
+			if firstBack == 0 {
+				firstBack = c.Seq
+			}
+			a, why := chainLink(c.Seq, id, claim, answered, firstAsk)
+			if why != "" {
+				if p.broken == "" {
+					p.broken = why
+				}
+				continue
+			}
+			if st.ResultCall == 0 {
+				st.ResultCall, st.AskCall, st.AskID, p.ask = c.Seq, a.seq, a.tc.ID, a.tc
+			}
+		}
+		if slices.ContainsFunc(c.ToolResultIDs, func(id string) bool { return id != "" }) {
+			step.ToolResultIDs = c.ToolResultIDs
 		}
 		for _, tc := range c.ToolCalls {
 			step.ToolCalls = append(step.ToolCalls, tc.Name)
+			step.ToolCallIDs = append(step.ToolCallIDs, tc.ID)
+			answered = append(answered, asked{seq: c.Seq, tc: tc})
 		}
-		if st.ResultCall == 0 && st.AskCall == 0 && len(c.ToolCalls) > 0 {
-			st.AskCall = c.Seq
+		if !slices.ContainsFunc(step.ToolCallIDs, func(id string) bool { return id != "" }) {
+			step.ToolCallIDs = nil
+		}
+		if anyAsk == 0 && firstBack == 0 && len(c.ToolCalls) > 0 {
+			anyAsk = c.Seq
 		}
 		if st.ResultCall != 0 && st.WriteCall == 0 {
 			for _, tc := range c.ToolCalls {
@@ -122,10 +199,17 @@ func analyse(calls []relay.Call, challenge, derived, modelName string) loopProof
 			st.Dropped++
 		}
 	}
+	if st.AskCall == 0 {
+		// No chain: the first answer that asked for any tool call before
+		// the challenge came back, so the round trip's check can say the
+		// harness did not run it.
+		st.AskCall = anyAsk
+	}
+	st.Broken = p.broken
 	switch {
 	case p.calls == 0:
 		st.Missing = "model call"
-	case st.AskCall == 0 && st.ResultCall == 0:
+	case st.AskCall == 0:
 		st.Missing = "tool call asking for the challenge"
 	case st.ResultCall == 0:
 		st.Missing = "tool result carrying the challenge"
@@ -135,24 +219,112 @@ func analyse(calls []relay.Call, challenge, derived, modelName string) loopProof
 	return p
 }
 
+// chainLink finds the model's tool call that a tool result of call seq's
+// request answers: the call with the result's id in an earlier answer; or,
+// where the result has no id or the model's call had none (the harness
+// named it), an earlier answer's call with the same tool and arguments as
+// claim, the call the request says the result answers. A model's call
+// with an id is matched by that id alone. When the request's own history
+// holds the call, it must be the model's tool, with the model's arguments.
+// It says, naming the link, why there is none.
+func chainLink(seq int, id string, claim *relay.ToolCall, answered []asked, firstAsk map[string]int) (asked, string) {
+	if id != "" {
+		for _, a := range answered {
+			if a.tc.ID != id {
+				continue
+			}
+			if claim != nil && !sameCall(*claim, a.tc) {
+				return asked{}, fmt.Sprintf("call %d's request says tool call %q was %s, but call %d's answer asked for %s",
+					seq, id, callText(*claim), a.seq, callText(a.tc))
+			}
+			return a, ""
+		}
+		if at, later := firstAsk[id]; later {
+			return asked{}, fmt.Sprintf("call %d's request carries a result for tool call %q, which the model asked for only in call %d", seq, id, at)
+		}
+	}
+	if claim != nil {
+		for _, a := range answered {
+			if (a.tc.ID == "" || id == "") && a.tc.Name == claim.Name && sameArgs(a.tc.Arguments, claim.Arguments) {
+				return a, ""
+			}
+		}
+	}
+	switch {
+	case id != "" && claim != nil:
+		return asked{}, fmt.Sprintf("call %d's request carries a result for tool call %q (%s, by the request's own history), which no model answer asked for",
+			seq, id, callText(*claim))
+	case id != "":
+		return asked{}, fmt.Sprintf("call %d's request carries a result for tool call %q, which no model answer asked for", seq, id)
+	case claim != nil:
+		return asked{}, fmt.Sprintf("call %d's request carries a result (no tool call id) for %s, which no model answer before it asked for", seq, callText(*claim))
+	}
+	return asked{}, fmt.Sprintf("call %d's request carries a tool result with no tool call id and no tool call of its history to answer", seq)
+}
+
+// sameCall says a call the request's history holds is the model's: the
+// same tool, and the same arguments where both are JSON (a harness may
+// encode them again: key order and spacing differ; a capped or free-text
+// argument is not compared).
+func sameCall(claim, model relay.ToolCall) bool {
+	if claim.Name != model.Name {
+		return false
+	}
+	var a, b any
+	if json.Unmarshal([]byte(claim.Arguments), &a) != nil || json.Unmarshal([]byte(model.Arguments), &b) != nil {
+		return true
+	}
+	return reflect.DeepEqual(a, b)
+}
+
+// sameArgs compares two calls' arguments as JSON values (as texts where
+// either is not JSON).
+func sameArgs(x, y string) bool {
+	var a, b any
+	if json.Unmarshal([]byte(x), &a) != nil || json.Unmarshal([]byte(y), &b) != nil {
+		return strings.TrimSpace(x) == strings.TrimSpace(y)
+	}
+	return reflect.DeepEqual(a, b)
+}
+
+// callText names a tool call in a check's detail: its tool and its
+// arguments, capped.
+func callText(tc relay.ToolCall) string {
+	return fmt.Sprintf("%s %s", tc.Name, truncate(tc.Arguments, 80))
+}
+
 // loopChecks adds the round trip's checks, each naming the step it looks
-// for, and returns what the deliverable must hold.
+// for or the link of the chain that broke.
 func (cr *caseRun) loopChecks(p loopProof, derived string) {
 	st := p.steps
 	cr.ev.ModelSteps = st
 	cr.check("verify.model_called", clauseVerify, p.calls > 0,
 		"%d model call(s) through the relay%s%s", p.calls, authText(st.SandboxAuth), when(p.calls == 0, ": the harness never called the model"))
-	askOK := st.AskCall > 0 || st.ResultCall > 0
-	cr.check("verify.challenge_asked", clauseVerify, askOK, "%s",
-		pick(askOK, fmt.Sprintf("call %d: the model asked for a tool call before the challenge came back", st.AskCall),
-			"no model answer asked for a tool call: the model was never asked to read the challenge"))
+	askOK := st.AskCall > 0 && p.broken == ""
+	var asked string
+	switch {
+	case p.broken != "":
+		asked = p.broken
+	case st.ResultCall > 0 && st.AskID != "":
+		asked = fmt.Sprintf("call %d asked for tool call %q (%s), whose result came back in call %d", st.AskCall, st.AskID, callText(p.ask), st.ResultCall)
+	case st.ResultCall > 0:
+		asked = fmt.Sprintf("call %d asked for %s (no tool call id), whose result came back in call %d", st.AskCall, callText(p.ask), st.ResultCall)
+	case askOK:
+		asked = fmt.Sprintf("call %d: the model asked for a tool call before the challenge came back", st.AskCall)
+	default:
+		asked = "no model answer asked for a tool call: the model was never asked to read the challenge"
+	}
+	cr.check("verify.challenge_asked", clauseVerify, askOK, "%s", asked)
 	why := fmt.Sprintf("the harness did not run the tool call of call %d", st.AskCall)
-	if st.AskCall == 0 {
+	switch {
+	case p.broken != "":
+		why = "the only results holding it answer no tool call of the model's: " + p.broken
+	case st.AskCall == 0:
 		why = "the model never asked for it"
 	}
 	cr.check("verify.challenge_round_trip", clauseVerify, st.ResultCall > 0, "%s",
-		pick(st.ResultCall > 0, fmt.Sprintf("call %d carried the challenge back in a tool result", st.ResultCall),
-			fmt.Sprintf("no request carried a tool result holding the challenge (%d calls, %d tool results): %s", p.calls, p.results, why)))
+		pick(st.ResultCall > 0, fmt.Sprintf("call %d carried the challenge back in the result of call %d's tool call", st.ResultCall, st.AskCall),
+			fmt.Sprintf("no request carried the challenge back in the result of a tool call the model asked for (%d calls, %d tool results): %s", p.calls, p.results, why)))
 	wrote := st.WriteCall > 0
 	detail := "no model answer after the challenge came back wrote the deliverable"
 	if wrote {

@@ -254,8 +254,12 @@ func (cr *caseRun) seed(ctx context.Context) error {
 				ad.Dirs = append(ad.Dirs, path.Join("home", rel))
 			}
 		}
+		// The captures are confined reads (session.Config's default)
+		// over the session agent: no link followed at any component, the
+		// harness's files read with its ids.
 		cr.sess, err = session.New(cr.asb, ad, session.Config{ID: cr.sessID, User: r.opts.User, Binaries: r.bins,
-			CaptureDir: filepath.Join(cr.dir, "capture")})
+			CaptureDir:    filepath.Join(cr.dir, "capture"),
+			CaptureLimits: provider.FetchLimits{Entries: provider.NewBudget(int64(r.captureEntries()))}})
 		if err != nil {
 			return err
 		}
@@ -330,6 +334,7 @@ func (cr *caseRun) closeSession(ctx context.Context) {
 		}
 		ev.AdapterSessionDirRemoved = res.SessionDirRemoved
 		ev.CaptureBytes = res.CaptureBytes
+		ev.CaptureEntries = res.CaptureEntries
 		// The evidence line stays small: the cut entries first, then the
 		// rest, 100 at most.
 		ws := slices.Clone(res.Withheld)

@@ -12,7 +12,9 @@ type Report struct {
 	// baseline, by (pid, start time), the probe itself left out. A pid reused
 	// by a new process counts as new.
 	NewProcesses []Process `json:"new_processes"`
-	// NewZombies are new processes that have exited and wait to be reaped.
+	// NewZombies are new processes that have exited, every thread of them,
+	// and wait to be reaped (a leader in state Z whose other threads run is
+	// a new process, not a zombie).
 	// They count as dead (contract §2), so they do not make the report unclean;
 	// they are listed because in an image whose pid 1 reaps nothing a zombie
 	// is the trace of a process that lived outside the supervisor's reach.
@@ -47,7 +49,7 @@ func Diff(before, after Snapshot) Report {
 		if base[p.ID()] || isSelf(after.Self, p) {
 			continue
 		}
-		if p.State == "Z" || p.State == "X" {
+		if p.Dead() {
 			r.NewZombies = append(r.NewZombies, p)
 		} else {
 			r.NewProcesses = append(r.NewProcesses, p)

@@ -15,6 +15,23 @@ type Process struct {
 	UID   int    `json:"uid"`
 	Comm  string `json:"comm"`
 	State string `json:"state"`
+	// Threads is num_threads (stat field 20): a leader in state Z with more
+	// than one is a process whose main thread exited while another runs,
+	// alive. Zero (a snapshot from before the field) reads as unknown.
+	Threads int `json:"threads,omitempty"`
+}
+
+// Dead reports whether no thread of the process runs: X, or Z with no
+// thread but the unreaped leader. A Z leader with a live thread is alive
+// (contract §2 stop rules), a new process to the diff, not a new zombie.
+func (p Process) Dead() bool {
+	switch p.State {
+	case "X", "x":
+		return true
+	case "Z":
+		return p.Threads <= 1
+	}
+	return false
 }
 
 // ID returns the process's identity across snapshots.
@@ -32,7 +49,7 @@ func ReadProcesses(procRoot string) ([]Process, error) {
 	}
 	procs := make([]Process, 0, len(table))
 	for _, st := range table {
-		p := Process{PID: st.PID, StartTime: st.StartTime, PPID: st.PPID, Comm: st.Comm, State: string(st.State), UID: -1}
+		p := Process{PID: st.PID, StartTime: st.StartTime, PPID: st.PPID, Comm: st.Comm, State: string(st.State), Threads: st.Threads, UID: -1}
 		// The uid is secondary: a status that cannot be read (the process
 		// exited after its stat was read, or a hardened /proc) leaves -1
 		// rather than dropping a process that was seen alive.

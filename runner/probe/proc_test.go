@@ -65,10 +65,10 @@ func TestReadProcessesFakeProc(t *testing.T) {
 		t.Fatalf("ReadProcesses: %v", err)
 	}
 	want := []Process{
-		{PID: 1, StartTime: 100, PPID: 0, UID: 0, Comm: "sleep", State: "S"},
-		{PID: 42, StartTime: 5000, PPID: 1, UID: 1000, Comm: "tool (x) y", State: "S"},
-		{PID: 43, StartTime: 5001, PPID: 1, UID: 1000, Comm: "sleep", State: "Z"},
-		{PID: 50, StartTime: 6000, PPID: 42, UID: -1, Comm: "halfgone", State: "R"},
+		{PID: 1, StartTime: 100, PPID: 0, UID: 0, Comm: "sleep", State: "S", Threads: 1},
+		{PID: 42, StartTime: 5000, PPID: 1, UID: 1000, Comm: "tool (x) y", State: "S", Threads: 1},
+		{PID: 43, StartTime: 5001, PPID: 1, UID: 1000, Comm: "sleep", State: "Z", Threads: 1},
+		{PID: 50, StartTime: 6000, PPID: 42, UID: -1, Comm: "halfgone", State: "R", Threads: 1},
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("ReadProcesses =\n %+v\nwant\n %+v", got, want)
@@ -122,5 +122,37 @@ func TestDiffRealProcessTable(t *testing.T) {
 	}
 	if _, ok := find(Diff(before, after).NewProcesses, pid); ok {
 		t.Errorf("pid %d still new after it was killed and reaped", pid)
+	}
+}
+
+// A tool whose main thread called pthread_exit: its leader shows Z while
+// its second thread writes on (num_threads 2). The probe must list it as a
+// new process, which fails verify.no_new_processes, not as a new zombie
+// beside a plain one (num_threads 1).
+func TestDiffZombieLeaderWithALiveThreadIsNew(t *testing.T) {
+	fp := newFakeProc(t)
+	fp.add(1, 0, "sleep", "S", 100, 0)
+	before, err := ReadProcesses(fp.root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fp.write(filepath.Join(fp.root, "60", "stat"), "60 (zombielead) Z 1 60 60 0 -1 4194368 0 0 0 0 0 0 0 0 20 0 2 0 7000 0 0 18446744073709551615\n")
+	fp.write(filepath.Join(fp.root, "61", "stat"), "61 (sleep) Z 1 61 61 0 -1 4194368 0 0 0 0 0 0 0 0 20 0 1 0 7001 0 0 18446744073709551615\n")
+	after, err := ReadProcesses(fp.root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, ok := find(after, 60); !ok || p.State != "Z" || p.Threads != 2 {
+		t.Fatalf("ReadProcesses: pid 60 = %+v, %v; want state Z with 2 threads", p, ok)
+	}
+	r := Diff(Snapshot{Processes: before}, Snapshot{Processes: after})
+	if _, ok := find(r.NewProcesses, 60); !ok || r.Clean {
+		t.Errorf("Diff: new processes %+v, clean %v; want the zombie leader with a live thread listed and the report not clean", r.NewProcesses, r.Clean)
+	}
+	if _, ok := find(r.NewZombies, 60); ok {
+		t.Errorf("Diff: the zombie leader with a live thread is under new zombies %+v", r.NewZombies)
+	}
+	if _, ok := find(r.NewZombies, 61); !ok {
+		t.Errorf("Diff: new zombies %+v; want the plain zombie 61 (the control)", r.NewZombies)
 	}
 }

@@ -177,7 +177,83 @@ func (fs FS) stat(pid int, buf []byte) (Stat, error) {
 	if st.PID != pid {
 		return Stat{}, fmt.Errorf("%w: %s names pid %d", ErrBadStat, path, st.PID)
 	}
+	if st.State == 'Z' && st.Threads == 0 {
+		// A zombie whose thread count did not parse: count the live
+		// threads in its task directory, so Dead can answer. Only a Z
+		// leader ever costs this read.
+		live, _, err := fs.threads(pid, buf)
+		if err != nil && !errors.Is(err, ErrGone) {
+			return Stat{}, err
+		}
+		st.Threads = 1 + live
+	}
 	return st, nil
+}
+
+// MaxThreads bounds how many threads of one zombie leader are read: past
+// that many the process is not counted as held (Held), so a stop cannot
+// be confirmed on a reading it did not finish.
+const MaxThreads = 4096
+
+// Held reports whether the process cannot run: stopped by a signal or in a
+// tracing stop (T or t). For a live process whose leader is a zombie (it
+// called pthread_exit while other threads run) the leader's own letter
+// stays Z, so every other thread's task/TID/stat is read and each one
+// alive must show T or t. Only a Z leader costs a task read; a process
+// gone while it was read is held (nothing of it runs).
+func (fs FS) Held(st Stat) bool {
+	if !st.ZombieLeader() {
+		return st.Stopped()
+	}
+	live, stopped, err := fs.threads(st.PID, make([]byte, 0, 512))
+	if errors.Is(err, ErrGone) {
+		return true
+	}
+	return err == nil && live == stopped
+}
+
+// threads reads the stat of every thread of pid but the leader, from
+// PROC_ROOT/PID/task/TID/stat (a thread's stat has the process's layout,
+// its tid first): how many are alive (not Z or X) and how many of those
+// are stopped (T or t). More than MaxThreads threads is an error.
+func (fs FS) threads(pid int, buf []byte) (live, stopped int, err error) {
+	taskDir := fs.Root + "/" + strconv.Itoa(pid) + "/task"
+	tids, err := listNumeric(taskDir)
+	if err != nil {
+		if gone(err) {
+			return 0, 0, ErrGone
+		}
+		return 0, 0, fmt.Errorf("list %s: %w", taskDir, err)
+	}
+	if len(tids) > MaxThreads {
+		return 0, 0, fmt.Errorf("list %s: %d threads, more than %d", taskDir, len(tids), MaxThreads)
+	}
+	for _, tid := range tids {
+		if tid == pid {
+			continue
+		}
+		path := taskDir + "/" + strconv.Itoa(tid) + "/stat"
+		data, err := readSmall(path, buf, maxStatSize)
+		if (err != nil && gone(err)) || (err == nil && len(data) == 0) {
+			continue // the thread exited between the listing and the read
+		}
+		if err != nil {
+			return 0, 0, fmt.Errorf("read %s: %w", path, err)
+		}
+		ts, err := ParseStat(data)
+		if err != nil || ts.PID != tid {
+			return 0, 0, fmt.Errorf("%w: %s", ErrBadStat, path)
+		}
+		switch ts.State {
+		case 'Z', 'X', 'x':
+		case 'T', 't':
+			live++
+			stopped++
+		default:
+			live++
+		}
+	}
+	return live, stopped, nil
 }
 
 // Scan reads the stat of every process. Entries that vanish or do not parse
@@ -243,7 +319,39 @@ const EnvironLimit = 1 << 20
 // state must not hang the scan. A timed-out read is abandoned (its goroutine
 // finishes when the kernel lets it) and reported as an error.
 func (fs FS) Environ(pid int, limit int, timeout time.Duration) ([]byte, error) {
-	path := fs.Root + "/" + strconv.Itoa(pid) + "/environ"
+	return fs.environ(pid, fs.Root+"/"+strconv.Itoa(pid)+"/environ", limit, timeout)
+}
+
+// EnvironOf is Environ for a process whose stat was just read. A zombie
+// leader has dropped its memory map (its environ reads ESRCH, as if it
+// were gone) while its threads still run with the environment: it is read
+// through a live thread, PROC_ROOT/PID/task/TID/environ.
+func (fs FS) EnvironOf(st Stat, limit int, timeout time.Duration) ([]byte, error) {
+	if !st.ZombieLeader() {
+		return fs.Environ(st.PID, limit, timeout)
+	}
+	taskDir := fs.Root + "/" + strconv.Itoa(st.PID) + "/task"
+	tids, err := listNumeric(taskDir)
+	if err != nil {
+		if gone(err) {
+			return nil, ErrGone
+		}
+		return nil, fmt.Errorf("list %s: %w", taskDir, err)
+	}
+	for _, tid := range tids {
+		if tid == st.PID {
+			continue
+		}
+		env, err := fs.environ(st.PID, taskDir+"/"+strconv.Itoa(tid)+"/environ", limit, timeout)
+		if errors.Is(err, ErrGone) {
+			continue // that thread exited: try the next
+		}
+		return env, err
+	}
+	return nil, ErrGone
+}
+
+func (fs FS) environ(pid int, path string, limit int, timeout time.Duration) ([]byte, error) {
 	type result struct {
 		data []byte
 		err  error

@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+
+	"github.com/sandproof/sandproof/runner/mutant"
 )
 
 // Identity names one process for its whole life: a pid alone can be reused,
@@ -28,8 +30,9 @@ type Stat struct {
 	PPID  int
 	PGID  int
 	SID   int
-	// Threads is num_threads (field 20); zero when it did not parse, which
-	// readers take as "unknown".
+	// Threads is num_threads (field 20), the counter status's "Threads:"
+	// shows too; zero when it did not parse, which readers take as
+	// "unknown". A zombie leader counts itself until its last thread is gone.
 	Threads   int
 	StartTime uint64 // clock ticks since boot (field 22)
 }
@@ -37,9 +40,29 @@ type Stat struct {
 // Identity returns the (pid, start time) pair of the process.
 func (s Stat) Identity() Identity { return Identity{PID: s.PID, StartTime: s.StartTime} }
 
-// Dead reports whether the process has exited and only awaits reaping. The
-// stop rules count zombies as dead.
-func (s Stat) Dead() bool { return s.State == 'Z' || s.State == 'X' || s.State == 'x' }
+// Dead reports whether every thread of the process has exited and it only
+// awaits reaping. A process lives while any of its threads does: a leader
+// that called pthread_exit shows state Z while its other threads run on
+// (and write, and fork), so a Z leader is dead only when num_threads counts
+// it alone (contract §2 stop rules: "a zombie leader with a live thread is
+// alive"). The kernel prints 1 for a plain zombie and 1 + the live threads
+// for a zombie leader; an unknown count (0, a fake tree's) is resolved from
+// the task directory by FS.Stat before anyone asks.
+func (s Stat) Dead() bool {
+	switch s.State {
+	case 'X', 'x':
+		return true
+	case 'Z':
+		return s.Threads <= 1 || mutant.Is("zskip")
+	}
+	return false
+}
+
+// ZombieLeader reports whether the thread-group leader has exited while
+// other threads of the process still run: the process is alive, but its
+// own stat letter stays Z, so whether it is stopped is read per thread
+// (FS.Held).
+func (s Stat) ZombieLeader() bool { return s.State == 'Z' && !s.Dead() }
 
 // Stopped reports whether the process is stopped by a signal or a tracer, in
 // which case a TERM alone would stay pending until someone sends CONT.

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -21,6 +22,11 @@ const (
 	DefaultReadBytes = 2 << 30
 	// DefaultSmallBytes caps DownloadBytes.
 	DefaultSmallBytes = 1 << 20
+	// DefaultCaseEntries caps the archive entries one case's captures
+	// take (files, directories, links and specials, each one whether it
+	// is created on the host or only recorded): empty files cost no byte
+	// of DefaultCaseBytes, and a sandbox can make millions.
+	DefaultCaseEntries = 4096
 )
 
 // Kinds of Withheld entries.
@@ -29,8 +35,26 @@ const (
 	WithheldHardlink  = "hardlink"  // recorded with its target, never created
 	WithheldSpecial   = "special"   // a device, fifo or socket: nothing to read
 	WithheldTruncated = "truncated" // cut at a cap: Written of Size bytes kept
-	WithheldStopped   = "stopped"   // the download stopped here (read cap or budget exhausted)
+	WithheldStopped   = "stopped"   // the download stopped here (read cap, byte or entry budget exhausted)
+	WithheldDenied    = "denied"    // the user the read runs as may not read it: nothing read
 )
+
+// PAX records a confining reader (the session agent) puts on an entry it
+// did not read, so the host records what it met. They are data from the
+// sandbox, used for the record only.
+const (
+	// PAXWithheld is WithheldDenied on an entry (a fifo, no content) the
+	// read's user may not read.
+	PAXWithheld = "SANDPROOF.withheld"
+	// PAXLinkAt is the sandbox path of a link met at a component of the
+	// asked path (not below it), on the symlink entry that stands for the
+	// whole path: the read ended there.
+	PAXLinkAt = "SANDPROOF.link_at"
+)
+
+// ErrUnconfined is a provider's refusal of a confined read (FetchLimits.
+// Confined) it cannot do: it would follow a link or read with other ids.
+var ErrUnconfined = errors.New("this provider cannot read without following links or as another user")
 
 // FetchLimits bound what a download writes on the host and reads from the
 // sandbox. Zero fields mean the defaults above.
@@ -46,6 +70,22 @@ type FetchLimits struct {
 	// ReadBytes caps the bytes read from the sandbox, skipped ones
 	// included.
 	ReadBytes int64
+	// Entries, when set, is an entry allowance shared by several
+	// downloads: every archive entry takes one, and past it the download
+	// stops and records where. nil means DefaultCaseEntries for this
+	// download alone.
+	Entries *Budget
+	// Confined asks for a read in the sandbox that follows no link at
+	// any component of the path nor below it (a link met is recorded as
+	// a symlink, never followed) and runs with User's permissions. A
+	// provider that cannot refuses with ErrUnconfined. false: the
+	// provider's own way (the docker engine's archive resolves links
+	// above the path in the container and reads as root).
+	Confined bool
+	// User is whose permissions a confined read has, "UID[:GID]" as in
+	// ExecSpec; "" means the provider's own user (root in a container).
+	// What the user may not read is recorded as WithheldDenied.
+	User string
 }
 
 // WithDefaults fills the zero fields.
@@ -59,20 +99,24 @@ func (l FetchLimits) WithDefaults() FetchLimits {
 	if l.ReadBytes <= 0 {
 		l.ReadBytes = DefaultReadBytes
 	}
+	if l.Entries == nil {
+		l.Entries = NewBudget(DefaultCaseEntries)
+	}
 	return l
 }
 
-// Budget is a byte allowance shared by downloads running side by side.
+// Budget is an allowance (bytes, or entries) shared by downloads running
+// side by side.
 type Budget struct{ left atomic.Int64 }
 
-// NewBudget returns a budget of n bytes.
+// NewBudget returns a budget of n (bytes or entries).
 func NewBudget(n int64) *Budget {
 	b := &Budget{}
 	b.left.Store(n)
 	return b
 }
 
-// Take grants up to n bytes and returns how many.
+// Take grants up to n and returns how many.
 func (b *Budget) Take(n int64) int64 {
 	for {
 		left := b.left.Load()
@@ -113,6 +157,8 @@ type Fetched struct {
 	Omitted int
 	// Cut counts truncated and stopped entries, kept or not.
 	Cut int
+	// Entries counts the archive entries taken from the entry budget.
+	Entries int
 }
 
 // Add records w, or counts it past MaxWithheld.

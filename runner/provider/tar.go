@@ -20,6 +20,10 @@ import (
 // answer records where it stopped.
 var ErrReadCap = errors.New("read cap reached")
 
+// ErrEntryCap stops an unpack whose entries used up FetchLimits.Entries. It
+// is an ErrReadCap (errors.Is): the Fetch is not failed either.
+var ErrEntryCap = fmt.Errorf("entry cap reached: %w", ErrReadCap)
+
 // capReader counts what is read and fails past the cap.
 type capReader struct {
 	r    io.Reader
@@ -49,9 +53,12 @@ func (c *capReader) Read(p []byte) (int, error) {
 // later host read cannot follow what is not there); devices and fifos are
 // recorded and skipped; a regular file is written up to lim.FileBytes and
 // what lim.Budget grants, decided on the header's (apparent) size before
-// a byte is written, the rest skipped and recorded. Past lim.ReadBytes
-// the unpack stops, records where, and returns ErrReadCap. sbPath is the
-// sandbox path the archive holds, for the record.
+// a byte is written, the rest skipped and recorded. Every entry takes one
+// of lim.Entries. Past lim.ReadBytes or the entries the unpack stops,
+// records where, and returns ErrReadCap (ErrEntryCap). An entry a
+// confining reader marked denied (PAXWithheld) is recorded, not created;
+// a link it met above the path (PAXLinkAt) is recorded at its own path.
+// sbPath is the sandbox path the archive holds, for the record.
 func Untar(r io.Reader, dst, sbPath string, lim FetchLimits) (Fetched, error) {
 	lim = lim.WithDefaults()
 	var got Fetched
@@ -85,7 +92,16 @@ func Untar(r io.Reader, dst, sbPath string, lim FetchLimits) (Fetched, error) {
 		if rest != "" {
 			cur = path.Join(sbPath, rest)
 		}
+		if lim.Entries.Take(1) == 0 {
+			got.Add(Withheld{Path: cur, Kind: WithheldStopped})
+			return got, ErrEntryCap
+		}
+		got.Entries++
 		target := filepath.Join(dst, filepath.FromSlash(rest))
+		if h.PAXRecords[PAXWithheld] == WithheldDenied && h.Typeflag != tar.TypeReg {
+			got.Add(Withheld{Path: cur, Kind: WithheldDenied})
+			continue
+		}
 		switch h.Typeflag {
 		case tar.TypeDir:
 			if err := os.MkdirAll(target, os.FileMode(h.Mode).Perm()|0o700); err != nil {
@@ -127,7 +143,11 @@ func Untar(r io.Reader, dst, sbPath string, lim FetchLimits) (Fetched, error) {
 				return got, fmt.Errorf("unpack %q: %w", h.Name, err)
 			}
 		case tar.TypeSymlink:
-			got.Add(Withheld{Path: cur, Kind: WithheldSymlink, Target: h.Linkname})
+			at := cur
+			if a := h.PAXRecords[PAXLinkAt]; rest == "" && a != "" && strings.HasPrefix(sbPath+"/", path.Clean(a)+"/") {
+				at = path.Clean(a) // a component of sbPath (or sbPath): the link's own path
+			}
+			got.Add(Withheld{Path: at, Kind: WithheldSymlink, Target: h.Linkname})
 		case tar.TypeLink:
 			got.Add(Withheld{Path: cur, Kind: WithheldHardlink, Target: h.Linkname})
 		default:

@@ -4,13 +4,14 @@
 // holds only the case's canary key; the relay checks it and swaps in the
 // upstream key when it forwards, so the upstream key never enters a
 // container. Each call is recorded (status, streaming, usage, the tool
-// results the request carried, the tool calls the answer made), sizes
+// results the request carried and the ids of the calls they answer, the
+// tool calls its history claims, the tool calls the answer made with
+// their ids), sizes
 // capped, no header logged; SSE answers are passed on chunk by chunk, never
 // buffered.
 package relay
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/subtle"
@@ -47,8 +48,12 @@ type Options struct {
 	MaxText int
 }
 
-// ToolCall is one tool call an answer made.
+// ToolCall is one tool call an answer made (or, in ClaimedToolCalls, one a
+// request says an answer made).
 type ToolCall struct {
+	// ID is the call's id (Chat Completions tool_calls[].id, Responses
+	// call_id, Messages tool_use id); "" when the API gave none.
+	ID        string `json:"id,omitempty"`
 	Name      string `json:"name"`
 	Arguments string `json:"arguments"`
 }
@@ -76,6 +81,16 @@ type Call struct {
 	// ToolResults are the texts of the tool results the request carried,
 	// in order, each capped.
 	ToolResults []string `json:"tool_results,omitempty"`
+	// ToolResultIDs holds, for each of ToolResults at the same index, the
+	// id of the tool call it answers (tool_call_id, call_id, tool_use_id);
+	// "" where the API gives none. nil in a transcript written before
+	// ids were recorded.
+	ToolResultIDs []string `json:"tool_result_ids,omitempty"`
+	// ClaimedToolCalls are the assistant tool calls the request's own
+	// history says the model made, in order, at most MaxClaimed: the
+	// harness's copy, which the answers recorded in ToolCalls confirm or
+	// not (contract §7.4).
+	ClaimedToolCalls []ToolCall `json:"claimed_tool_calls,omitempty"`
 	// ToolCalls are those the answer made; Text its text, capped.
 	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
 	Text      string     `json:"text,omitempty"`
@@ -380,317 +395,4 @@ func (r *Relay) text(s string) string {
 		return s[:r.opts.MaxText] + "…"
 	}
 	return s
-}
-
-// parseRequest reads the model, stream flag, declared tools and tool
-// results of a Chat Completions, Responses or Anthropic Messages request.
-func (r *Relay) parseRequest(c *Call, body []byte) {
-	var q struct {
-		Model    string `json:"model"`
-		Stream   bool   `json:"stream"`
-		Messages []struct {
-			Role    string          `json:"role"`
-			Content json.RawMessage `json:"content"`
-		} `json:"messages"`
-		Input json.RawMessage `json:"input"`
-		Tools []struct {
-			Name     string `json:"name"`
-			Function struct {
-				Name string `json:"name"`
-			} `json:"function"`
-		} `json:"tools"`
-	}
-	if json.Unmarshal(body, &q) != nil {
-		return
-	}
-	c.Model, c.Stream = q.Model, q.Stream
-	for _, t := range q.Tools {
-		n := t.Function.Name
-		if n == "" {
-			n = t.Name
-		}
-		if n != "" && len(c.Tools) < 64 {
-			c.Tools = append(c.Tools, r.text(n))
-		}
-	}
-	for _, m := range q.Messages {
-		if m.Role == "tool" || m.Role == "function" {
-			c.ToolResults = append(c.ToolResults, r.text(contentText(m.Content)))
-		}
-		// Anthropic Messages: a user message's tool_result blocks.
-		var blocks []struct {
-			Type    string          `json:"type"`
-			Content json.RawMessage `json:"content"`
-		}
-		if m.Role == "user" && json.Unmarshal(m.Content, &blocks) == nil {
-			for _, b := range blocks {
-				if b.Type == "tool_result" {
-					c.ToolResults = append(c.ToolResults, r.text(contentText(b.Content)))
-				}
-			}
-		}
-	}
-	var items []struct {
-		Type   string          `json:"type"`
-		Output json.RawMessage `json:"output"`
-	}
-	if len(q.Input) > 0 && json.Unmarshal(q.Input, &items) == nil {
-		for _, it := range items {
-			if it.Type == "function_call_output" || it.Type == "custom_tool_call_output" {
-				c.ToolResults = append(c.ToolResults, r.text(contentText(it.Output)))
-			}
-		}
-	}
-}
-
-// contentText flattens a content: a string or a list of parts with text.
-func contentText(raw json.RawMessage) string {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	var parts []struct {
-		Text   string `json:"text"`
-		Output string `json:"output"`
-	}
-	if json.Unmarshal(raw, &parts) != nil {
-		return string(raw)
-	}
-	var b strings.Builder
-	for i, p := range parts {
-		if i > 0 {
-			b.WriteByte('\n')
-		}
-		b.WriteString(p.Text + p.Output)
-	}
-	return b.String()
-}
-
-// answer is the part of an answer the relay reads: a Chat Completions
-// object or chunk, or a Responses object or event.
-type answer struct {
-	Choices []struct {
-		Index   int `json:"index"`
-		Message *struct {
-			Content   string `json:"content"`
-			ToolCalls []struct {
-				Function struct {
-					Name      string `json:"name"`
-					Arguments string `json:"arguments"`
-				} `json:"function"`
-			} `json:"tool_calls"`
-		} `json:"message"`
-		Delta *struct {
-			Content   string `json:"content"`
-			ToolCalls []struct {
-				Index    int `json:"index"`
-				Function struct {
-					Name      string `json:"name"`
-					Arguments string `json:"arguments"`
-				} `json:"function"`
-			} `json:"tool_calls"`
-		} `json:"delta"`
-	} `json:"choices"`
-	Usage *struct {
-		PromptTokens     int `json:"prompt_tokens"`
-		CompletionTokens int `json:"completion_tokens"`
-		InputTokens      int `json:"input_tokens"`
-		OutputTokens     int `json:"output_tokens"`
-	} `json:"usage"`
-	// Responses API.
-	Type     string           `json:"type"`
-	Output   []responsesItem  `json:"output"`
-	Response *responsesObject `json:"response"`
-	// Anthropic Messages: a plain answer's content blocks; a stream's
-	// message_start (message.usage), content_block_start (index,
-	// content_block), content_block_delta (index, delta) and
-	// message_delta (usage) events.
-	Content      []messagesBlock `json:"content"`
-	Message      *messagesObject `json:"message"`
-	Index        int             `json:"index"`
-	ContentBlock *messagesBlock  `json:"content_block"`
-	// Delta is raw: a Responses event's delta is a string.
-	Delta json.RawMessage `json:"delta"`
-}
-
-// messagesBlock is an Anthropic content block: text, or a tool_use with
-// its input object.
-type messagesBlock struct {
-	Type  string          `json:"type"`
-	Text  string          `json:"text"`
-	Name  string          `json:"name"`
-	Input json.RawMessage `json:"input"`
-}
-
-type messagesObject struct {
-	Usage *struct {
-		InputTokens  int `json:"input_tokens"`
-		OutputTokens int `json:"output_tokens"`
-	} `json:"usage"`
-}
-
-type responsesObject struct {
-	Output []responsesItem `json:"output"`
-	Usage  *struct {
-		InputTokens  int `json:"input_tokens"`
-		OutputTokens int `json:"output_tokens"`
-	} `json:"usage"`
-}
-
-type responsesItem struct {
-	Type      string `json:"type"`
-	Name      string `json:"name"`
-	Arguments string `json:"arguments"`
-	Content   []struct {
-		Text string `json:"text"`
-	} `json:"content"`
-}
-
-// parseJSON reads a plain answer.
-func (r *Relay) parseJSON(c *Call, body []byte) {
-	var a answer
-	if json.Unmarshal(body, &a) != nil {
-		return
-	}
-	var text strings.Builder
-	for _, ch := range a.Choices {
-		if ch.Message == nil {
-			continue
-		}
-		text.WriteString(ch.Message.Content)
-		for _, tc := range ch.Message.ToolCalls {
-			c.ToolCalls = append(c.ToolCalls, ToolCall{Name: r.text(tc.Function.Name), Arguments: r.text(tc.Function.Arguments)})
-		}
-	}
-	r.responsesItems(c, a.Output, &text)
-	for _, b := range a.Content {
-		switch b.Type {
-		case "text":
-			text.WriteString(b.Text)
-		case "tool_use":
-			c.ToolCalls = append(c.ToolCalls, ToolCall{Name: r.text(b.Name), Arguments: r.text(string(b.Input))})
-		}
-	}
-	if a.Usage != nil {
-		c.Usage = &Usage{Input: a.Usage.PromptTokens + a.Usage.InputTokens, Output: a.Usage.CompletionTokens + a.Usage.OutputTokens}
-	}
-	c.Text = r.text(text.String())
-}
-
-func (r *Relay) responsesItems(c *Call, items []responsesItem, text *strings.Builder) {
-	for _, it := range items {
-		switch it.Type {
-		case "function_call", "custom_tool_call":
-			c.ToolCalls = append(c.ToolCalls, ToolCall{Name: r.text(it.Name), Arguments: r.text(it.Arguments)})
-		case "message":
-			for _, p := range it.Content {
-				text.WriteString(p.Text)
-			}
-		}
-	}
-}
-
-// parseSSE reads a streamed answer: Chat Completions chunks (tool call
-// arguments arrive in pieces, by index), Responses events (the final
-// response.completed holds the output) or Anthropic Messages events
-// (tool_use blocks whose input arrives as input_json_delta pieces, by
-// block index; input tokens in message_start, output in message_delta).
-func (r *Relay) parseSSE(c *Call, body []byte) {
-	type acc struct {
-		name string
-		args strings.Builder
-	}
-	var calls []*acc
-	var blocks []*acc // Anthropic tool_use blocks by index
-	var text strings.Builder
-	sc := bufio.NewScanner(bytes.NewReader(body))
-	sc.Buffer(make([]byte, 64<<10), len(body)+1)
-	for sc.Scan() {
-		d, ok := strings.CutPrefix(sc.Text(), "data:")
-		if !ok {
-			continue
-		}
-		c.Chunks++
-		d = strings.TrimSpace(d)
-		if d == "[DONE]" {
-			continue
-		}
-		var a answer
-		if json.Unmarshal([]byte(d), &a) != nil {
-			continue
-		}
-		for _, ch := range a.Choices {
-			if ch.Delta == nil {
-				continue
-			}
-			text.WriteString(ch.Delta.Content)
-			for _, tc := range ch.Delta.ToolCalls {
-				for len(calls) <= tc.Index && tc.Index < 64 {
-					calls = append(calls, &acc{})
-				}
-				if tc.Index >= len(calls) {
-					continue
-				}
-				if tc.Function.Name != "" {
-					calls[tc.Index].name = tc.Function.Name
-				}
-				if calls[tc.Index].args.Len() < r.opts.MaxBody {
-					calls[tc.Index].args.WriteString(tc.Function.Arguments)
-				}
-			}
-		}
-		switch a.Type {
-		case "message_start":
-			if a.Message != nil && a.Message.Usage != nil {
-				c.Usage = &Usage{Input: a.Message.Usage.InputTokens, Output: a.Message.Usage.OutputTokens}
-			}
-			continue
-		case "content_block_start":
-			if b := a.ContentBlock; b != nil && b.Type == "tool_use" && a.Index >= 0 && a.Index < 64 {
-				for len(blocks) <= a.Index {
-					blocks = append(blocks, nil)
-				}
-				blocks[a.Index] = &acc{name: b.Name}
-			}
-			continue
-		case "content_block_delta":
-			var d struct {
-				Text        string `json:"text"`
-				PartialJSON string `json:"partial_json"`
-			}
-			if json.Unmarshal(a.Delta, &d) == nil {
-				text.WriteString(d.Text)
-				if a.Index >= 0 && a.Index < len(blocks) && blocks[a.Index] != nil && blocks[a.Index].args.Len() < r.opts.MaxBody {
-					blocks[a.Index].args.WriteString(d.PartialJSON)
-				}
-			}
-			continue
-		case "message_delta":
-			if a.Usage != nil {
-				if c.Usage == nil {
-					c.Usage = &Usage{}
-				}
-				c.Usage.Output = a.Usage.OutputTokens
-			}
-			continue
-		}
-		if a.Usage != nil {
-			c.Usage = &Usage{Input: a.Usage.PromptTokens + a.Usage.InputTokens, Output: a.Usage.CompletionTokens + a.Usage.OutputTokens}
-		}
-		if a.Type == "response.completed" && a.Response != nil {
-			r.responsesItems(c, a.Response.Output, &text)
-			if u := a.Response.Usage; u != nil {
-				c.Usage = &Usage{Input: u.InputTokens, Output: u.OutputTokens}
-			}
-		}
-	}
-	for _, a := range calls {
-		c.ToolCalls = append(c.ToolCalls, ToolCall{Name: r.text(a.name), Arguments: r.text(a.args.String())})
-	}
-	for _, a := range blocks {
-		if a != nil {
-			c.ToolCalls = append(c.ToolCalls, ToolCall{Name: r.text(a.name), Arguments: r.text(a.args.String())})
-		}
-	}
-	c.Text = r.text(text.String())
 }

@@ -84,6 +84,12 @@ func TestRelayRecordsTheChallengeRoundTripAndSwapsTheKey(t *testing.T) {
 		!strings.Contains(calls[1].ToolCalls[0].Arguments, tok) {
 		t.Fatalf("call 2 = %+v; want the challenge back and the write of %s", calls[1], tok)
 	}
+	// The chain's ids: the read's id is what the next request's result
+	// and its claimed call name.
+	if id := calls[0].ToolCalls[0].ID; id == "" || fmt.Sprint(calls[1].ToolResultIDs) != "["+id+"]" ||
+		len(calls[1].ClaimedToolCalls) != 1 || calls[1].ClaimedToolCalls[0] != calls[0].ToolCalls[0] {
+		t.Fatalf("call 2 = %+v; want the result and the claimed call of call 1's %+v", calls[1], calls[0].ToolCalls[0])
+	}
 	if calls[2].Text != "done" {
 		t.Fatalf("call 3 text = %q; want done", calls[2].Text)
 	}
@@ -304,6 +310,10 @@ func TestRelayRecordsAnthropicMessagesAndSwapsXAPIKey(t *testing.T) {
 	if len(calls[0].ToolCalls) != 1 || calls[0].ToolCalls[0].Name != "Read" ||
 		calls[0].ToolCalls[0].Arguments != `{"file_path":"/task/challenge.txt"}` || len(calls[0].ToolResults) != 0 {
 		t.Fatalf("call 1 = %+v; want the Read of the challenge and no tool result", calls[0])
+	}
+	if calls[0].ToolCalls[0].ID != id || fmt.Sprint(calls[1].ToolResultIDs) != "["+id+"]" ||
+		fmt.Sprint(calls[1].ClaimedToolCalls) != fmt.Sprint([]relay.ToolCall{calls[0].ToolCalls[0]}) {
+		t.Fatalf("call 2 = %+v; want the result and the claimed call of call 1's tool_use %s", calls[1], id)
 	}
 	tok := srv.Token(ch)
 	if fmt.Sprint(calls[1].ToolResults) != "[1\t"+ch+"]" || len(calls[1].ToolCalls) != 1 || calls[1].ToolCalls[0].Name != "Write" ||

@@ -41,6 +41,9 @@ type CloseResult struct {
 	CaptureCut int
 	// CaptureBytes is what the captures wrote on the host.
 	CaptureBytes int64
+	// CaptureEntries counts the archive entries the captures took
+	// (created on the host or recorded), against the entry budget.
+	CaptureEntries int
 }
 
 // Captured is one downloaded path.
@@ -188,26 +191,35 @@ func (s *Session) capture(ctx context.Context, res *CloseResult) error {
 	type job struct {
 		p, dst   string
 		optional bool
+		user     string // whose ids the read has ("" the provider's)
+		own      bool   // the session's state or run dir
 		got      provider.Fetched
 		err      error
 	}
 	lim := s.cfg.CaptureLimits.WithDefaults()
+	lim.Confined = !s.cfg.UnconfinedCaptures
+	lim.User = ""
 	var jobs []*job
-	add := func(p, dst string, optional bool) {
-		jobs = append(jobs, &job{p: p, dst: dst, optional: optional})
+	add := func(p, dst string, optional bool, user string) {
+		jobs = append(jobs, &job{p: p, dst: dst, optional: optional, user: user})
 	}
-	for _, d := range []string{"state", "run"} {
-		add(path.Join(s.dir, d), filepath.Join(s.cfg.CaptureDir, d), true)
+	// The state dirs are warden's (root's); the run dirs and the
+	// declared captures are what the harness wrote, read with its ids:
+	// a file it could not read itself is not captured.
+	add(path.Join(s.dir, "state"), filepath.Join(s.cfg.CaptureDir, "state"), true, "")
+	add(path.Join(s.dir, "run"), filepath.Join(s.cfg.CaptureDir, "run"), true, s.cfg.User)
+	for _, j := range jobs {
+		j.own = true
 	}
 	if s.adapter.Captures != nil {
 		for _, c := range s.adapter.Captures(s.env("", "")) {
 			p := strings.TrimPrefix(c.Path, s.prefix)
 			dst := filepath.Join(s.cfg.CaptureDir, "files", filepath.FromSlash(path.Clean("/"+p)))
-			add(p, dst, c.Optional)
+			add(p, dst, c.Optional, s.cfg.User)
 			if c.SQLite {
 				// The database is only whole with its journal files.
 				for _, suf := range []string{"-wal", "-shm", "-journal"} {
-					add(p+suf, dst+suf, true)
+					add(p+suf, dst+suf, true, s.cfg.User)
 				}
 			}
 		}
@@ -220,7 +232,7 @@ func (s *Session) capture(ctx context.Context, res *CloseResult) error {
 	covering := make([]*job, len(jobs))
 	for i, j := range jobs {
 		for _, k := range jobs {
-			if k != j && strings.HasPrefix(j.p, k.p+"/") &&
+			if k != j && k.user == j.user && strings.HasPrefix(j.p, k.p+"/") &&
 				j.dst == filepath.Join(k.dst, filepath.FromSlash(strings.TrimPrefix(j.p, k.p+"/"))) &&
 				(covering[i] == nil || len(k.p) < len(covering[i].p)) {
 				covering[i] = k
@@ -238,17 +250,29 @@ func (s *Session) capture(ctx context.Context, res *CloseResult) error {
 				defer wg.Done()
 				sem <- struct{}{}
 				defer func() { <-sem }()
-				j.got, j.err = provider.Fetch(ctx, s.sb, j.p, j.dst, lim)
+				l := lim
+				if l.Confined {
+					l.User = j.user
+				}
+				j.got, j.err = provider.Fetch(ctx, s.sb, j.p, j.dst, l)
 			}()
 		}
 		wg.Wait()
 	}
-	var first, again []*job
+	// The state and run dirs first: the receipts and events the case is
+	// judged on are never starved of the shared budgets by a flood in a
+	// declared capture.
+	var own, first, again []*job
 	for i, j := range jobs {
-		if covering[i] == nil {
+		switch {
+		case covering[i] != nil:
+		case j.own:
+			own = append(own, j)
+		default:
 			first = append(first, j)
 		}
 	}
+	download(own)
 	download(first)
 	for i, j := range jobs {
 		k := covering[i]
@@ -273,6 +297,7 @@ func (s *Session) capture(ctx context.Context, res *CloseResult) error {
 		res.WithheldOmitted += j.got.Omitted
 		res.CaptureCut += j.got.Cut
 		res.CaptureBytes += j.got.Bytes
+		res.CaptureEntries += j.got.Entries
 		switch err := j.err; {
 		case err == nil:
 			res.Captured = append(res.Captured, Captured{Path: j.p, HostPath: j.dst})

@@ -62,7 +62,8 @@ func TestCloseRefusesAnUnconfirmedReceipt(t *testing.T) {
 		if rewrite {
 			use = u
 		}
-		s, err := session.New(use, testAdapter("exit"), session.Config{ID: "unconfirmed", Owned: true, Binaries: bins, CaptureDir: t.TempDir()})
+		// The local provider cannot confine a read: the suite's own fixture.
+		s, err := session.New(use, testAdapter("exit"), session.Config{ID: "unconfirmed", Owned: true, Binaries: bins, CaptureDir: t.TempDir(), UnconfinedCaptures: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,7 +108,7 @@ func TestSeedRefusesAnUnconfirmedInstall(t *testing.T) {
 		ad.Install = func(session.Env) (session.Step, error) {
 			return session.Step{Params: harness.Params{Argv: []string{"sh", "-c", "exit 0"}}, Deadline: 30}, nil
 		}
-		s, err := session.New(use, ad, session.Config{ID: "install", Owned: true, Binaries: bins, CaptureDir: t.TempDir()})
+		s, err := session.New(use, ad, session.Config{ID: "install", Owned: true, Binaries: bins, CaptureDir: t.TempDir(), UnconfinedCaptures: true})
 		if err != nil {
 			t.Fatal(err)
 		}

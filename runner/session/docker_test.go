@@ -71,7 +71,7 @@ func TestDockerSessionEndToEnd(t *testing.T) {
 		return session.Step{Params: harness.Params{Argv: []string{"bash", "-c", `echo "$BASH_VERSION" > "$1/installed"`, "bash", e.Home},
 			Mode: harness.ModeDirect}, Deadline: 60}, nil
 	}
-	s, err := session.New(sb, ad, session.Config{ID: "dock", Binaries: bins, Owned: true, CaptureDir: t.TempDir()})
+	s, err := session.New(sb, ad, session.Config{ID: "dock", Binaries: bins, Owned: true, CaptureDir: t.TempDir(), UnconfinedCaptures: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func TestDockerKilledContainerIsProviderError(t *testing.T) {
 	p, sb := dockerSandbox(t)
 	ctx := ctxT(t, 3*time.Minute)
 	ad := testAdapter("hang")
-	s, err := session.New(sb, ad, session.Config{ID: "killed", Binaries: bins, Owned: true, CaptureDir: t.TempDir()})
+	s, err := session.New(sb, ad, session.Config{ID: "killed", Binaries: bins, Owned: true, CaptureDir: t.TempDir(), UnconfinedCaptures: true})
 	if err != nil {
 		t.Fatal(err)
 	}

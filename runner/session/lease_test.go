@@ -38,7 +38,7 @@ func leaseChild() int {
 		var s *session.Session
 		s, err = session.New(sb, testAdapter("hang"), session.Config{
 			ID: "lease", Binaries: bins, Lease: 2 * time.Second, Grace: 500 * time.Millisecond,
-			CaptureDir: filepath.Join(root, "captures"),
+			CaptureDir: filepath.Join(root, "captures"), UnconfinedCaptures: true, // the local provider cannot confine
 		})
 		if err == nil {
 			err = s.Seed(ctx)

@@ -67,6 +67,9 @@ func newLocal(t *testing.T, adapter session.Adapter, cfg session.Config) (*sessi
 	}
 	t.Cleanup(func() { sb.Destroy(context.Background()) })
 	cfg.Binaries = bins
+	// The local provider cannot confine a read (provider.ErrUnconfined);
+	// these sessions run the suite's own fixtures.
+	cfg.UnconfinedCaptures = true
 	if cfg.CaptureDir == "" {
 		cfg.CaptureDir = t.TempDir()
 	}
@@ -227,7 +230,7 @@ func TestLocalTimedOutRunKeepsPartialOutput(t *testing.T) {
 func TestLocalJoinAndReplay(t *testing.T) {
 	ctx := ctxT(t, 2*time.Minute)
 	capDir := t.TempDir()
-	cfg := session.Config{ID: "join", CaptureDir: capDir}
+	cfg := session.Config{ID: "join", CaptureDir: capDir, UnconfinedCaptures: true}
 	s, sb := newLocal(t, testAdapter("gate"), cfg)
 	if err := s.Seed(ctx); err != nil {
 		t.Fatal(err)
@@ -332,7 +335,7 @@ func TestLocalRefusals(t *testing.T) {
 	if err := sb.Mkdir(ctx, "/var/lib/sandproof/refuse/bin", 0o755, 0, 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := session.Open(ctx, sb, testAdapter("exit"), session.Config{ID: "refuse", Binaries: bins, CaptureDir: t.TempDir()}); !errors.Is(err, session.ErrNotSeeded) {
+	if _, err := session.Open(ctx, sb, testAdapter("exit"), session.Config{ID: "refuse", Binaries: bins, CaptureDir: t.TempDir(), UnconfinedCaptures: true}); !errors.Is(err, session.ErrNotSeeded) {
 		t.Fatalf("open partly seeded: %v, want ErrNotSeeded", err)
 	}
 	if err := s.Seed(ctx); err != nil {
@@ -376,7 +379,7 @@ func TestLocalSeedRefusesTamperedWarden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := session.New(corrupting{sb}, testAdapter("exit"), session.Config{ID: "tamper", Binaries: bins, CaptureDir: t.TempDir()})
+	s, err := session.New(corrupting{sb}, testAdapter("exit"), session.Config{ID: "tamper", Binaries: bins, CaptureDir: t.TempDir(), UnconfinedCaptures: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -456,7 +459,7 @@ func TestLocalCaptureInsideCapturedDir(t *testing.T) {
 			}
 			t.Cleanup(func() { sb.Destroy(context.Background()) })
 			capDir := t.TempDir()
-			s0, err := session.New(sb, ad, session.Config{ID: "nested", Binaries: bins, CaptureDir: capDir})
+			s0, err := session.New(sb, ad, session.Config{ID: "nested", Binaries: bins, CaptureDir: capDir, UnconfinedCaptures: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -465,7 +468,7 @@ func TestLocalCaptureInsideCapturedDir(t *testing.T) {
 			if fail {
 				d.failUnder = dataDir
 			}
-			s, err := session.New(d, ad, session.Config{ID: "nested", Binaries: bins, CaptureDir: capDir})
+			s, err := session.New(d, ad, session.Config{ID: "nested", Binaries: bins, CaptureDir: capDir, UnconfinedCaptures: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -542,5 +545,44 @@ func TestLocalInstallFailureSaysWhy(t *testing.T) {
 	}
 	if _, err := s.Close(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A session's captures are confined reads unless the caller says its
+// harness is trusted: over a provider that cannot confine one (the local
+// provider reads by name), close fails each capture with
+// provider.ErrUnconfined and writes nothing, rather than follow a link.
+// Positive control: the same session with UnconfinedCaptures captures the
+// run dir.
+func TestLocalConfinedCapturesRefused(t *testing.T) {
+	for _, unconfined := range []bool{true, false} {
+		ctx := ctxT(t, 2*time.Minute)
+		sb, err := local.New(t.TempDir()).Create(ctx, provider.CreateSpec{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { sb.Destroy(context.Background()) })
+		capDir := t.TempDir()
+		s, err := session.New(sb, testAdapter("exit"), session.Config{ID: "confined", Binaries: bins, CaptureDir: capDir, UnconfinedCaptures: unconfined})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Seed(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Activate(ctx, "a1", "token", 60); err != nil {
+			t.Fatal(err)
+		}
+		_, err = s.Close(ctx)
+		_, serr := os.Stat(filepath.Join(capDir, "run", "a1", "params.json"))
+		if unconfined {
+			if err != nil || serr != nil {
+				t.Fatalf("positive control, unconfined: close %v, run dir captured: %v", err, serr)
+			}
+			continue
+		}
+		if !errors.Is(err, provider.ErrUnconfined) || serr == nil {
+			t.Errorf("confined over the local provider: close %v (want ErrUnconfined), run dir on the host: %v", err, serr)
+		}
 	}
 }

@@ -181,9 +181,20 @@ type Config struct {
 	// CaptureDir is the host directory captures are downloaded into.
 	CaptureDir string
 	// CaptureLimits bound what close downloads, all captures together
-	// sharing one budget; zero fields mean provider's defaults (a fresh
-	// DefaultCaseBytes budget for the close).
+	// sharing one byte budget and one entry budget; zero fields mean
+	// provider's defaults (fresh DefaultCaseBytes and DefaultCaseEntries
+	// budgets for the close). Its Confined and User are close's own.
 	CaptureLimits provider.FetchLimits
+	// UnconfinedCaptures, set, lets close download as the provider does
+	// (the docker engine's archive resolves links above a path in the
+	// container and reads as root; the local provider reads by name):
+	// only for a harness the caller trusts, such as a suite's own
+	// fixture. Unset, every capture is a confined read (no link
+	// followed at any component; the harness's own files and run dirs
+	// read with User's ids, the state dirs with the provider's), and a
+	// sandbox that cannot do one (provider.ErrUnconfined) fails the
+	// capture rather than follow: certify's session agent can.
+	UnconfinedCaptures bool
 }
 
 type phase int

@@ -85,7 +85,8 @@ type Scanner struct {
 
 // Snapshot is one round's view.
 type Snapshot struct {
-	// Reached are the live (non-zombie) processes the stop must end.
+	// Reached are the live processes the stop must end: a zombie leader
+	// with a live thread is one (state "Z"), a plain zombie is not.
 	Reached []Member
 	// Unverified started after the launch, could not have their environ
 	// read, and are not otherwise reached.
@@ -179,12 +180,13 @@ func (s *Scanner) compute(stats []proc.Stat) *Snapshot {
 	candidate := func(st proc.Stat) bool {
 		return st.StartTime >= l.Since && st.PID != l.Self && !st.Dead()
 	}
-	readEnv := func(pid int) envInfo {
+	readEnv := func(st proc.Stat) envInfo {
+		pid := st.PID
 		if e, ok := envs[pid]; ok {
 			return e
 		}
 		var e envInfo
-		env, err := s.FS.Environ(pid, proc.EnvironLimit, timeout)
+		env, err := s.FS.EnvironOf(st, proc.EnvironLimit, timeout)
 		switch {
 		case errors.Is(err, proc.ErrGone):
 			e.gone = true
@@ -216,7 +218,7 @@ func (s *Scanner) compute(stats []proc.Stat) *Snapshot {
 			if !candidate(st) || preserved[st.PID] {
 				continue
 			}
-			env, err := s.FS.Environ(st.PID, proc.EnvironLimit, timeout)
+			env, err := s.FS.EnvironOf(st, proc.EnvironLimit, timeout)
 			if err == nil && bytes.Contains(env, []byte("\x00"+ServiceVar+"="+l.ID+"\x00")) || bytes.HasPrefix(env, []byte(ServiceVar+"="+l.ID+"\x00")) {
 				preserved[st.PID] = true
 				queue = append(queue, st.PID)
@@ -239,7 +241,7 @@ func (s *Scanner) compute(stats []proc.Stat) *Snapshot {
 				for _, n := range s.walkFrom(svc.PID) {
 					preserved[n.PID] = true
 					if _, ok := byPID[n.PID]; !ok {
-						byPID[n.PID] = proc.Stat{PID: n.PID, StartTime: n.StartTime, Comm: n.Comm, State: n.State[0], PPID: n.PPID}
+						byPID[n.PID] = n.stat
 					}
 				}
 			}
@@ -313,15 +315,11 @@ func (s *Scanner) compute(stats []proc.Stat) *Snapshot {
 		for _, n := range nodes {
 			snap.Tree = append(snap.Tree, n.Member)
 			st, ok := byPID[n.PID]
-			switch {
-			case !ok || st.StartTime != n.StartTime:
-				byPID[n.PID] = proc.Stat{PID: n.PID, StartTime: n.StartTime, Comm: n.Comm, State: n.State[0], PPID: n.PPID}
+			if !ok || st.StartTime != n.StartTime {
 				children[n.PPID] = append(children[n.PPID], n.PID)
-			default:
-				st.State = n.State[0] // the fresher reading
-				byPID[n.PID] = st
 			}
-			if n.State == "Z" || n.State == "X" {
+			byPID[n.PID] = n.stat // the fresher reading (state and threads)
+			if n.Dead() {
 				continue
 			}
 			add(n.PID, n.Why)
@@ -339,7 +337,7 @@ func (s *Scanner) compute(stats []proc.Stat) *Snapshot {
 		if _, ok := reached[st.PID]; ok {
 			continue
 		}
-		e := readEnv(st.PID)
+		e := readEnv(st)
 		switch {
 		case e.gone:
 		case e.failed:
@@ -374,7 +372,7 @@ func (s *Scanner) snapshot(snap *Snapshot, byPID map[int]proc.Stat, reached map[
 	for pid, why := range reached {
 		st := byPID[pid]
 		if st.Dead() {
-			continue // zombies count as dead
+			continue // dead zombies; a zombie leader with a live thread is alive
 		}
 		snap.Reached = append(snap.Reached, Member{PID: pid, StartTime: st.StartTime, Comm: st.Comm, Why: why, State: string(st.State)})
 	}

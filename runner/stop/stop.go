@@ -230,8 +230,9 @@ func (e *Engine) settled(snap *Snapshot) (living []Member, ok bool) {
 	for _, m := range snap.Tree {
 		ids[m.Identity()] = true
 	}
-	for _, m := range again {
-		if m.State != "Z" && m.State != "X" {
+	for _, n := range again {
+		m := n.Member
+		if !n.Dead() {
 			living = append(living, m)
 			ok = false
 		}
@@ -246,8 +247,10 @@ func (e *Engine) settled(snap *Snapshot) (living []Member, ok bool) {
 // after that many is not held, and the stop is not confirmed.
 const MaxHoldRounds = 64
 
-// held reports whether a stat state shows a process that cannot run:
-// stopped by a signal (T) or in a tracing stop (t).
+// heldState reports whether a member's stat state shows a process that
+// cannot run: stopped by a signal (T) or in a tracing stop (t). A zombie
+// leader's letter stays Z whatever its threads do, so its members are
+// judged by FS.Held instead, thread by thread.
 func heldState(state string) bool { return state == "T" || state == "t" }
 
 // hold stops a stop from being outrun. Every reached process is sent
@@ -255,21 +258,24 @@ func heldState(state string) bool { return state == "T" || state == "t" }
 // each newly seen process stopped the moment it is read (a process that
 // forks and lets its parent exit in a loop is caught between two forks), and
 // every known one re-read, until a reading finds no new member and every
-// member shows state T or t; a full rescan then checks that nothing was
+// member shows state T or t (for a zombie leader: every live thread does,
+// read from task/TID/stat); a full rescan then checks that nothing was
 // reached another way (group, marker), and the hold ends. A stopped process
 // cannot fork, so what is held is all there is to KILL. It returns the
 // members to KILL and those it could not hold within MaxHoldRounds.
 func (e *Engine) hold(ctx context.Context, round *int, snap *Snapshot, clock Clock, endAt time.Time, note func(*Snapshot)) (members, unheld []Member) {
 	known := map[proc.Identity]Member{}
+	// isHeld is each known member's last reading, by FS.Held.
+	isHeld := map[proc.Identity]bool{}
 	stopSent := map[proc.Identity]int{}
 	fresh := false
-	stopOne := func(m Member, iter int) {
+	stopOne := func(m Member, held bool, iter int) {
 		id := m.Identity()
 		if _, ok := known[id]; !ok {
 			known[id] = m
 			fresh = true
 		}
-		if !heldState(m.State) && stopSent[id] != iter+1 {
+		if !held && stopSent[id] != iter+1 {
 			stopSent[id] = iter + 1
 			e.send(id, syscall.SIGSTOP)
 		}
@@ -282,13 +288,13 @@ func (e *Engine) hold(ctx context.Context, round *int, snap *Snapshot, clock Clo
 		fresh = false
 		if iter == 0 {
 			for _, m := range snap.Reached {
-				stopOne(m, iter)
+				stopOne(m, heldState(m.State), iter)
 			}
 		}
 		for _, root := range e.Scanner.treeRoots() {
 			e.Scanner.walk(root, skip, func(n Node) {
-				if n.State != "Z" && n.State != "X" {
-					stopOne(n.Member, iter)
+				if !n.Dead() {
+					stopOne(n.Member, e.Scanner.FS.Held(n.stat), iter)
 				}
 			}, nil, true)
 		}
@@ -299,11 +305,13 @@ func (e *Engine) hold(ctx context.Context, round *int, snap *Snapshot, clock Clo
 			st, err := e.Scanner.FS.Stat(id.PID)
 			if err != nil || st.StartTime != id.StartTime || st.Dead() {
 				delete(known, id)
+				delete(isHeld, id)
 				continue
 			}
 			m.State = string(st.State)
 			known[id] = m
-			if !heldState(m.State) {
+			isHeld[id] = e.Scanner.FS.Held(st)
+			if !isHeld[id] {
 				waiting = append(waiting, m)
 				if stopSent[id] != iter+1 {
 					stopSent[id] = iter + 1
@@ -317,9 +325,10 @@ func (e *Engine) hold(ctx context.Context, round *int, snap *Snapshot, clock Clo
 				note(full)
 				for _, m := range full.Reached {
 					if _, ok := known[m.Identity()]; !ok && !heldState(m.State) {
-						stopOne(m, iter)
+						stopOne(m, false, iter)
 					} else if !ok {
 						known[m.Identity()] = m
+						isHeld[m.Identity()] = true // shown T or t by this scan
 					}
 				}
 				if !fresh {
@@ -328,8 +337,8 @@ func (e *Engine) hold(ctx context.Context, round *int, snap *Snapshot, clock Clo
 			}
 		}
 		if iter+1 >= MaxHoldRounds || clock.Now().After(endAt) || ctx.Err() != nil {
-			for _, m := range known {
-				if !heldState(m.State) {
+			for id, m := range known {
+				if !isHeld[id] {
 					unheld = append(unheld, m)
 				}
 			}
@@ -349,7 +358,7 @@ func (e *Engine) hold(ctx context.Context, round *int, snap *Snapshot, clock Clo
 // pauseHold waits until every waiting member is held or gone, or a round
 // has passed; fakeproc's pause step stands in for it on fake trees.
 func (e *Engine) pauseHold(ctx context.Context, round int, waiting []Member) {
-	held := func(st proc.Stat) bool { return heldState(string(st.State)) }
+	held := func(st proc.Stat) bool { return e.Scanner.FS.Held(st) }
 	e.waitRound(ctx, round, waiting, held, 200*time.Microsecond, 2*time.Millisecond)
 }
 
@@ -372,6 +381,10 @@ func (e *Engine) signalAll(members []Member, sig syscall.Signal, sent map[proc.I
 	one := func(m Member) (proc.Identity, bool) {
 		id := m.Identity()
 		stopped := m.State == "T" || m.State == "t"
+		// A reached member in state Z is a zombie leader with live threads,
+		// which may be stopped though its letter cannot say: it gets one
+		// CONT with its first TERM (harmless if they run).
+		zombieLeader := m.State == "Z"
 		if prev, ok := sent[id]; ok && prev == sig && sig == syscall.SIGTERM {
 			if stopped {
 				e.sendCont(id)
@@ -381,7 +394,7 @@ func (e *Engine) signalAll(members []Member, sig syscall.Signal, sent map[proc.I
 		if !e.send(id, sig) {
 			return id, false
 		}
-		if sig == syscall.SIGTERM && stopped {
+		if sig == syscall.SIGTERM && (stopped || zombieLeader) {
 			e.sendCont(id)
 		}
 		return id, true

@@ -16,7 +16,15 @@ var ErrMoved = errors.New("the tree moved while it was read")
 type Node struct {
 	Member
 	PPID int
+	// stat is the reading the node was made from: whether it is dead
+	// depends on its thread count too, not on its letter alone (a leader
+	// that called pthread_exit shows Z while its threads run).
+	stat proc.Stat
 }
+
+// Dead reports whether every thread of the process had exited when it was
+// read (proc.Stat.Dead): a zombie leader with a live thread is alive.
+func (n Node) Dead() bool { return n.stat.Dead() }
 
 // Walk reads the supervisor's tree from the kernel: the children lists of
 // every thread of the supervisor (PROC_ROOT/SELF/task/*/children), then of
@@ -31,16 +39,12 @@ type Node struct {
 // ErrMoved along with what it read: it may have handed a child of its own
 // to the supervisor after the supervisor's list was read, so the reading
 // cannot vouch for the whole tree.
-func (s *Scanner) Walk(skip map[int]bool) ([]Member, error) {
+func (s *Scanner) Walk(skip map[int]bool) ([]Node, error) {
 	nodes, err := s.walk(s.Launch.Self, skip, nil, nil, false)
 	if err == nil && s.vanished > 0 {
 		err = ErrMoved
 	}
-	out := make([]Member, 0, len(nodes))
-	for _, n := range nodes {
-		out = append(out, n.Member)
-	}
-	return out, err
+	return nodes, err
 }
 
 // walkFrom is a walk from another root (a service), ignoring errors: what
@@ -52,8 +56,9 @@ func (s *Scanner) walkFrom(root int) []Node {
 
 // walk visits every process below root, breadth first, calling visit (when
 // set) on each as soon as its stat is read, so a caller can signal it
-// before its parent's next fork. Zombies are listed but not entered: the
-// kernel handed their children on before they died. known, when set, holds
+// before its parent's next fork. Dead zombies are listed but not entered:
+// the kernel handed their children on before they died. A zombie leader
+// with live threads is entered: its threads keep their children and fork. known, when set, holds
 // stats read this round, used instead of reading them again; fast reads a
 // single-threaded process's one children list without listing its threads
 // (see proc.FS.ChildrenOf). The reading that confirms a cleanup uses
@@ -100,7 +105,7 @@ func (s *Scanner) walk(root int, skip map[int]bool, visit func(Node), known map[
 			if p == s.Launch.Self {
 				why = WhyOrphan
 			}
-			n := Node{Member: Member{PID: c, StartTime: st.StartTime, Comm: st.Comm, Why: why, State: string(st.State)}, PPID: p}
+			n := Node{Member: Member{PID: c, StartTime: st.StartTime, Comm: st.Comm, Why: why, State: string(st.State)}, PPID: p, stat: st}
 			out = append(out, n)
 			if visit != nil {
 				visit(n)

@@ -695,7 +695,7 @@ func (s *supervisor) reapAdopted() {
 		}
 		zombie := false
 		for _, pid := range kids {
-			if st, err := s.fs.Stat(pid); err == nil && st.Dead() {
+			if st, err := s.fs.Stat(pid); err == nil && st.State == 'Z' {
 				zombie = true
 				break
 			}

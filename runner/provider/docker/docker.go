@@ -552,11 +552,18 @@ func (r *readErrs) Read(p []byte) (int, error) {
 }
 
 // Fetch fetches path as a tar stream and unpacks it at hostPath within lim
-// (see untarTo). The engine answers 404 both for a missing path and for a
+// (see untarTo); a confined read (lim.Confined) is refused with
+// provider.ErrUnconfined. The engine answers 404 both for a missing path and for a
 // missing container; the container is inspected to tell them apart. A
 // download stopped at the read cap is not an error: what was written stays,
 // and the answer records where it stopped.
 func (s *Sandbox) Fetch(ctx context.Context, path, hostPath string, lim provider.FetchLimits) (provider.Fetched, error) {
+	if lim.Confined {
+		// The engine resolves the path in the container's root following
+		// every link above its last component, and reads as root: it
+		// cannot be told not to. Refused, never followed.
+		return provider.Fetched{}, fmt.Errorf("download %q: %w (the engine's archive follows links above the path and reads as root; a confined read goes over the session agent)", path, provider.ErrUnconfined)
+	}
 	// Ending the request is what stops the engine's stream: closing a
 	// response body may drain it first, which for a huge file would
 	// read all of it.

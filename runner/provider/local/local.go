@@ -324,11 +324,19 @@ func (s *Sandbox) Download(ctx context.Context, path, hostPath string) error {
 // Fetch copies a file or a tree within lim: symlinks are recorded, never
 // created or followed; devices, fifos and sockets are recorded and
 // skipped; a regular file is opened without following links and cut at
-// the caps by its apparent (lstat) size.
+// the caps by its apparent (lstat) size. A confined read (lim.Confined) is
+// refused with provider.ErrUnconfined. Every entry takes one of lim.Entries;
+// past it the copy stops and records where.
 func (s *Sandbox) Fetch(ctx context.Context, path, hostPath string, lim provider.FetchLimits) (provider.Fetched, error) {
 	var got provider.Fetched
 	if err := s.alive("download"); err != nil {
 		return got, err
+	}
+	if lim.Confined {
+		// It resolves the path by name and walks the tree by name, as
+		// this process's user: it follows links above the path and
+		// cannot read as another user. Refused, never followed.
+		return got, fmt.Errorf("download %q: %w (the local provider reads by name, as its own user)", path, provider.ErrUnconfined)
 	}
 	lim = lim.WithDefaults()
 	hp, err := s.hostPath(path)
@@ -350,6 +358,11 @@ func (s *Sandbox) Fetch(ctx context.Context, path, hostPath string, lim provider
 		if err != nil {
 			return err
 		}
+		if lim.Entries.Take(1) == 0 {
+			got.Add(provider.Withheld{Path: sp, Kind: provider.WithheldStopped})
+			return fs.SkipAll
+		}
+		got.Entries++
 		switch {
 		case d.IsDir():
 			return os.MkdirAll(dst, fi.Mode().Perm()|0o700)
