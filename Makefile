@@ -8,7 +8,7 @@ ARCHES   := amd64 arm64
 # Specs to run (a Ginkgo label filter); `make test-local` leaves out `docker`.
 LABELS   ?=
 
-.PHONY: all build warden probe sandagent test test-local prereqs engine images vet unit conformance bench certify mutants fuzz soak clean
+.PHONY: all build warden probe sandagent test test-local prereqs engine images vet unit conformance bench certify mutants mutants-host fuzz soak clean
 
 all: build
 
@@ -93,6 +93,17 @@ certify: prereqs engine images build
 # of its clause, the real warden by none, three runs in a row.
 mutants:
 	$(GO) run ./conformance/mutants --runs 3
+
+# The host path's mutants (conformance/hostmutants, docs/mutation.md): each
+# one-line bug of the catalogue on the files that decide a check, a status
+# or a regression, against its package's engine-free unit tests (no engine,
+# SANDPROOF_DOCKER unset); fails on a survivor the catalogue gives no
+# reason for. The report (per package: killed, survived, timed out, score)
+# goes to MUTANTS_HOST_OUT.
+MUTANTS_HOST_OUT ?= $(BIN)/mutants-host.md
+mutants-host:
+	@mkdir -p $(dir $(MUTANTS_HOST_OUT))
+	$(GO) run ./conformance/hostmutants --out $(MUTANTS_HOST_OUT)
 
 # Each fuzz target for a bounded time (FUZZTIME per target).
 FUZZTIME ?= 30s

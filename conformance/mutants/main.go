@@ -62,6 +62,7 @@ var Catalog = []Mutant{
 	{"nothreads", "2 hold", "no OS threads reserved before the harness: a bomb at the pids limit kills the supervisor"},
 	{"nocgroupkill", "2 kernel confirms", "tier cgroup freezes the harness's cgroup but never writes cgroup.kill"},
 	{"zskip", "2 kernel confirms", "a Z leader counts as dead whatever its threads: a tool that called pthread_exit in main writes on after a confirmed receipt"},
+	{"servicepid", "2 services by identity", "a declared service named by its pid alone: a harness process that reuses a dead service's pid is kept"},
 }
 
 func main() {

@@ -205,7 +205,9 @@ func (s *Scanner) compute(stats []proc.Stat) *Snapshot {
 	preserved := map[int]bool{}
 	var queue []int
 	for _, svc := range l.Services {
-		if st, ok := byPID[svc.PID]; ok && st.StartTime == svc.StartTime {
+		// The mutant: a service named by its pid alone, so a process
+		// that reuses a dead service's pid is kept as that service.
+		if st, ok := byPID[svc.PID]; ok && (st.StartTime == svc.StartTime || mutant.Is("servicepid")) {
 			preserved[svc.PID] = true
 			queue = append(queue, svc.PID)
 		}
