@@ -333,6 +333,7 @@ func checkLock(data []byte, pkg, version, integrity string) error {
 			Version      string            `json:"version"`
 			Integrity    string            `json:"integrity"`
 			Link         bool              `json:"link"`
+			InBundle     bool              `json:"inBundle"`
 			Dependencies map[string]string `json:"dependencies"`
 		} `json:"packages"`
 	}
@@ -352,15 +353,48 @@ func checkLock(data []byte, pkg, version, integrity string) error {
 	}
 	var missing []string
 	for name, e := range lock.Packages {
-		if name != "" && !e.Link && e.Integrity == "" {
-			missing = append(missing, name)
+		if name == "" || e.Link || e.Integrity != "" {
+			continue
 		}
+		if e.InBundle {
+			// npm writes no integrity for a bundled dependency: its files
+			// come from the tarball of the package that bundles it, the
+			// nearest enclosing entry not itself bundled. That tarball's
+			// integrity covers them; a bundle without one (the root's, or
+			// a linked package's) covers nothing.
+			if bundlerPinned(name, func(p string) (inBundle, pinned, ok bool) {
+				e, ok := lock.Packages[p]
+				return e.InBundle, e.Integrity != "" && !e.Link, ok
+			}) {
+				continue
+			}
+		}
+		missing = append(missing, name)
 	}
 	if len(missing) > 0 {
 		slices.Sort(missing)
 		return fmt.Errorf("%d package(s) without integrity, e.g. %s", len(missing), missing[0])
 	}
 	return nil
+}
+
+// bundlerPinned reports whether the bundled entry at path
+// ("node_modules/a/node_modules/b") comes from a pinned tarball: that of
+// the nearest enclosing node_modules/X entry not itself in a bundle, which
+// must exist and have an integrity. get reports, for a lock path, whether
+// its entry is in a bundle, is pinned, and exists.
+func bundlerPinned(path string, get func(string) (inBundle, pinned, ok bool)) bool {
+	for {
+		i := strings.LastIndex(path, "/node_modules/")
+		if i < 0 {
+			return false // at the top: bundled by the root, which is unpinned
+		}
+		path = path[:i]
+		inBundle, pinned, ok := get(path)
+		if ok && !inBundle {
+			return pinned
+		}
+	}
 }
 
 // check is the adapter's validation hook.
