@@ -425,11 +425,15 @@ func (c Config) platformFor(t Target) (Platform, bool) {
 	return Platform{}, false
 }
 
-// contentHash names what goes into the tree: every field that changes it.
+// contentHash names what goes into the tree: every field that changes it,
+// and the version check that vouched for it.
 func (c Config) contentHash(pl *Platform) string {
 	h := sha256.New()
 	enc := json.NewEncoder(h)
-	enc.Encode([]any{c.Package, c.Version, c.Integrity, c.Keep, c.EntryNode, c.EntryBin, c.MinNode})
+	// The version check is in too: an entry is stamped with what its
+	// check answered, and a manifest that changes the check gets an entry
+	// of its own rather than evicting one another manifest still uses.
+	enc.Encode([]any{c.Package, c.Version, c.Integrity, c.Keep, c.EntryNode, c.EntryBin, c.MinNode, c.VersionArgs, c.VersionEnv})
 	lock := sha256.Sum256(c.LockData)
 	enc.Encode(hex.EncodeToString(lock[:]))
 	if pl != nil {
