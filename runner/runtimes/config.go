@@ -44,7 +44,16 @@ type Platform struct {
 	Package, Version, Integrity string
 	Keep                        []string
 	TreeSHA256                  string
+	// Requires adds to the manifest's requires what this build needs of
+	// the image (a musl build's libstdc++), so another platform's build
+	// does not inherit it. Nil adds nothing.
+	Requires []string
 }
+
+// PlatformRequirements are the names a platform's requires may list: what
+// a build is linked against. What the harness runs (bash, python3, sh) is
+// the same for every build and stays in the manifest's requires.
+var PlatformRequirements = []string{"glibc", "musl", "libstdc++", "libgcc"}
 
 // Target is the platform a Platform entry is for.
 func (p Platform) Target() Target { return Target{Arch: p.Arch, Libc: p.Libc, Baseline: p.Baseline} }
@@ -287,6 +296,23 @@ func ParseConfig(dir string, n *yaml.Node) (Config, []adapter.FieldError) {
 					"integrity":   func(k string, v *yaml.Node) { pl.Integrity = p.integrity(k, v) },
 					"keep":        func(k string, v *yaml.Node) { pl.Keep = p.paths(k, v) },
 					"tree_sha256": func(k string, v *yaml.Node) { pl.TreeSHA256 = p.sha(k, v) },
+					"requires": func(k string, v *yaml.Node) {
+						if v.Kind != yaml.SequenceNode {
+							p.errf(v, k, "want a list, got %s", adapter.KindName(v))
+							return
+						}
+						pl.Requires = []string{}
+						for i, r := range v.Content {
+							name := p.str(fmt.Sprintf("%s[%d]", k, i), r)
+							if name != "" && !slices.Contains(PlatformRequirements, name) {
+								p.errf(r, fmt.Sprintf("%s[%d]", k, i), "%q is not a requirement of one build (known: %s; the rest goes in the manifest's requires)", name, strings.Join(PlatformRequirements, ", "))
+								continue
+							}
+							if !slices.Contains(pl.Requires, name) {
+								pl.Requires = append(pl.Requires, name)
+							}
+						}
+					},
 				})
 				if pl.Baseline && pl.Arch == "arm64" {
 					p.errf(e, pk, "cpu: baseline is an x86-64 variant, not for arm64")

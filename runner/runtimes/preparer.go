@@ -353,6 +353,9 @@ func Preparer(ctx context.Context, req adapter.PrepareRequest) error {
 	}
 	if req.Out != nil {
 		req.Out.Platform = target.String()
+		if pl, ok := c.platformFor(target); ok {
+			req.Out.Requires = slices.Clone(pl.Requires)
+		}
 		if c.EntryNode != "" {
 			req.Out.Host = append(req.Out.Host, adapter.HostPart{Path: "bin/node", Name: "node",
 				Version: fmt.Sprint(rt.Info["node_version"]), SHA256: fmt.Sprint(rt.Info["node_sha256"])})

@@ -1,6 +1,7 @@
 package runtimes
 
 import (
+	"archive/tar"
 	"context"
 	"errors"
 	"io/fs"
@@ -246,5 +247,83 @@ func TestVersionCheckIsInTheCacheKey(t *testing.T) {
 	}
 	if a, b := parse("      version_args: [\"--version\"]\n").Key(), parse("      version_args: [\"--version\"]\n").Key(); a != b {
 		t.Errorf("the same manifest has two keys: %s, %s", a, b)
+	}
+}
+
+// fakeNpmPack puts an `npm` first on PATH whose `pack` serves the tarballs
+// in tgzs (package@version -> path) as the registry would; any other npm
+// command fails.
+func fakeNpmPack(t *testing.T, tgzs map[string]string) {
+	t.Helper()
+	bin := t.TempDir()
+	var cases strings.Builder
+	for spec, p := range tgzs {
+		cases.WriteString("  '" + spec + "') src='" + p + "' ;;\n")
+	}
+	script := `#!/bin/sh
+[ "$1" = pack ] || { echo "fake npm: only pack" >&2; exit 1; }
+dest= ; spec=
+while [ $# -gt 0 ]; do
+  case "$1" in --pack-destination) dest=$2; shift ;; --json|pack) ;; *) spec=$1 ;; esac
+  shift
+done
+case "$spec" in
+` + cases.String() + `  *) echo "npm error code E404" >&2; exit 1 ;;
+esac
+cp "$src" "$dest/fake.tgz"
+echo '[{"filename": "fake.tgz", "integrity": "ignored"}]'
+`
+	if err := os.WriteFile(filepath.Join(bin, "npm"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+}
+
+// A platform's requires are its build's alone: the glibc build of a
+// manifest whose musl build needs libstdc++ does not (on main `requires`
+// under a platform was an unknown key).
+func TestPlatformRequiresAreThatBuildsOwn(t *testing.T) {
+	if _, err := os.Stat("/bin/sh"); err != nil {
+		testenv.Missing(t, "/bin/sh", "install Debian's dash")
+	}
+	wrapper := writeTgz(t, []tarEntry{{name: "package/package.json", typ: tar.TypeReg, mode: 0o644, body: `{"name": "@scope/tool", "version": "1.2.3"}`}})
+	build := writeTgz(t, []tarEntry{{name: "package/bin/tool", typ: tar.TypeReg, mode: 0o755, body: "#!/bin/sh\necho tool 1.2.3\n"}})
+	wi, err := integrity(wrapper)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bi, err := integrity(build)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fakeNpmPack(t, map[string]string{"@scope/tool@1.2.3": wrapper, "tool-linux-glibc@1.2.3": build, "tool-linux-musl@1.2.3": build})
+	t.Setenv(CacheEnv, t.TempDir())
+	arch := HostTarget().Arch
+	doc := npmManifest(`      package: "@scope/tool"
+      version: "1.2.3"
+      integrity: "` + wi + `"
+      entry: {bin: bin/tool}
+      platforms:
+        - {arch: ` + arch + `, libc: glibc, package: tool-linux-glibc, integrity: "` + bi + `", requires: [glibc]}
+        - {arch: ` + arch + `, libc: musl, package: tool-linux-musl, integrity: "` + bi + `", requires: [musl, libstdc++, libgcc, musl]}
+`)
+	m, err := adapter.Parse("x.yaml", t.TempDir(), []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for libc, want := range map[string]string{"glibc": "glibc", "musl": "musl libstdc++ libgcc"} {
+		p, err := m.PrepareFor(context.Background(), t.TempDir(), arch, libc)
+		if err != nil {
+			t.Fatalf("%s: %v", libc, err)
+		}
+		if got := strings.Join(p.Requires, " "); got != want {
+			t.Errorf("%s build requires %q, want %q", libc, got, want)
+		}
+	}
+
+	// Only what a build links against; the rest is the manifest's.
+	bad := strings.Replace(doc, "requires: [glibc]", "requires: [glibc, bash]", 1)
+	if _, err := adapter.Parse("x.yaml", t.TempDir(), []byte(bad)); err == nil || !strings.Contains(err.Error(), `"bash" is not a requirement of one build`) {
+		t.Fatalf("bash in a platform's requires: %v", err)
 	}
 }
