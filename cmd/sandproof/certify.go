@@ -180,7 +180,7 @@ the exit status is 130 (143 for TERM). A second signal exits at once.
 				return exitError{exitFailed}
 			}
 			if sum.Counts[reports.StatusPassed] == 0 && !allowEmpty {
-				return failedError{fmt.Errorf("no case passed (%d skipped): nothing was certified; --allow-empty accepts that", sum.Counts[reports.StatusSkipped])}
+				return noCasePassed(sum.Counts[reports.StatusSkipped])
 			}
 			return nil
 		},
@@ -430,4 +430,10 @@ func printSummary(w io.Writer, s *certify.Summary, out string) {
 		fmt.Fprintln(w, line)
 	}
 	fmt.Fprintf(w, "evidence: %s\n", filepath.Join(out, reports.EvidenceFile))
+}
+
+// noCasePassed is the verdict on a run in which every case was skipped:
+// nothing was certified, so it fails (exit 1, contract §9 exit statuses).
+func noCasePassed(skipped int) error {
+	return failedError{fmt.Errorf("no case passed (%d skipped): nothing was certified; --allow-empty accepts that", skipped)}
 }

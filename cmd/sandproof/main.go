@@ -167,10 +167,14 @@ func exitStatus(err error) int {
 	switch {
 	case errors.As(err, &ie):
 		return ie.code
-	case errors.As(err, &ue), isCobraUsage(err):
+	case errors.As(err, &ue):
 		return exitUsage
 	case errors.As(err, &fe), errors.Is(err, certify.ErrCanaryLeaked):
+		// Before cobra's text match: a verdict's message may contain
+		// "accepts " ("--allow-empty accepts that").
 		return exitFailed
+	case isCobraUsage(err):
+		return exitUsage
 	case errors.Is(err, reports.ErrInvalidEvidence), errors.Is(err, reports.ErrDuplicateCase), errors.Is(err, certify.ErrOutExists):
 		// Bad input named by file and line.
 		return exitUsage

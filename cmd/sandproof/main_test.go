@@ -63,6 +63,9 @@ func TestExitStatuses(t *testing.T) {
 		{usagef("--x: bad value"), exitUsage},
 		{fmt.Errorf("certify: %w", certify.ErrCanaryLeaked), exitFailed},
 		{failedError{errors.New("no case passed")}, exitFailed},
+		// The message certify really returns (its "accepts " once read as
+		// cobra's usage text: exit 2).
+		{noCasePassed(3), exitFailed},
 		{fmt.Errorf("f:1: %w", reports.ErrInvalidEvidence), exitUsage},
 		{fmt.Errorf("x: %w", certify.ErrOutExists), exitUsage},
 		{errors.New("ping engine: connection refused"), exitInfra},

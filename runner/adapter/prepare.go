@@ -47,6 +47,10 @@ type Prepared struct {
 	// so the same pins give the same digest on every host; each is
 	// recorded on its own.
 	Host []HostPart
+	// Requires are what the prepared build needs of the image on top of
+	// the manifest's requires (a platform's own requires); nil adds
+	// nothing.
+	Requires []string
 }
 
 // HostPart is a file of the runtime tree that came from the host.

@@ -165,6 +165,9 @@ type caseSpec struct {
 	adapter *adapter.Manifest
 	runtime string // prepared runtime host dir
 	rt      rtKey
+	// requires is the manifest's requires plus its prepared build's own
+	// (per platform).
+	requires []string
 	// skip says why the case cannot run (its platform is not covered, its
 	// runtime's source did not answer); "" runs it.
 	skip string

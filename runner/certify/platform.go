@@ -60,6 +60,7 @@ func (r *runner) prepareRuntimes(ctx context.Context, work, arch string, cases [
 	for i := range cases {
 		c := &cases[i]
 		c.rt = rtKey{adapter: c.adapter.Name}
+		c.requires = slices.Clone(c.adapter.Requires)
 		if !c.adapter.PerPlatform() {
 			continue
 		}
@@ -150,6 +151,11 @@ func (r *runner) prepareRuntimes(ctx context.Context, work, arch string, cases [
 		c := &cases[i]
 		if rt := prepared[c.rt]; rt != nil {
 			c.runtime = rt.Dir
+			for _, q := range rt.Requires {
+				if !slices.Contains(c.requires, q) {
+					c.requires = append(c.requires, q)
+				}
+			}
 		}
 		c.skip = skips[c.rt]
 	}

@@ -92,7 +92,7 @@ func (r *runner) newCase(c caseSpec) *caseRun {
 	for _, d := range []string{cr.home + "/.config", cr.home + "/.local/share", cr.home + "/.cache", cr.home + "/.local/state"} {
 		cr.markers = append(cr.markers, d+"/sandproof-owner/marker")
 	}
-	for _, q := range m.Requires {
+	for _, q := range c.requires {
 		cr.reqPaths = append(cr.reqPaths, requirementPaths[q]...)
 	}
 	cr.allMarkers = append(slices.Clone(cr.markers), cr.reqPaths...)
@@ -227,7 +227,7 @@ func (cr *caseRun) setup(ctx context.Context) error {
 		if err := provider.UploadBytes(ctx, sb, []byte(cr.challenge+"\n"), ChallengeFile, 0o400, cr.uid, cr.gid); err != nil {
 			return err
 		}
-		if missing := missingRequirements(m.Requires, cr.before, r.opts.Bash != ""); len(missing) > 0 {
+		if missing := missingRequirements(cr.c.requires, cr.before, r.opts.Bash != ""); len(missing) > 0 {
 			if cr.skip != "" {
 				cr.skip += "; "
 			}

@@ -44,7 +44,16 @@ type Platform struct {
 	Package, Version, Integrity string
 	Keep                        []string
 	TreeSHA256                  string
+	// Requires adds to the manifest's requires what this build needs of
+	// the image (a musl build's libstdc++), so another platform's build
+	// does not inherit it. Nil adds nothing.
+	Requires []string
 }
+
+// PlatformRequirements are the names a platform's requires may list: what
+// a build is linked against. What the harness runs (bash, python3, sh) is
+// the same for every build and stays in the manifest's requires.
+var PlatformRequirements = []string{"glibc", "musl", "libstdc++", "libgcc"}
 
 // Target is the platform a Platform entry is for.
 func (p Platform) Target() Target { return Target{Arch: p.Arch, Libc: p.Libc, Baseline: p.Baseline} }
@@ -287,6 +296,23 @@ func ParseConfig(dir string, n *yaml.Node) (Config, []adapter.FieldError) {
 					"integrity":   func(k string, v *yaml.Node) { pl.Integrity = p.integrity(k, v) },
 					"keep":        func(k string, v *yaml.Node) { pl.Keep = p.paths(k, v) },
 					"tree_sha256": func(k string, v *yaml.Node) { pl.TreeSHA256 = p.sha(k, v) },
+					"requires": func(k string, v *yaml.Node) {
+						if v.Kind != yaml.SequenceNode {
+							p.errf(v, k, "want a list, got %s", adapter.KindName(v))
+							return
+						}
+						pl.Requires = []string{}
+						for i, r := range v.Content {
+							name := p.str(fmt.Sprintf("%s[%d]", k, i), r)
+							if name != "" && !slices.Contains(PlatformRequirements, name) {
+								p.errf(r, fmt.Sprintf("%s[%d]", k, i), "%q is not a requirement of one build (known: %s; the rest goes in the manifest's requires)", name, strings.Join(PlatformRequirements, ", "))
+								continue
+							}
+							if !slices.Contains(pl.Requires, name) {
+								pl.Requires = append(pl.Requires, name)
+							}
+						}
+					},
 				})
 				if pl.Baseline && pl.Arch == "arm64" {
 					p.errf(e, pk, "cpu: baseline is an x86-64 variant, not for arm64")
@@ -333,6 +359,7 @@ func checkLock(data []byte, pkg, version, integrity string) error {
 			Version      string            `json:"version"`
 			Integrity    string            `json:"integrity"`
 			Link         bool              `json:"link"`
+			InBundle     bool              `json:"inBundle"`
 			Dependencies map[string]string `json:"dependencies"`
 		} `json:"packages"`
 	}
@@ -352,15 +379,48 @@ func checkLock(data []byte, pkg, version, integrity string) error {
 	}
 	var missing []string
 	for name, e := range lock.Packages {
-		if name != "" && !e.Link && e.Integrity == "" {
-			missing = append(missing, name)
+		if name == "" || e.Link || e.Integrity != "" {
+			continue
 		}
+		if e.InBundle {
+			// npm writes no integrity for a bundled dependency: its files
+			// come from the tarball of the package that bundles it, the
+			// nearest enclosing entry not itself bundled. That tarball's
+			// integrity covers them; a bundle without one (the root's, or
+			// a linked package's) covers nothing.
+			if bundlerPinned(name, func(p string) (inBundle, pinned, ok bool) {
+				e, ok := lock.Packages[p]
+				return e.InBundle, e.Integrity != "" && !e.Link, ok
+			}) {
+				continue
+			}
+		}
+		missing = append(missing, name)
 	}
 	if len(missing) > 0 {
 		slices.Sort(missing)
 		return fmt.Errorf("%d package(s) without integrity, e.g. %s", len(missing), missing[0])
 	}
 	return nil
+}
+
+// bundlerPinned reports whether the bundled entry at path
+// ("node_modules/a/node_modules/b") comes from a pinned tarball: that of
+// the nearest enclosing node_modules/X entry not itself in a bundle, which
+// must exist and have an integrity. get reports, for a lock path, whether
+// its entry is in a bundle, is pinned, and exists.
+func bundlerPinned(path string, get func(string) (inBundle, pinned, ok bool)) bool {
+	for {
+		i := strings.LastIndex(path, "/node_modules/")
+		if i < 0 {
+			return false // at the top: bundled by the root, which is unpinned
+		}
+		path = path[:i]
+		inBundle, pinned, ok := get(path)
+		if ok && !inBundle {
+			return pinned
+		}
+	}
 }
 
 // check is the adapter's validation hook.
@@ -391,11 +451,15 @@ func (c Config) platformFor(t Target) (Platform, bool) {
 	return Platform{}, false
 }
 
-// contentHash names what goes into the tree: every field that changes it.
+// contentHash names what goes into the tree: every field that changes it,
+// and the version check that vouched for it.
 func (c Config) contentHash(pl *Platform) string {
 	h := sha256.New()
 	enc := json.NewEncoder(h)
-	enc.Encode([]any{c.Package, c.Version, c.Integrity, c.Keep, c.EntryNode, c.EntryBin, c.MinNode})
+	// The version check is in too: an entry is stamped with what its
+	// check answered, and a manifest that changes the check gets an entry
+	// of its own rather than evicting one another manifest still uses.
+	enc.Encode([]any{c.Package, c.Version, c.Integrity, c.Keep, c.EntryNode, c.EntryBin, c.MinNode, c.VersionArgs, c.VersionEnv})
 	lock := sha256.Sum256(c.LockData)
 	enc.Encode(hex.EncodeToString(lock[:]))
 	if pl != nil {

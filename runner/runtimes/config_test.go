@@ -332,3 +332,41 @@ func TestNoLoaderIsAnUncoveredPlatform(t *testing.T) {
 		t.Fatalf("libc none: %v, want ErrPlatform", err)
 	}
 }
+
+// npm writes no integrity for a bundled dependency (inBundle): the lock is
+// accepted when the tarball of the package that bundles it is pinned, and
+// only then (a bundle of the root or of a linked package covers nothing).
+func TestNpmLockBundledEntriesNeedAPinnedBundler(t *testing.T) {
+	dir := t.TempDir()
+	doc := []byte(npmManifest(goodWith + "      lock: l.json\n"))
+	for _, tc := range []struct {
+		name, extra, want string
+	}{
+		{"bundled by a pinned package", `,
+  "node_modules/dep": {"version": "1.0.0", "integrity": "` + goodIntegrity + `", "bundleDependencies": ["b"]},
+  "node_modules/dep/node_modules/b": {"version": "2.0.0", "inBundle": true},
+  "node_modules/dep/node_modules/b/node_modules/c": {"version": "3.0.0", "inBundle": true}`, ""},
+		{"bundled by the root", `,
+  "node_modules/b": {"version": "2.0.0", "inBundle": true}`, "1 package(s) without integrity, e.g. node_modules/b"},
+		{"bundled by a linked package", `,
+  "node_modules/dep": {"resolved": "../dep", "link": true},
+  "node_modules/dep/node_modules/b": {"version": "2.0.0", "inBundle": true}`, "1 package(s) without integrity, e.g. node_modules/dep/node_modules/b"},
+		{"not marked inBundle", `,
+  "node_modules/dep": {"version": "1.0.0", "integrity": "` + goodIntegrity + `"},
+  "node_modules/dep/node_modules/b": {"version": "2.0.0"}`, "1 package(s) without integrity, e.g. node_modules/dep/node_modules/b"},
+	} {
+		data := `{"name": "r", "lockfileVersion": 3, "packages": {
+  "": {"dependencies": {"@scope/tool": "1.2.3"}},
+  "node_modules/@scope/tool": {"version": "1.2.3", "integrity": "` + goodIntegrity + `"}` + tc.extra + `}}`
+		if err := os.WriteFile(filepath.Join(dir, "l.json"), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := adapter.Parse("x.yaml", dir, doc)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: refused: %v", tc.name, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}

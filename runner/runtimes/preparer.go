@@ -219,9 +219,38 @@ func npmCI(ctx context.Context, c Config, dir string) error {
 	if _, err := npmCmd(ctx, dir, "ci", "--prefix", dir, "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"); err != nil {
 		return err
 	}
-	// Links to the packages' scripts, for npm run; the harness is started
-	// by path, and an upload (which follows links) would duplicate them.
-	return os.RemoveAll(filepath.Join(dir, "node_modules", ".bin"))
+	return dropBinLinks(dir)
+}
+
+// dropBinLinks removes every node_modules/.bin directory under dir, the
+// top one and the nested node_modules/*/node_modules/.bin that npm ci makes
+// for a package's own dependencies: they hold links to the packages'
+// scripts, for npm run. The harness is started by path, an upload (which
+// follows links) would duplicate them, and a runtime holds only files and
+// directories (linkTree).
+func dropBinLinks(dir string) error {
+	var bins []string
+	err := filepath.WalkDir(filepath.Join(dir, "node_modules"), func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Name() == ".bin" && filepath.Base(filepath.Dir(p)) == "node_modules" {
+			bins = append(bins, p)
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("drop .bin links: %w", err)
+	}
+	for _, b := range bins {
+		if err := os.RemoveAll(b); err != nil {
+			return fmt.Errorf("drop .bin links: %w", err)
+		}
+	}
+	return nil
 }
 
 // dependencies lists the package.json's dependencies (not the optional
@@ -324,6 +353,9 @@ func Preparer(ctx context.Context, req adapter.PrepareRequest) error {
 	}
 	if req.Out != nil {
 		req.Out.Platform = target.String()
+		if pl, ok := c.platformFor(target); ok {
+			req.Out.Requires = slices.Clone(pl.Requires)
+		}
 		if c.EntryNode != "" {
 			req.Out.Host = append(req.Out.Host, adapter.HostPart{Path: "bin/node", Name: "node",
 				Version: fmt.Sprint(rt.Info["node_version"]), SHA256: fmt.Sprint(rt.Info["node_sha256"])})

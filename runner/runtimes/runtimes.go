@@ -18,7 +18,10 @@
 //     the sha256 of the npm part of the tree against the pin;
 //   - reuses a cached runtime only when its tree hashes to the stamp's sum and
 //     its `--version` answers with the pinned version; anything else is
-//     removed and rebuilt;
+//     removed and rebuilt, except a check this host cannot run (a build for
+//     another libc whose loader lacks a library here): that is
+//     adapter.ErrPlatform, and the entry stays;
+//   - caches only trees of files and directories (what links into a case);
 //   - serialises preparations of one runtime with a lock file created with
 //     O_EXCL that names its holder by pid and start time, so a lock left by a
 //     crashed process is recognised and broken (no flock: it does not survive
@@ -30,13 +33,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
 	"strings"
+	"syscall"
 	"time"
+
+	"github.com/sandproof/sandproof/runner/adapter"
 )
 
 // Errors callers branch on.
@@ -282,6 +289,11 @@ func Prepare(ctx context.Context, spec Spec, cacheDir string) (*Runtime, error) 
 			Logf("runtimes: %s reused from cache (%.2fs)", spec.Key(), rt.Seconds)
 			return rt, nil
 		}
+		if errors.Is(verr, adapter.ErrPlatform) {
+			// The entry's sums held; only this host cannot run its check.
+			// It stays for a host that can (and for the image).
+			return nil, fmt.Errorf("prepare runtime %s: %w", spec.Key(), verr)
+		}
 		Logf("runtimes: %s in cache is unusable, rebuilding: %v", spec.Key(), verr)
 		if err := removeAside(final); err != nil {
 			return nil, fmt.Errorf("prepare runtime %s: remove broken cache entry: %w", spec.Key(), err)
@@ -324,6 +336,9 @@ func Prepare(ctx context.Context, spec Spec, cacheDir string) (*Runtime, error) 
 func build(ctx context.Context, spec Spec, dir string) (*Runtime, error) {
 	info := map[string]any{}
 	if err := spec.Stage(ctx, dir, info); err != nil {
+		return nil, err
+	}
+	if err := filesOnly(dir); err != nil {
 		return nil, err
 	}
 	pkgSum, _, _, err := TreeSum(dir, append([]string{StampFile}, spec.HostFiles...))
@@ -373,11 +388,31 @@ func Verify(ctx context.Context, spec Spec, dir string) (*Runtime, error) {
 	if sum != rt.TreeSHA256 {
 		return nil, fmt.Errorf("%w: tree is sha256:%s, stamp says sha256:%s", ErrChecksum, sum, rt.TreeSHA256)
 	}
+	if err := filesOnly(dir); err != nil {
+		return nil, err // cached by an older sandproof
+	}
 	rt.Dir, rt.Entry, rt.Files, rt.Bytes = dir, spec.Entry, files, size
 	if err := checkVersion(ctx, spec, &rt); err != nil {
 		return nil, err
 	}
 	return &rt, nil
+}
+
+// filesOnly refuses a tree that holds anything but directories and
+// regular files: a runtime is hard-linked into a case (linkTree) and
+// uploaded, and a link or device in it would fail there, after the tree
+// was cached, on every later run.
+func filesOnly(dir string) error {
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && !d.Type().IsRegular() {
+			rel, _ := filepath.Rel(dir, p)
+			return fmt.Errorf("runtime tree: %q is not a file or directory (%s)", filepath.ToSlash(rel), d.Type())
+		}
+		return nil
+	})
 }
 
 // checkVersion runs ENTRY VERSIONARGS with an empty environment, HOME and
@@ -407,6 +442,9 @@ func checkVersion(ctx context.Context, spec Spec, rt *Runtime) error {
 	out, err := cmd.CombinedOutput()
 	text := strings.TrimSpace(string(out))
 	if err != nil {
+		if why, ok := cannotRunHere(spec.Target, err); ok {
+			return fmt.Errorf("%w: platform %s: its version check cannot run on this host (%s: %s: %q)", adapter.ErrPlatform, spec.Target, strings.Join(argv, " "), why, clip(text))
+		}
 		return fmt.Errorf("%w: %s: %v: %q", ErrVersion, strings.Join(argv, " "), err, clip(text))
 	}
 	if !strings.Contains(text, spec.Version) {
@@ -414,6 +452,27 @@ func checkVersion(ctx context.Context, spec Spec, rt *Runtime) error {
 	}
 	rt.VersionOutput, rt.VersionChecked = text, true
 	return nil
+}
+
+// cannotRunHere tells a version check that failed because this host
+// cannot run the target's binaries from one whose runtime is wrong. Only a
+// target of another libc than the host's counts (a musl build checked
+// through the musl loader of a glibc host, which lacks musl's libstdc++):
+// the loader could not start it (exit 127: a library it needs is missing)
+// or the kernel refused it. The runtime may still be fine in an image of
+// its own libc; the host just cannot tell.
+func cannotRunHere(t Target, err error) (string, bool) {
+	if t.Libc == HostTarget().Libc {
+		return "", false
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && ee.ExitCode() == 127 {
+		return "exit 127, the loader could not start it", true
+	}
+	if errors.Is(err, syscall.ENOEXEC) || errors.Is(err, fs.ErrNotExist) {
+		return err.Error(), true
+	}
+	return "", false
 }
 
 func clip(s string) string {
