@@ -68,8 +68,10 @@ vet:
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 
+# runner/certify's engine tests (every hostile harness on three images) take
+# longer than go test's default 10 minutes on a loaded 2-core host.
 unit:
-	$(GO) test -count=1 $$($(GO) list ./... | grep -v -e /conformance -e /runner/bench)
+	$(GO) test -count=1 -timeout 30m $$($(GO) list ./... | grep -v -e /conformance -e /runner/bench)
 
 conformance:
 	$(GINKGO) -p --procs=2 --timeout=40m $(if $(LABELS),--label-filter='$(LABELS)') ./conformance
