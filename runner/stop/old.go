@@ -45,9 +45,11 @@ type OldSet struct {
 	cancelled atomic.Bool
 }
 
-// primeBatch is how many processes PrimeFrom reads and pins per batch, so
-// per hold of the lock: a rescan waits at most for one batch.
-const primeBatch = 128
+// primeBatch is how many processes PrimeFrom reads and pins per hold of
+// the lock. It is large enough for ScanPIDs to read in parallel (256 and
+// more); a stop does not wait for a batch, since Cancel ends the pinning
+// at the next process.
+const primeBatch = 1024
 
 // NewOldSet tracks processes started before since (clock ticks), at most
 // max of them (each costs a descriptor).
