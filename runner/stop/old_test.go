@@ -50,3 +50,42 @@ func TestOldSetPinsOldProcessesUntilTheyExit(t *testing.T) {
 		t.Fatalf("exited process %d still reported live", so.PID)
 	}
 }
+
+// PrimeFrom pins the host's old processes in the background; once a stop
+// has cancelled it, it pins nothing more, and what it left unpinned is
+// read by the rescans (Unpinned lists it).
+func TestOldSetPrimeFromStopsOnCancel(t *testing.T) {
+	if !PidfdSupported() {
+		testenv.Missing(t, "pidfd_open in this kernel (Linux 5.3 or later)", "it cannot be installed: run the tests on a newer kernel")
+	}
+	old := exec.Command("sleep", "1000")
+	if err := old.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { old.Process.Kill(); old.Wait() })
+	fs := proc.NewFS("")
+	st, err := fs.Stat(old.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Positive control: uncancelled, it pins the old process.
+	full := NewOldSet(st.StartTime+1, 1<<16)
+	defer full.Close()
+	full.PrimeFrom(fs)
+	if !full.Live()[st.PID] {
+		t.Fatalf("PrimeFrom did not pin old process %d", st.PID)
+	}
+	if left := full.Unpinned([]int{st.PID}); len(left) != 0 {
+		t.Fatalf("a pinned process is listed for reading: %v", left)
+	}
+	cancelled := NewOldSet(st.StartTime+1, 1<<16)
+	defer cancelled.Close()
+	cancelled.Cancel()
+	cancelled.PrimeFrom(fs)
+	if live := cancelled.Live(); len(live) != 0 {
+		t.Fatalf("a cancelled PrimeFrom pinned %d processes", len(live))
+	}
+	if left := cancelled.Unpinned([]int{st.PID}); len(left) != 1 {
+		t.Fatalf("an unpinned process is not read by the rescans: %v", left)
+	}
+}
