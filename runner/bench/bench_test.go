@@ -16,7 +16,7 @@ import (
 	"github.com/sandproof/sandproof/runner/proc"
 )
 
-var bin struct{ warden, proctree, adversary string }
+var bin struct{ warden, proctree string }
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "wardenbench-")
@@ -38,8 +38,6 @@ func TestMain(m *testing.M) {
 	}
 	bin.proctree = filepath.Join(dir, "proctree")
 	build(bin.proctree, "./fixtures/cmd/proctree")
-	bin.adversary = filepath.Join(dir, "adversary")
-	build(bin.adversary, "./fixtures/cmd/adversary")
 	// No subreaper here: orphans go to init, which reaps them, so zombies
 	// never pile up in the process table the benchmarks scan.
 	code := m.Run()

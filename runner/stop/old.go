@@ -2,7 +2,6 @@ package stop
 
 import (
 	"sync"
-	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -39,17 +38,7 @@ type OldSet struct {
 	// broken: the epoll set failed; nothing is pinned any more and every
 	// process is read (the safe side).
 	broken bool
-	// cancelled: a stop has begun, and PrimeFrom gives up at its next
-	// batch, so the stop neither waits for the lock nor shares the CPU
-	// with a pinning it does not need.
-	cancelled atomic.Bool
 }
-
-// primeBatch is how many processes PrimeFrom reads and pins per hold of
-// the lock. It is large enough for ScanPIDs to read in parallel (256 and
-// more); a stop does not wait for a batch, since Cancel ends the pinning
-// at the next process.
-const primeBatch = 1024
 
 // NewOldSet tracks processes started before since (clock ticks), at most
 // max of them (each costs a descriptor).
@@ -72,32 +61,6 @@ func (o *OldSet) Prime(stats []proc.Stat) {
 		o.addLocked(st)
 	}
 }
-
-// PrimeFrom lists fs's processes and pins those that started before the
-// launch, a batch at a time, until Cancel is called. It is the supervisor's
-// background pinning while the harness runs. What it has not pinned when
-// it is cancelled is simply read by every rescan, as a process that is not
-// pinned always is: a partial set is as safe as a full one.
-func (o *OldSet) PrimeFrom(fs proc.FS) {
-	pids, err := fs.PIDs()
-	if err != nil {
-		return
-	}
-	for lo := 0; lo < len(pids) && !o.cancelled.Load(); lo += primeBatch {
-		stats := fs.ScanPIDs(pids[lo:min(lo+primeBatch, len(pids))])
-		o.mu.Lock()
-		for _, st := range stats {
-			if o.cancelled.Load() {
-				break
-			}
-			o.addLocked(st)
-		}
-		o.mu.Unlock()
-	}
-}
-
-// Cancel ends a PrimeFrom at its next process; Prime is not affected.
-func (o *OldSet) Cancel() { o.cancelled.Store(true) }
 
 func (o *OldSet) addLocked(st proc.Stat) {
 	if o.broken || st.StartTime >= o.since || len(o.fds) >= o.max {

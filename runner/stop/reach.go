@@ -78,9 +78,6 @@ type Scanner struct {
 	ServicesOnly bool
 
 	groupMembers map[proc.Identity]bool
-	// fullScans counts the full scans made with Old: the first leaves
-	// the processes it read unpinned (see scanSkippingOld).
-	fullScans int
 	// vanished counts, in the last walk, listed children gone before their
 	// stat was read.
 	vanished int
@@ -146,21 +143,14 @@ func (s *Scanner) ScanTree() *Snapshot {
 }
 
 // scanSkippingOld reads the stat of every process except those the OldSet
-// proves are the same processes, started before the launch, as before. The
-// old processes it reads are pinned from the second full scan on: pinning
-// costs a pidfd_open and a second stat each, more than it saves a stop that
-// confirms at its first full scan (a harness that exited at once, before
-// the background pinning was done), and a stop that goes on rescanning
-// pays it once.
+// proves are the same processes, started before the launch, as before.
 func (s *Scanner) scanSkippingOld() ([]proc.Stat, error) {
 	pids, err := s.FS.PIDs()
 	if err != nil {
 		return nil, err
 	}
 	stats := s.FS.ScanPIDs(s.Old.Unpinned(pids))
-	if s.fullScans++; s.fullScans > 1 {
-		s.Old.Prime(stats)
-	}
+	s.Old.Prime(stats)
 	return stats, nil
 }
 

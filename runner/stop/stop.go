@@ -27,9 +27,7 @@ func (realClock) Now() time.Time { return time.Now() }
 type Engine struct {
 	Scanner   *Scanner
 	Signaller Signaller
-	// Grace is the longest time between TERM and KILL: the harness's to
-	// use, so it ends early once the harness has exited (contract §2 stop
-	// rules).
+	// Grace is the time between TERM and KILL.
 	Grace time.Duration
 	// KillWait bounds the wait for KILLed processes to vanish; zero means 5 s.
 	KillWait time.Duration
@@ -81,8 +79,7 @@ type Result struct {
 
 // Run stops the launch: it rescans at the start and on every round, sends
 // TERM (with CONT to stopped processes) to everything reached and, once the
-// harness has exited (after a round of TERM) or the grace has passed,
-// whichever comes first, holds what is still alive (see hold) and KILLs it; it
+// grace has passed, holds what is still alive (see hold) and KILLs it; it
 // returns when a round finds nothing reached alive (the cleanup is then
 // confirmed, provided the kernel's children lists could be read and every
 // process was held) or KillWait after the grace has passed.
@@ -102,9 +99,6 @@ func (e *Engine) Run(ctx context.Context) Result {
 	seen := map[proc.Identity]bool{}
 	var res Result
 	held, cgroupKilled := false, false
-	// termed: a TERM round has been paused after, so what was reached then
-	// has had its TERM.
-	termed := false
 	var unheld []Member
 	note := func(snap *Snapshot) {
 		res.Unverified, res.Preserved = snap.Unverified, snap.Preserved
@@ -170,19 +164,9 @@ func (e *Engine) Run(ctx context.Context) Result {
 			res.Survivors = snap.Reached
 			break
 		}
-		if termed && now.Before(killAt) && e.leaderGone(snap) && !mutant.Is("gracewait") {
-			// The grace belongs to the harness: once it has exited, what
-			// is left (a tool that ignores TERM) is held and KILLed now,
-			// and the kill wait runs from here.
-			killAt, endAt = now, now.Add(killWait)
-			if e.Log != nil {
-				e.Log(fmt.Sprintf("stop: the harness has exited, %d reached process(es) left: hold and KILL before the grace ends", len(snap.Reached)))
-			}
-		}
 		if now.Before(killAt) || mutant.Is("nokill") {
 			e.signalAll(snap.Reached, syscall.SIGTERM, sent)
-			termed = true
-			e.pause(ctx, round, e.pauseFor(snap.Reached))
+			e.pause(ctx, round, snap.Reached)
 			continue
 		}
 		if e.Cgroup != nil && !cgroupKilled {
@@ -220,34 +204,6 @@ func (e *Engine) Run(ctx context.Context) Result {
 	res.Seconds = clock.Now().Sub(start).Seconds()
 	sortMembers(res.Reached)
 	return res
-}
-
-// leaderGone reports whether the launch's leader, the harness, has exited:
-// it is not among the round's reached processes, which list every live
-// one (a zombie leader with a live thread too). A stop of the services
-// alone (ServicesOnly), or of a launch whose harness never started, has no
-// leader, and keeps the whole grace.
-func (e *Engine) leaderGone(snap *Snapshot) bool {
-	h := e.Scanner.Launch.Harness
-	if e.Scanner.ServicesOnly || h.PID == 0 {
-		return false
-	}
-	_, alive := findMember(snap.Reached, h)
-	return !alive
-}
-
-// pauseFor picks what a pause during the grace waits on: the harness alone
-// while it lives, since its exit ends the grace (the next round then holds
-// and KILLs what is left), and otherwise every reached process.
-func (e *Engine) pauseFor(reached []Member) []Member {
-	h := e.Scanner.Launch.Harness
-	if e.Scanner.ServicesOnly || h.PID == 0 || mutant.Is("gracewait") {
-		return reached
-	}
-	if m, ok := findMember(reached, h); ok {
-		return []Member{m}
-	}
-	return reached
 }
 
 // settled reads the supervisor's children lists once more after a scan

@@ -279,10 +279,13 @@ func Run(cfg Config, ready *os.File) int {
 	tell(Ready{Status: "ok"})
 	if s.fs.IsReal() && since > 0 && stop.PidfdSupported() {
 		// Learn the host's older processes while the harness runs, not
-		// while a stop is waiting for the scan; a stop cancels what is
-		// left of it (stopLaunch).
+		// while a stop is waiting for the scan.
 		s.old = stop.NewOldSet(since, 1<<16)
-		go s.old.PrimeFrom(s.fs)
+		go func() {
+			if stats, err := s.fs.Scan(); err == nil {
+				s.old.Prime(stats)
+			}
+		}()
 	}
 
 	cause, reqErr := s.loop(watch, term)
@@ -621,12 +624,6 @@ func (s *supervisor) stopLaunch(r *receipt.Receipt, cause string, since uint64) 
 	r.Cause = cause
 	r.TimedOut = cause == receipt.CauseDeadline
 	r.Stopped = cause == receipt.CauseStopped
-	if s.old != nil {
-		// An early stop does not wait for, or share the CPU with, the
-		// pinning of the host's older processes: what is not pinned yet
-		// is read by the rescans.
-		s.old.Cancel()
-	}
 	eng := &stop.Engine{
 		Scanner:   s.scanner(since),
 		Signaller: stop.NewSignaller(s.fs),
