@@ -72,10 +72,30 @@ type Ready struct {
 }
 
 // ReservedThreads is how many OS threads the supervisor makes before the
-// harness starts (see reserveThreads): the threads its own blocking calls
-// (environ reads that may hang on a D-state process, waits, file writes)
-// could need at once, with room to spare.
+// harness starts (see reserveThreads) beyond one per P: the threads its own
+// blocking calls (environ reads that may hang on a D-state process, waits,
+// file writes) could need at once, with room to spare.
 const ReservedThreads = 16
+
+// MaxProcs bounds the supervisor's GOMAXPROCS. Its scans and signal rounds
+// run one goroutine per P once the table is large (proc.ScanPIDs, the stop
+// engine's send), and each running goroutine needs an OS thread: on a
+// 64-CPU host with no CPU limit the runtime would want 64 threads in the
+// middle of a stop, when a harness at its pids limit lets it make none.
+// With at most MaxProcs Ps, MaxProcs+ReservedThreads threads made up front
+// cover every thread the supervisor can need at once.
+const MaxProcs = 8
+
+// BoundProcs lowers GOMAXPROCS to MaxProcs and returns the P count. warden
+// calls it first thing; Run calls it again for callers that did not.
+func BoundProcs() int {
+	n := runtime.GOMAXPROCS(0)
+	if n > MaxProcs {
+		runtime.GOMAXPROCS(MaxProcs)
+		n = MaxProcs
+	}
+	return n
+}
 
 // reserveThreads makes n OS threads now and leaves them idle. Go's runtime
 // aborts the process ("failed to create new OS thread") when it needs a
@@ -212,7 +232,7 @@ func Run(cfg Config, ready *os.File) int {
 	}
 	// Before the harness runs, while threads can still be made: a harness
 	// that fills the pids limit must not cost the supervisor its life.
-	reserveThreads(ReservedThreads)
+	reserveThreads(BoundProcs() + ReservedThreads)
 	if err := receipt.Reserve(cfg.State); err != nil {
 		s.logf("%v", err)
 	}

@@ -29,6 +29,10 @@ commands:
 // Run executes warden with args (without the program name) and returns the
 // exit status.
 func Run(args []string, stdout, stderr io.Writer) int {
+	// First, before any goroutine runs: the threads the runtime makes for
+	// its Ps stay, and a supervisor's must all be accounted for (see
+	// supervisor.MaxProcs).
+	supervisor.BoundProcs()
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return 2
