@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sandproof/sandproof/runner/testenv"
+	"github.com/sandproof/sandproof/internal/testsupport/testenv"
 )
 
 // agentDeps are the only non-standard packages sandagent may link. It runs

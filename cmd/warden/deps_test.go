@@ -4,7 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/sandproof/sandproof/runner/testenv"
+	"github.com/sandproof/sandproof/internal/testsupport/testenv"
 )
 
 // wardenDeps are the only non-standard packages warden may link: its own

@@ -34,11 +34,11 @@ import (
 	"github.com/sandproof/sandproof/conformance/containers"
 	"github.com/sandproof/sandproof/conformance/framework"
 	"github.com/sandproof/sandproof/images"
+	"github.com/sandproof/sandproof/internal/testsupport/testenv"
 	"github.com/sandproof/sandproof/runner/probe"
 	"github.com/sandproof/sandproof/runner/provider"
 	"github.com/sandproof/sandproof/runner/provider/docker"
 	"github.com/sandproof/sandproof/runner/session"
-	"github.com/sandproof/sandproof/runner/testenv"
 )
 
 // Paths inside the container, as `sandproof certify` lays them out.

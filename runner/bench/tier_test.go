@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandproof/sandproof/runner/testenv"
+	"github.com/sandproof/sandproof/internal/testsupport/testenv"
 )
 
 // tierReceipt is what the tier benchmark reads from a receipt.

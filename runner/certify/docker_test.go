@@ -14,14 +14,14 @@ import (
 
 	"github.com/sandproof/sandproof/fixtures/model"
 	"github.com/sandproof/sandproof/images"
+	"github.com/sandproof/sandproof/internal/testsupport/remoteengine"
+	"github.com/sandproof/sandproof/internal/testsupport/testenv"
 	"github.com/sandproof/sandproof/reports"
 	"github.com/sandproof/sandproof/runner/adapter"
 	"github.com/sandproof/sandproof/runner/certify"
 	"github.com/sandproof/sandproof/runner/engine"
 	"github.com/sandproof/sandproof/runner/provider"
 	"github.com/sandproof/sandproof/runner/provider/docker"
-	"github.com/sandproof/sandproof/runner/testenv"
-	"github.com/sandproof/sandproof/runner/testenv/remoteengine"
 )
 
 var (

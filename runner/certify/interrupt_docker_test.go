@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandproof/sandproof/internal/testsupport/testenv"
 	"github.com/sandproof/sandproof/reports"
 	"github.com/sandproof/sandproof/runner/certify"
-	"github.com/sandproof/sandproof/runner/testenv"
 )
 
 // interruptAt is a run's progress writer that interrupts the run, with

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandproof/sandproof/internal/testsupport/testenv"
 	"github.com/sandproof/sandproof/runner/runtimes"
-	"github.com/sandproof/sandproof/runner/testenv"
 )
 
 // TestNewHarnessWalkthrough runs docs/new-harness.sh, which runs every sh

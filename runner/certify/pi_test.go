@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandproof/sandproof/internal/testsupport/testenv"
 	"github.com/sandproof/sandproof/reports"
 	"github.com/sandproof/sandproof/runner/adapter"
 	"github.com/sandproof/sandproof/runner/certify"
 	"github.com/sandproof/sandproof/runner/runtimes"
-	"github.com/sandproof/sandproof/runner/testenv"
 )
 
 // TestCertifyPiNamesWhatWasCertified certifies the real Pi on debian-12:

@@ -17,16 +17,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandproof/sandproof/internal/testsupport/remoteengine"
+	"github.com/sandproof/sandproof/internal/testsupport/testenv"
 	"github.com/sandproof/sandproof/reports"
 	"github.com/sandproof/sandproof/runner/engine"
 	"github.com/sandproof/sandproof/runner/runtimes"
-	"github.com/sandproof/sandproof/runner/testenv"
-	"github.com/sandproof/sandproof/runner/testenv/remoteengine"
 )
 
 // These tests run `sandproof certify` (the built CLI, as a user would)
 // against a second engine that stands in for a remote host
-// (runner/testenv/remoteengine): DOCKER_HOST=tcp://127.0.0.1:PORT, with
+// (internal/testsupport/remoteengine): DOCKER_HOST=tcp://127.0.0.1:PORT, with
 // /tmp, /var/tmp, the caches and the checkout hidden from it, and its
 // overlay dirs out of the host's reach. A run that passes there reached its
 // sandboxes through the engine's API alone. The CLI rather than

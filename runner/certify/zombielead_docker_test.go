@@ -12,11 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandproof/sandproof/internal/testsupport/testenv"
 	"github.com/sandproof/sandproof/reports"
 	"github.com/sandproof/sandproof/runner/adapter"
 	"github.com/sandproof/sandproof/runner/certify"
 	"github.com/sandproof/sandproof/runner/stop"
-	"github.com/sandproof/sandproof/runner/testenv"
 )
 
 // heartbeat is the task file the zombie-leader writer appends to;

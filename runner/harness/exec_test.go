@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sandproof/sandproof/runner/testenv"
+	"github.com/sandproof/sandproof/internal/testsupport/testenv"
 )
 
 // runParams runs `warden run` in this process on params holding argv.

@@ -2,7 +2,7 @@ package proc
 
 import (
 	"errors"
-	"github.com/sandproof/sandproof/runner/testenv"
+	"github.com/sandproof/sandproof/internal/testsupport/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandproof/sandproof/internal/testsupport/testenv"
 	"github.com/sandproof/sandproof/runner/adapter"
-	"github.com/sandproof/sandproof/runner/testenv"
 )
 
 const goodIntegrity = "sha512-gXQh3SaZmWTfVMc4Ao5+LGbVeKvzyO7tolok0nLsZgq9nGjZx/EEU3NM8C+qUnB4Nvs2rswG5qOVgLzQkq0fHQ=="

@@ -11,10 +11,10 @@ import (
 
 	"github.com/sandproof/sandproof/fixtures/model"
 	"github.com/sandproof/sandproof/images"
+	"github.com/sandproof/sandproof/internal/testsupport/testenv"
 	"github.com/sandproof/sandproof/runner/adapter"
 	"github.com/sandproof/sandproof/runner/provider"
 	dockerprov "github.com/sandproof/sandproof/runner/provider/docker"
-	"github.com/sandproof/sandproof/runner/testenv"
 )
 
 // dockerImage returns the debian-12 image ref, skipping (failing under

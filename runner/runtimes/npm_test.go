@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandproof/sandproof/internal/testsupport/testenv"
 	"github.com/sandproof/sandproof/runner/adapter"
-	"github.com/sandproof/sandproof/runner/testenv"
 )
 
 // needNpm skips when the registry cannot be reached at all (fails under

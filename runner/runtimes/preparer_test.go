@@ -11,8 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/sandproof/sandproof/internal/testsupport/testenv"
 	"github.com/sandproof/sandproof/runner/adapter"
-	"github.com/sandproof/sandproof/runner/testenv"
 )
 
 // fakeNpmCI puts an `npm` first on PATH whose `ci` makes the tree npm ci

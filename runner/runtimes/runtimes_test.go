@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandproof/sandproof/runner/testenv"
+	"github.com/sandproof/sandproof/internal/testsupport/testenv"
 )
 
 // fakeSpec stages a tiny runtime: bin/tool, a shell script printing its

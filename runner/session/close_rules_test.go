@@ -10,8 +10,8 @@ import (
 
 	"github.com/sandproof/sandproof/runner/harness"
 
+	"github.com/sandproof/sandproof/internal/testsupport/local"
 	"github.com/sandproof/sandproof/runner/provider"
-	"github.com/sandproof/sandproof/runner/provider/local"
 	"github.com/sandproof/sandproof/runner/session"
 )
 

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandproof/sandproof/runner/provider/local"
+	"github.com/sandproof/sandproof/internal/testsupport/local"
 	"github.com/sandproof/sandproof/runner/receipt"
 	"github.com/sandproof/sandproof/runner/session"
 )

@@ -17,9 +17,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandproof/sandproof/internal/testsupport/local"
 	"github.com/sandproof/sandproof/runner/harness"
 	"github.com/sandproof/sandproof/runner/provider"
-	"github.com/sandproof/sandproof/runner/provider/local"
 	"github.com/sandproof/sandproof/runner/session"
 )
 

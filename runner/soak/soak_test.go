@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/sandproof/sandproof/conformance/witness"
-	"github.com/sandproof/sandproof/runner/testenv"
+	"github.com/sandproof/sandproof/internal/testsupport/testenv"
 )
 
 // binaries builds warden (with the given build tags, "" for the real one)

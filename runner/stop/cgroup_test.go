@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandproof/sandproof/internal/testsupport/testenv"
 	"github.com/sandproof/sandproof/runner/proc"
-	"github.com/sandproof/sandproof/runner/testenv"
 )
 
 // This host's layout (hybrid: v1 controllers, cgroup2 at .../unified), a

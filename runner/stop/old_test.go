@@ -4,8 +4,8 @@ import (
 	"os/exec"
 	"testing"
 
+	"github.com/sandproof/sandproof/internal/testsupport/testenv"
 	"github.com/sandproof/sandproof/runner/proc"
-	"github.com/sandproof/sandproof/runner/testenv"
 )
 
 // An old process is pinned and reported live until it exits; then it is

@@ -56,11 +56,11 @@ func TestNoDockertestOutsideTests(t *testing.T) {
 		}
 		return out
 	}
-	// The runner's packages but runner/testenv/..., which are helpers of
+	// The runner's packages but internal/testsupport/testenv/..., which are helpers of
 	// tests (the second engine's loads its images with dockertest).
 	args := []string{"./cmd/sandproof"}
 	for _, p := range goListPkgs(t, "./runner/...") {
-		if !strings.Contains(p, "/runner/testenv") {
+		if !strings.Contains(p, "/internal/testsupport/testenv") {
 			args = append(args, p)
 		}
 	}

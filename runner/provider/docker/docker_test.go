@@ -17,11 +17,11 @@ import (
 	"github.com/ory/dockertest/v3"
 	dc "github.com/ory/dockertest/v3/docker"
 
+	"github.com/sandproof/sandproof/internal/testsupport/testenv"
+	"github.com/sandproof/sandproof/internal/testsupport/testimage"
 	eng "github.com/sandproof/sandproof/runner/engine"
 	"github.com/sandproof/sandproof/runner/provider"
 	"github.com/sandproof/sandproof/runner/provider/docker"
-	"github.com/sandproof/sandproof/runner/provider/docker/testimage"
-	"github.com/sandproof/sandproof/runner/testenv"
 )
 
 // BusyboxImage is imported once from the host's static busybox: a rootfs

@@ -30,7 +30,7 @@
 // through the API (saved from the main engine, streamed into this one), and
 // Main (from TestMain) stops it. A missing prerequisite (root, dockerd,
 // unshare, mkfs.ext4, loop devices, the main engine and its images) goes
-// through runner/testenv.
+// through internal/testsupport/testenv.
 package remoteengine
 
 import (
@@ -54,8 +54,8 @@ import (
 	dc "github.com/ory/dockertest/v3/docker"
 
 	"github.com/sandproof/sandproof/images"
+	"github.com/sandproof/sandproof/internal/testsupport/testenv"
 	"github.com/sandproof/sandproof/runner/engine"
-	"github.com/sandproof/sandproof/runner/testenv"
 )
 
 // BaseDir holds one directory per engine (its data root's ext4 file, its

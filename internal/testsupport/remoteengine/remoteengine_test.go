@@ -19,11 +19,11 @@ import (
 	"github.com/docker/docker/api/types/container"
 
 	"github.com/sandproof/sandproof/images"
+	"github.com/sandproof/sandproof/internal/testsupport/remoteengine"
+	"github.com/sandproof/sandproof/internal/testsupport/testenv"
 	"github.com/sandproof/sandproof/runner/engine"
 	"github.com/sandproof/sandproof/runner/provider"
 	"github.com/sandproof/sandproof/runner/provider/docker"
-	"github.com/sandproof/sandproof/runner/testenv"
-	"github.com/sandproof/sandproof/runner/testenv/remoteengine"
 )
 
 func TestMain(m *testing.M) { os.Exit(remoteengine.Main(m)) }

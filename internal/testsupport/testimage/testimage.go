@@ -12,7 +12,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/sandproof/sandproof/runner/testenv"
+	"github.com/sandproof/sandproof/internal/testsupport/testenv"
 )
 
 // ErrNoStaticBusybox means the host has no statically linked busybox on

@@ -12,9 +12,9 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/sandproof/sandproof/internal/testsupport/local"
 	"github.com/sandproof/sandproof/runner/hostfile"
 	"github.com/sandproof/sandproof/runner/provider"
-	"github.com/sandproof/sandproof/runner/provider/local"
 )
 
 // The local provider's downloads follow the same rules as the docker
