@@ -16,17 +16,17 @@ import (
 var agentDeps = []string{
 	"github.com/sandproof/sandproof/cmd/sandagent",
 	"github.com/sandproof/sandproof/runner/agent",
-	"github.com/sandproof/sandproof/runner/version",
+	"github.com/sandproof/sandproof/runner/warden/version",
 	// runner/agent holds the host end too (it uses provider's types and
 	// its tar consumer); provider brings hostfile and proc, all standard
 	// library underneath. Nothing else may join them.
 	"github.com/sandproof/sandproof/runner/provider",
 	"github.com/sandproof/sandproof/runner/hostfile",
-	"github.com/sandproof/sandproof/runner/proc",
+	"github.com/sandproof/sandproof/runner/warden/proc",
 	// proc's liveness rule carries warden's zskip mutation switch; in
 	// every build without a mutant tag (the only builds shipped) it is a
 	// constant false and links no code of its own.
-	"github.com/sandproof/sandproof/runner/mutant",
+	"github.com/sandproof/sandproof/runner/warden/mutant",
 	"golang.org/x/sys/unix",
 }
 

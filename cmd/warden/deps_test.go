@@ -13,16 +13,16 @@ import (
 // SQLite, reports) by an innocent-looking import.
 var wardenDeps = []string{
 	"github.com/sandproof/sandproof/cmd/warden",
-	"github.com/sandproof/sandproof/runner/fds",
-	"github.com/sandproof/sandproof/runner/harness",
-	"github.com/sandproof/sandproof/runner/launch",
-	"github.com/sandproof/sandproof/runner/mutant",
-	"github.com/sandproof/sandproof/runner/proc",
-	"github.com/sandproof/sandproof/runner/receipt",
-	"github.com/sandproof/sandproof/runner/stop",
-	"github.com/sandproof/sandproof/runner/supervisor",
-	"github.com/sandproof/sandproof/runner/version",
-	"github.com/sandproof/sandproof/runner/wardencli",
+	"github.com/sandproof/sandproof/runner/warden/fds",
+	"github.com/sandproof/sandproof/runner/warden/harness",
+	"github.com/sandproof/sandproof/runner/warden/launch",
+	"github.com/sandproof/sandproof/runner/warden/mutant",
+	"github.com/sandproof/sandproof/runner/warden/proc",
+	"github.com/sandproof/sandproof/runner/warden/receipt",
+	"github.com/sandproof/sandproof/runner/warden/stop",
+	"github.com/sandproof/sandproof/runner/warden/supervisor",
+	"github.com/sandproof/sandproof/runner/warden/version",
+	"github.com/sandproof/sandproof/runner/warden/wardencli",
 	"golang.org/x/sys/unix",
 }
 

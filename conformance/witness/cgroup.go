@@ -11,7 +11,7 @@ import (
 )
 
 // The observer's own reading of cgroup v2, kept apart from warden's
-// (runner/stop/cgroup.go) so that the specs that expect tier cgroup decide
+// (runner/warden/stop/cgroup.go) so that the specs that expect tier cgroup decide
 // independently whether this host offers it.
 
 // CgroupOf returns the unified (cgroup v2) path of pid: the "0::" line of

@@ -8,8 +8,8 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/sandproof/sandproof/runner/harness"
 	"github.com/sandproof/sandproof/runner/session"
+	"github.com/sandproof/sandproof/runner/warden/harness"
 )
 
 // Context is what a case knows that the manifest does not.

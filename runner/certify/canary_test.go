@@ -14,7 +14,7 @@ import (
 
 	"github.com/sandproof/sandproof/reports"
 	"github.com/sandproof/sandproof/runner/capture"
-	"github.com/sandproof/sandproof/runner/harness"
+	"github.com/sandproof/sandproof/runner/warden/harness"
 )
 
 // recorded returns what warden's runner writes to the events file for

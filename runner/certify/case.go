@@ -20,9 +20,9 @@ import (
 	"github.com/sandproof/sandproof/runner/hostfile"
 	"github.com/sandproof/sandproof/runner/probe"
 	"github.com/sandproof/sandproof/runner/provider"
-	"github.com/sandproof/sandproof/runner/receipt"
 	"github.com/sandproof/sandproof/runner/relay"
 	"github.com/sandproof/sandproof/runner/session"
+	"github.com/sandproof/sandproof/runner/warden/receipt"
 )
 
 // Sandbox paths the owner uses.

@@ -32,7 +32,7 @@ import (
 	"github.com/sandproof/sandproof/runner/provider/docker"
 	"github.com/sandproof/sandproof/runner/relay"
 	"github.com/sandproof/sandproof/runner/session"
-	"github.com/sandproof/sandproof/runner/version"
+	"github.com/sandproof/sandproof/runner/warden/version"
 )
 
 // ErrCanaryLeaked means the run's API key showed up in an output file.

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/sandproof/sandproof/runner/proc"
+	"github.com/sandproof/sandproof/runner/warden/proc"
 )
 
 // Owner labels: every sandbox this project creates names the machine and

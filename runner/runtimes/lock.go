@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sandproof/sandproof/runner/proc"
+	"github.com/sandproof/sandproof/runner/warden/proc"
 )
 
 // lockOwner is what a lock file holds, one line:

@@ -12,9 +12,9 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/sandproof/sandproof/runner/launch"
 	"github.com/sandproof/sandproof/runner/provider"
-	"github.com/sandproof/sandproof/runner/receipt"
+	"github.com/sandproof/sandproof/runner/warden/launch"
+	"github.com/sandproof/sandproof/runner/warden/receipt"
 )
 
 // CloseResult is what close did and found.

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandproof/sandproof/runner/harness"
+	"github.com/sandproof/sandproof/runner/warden/harness"
 
 	"github.com/sandproof/sandproof/internal/testsupport/local"
 	"github.com/sandproof/sandproof/runner/provider"

@@ -12,10 +12,10 @@ import (
 
 	"github.com/sandproof/sandproof/internal/testsupport/testenv"
 	"github.com/sandproof/sandproof/internal/testsupport/testimage"
-	"github.com/sandproof/sandproof/runner/harness"
 	"github.com/sandproof/sandproof/runner/provider"
 	"github.com/sandproof/sandproof/runner/provider/docker"
 	"github.com/sandproof/sandproof/runner/session"
+	"github.com/sandproof/sandproof/runner/warden/harness"
 )
 
 const busyboxImage = "sandproof-test/session-busybox:1"

@@ -10,10 +10,10 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/sandproof/sandproof/runner/harness"
-	"github.com/sandproof/sandproof/runner/launch"
 	"github.com/sandproof/sandproof/runner/provider"
-	"github.com/sandproof/sandproof/runner/receipt"
+	"github.com/sandproof/sandproof/runner/warden/harness"
+	"github.com/sandproof/sandproof/runner/warden/launch"
+	"github.com/sandproof/sandproof/runner/warden/receipt"
 )
 
 // Exit statuses of `warden wait` and `warden stop --wait` (contract §4).

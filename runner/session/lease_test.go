@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/sandproof/sandproof/internal/testsupport/local"
-	"github.com/sandproof/sandproof/runner/receipt"
 	"github.com/sandproof/sandproof/runner/session"
+	"github.com/sandproof/sandproof/runner/warden/receipt"
 )
 
 // leaseChildEnv carries the sandbox root to the child that holds the

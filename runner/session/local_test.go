@@ -18,9 +18,9 @@ import (
 	"time"
 
 	"github.com/sandproof/sandproof/internal/testsupport/local"
-	"github.com/sandproof/sandproof/runner/harness"
 	"github.com/sandproof/sandproof/runner/provider"
 	"github.com/sandproof/sandproof/runner/session"
+	"github.com/sandproof/sandproof/runner/warden/harness"
 )
 
 // script is the test harness: it prints an event, counts its runs, writes

@@ -43,10 +43,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sandproof/sandproof/runner/harness"
-	"github.com/sandproof/sandproof/runner/launch"
 	"github.com/sandproof/sandproof/runner/provider"
-	"github.com/sandproof/sandproof/runner/receipt"
+	"github.com/sandproof/sandproof/runner/warden/harness"
+	"github.com/sandproof/sandproof/runner/warden/launch"
+	"github.com/sandproof/sandproof/runner/warden/receipt"
 )
 
 // DefaultBaseDir is the parent of every session dir.

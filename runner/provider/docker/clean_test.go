@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandproof/sandproof/runner/proc"
 	"github.com/sandproof/sandproof/runner/provider"
 	"github.com/sandproof/sandproof/runner/provider/docker"
+	"github.com/sandproof/sandproof/runner/warden/proc"
 )
 
 func randomTag(t *testing.T) string {

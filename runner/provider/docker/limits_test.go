@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandproof/sandproof/runner/proc"
 	"github.com/sandproof/sandproof/runner/provider"
+	"github.com/sandproof/sandproof/runner/warden/proc"
 )
 
 // cgroupRead returns a cgroup file of the container as seen from inside:
