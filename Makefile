@@ -68,7 +68,7 @@ vet:
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 
-# runner/certify's engine tests (every hostile harness on three images) take
+# runner/host/certify's engine tests (every hostile harness on three images) take
 # longer than go test's default 10 minutes on a loaded 2-core host.
 unit:
 	$(GO) test -count=1 -timeout 30m $$($(GO) list ./... | grep -v -e /conformance -e /runner/warden/bench)
@@ -115,7 +115,7 @@ fuzz:
 	$(GO) test ./runner/warden/receipt -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./runner/warden/harness -run '^$$' -fuzz '^FuzzParseParams$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./runner/warden/harness -run '^$$' -fuzz '^FuzzRecorder$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./runner/adapter -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./runner/host/adapter -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./runner/agent -run '^$$' -fuzz '^FuzzReadFrame$$' -fuzztime $(FUZZTIME)
 
 # N launch/stop cycles with adversarial fixtures: leftovers, missing or

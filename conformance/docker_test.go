@@ -32,7 +32,7 @@ import (
 	"github.com/sandproof/sandproof/conformance/framework"
 	"github.com/sandproof/sandproof/conformance/witness"
 	"github.com/sandproof/sandproof/images"
-	"github.com/sandproof/sandproof/runner/provider"
+	"github.com/sandproof/sandproof/runner/host/provider"
 )
 
 // Paths inside every container.

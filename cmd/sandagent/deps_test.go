@@ -20,8 +20,8 @@ var agentDeps = []string{
 	// runner/agent holds the host end too (it uses provider's types and
 	// its tar consumer); provider brings hostfile and proc, all standard
 	// library underneath. Nothing else may join them.
-	"github.com/sandproof/sandproof/runner/provider",
-	"github.com/sandproof/sandproof/runner/hostfile",
+	"github.com/sandproof/sandproof/runner/host/provider",
+	"github.com/sandproof/sandproof/runner/host/hostfile",
 	"github.com/sandproof/sandproof/runner/warden/proc",
 	// proc's liveness rule carries warden's zskip mutation switch; in
 	// every build without a mutant tag (the only builds shipped) it is a

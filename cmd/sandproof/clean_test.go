@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/sandproof/sandproof/internal/testsupport/testimage"
-	"github.com/sandproof/sandproof/runner/provider"
-	"github.com/sandproof/sandproof/runner/provider/docker"
+	"github.com/sandproof/sandproof/runner/host/provider"
+	"github.com/sandproof/sandproof/runner/host/provider/docker"
 )
 
 func TestCleanUsageErrors(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sandproof/sandproof/reports"
-	"github.com/sandproof/sandproof/runner/certify"
+	"github.com/sandproof/sandproof/runner/host/certify"
 )
 
 // commandFactories holds the subcommands; each file registers its own in init.

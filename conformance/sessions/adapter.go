@@ -3,7 +3,7 @@ package sessions
 import (
 	"sync"
 
-	"github.com/sandproof/sandproof/runner/session"
+	"github.com/sandproof/sandproof/runner/host/session"
 	"github.com/sandproof/sandproof/runner/warden/harness"
 )
 

@@ -22,8 +22,8 @@ import (
 	"github.com/sandproof/sandproof/internal/testsupport/local"
 	"github.com/sandproof/sandproof/internal/testsupport/testenv"
 	"github.com/sandproof/sandproof/runner/agent"
-	"github.com/sandproof/sandproof/runner/hostfile"
-	"github.com/sandproof/sandproof/runner/provider"
+	"github.com/sandproof/sandproof/runner/host/hostfile"
+	"github.com/sandproof/sandproof/runner/host/provider"
 )
 
 // sandagent is the real binary, built once: the end-to-end tests run the

@@ -26,8 +26,8 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/sandproof/sandproof/runner/hostfile"
-	"github.com/sandproof/sandproof/runner/provider"
+	"github.com/sandproof/sandproof/runner/host/hostfile"
+	"github.com/sandproof/sandproof/runner/host/provider"
 )
 
 // Provider creates sandboxes under Dir ("" = os.TempDir()).

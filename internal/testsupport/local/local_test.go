@@ -13,8 +13,8 @@ import (
 	"testing"
 
 	"github.com/sandproof/sandproof/internal/testsupport/local"
-	"github.com/sandproof/sandproof/runner/hostfile"
-	"github.com/sandproof/sandproof/runner/provider"
+	"github.com/sandproof/sandproof/runner/host/hostfile"
+	"github.com/sandproof/sandproof/runner/host/provider"
 )
 
 // The local provider's downloads follow the same rules as the docker

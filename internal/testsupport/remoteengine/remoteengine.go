@@ -55,7 +55,7 @@ import (
 
 	"github.com/sandproof/sandproof/images"
 	"github.com/sandproof/sandproof/internal/testsupport/testenv"
-	"github.com/sandproof/sandproof/runner/engine"
+	"github.com/sandproof/sandproof/runner/host/engine"
 )
 
 // BaseDir holds one directory per engine (its data root's ext4 file, its
@@ -380,7 +380,7 @@ var shared struct {
 	err  error
 }
 
-// mainClient connects to the main engine: the one runner/engine resolves
+// mainClient connects to the main engine: the one runner/host/engine resolves
 // from the environment (DOCKER_HOST, the docker context, the default
 // socket), through engine.Resolve rather than engine.Default, which a
 // test's t.Setenv of DOCKER_HOST could not change once it has run.

@@ -21,9 +21,9 @@ import (
 	"github.com/sandproof/sandproof/images"
 	"github.com/sandproof/sandproof/internal/testsupport/remoteengine"
 	"github.com/sandproof/sandproof/internal/testsupport/testenv"
-	"github.com/sandproof/sandproof/runner/engine"
-	"github.com/sandproof/sandproof/runner/provider"
-	"github.com/sandproof/sandproof/runner/provider/docker"
+	"github.com/sandproof/sandproof/runner/host/engine"
+	"github.com/sandproof/sandproof/runner/host/provider"
+	"github.com/sandproof/sandproof/runner/host/provider/docker"
 )
 
 func TestMain(m *testing.M) { os.Exit(remoteengine.Main(m)) }
