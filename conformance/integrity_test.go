@@ -33,10 +33,10 @@ import (
 	"github.com/sandproof/sandproof/conformance/containers"
 	"github.com/sandproof/sandproof/conformance/framework"
 	"github.com/sandproof/sandproof/conformance/sessions"
-	"github.com/sandproof/sandproof/conformance/witness"
 	"github.com/sandproof/sandproof/runner/host/provider"
 	"github.com/sandproof/sandproof/runner/host/session"
 	"github.com/sandproof/sandproof/runner/probe"
+	"github.com/sandproof/sandproof/runner/witness"
 )
 
 // integrityPhases are the session's phases the tripwire log is cut into.

@@ -30,9 +30,9 @@ import (
 	"github.com/ory/dockertest/v3"
 	dc "github.com/ory/dockertest/v3/docker"
 
-	"github.com/sandproof/sandproof/conformance/witness"
 	"github.com/sandproof/sandproof/runner/host/provider"
 	"github.com/sandproof/sandproof/runner/host/provider/docker"
+	"github.com/sandproof/sandproof/runner/witness"
 )
 
 // ExecTimeout bounds every blocking exec, so a hung command fails its spec

@@ -27,7 +27,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sandproof/sandproof/conformance/witness"
+	"github.com/sandproof/sandproof/runner/witness"
 )
 
 // Schema names the snapshot format.

@@ -13,9 +13,9 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/sandproof/sandproof/fixtures/agent"
-	"github.com/sandproof/sandproof/fixtures/model"
 	"github.com/sandproof/sandproof/runner/host/adapter"
 	"github.com/sandproof/sandproof/runner/host/capture"
+	"github.com/sandproof/sandproof/runner/model"
 )
 
 // transcript runs the mini-agent's OpenCode-like transcript against the

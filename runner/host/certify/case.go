@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sandproof/sandproof/fixtures/model"
 	"github.com/sandproof/sandproof/reports"
 	"github.com/sandproof/sandproof/runner/agent"
 	"github.com/sandproof/sandproof/runner/host/adapter"
@@ -21,6 +20,7 @@ import (
 	"github.com/sandproof/sandproof/runner/host/provider"
 	"github.com/sandproof/sandproof/runner/host/relay"
 	"github.com/sandproof/sandproof/runner/host/session"
+	"github.com/sandproof/sandproof/runner/model"
 	"github.com/sandproof/sandproof/runner/probe"
 	"github.com/sandproof/sandproof/runner/warden/receipt"
 )

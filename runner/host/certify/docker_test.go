@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandproof/sandproof/fixtures/model"
 	"github.com/sandproof/sandproof/images"
 	"github.com/sandproof/sandproof/internal/testsupport/remoteengine"
 	"github.com/sandproof/sandproof/internal/testsupport/testenv"
@@ -22,6 +21,7 @@ import (
 	"github.com/sandproof/sandproof/runner/host/engine"
 	"github.com/sandproof/sandproof/runner/host/provider"
 	"github.com/sandproof/sandproof/runner/host/provider/docker"
+	"github.com/sandproof/sandproof/runner/model"
 )
 
 var (

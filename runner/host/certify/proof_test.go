@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sandproof/sandproof/fixtures/model"
 	"github.com/sandproof/sandproof/reports"
 	"github.com/sandproof/sandproof/runner/host/relay"
+	"github.com/sandproof/sandproof/runner/model"
 )
 
 // turn is one tool round of a conversation as a harness sends it back:

@@ -20,11 +20,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandproof/sandproof/fixtures/model"
 	"github.com/sandproof/sandproof/reports"
 	"github.com/sandproof/sandproof/runner/host/adapter"
 	"github.com/sandproof/sandproof/runner/host/canary"
 	"github.com/sandproof/sandproof/runner/host/certify"
+	"github.com/sandproof/sandproof/runner/model"
 )
 
 // peakRSS is this process's peak resident set size in bytes (VmHWM);

@@ -14,13 +14,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sandproof/sandproof/fixtures/model"
 	"github.com/sandproof/sandproof/reports"
 	"github.com/sandproof/sandproof/runner/agent"
 	"github.com/sandproof/sandproof/runner/host/adapter"
 	"github.com/sandproof/sandproof/runner/host/provider"
 	"github.com/sandproof/sandproof/runner/host/relay"
 	"github.com/sandproof/sandproof/runner/host/session"
+	"github.com/sandproof/sandproof/runner/model"
 )
 
 // runCase runs one case through the protocol of contract §7, one method

@@ -9,10 +9,10 @@ import (
 	"os"
 	"testing"
 
-	"github.com/sandproof/sandproof/conformance/witness"
 	"github.com/sandproof/sandproof/reports"
 	"github.com/sandproof/sandproof/runner/host/provider"
 	"github.com/sandproof/sandproof/runner/probe"
+	"github.com/sandproof/sandproof/runner/witness"
 )
 
 // The verdict rules of verify and the judge, without an engine: a fake

@@ -19,8 +19,8 @@ import (
 	"time"
 
 	"github.com/sandproof/sandproof/fixtures/agent"
-	"github.com/sandproof/sandproof/fixtures/model"
 	"github.com/sandproof/sandproof/runner/host/relay"
+	"github.com/sandproof/sandproof/runner/model"
 )
 
 func startRelay(t *testing.T, o relay.Options) *relay.Relay {

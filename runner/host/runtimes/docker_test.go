@@ -9,12 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandproof/sandproof/fixtures/model"
 	"github.com/sandproof/sandproof/images"
 	"github.com/sandproof/sandproof/internal/testsupport/testenv"
 	"github.com/sandproof/sandproof/runner/host/adapter"
 	"github.com/sandproof/sandproof/runner/host/provider"
 	dockerprov "github.com/sandproof/sandproof/runner/host/provider/docker"
+	"github.com/sandproof/sandproof/runner/model"
 )
 
 // dockerImage returns the debian-12 image ref, skipping (failing under

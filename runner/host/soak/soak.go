@@ -32,7 +32,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sandproof/sandproof/conformance/witness"
+	"github.com/sandproof/sandproof/runner/witness"
 )
 
 // Scenario is one adversary role list a cycle launches.

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandproof/sandproof/conformance/witness"
 	"github.com/sandproof/sandproof/internal/testsupport/testenv"
+	"github.com/sandproof/sandproof/runner/witness"
 )
 
 // binaries builds warden (with the given build tags, "" for the real one)
