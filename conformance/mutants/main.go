@@ -1,5 +1,5 @@
 // Command mutants proves the conformance suite has teeth: it builds variants
-// of warden that each break one guarantee (runner/mutant, build tags only),
+// of warden that each break one guarantee (runner/warden/mutant, build tags only),
 // runs the specs of the contract clause each mutant declares against it, and
 // prints the kill matrix. Every mutant must be killed by a spec of its
 // clause, and the real warden by none, in every one of --runs runs; no spec
@@ -29,7 +29,7 @@ type Mutant struct {
 	Breaks string
 }
 
-// Catalog lists every mutant runner/mutant knows.
+// Catalog lists every mutant runner/warden/mutant knows.
 var Catalog = []Mutant{
 	{"groupkill", "2 stop rules", "stop reduced to a process-group kill"},
 	{"nomarker", "2 stop rules", "no WARDEN_LAUNCH marker scan"},
