@@ -132,6 +132,10 @@ func TestVerifyRules(t *testing.T) {
 		{"a path sharing an allowed path's prefix", "verify.fs_diff", func(w *world) {
 			w.sb.write(ruleHome+"/.conf", "x")
 		}},
+		{"the deliverable holds other content than the write call's", "verify.deliverable", func(w *world) {
+			w.sb.write(Deliverable, "proof-sandproof-challenge-forged")
+		}},
+		{"no deliverable", "verify.deliverable", func(w *world) { w.sb.remove(Deliverable) }},
 		{"an empty deliverable after a shell write", "verify.deliverable", func(w *world) {
 			w.proof = loopProof{wantIn: `{"command":"printf %s ` + ruleWant + ` > /task/deliverable.txt"}`}
 			w.sb.write(Deliverable, "")
