@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/sandproof/sandproof/reports"
+	"github.com/sandproof/sandproof/runner/provider"
 	"github.com/sandproof/sandproof/runner/receipt"
 	"github.com/sandproof/sandproof/runner/session"
 )
@@ -61,6 +62,42 @@ func TestInterruptReachedOnlyOnceItCame(t *testing.T) {
 	w.stageBegins(reports.StageClose)
 	if !w.interruptReached() || w.reason != "SIGTERM during seed" {
 		t.Fatalf("asked again in close: reason %q, want it kept", w.reason)
+	}
+}
+
+// A stage's provider error is recorded as its failed <stage>.provider
+// check and stops the case (stopsCase); another error does not.
+func TestStageProviderErrorStopsTheCase(t *testing.T) {
+	for _, tc := range []struct {
+		err   error
+		stops bool
+	}{
+		{provider.Errorf("exec", "c1", provider.ErrGone), true},
+		{errors.New("seed: install exited 1"), false},
+	} {
+		cr := &caseRun{r: &runner{}, ev: &reports.Evidence{}}
+		err := cr.stage(reports.StageSeed, func() error { return tc.err })
+		if stopsCase(err) != tc.stops {
+			t.Errorf("%v: stops the case %t, want %t", tc.err, stopsCase(err), tc.stops)
+		}
+		st := checkOf(cr.ev, "seed.provider")
+		if tc.stops && (st != reports.StatusFailed || cr.ev.ErrorType == nil || *cr.ev.ErrorType != "provider_error") {
+			t.Errorf("%v: seed.provider %q, error_type %v; want failed, provider_error", tc.err, st, cr.ev.ErrorType)
+		}
+		if !tc.stops && st != "" {
+			t.Errorf("%v: seed.provider %q recorded for an error of the harness's", tc.err, st)
+		}
+	}
+}
+
+// The error type names the first failure: a case stopped by a provider
+// error and judged failed stays provider_error.
+func TestErrorTypeKeepsTheFirst(t *testing.T) {
+	ev := &reports.Evidence{Checks: []reports.Check{{ID: "seed.provider", Status: reports.StatusFailed}}}
+	setErrType(ev, "provider_error")
+	judge(ev, "")
+	if ev.Status != reports.StatusFailed || ev.ErrorType == nil || *ev.ErrorType != "provider_error" {
+		t.Fatalf("status %s, error_type %v; want failed, provider_error", ev.Status, ev.ErrorType)
 	}
 }
 

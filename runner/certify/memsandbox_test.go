@@ -39,6 +39,7 @@ type memSandbox struct {
 	// extraChanges are diff entries the tree cannot show (a deleted
 	// directory, a path outside it).
 	extraChanges []provider.Change
+	diffErr      error // what Changes fails with, when set
 	// unreported paths are left out of the probe's answer, unreadable
 	// ones answered with the error (a probe that could not look).
 	unreported map[string]bool
@@ -192,5 +193,8 @@ func (m *memSandbox) changes() []provider.Change {
 type memDiffer struct{ *memSandbox }
 
 func (d memDiffer) Changes(context.Context) ([]provider.Change, string, error) {
+	if d.diffErr != nil {
+		return nil, "", d.diffErr
+	}
 	return d.changes(), "mem", nil
 }

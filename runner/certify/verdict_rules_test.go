@@ -2,6 +2,7 @@ package certify
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 
@@ -118,6 +119,16 @@ func TestVerifyRules(t *testing.T) {
 			w.sb.unreported[ruleMarkers[0]] = true
 		}},
 		{"a marker that cannot be read", "verify.markers", func(w *world) { w.sb.unreadable[ruleMarkers[1]] = "permission denied" }},
+		// The probe reports an error instead of a hash: a marker it could
+		// not read at the baseline either would have two empty hashes.
+		{"a marker unreadable at the baseline and after close", "verify.markers", func(w *world) {
+			w.sb.unreadable[ruleMarkers[1]] = "permission denied"
+			for i := range w.before.Markers {
+				if w.before.Markers[i].Path == ruleMarkers[1] {
+					w.before.Markers[i] = probe.Marker{Path: ruleMarkers[1], Error: "permission denied"}
+				}
+			}
+		}},
 		{"the session dir still there", "verify.session_dir_removed", func(w *world) { w.sb.write(ruleSession, "") }},
 		{"the session dir not reported on", "verify.session_dir_removed", func(w *world) {
 			w.sb.unreported[ruleSession] = true
@@ -178,6 +189,27 @@ func TestVerifyShellWriteFoundInCommand(t *testing.T) {
 	}
 	if ev.After.Deliverable != ruleWant {
 		t.Fatalf("after.deliverable %q, want %q", ev.After.Deliverable, ruleWant)
+	}
+}
+
+// A diff that could not be read ends verify with its error: the checks
+// before it are recorded, verify.fs_diff is not, and verifier_passed is
+// not set (the stage's provider check fails the case).
+func TestVerifyDiffErrorIsNotPassed(t *testing.T) {
+	w := cleanWorld(t)
+	w.sb.diffErr = provider.Errorf("diff", "mem", provider.ErrGone)
+	cr := &caseRun{r: &runner{opts: Options{TaskHome: ruleHome}}, ev: &reports.Evidence{Status: reports.StatusUnknown}}
+	in := verifyInput{before: w.before, allMarkers: append(slices.Clone(ruleMarkers), ruleReq), markers: ruleMarkers,
+		sessDir: ruleSession, proof: w.proof, allowed: cr.allowed()}
+	err := cr.verify(context.Background(), memDiffer{w.sb}, in)
+	if !errors.Is(err, provider.ErrGone) {
+		t.Fatalf("verify: %v, want the diff's error", err)
+	}
+	if st, _ := statusOf(cr.ev, "verify.fs_diff"); st != "" || cr.ev.VerifierPassed {
+		t.Fatalf("verify.fs_diff %q, verifier_passed %t after the diff failed; want no check, false", st, cr.ev.VerifierPassed)
+	}
+	if st, _ := statusOf(cr.ev, "verify.tools_unchanged"); st != reports.StatusPassed {
+		t.Fatalf("verify.tools_unchanged %q: the checks before the diff are recorded", st)
 	}
 }
 
