@@ -100,3 +100,33 @@ func TestSeedTreeWithoutOptionalBuilds(t *testing.T) {
 		t.Errorf("paths %q, want %q", paths, want)
 	}
 }
+
+// A capture inside another one's path comes with that download only when
+// the same ids read it and it lands where that download puts it; the
+// outermost such download covers it.
+func TestCoveringJobs(t *testing.T) {
+	jobs := []*captureJob{
+		{p: "/s/run", dst: "/c/run", user: "1000"},                           // 0
+		{p: "/s/run/db", dst: "/c/run/db", user: "1000"},                     // 1: inside 0
+		{p: "/s/run/db/x.sqlite", dst: "/c/run/db/x.sqlite", user: "1000"},   // 2: inside 0 and 1, 0 is outermost
+		{p: "/s/run/y.sqlite", dst: "/c/files/s/run/y.sqlite", user: "1000"}, // 3: lands elsewhere
+		{p: "/s/run/z", dst: "/c/run/z", user: ""},                           // 4: other ids
+		{p: "/s/run2/a", dst: "/c/run2/a", user: "1000"},                     // 5: a sibling, not inside
+		{p: "/s/run2", dst: "/c/run2", user: "1000"},                         // 6: covers 5
+		// 7: a sibling whose dst happens to be where 0 would put it.
+		{p: "/s/run2/b", dst: "/c/run/s/run2/b", user: "1000"},
+	}
+	got := coveringJobs(jobs)
+	want := []int{-1, 0, 0, -1, -1, 6, -1, -1}
+	for i, k := range got {
+		at := -1
+		for n, j := range jobs {
+			if j == k {
+				at = n
+			}
+		}
+		if at != want[i] {
+			t.Errorf("job %d (%s) covered by job %d, want %d", i, jobs[i].p, at, want[i])
+		}
+	}
+}
