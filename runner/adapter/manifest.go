@@ -236,55 +236,26 @@ func (d *decoder) errf(n *yaml.Node, key, format string, args ...any) {
 	d.errs = append(d.errs, fmt.Errorf("%s:%d: %s", d.file, line, msg))
 }
 
-// fields walks a mapping node: each key must be known; required keys must
-// be present. It returns false when n is not a mapping.
+// fields walks a mapping node (WalkMapping): each key must be known;
+// required keys must be present. It returns false when n is not a
+// mapping.
 func (d *decoder) fields(n *yaml.Node, where string, required []string, handlers map[string]func(key string, v *yaml.Node)) bool {
-	if n.Kind != yaml.MappingNode {
-		d.errf(n, where, "want a mapping, got %s", kindName(n))
-		return false
+	in := where
+	if in == "" {
+		in = "manifest"
 	}
-	seen := map[string]bool{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		key := join(where, k.Value)
-		h, ok := handlers[k.Value]
-		if !ok {
-			known := make([]string, 0, len(handlers))
-			for name := range handlers {
-				known = append(known, name)
-			}
-			slices.Sort(known)
-			in := where
-			if in == "" {
-				in = "manifest"
-			}
-			d.errf(k, "", "unknown key %q in %s (known: %s)", k.Value, in, strings.Join(known, ", "))
-			continue
+	return WalkMapping(n, where, required, handlers, func(is MappingIssue) {
+		switch is.Kind {
+		case NotMapping:
+			d.errf(n, where, "want a mapping, got %s", kindName(n))
+		case UnknownKey:
+			d.errf(is.Node, "", "unknown key %q in %s (known: %s)", is.Name, in, strings.Join(is.Known, ", "))
+		case GivenTwice:
+			d.errf(is.Node, is.Path, "given twice")
+		case MissingKey:
+			d.errf(n, "", "missing required key %q in %s", is.Path, in)
 		}
-		if seen[k.Value] {
-			d.errf(k, key, "given twice")
-			continue
-		}
-		seen[k.Value] = true
-		h(key, v)
-	}
-	for _, r := range required {
-		if !seen[r] {
-			in := where
-			if in == "" {
-				in = "manifest"
-			}
-			d.errf(n, "", "missing required key %q in %s", join(where, r), in)
-		}
-	}
-	return true
-}
-
-func join(where, key string) string {
-	if where == "" {
-		return key
-	}
-	return where + "." + key
+	})
 }
 
 // KindName says what a YAML node is, for errors ("a mapping", "a list",
