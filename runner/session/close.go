@@ -95,24 +95,8 @@ func (s *Session) close(ctx context.Context, res *CloseResult) error {
 	}
 	// Stop first, capture second: a harness still writing would make the
 	// captures a moving target, and the receipt is what says it stopped.
-	// The launches are independent: stop them side by side, then judge the
-	// answers in id order.
-	type stopped struct {
-		code int
-		rec  *receipt.Receipt
-		err  error
-	}
-	answers := make([]stopped, len(ids))
-	var wg sync.WaitGroup
-	for i, id := range ids {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			a := &answers[i]
-			a.code, a.rec, _, a.err = s.stopWait(ctx, path.Join(s.dir, "state", id))
-		}()
-	}
-	wg.Wait()
+	// The answers are judged in id order.
+	answers := s.stopAll(ctx, ids)
 	for i, id := range ids {
 		code, rec, err := answers[i].code, answers[i].rec, answers[i].err
 		if fail(err) {
@@ -143,6 +127,31 @@ func (s *Session) close(ctx context.Context, res *CloseResult) error {
 		return fmt.Errorf("close session %s: %w", s.id, errors.Join(errs...))
 	}
 	return nil
+}
+
+// stopped is warden stop's answer for one launch.
+type stopped struct {
+	code int
+	rec  *receipt.Receipt
+	err  error
+}
+
+// stopAll stops the launches of ids and waits for their receipts; the
+// launches are independent, so they are stopped side by side. The answers
+// are in ids' order.
+func (s *Session) stopAll(ctx context.Context, ids []string) []stopped {
+	answers := make([]stopped, len(ids))
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a := &answers[i]
+			a.code, a.rec, _, a.err = s.stopWait(ctx, path.Join(s.dir, "state", id))
+		}()
+	}
+	wg.Wait()
+	return answers
 }
 
 // launchIDs lists the launches in the session dir, so launches started by
