@@ -98,7 +98,7 @@ func TakeClaim(dir string, c Claim) error {
 	if err != nil {
 		return err
 	}
-	if mutant.Is("claimrace") {
+	if mutant.Is(mutant.ClaimRace) {
 		// The mutant: look, then write and rename; two claimants both win.
 		if _, err := os.Stat(filepath.Join(dir, ClaimFile)); err == nil {
 			return ErrClaimed

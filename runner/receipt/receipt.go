@@ -134,7 +134,7 @@ func Write(dir string, r *Receipt) error {
 		return fmt.Errorf("encode receipt: %w", err)
 	}
 	data = append(data, '\n')
-	if mutant.Is("inplacereceipt") {
+	if mutant.Is(mutant.InPlaceReceipt) {
 		// The mutant: create the final file and fill it in place, so a
 		// reader (or a crash) can see it empty or half written.
 		f, err := os.OpenFile(final, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)

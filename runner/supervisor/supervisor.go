@@ -86,7 +86,7 @@ const ReservedThreads = 16
 // threads return to the runtime's idle list, which it draws from before it
 // makes a new one and never shrinks.
 func reserveThreads(n int) {
-	if mutant.Is("nothreads") {
+	if mutant.Is(mutant.NoThreads) {
 		return
 	}
 	var held sync.WaitGroup
@@ -180,7 +180,7 @@ func Run(cfg Config, ready *os.File) int {
 	defer tell(Ready{Status: "error", Message: "supervisor ended before it was ready"})
 
 	// Descriptors the caller leaked to us must not reach the harness.
-	if !mutant.Is("supfdleak") {
+	if !mutant.Is(mutant.SupFDLeak) {
 		fds.CloexecFrom(3)
 	}
 	if err := becomeSubreaper(); err != nil {
@@ -228,7 +228,7 @@ func Run(cfg Config, ready *os.File) int {
 		tell(Ready{Status: "refused", Message: *r.Error})
 		return 1
 	}
-	if cfg.Deadline < MinDeadline && mutant.Is("nosubcentisecond") {
+	if cfg.Deadline < MinDeadline && mutant.Is(mutant.NoSubCentisecond) {
 		tell(Ready{Status: "ok"})
 		return 1 // the mutant: no receipt at all
 	}
@@ -490,7 +490,7 @@ func (s *supervisor) reapNow() {
 	for {
 		var ws syscall.WaitStatus
 		waitFor := -1
-		if mutant.Is("noreap") {
+		if mutant.Is(mutant.NoReap) {
 			if s.harnessPID == 0 {
 				return
 			}
@@ -527,7 +527,7 @@ func (s *supervisor) exitOf(pid int) (exitInfo, bool) {
 // signal to the supervisor, or the lease to lapse, and returns the cause.
 func (s *supervisor) loop(watch *launch.Watcher, term <-chan os.Signal) (cause string, errMsg string) {
 	wait := s.cfg.Deadline - time.Since(s.start)
-	if mutant.Is("latedeadline") {
+	if mutant.Is(mutant.LateDeadline) {
 		wait += s.cfg.Grace // the mutant: the timer armed after the grace
 	}
 	deadline := time.NewTimer(wait)
@@ -555,7 +555,7 @@ func (s *supervisor) loop(watch *launch.Watcher, term <-chan os.Signal) (cause s
 			case <-deadline.C:
 				return receipt.CauseDeadline, ""
 			case <-leaseC:
-				if mutant.Is("nolease") {
+				if mutant.Is(mutant.NoLease) {
 					leaseC = nil
 					continue
 				}
@@ -726,7 +726,7 @@ func nonNil(ms []stop.Member) []stop.Member {
 // finish stamps and writes the receipt.
 func (s *supervisor) finish(r *receipt.Receipt) {
 	r.EndedAt = receipt.Timestamp(time.Now())
-	if r.ReturnCode == nil && mutant.Is("madeupzero") {
+	if r.ReturnCode == nil && mutant.Is(mutant.MadeUpZero) {
 		r.ReturnCode = receipt.Int(0)
 	}
 	if err := receipt.Write(s.cfg.State, r); err != nil {
@@ -736,7 +736,7 @@ func (s *supervisor) finish(r *receipt.Receipt) {
 
 // becomeSubreaper makes adopted orphans come back to the supervisor.
 func becomeSubreaper() error {
-	if mutant.Is("nosubreaper") {
+	if mutant.Is(mutant.NoSubreaper) {
 		return nil
 	}
 	return unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
