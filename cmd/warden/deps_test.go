@@ -13,6 +13,7 @@ import (
 // SQLite, reports) by an innocent-looking import.
 var wardenDeps = []string{
 	"github.com/sandproof/sandproof/cmd/warden",
+	"github.com/sandproof/sandproof/runner/atomicfile",
 	"github.com/sandproof/sandproof/runner/fds",
 	"github.com/sandproof/sandproof/runner/harness",
 	"github.com/sandproof/sandproof/runner/launch",
