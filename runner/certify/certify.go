@@ -276,12 +276,9 @@ func newRunner(o Options) (*runner, error) {
 	if o.Agent == "" {
 		o.Agent = filepath.Join(filepath.Dir(o.Probe), "sandagent")
 	}
-	switch o.Network {
-	case "":
-		o.Network = provider.NetworkNone
-	case provider.NetworkNone, provider.NetworkHost:
-	default:
-		return nil, fmt.Errorf("certify: network %q: want %q or %q", o.Network, provider.NetworkNone, provider.NetworkHost)
+	var err error
+	if o.Network, err = provider.Network(o.Network); err != nil {
+		return nil, fmt.Errorf("certify: %w", err)
 	}
 	if len(o.Adapters) == 0 || len(o.Images) == 0 {
 		return nil, errors.New("certify: need at least one adapter and one image")
@@ -313,7 +310,6 @@ func newRunner(o Options) (*runner, error) {
 		return nil, errors.New("certify: the canary and the model's key must differ")
 	}
 	r.host, _ = os.Hostname()
-	var err error
 	if r.wardenSHA, err = hashFile(o.Warden); err != nil {
 		return nil, fmt.Errorf("certify: warden: %w", err)
 	}

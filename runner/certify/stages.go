@@ -89,9 +89,7 @@ func (r *runner) newCase(c caseSpec) *caseRun {
 		cr.uid, _ = strconv.Atoi(u)
 		cr.gid, _ = strconv.Atoi(g)
 	}
-	for _, d := range []string{cr.home + "/.config", cr.home + "/.local/share", cr.home + "/.cache", cr.home + "/.local/state"} {
-		cr.markers = append(cr.markers, d+"/sandproof-owner/marker")
-	}
+	cr.markers = session.OwnerMarkers(cr.home)
 	for _, q := range c.requires {
 		cr.reqPaths = append(cr.reqPaths, requirementPaths[q]...)
 	}
