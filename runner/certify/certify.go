@@ -261,33 +261,17 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 
 // newRunner validates the options and fills in their defaults.
 func newRunner(o Options) (*runner, error) {
-	if o.Parallel < 1 {
-		o.Parallel = 1
-	}
-	if o.ModelName == "" {
-		o.ModelName = "fake-model"
-	}
-	if o.User == "" {
-		o.User = "1000:1000"
-	}
-	if o.TaskHome == "" {
-		o.TaskHome = "/home/task"
-	}
-	if o.Agent == "" {
-		o.Agent = filepath.Join(filepath.Dir(o.Probe), "sandagent")
-	}
-	var err error
-	if o.Network, err = provider.Network(o.Network); err != nil {
+	// A network of the wrong name is refused first, in the provider's
+	// words, before anything else is looked at.
+	if _, err := provider.Network(o.Network); err != nil {
 		return nil, fmt.Errorf("certify: %w", err)
 	}
+	o = o.withDefaults()
 	if len(o.Adapters) == 0 || len(o.Images) == 0 {
 		return nil, errors.New("certify: need at least one adapter and one image")
 	}
-	if o.CaptureEntries < 0 {
-		return nil, fmt.Errorf("certify: capture entries %d: want > 0 (0 is the default, %d)", o.CaptureEntries, provider.DefaultCaseEntries)
-	}
-	if o.CaptureEntries == 0 {
-		o.CaptureEntries = provider.DefaultCaseEntries
+	if err := o.Validate(); err != nil {
+		return nil, err
 	}
 	if err := o.Limits.Check(); err != nil {
 		return nil, fmt.Errorf("certify: %w", err)
@@ -310,14 +294,9 @@ func newRunner(o Options) (*runner, error) {
 		return nil, errors.New("certify: the canary and the model's key must differ")
 	}
 	r.host, _ = os.Hostname()
+	var err error
 	if r.wardenSHA, err = hashFile(o.Warden); err != nil {
 		return nil, fmt.Errorf("certify: warden: %w", err)
-	}
-	if _, err := os.Stat(o.Probe); err != nil {
-		return nil, fmt.Errorf("certify: probe: %w", err)
-	}
-	if _, err := os.Stat(o.Agent); err != nil {
-		return nil, fmt.Errorf("certify: session agent: %w", err)
 	}
 	arch := runtime.GOARCH
 	r.bins = session.Binaries{Warden: map[string]string{arch: o.Warden}, Probe: map[string]string{arch: o.Probe}}
