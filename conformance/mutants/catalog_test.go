@@ -2,20 +2,34 @@ package main
 
 import (
 	"go/ast"
+	"go/build"
 	"go/build/constraint"
 	"go/parser"
 	"go/token"
 	"io/fs"
-	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/sandproof/sandproof/runner/mutant"
 )
 
-// mutantDir is runner/mutant, from this package's directory.
-const mutantDir = "../../runner/mutant"
+// mutantPkg is runner/mutant's import path, read from its type so that a
+// move of the package moves it too.
+var mutantPkg = reflect.TypeOf(mutant.Name("")).PkgPath()
+
+// mutantDir is runner/mutant's directory.
+func mutantDir(t *testing.T) string {
+	t.Helper()
+	p, err := build.Import(mutantPkg, ".", build.FindOnly)
+	if err != nil {
+		t.Fatalf("find %s: %v", mutantPkg, err)
+	}
+	return p.Dir
+}
 
 // TestCatalogNamesEveryMutant ties the four places a mutant is named: its
 // constant (runner/mutant/names.go), its file m_<name>.go (whose build tag
@@ -25,9 +39,10 @@ const mutantDir = "../../runner/mutant"
 // runs, a constant no call site uses or a call site naming a string instead
 // of a constant fails here, without building a mutant.
 func TestCatalogNamesEveryMutant(t *testing.T) {
-	consts := declaredNames(t)
+	dir := mutantDir(t)
+	consts := declaredNames(t, dir)
 	if len(consts) == 0 {
-		t.Fatalf("no Name constants found in %s/names.go", mutantDir)
+		t.Fatalf("no Name constants found in %s/names.go", dir)
 	}
 	values := map[string]bool{}
 	for _, v := range consts {
@@ -43,10 +58,14 @@ func TestCatalogNamesEveryMutant(t *testing.T) {
 	}
 	compareSets(t, "Catalog", catalog, values)
 
-	files := mutantFiles(t, consts)
-	compareSets(t, "runner/mutant/m_*.go", files, values)
+	files := mutantFiles(t, dir, consts)
+	compareSets(t, "the m_*.go files", files, values)
 
-	used := callSites(t, consts)
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := callSites(t, root, consts)
 	compareSets(t, "mutant.Is call sites", used, values)
 }
 
@@ -77,9 +96,9 @@ func sortedKeys(m map[string]bool) []string {
 
 // declaredNames returns runner/mutant's constants of type Name, identifier
 // to value.
-func declaredNames(t *testing.T) map[string]string {
+func declaredNames(t *testing.T, dir string) map[string]string {
 	t.Helper()
-	f, err := parser.ParseFile(token.NewFileSet(), filepath.Join(mutantDir, "names.go"), nil, 0)
+	f, err := parser.ParseFile(token.NewFileSet(), filepath.Join(dir, "names.go"), nil, 0)
 	if err != nil {
 		t.Fatalf("parse names.go: %v", err)
 	}
@@ -110,9 +129,9 @@ func declaredNames(t *testing.T) map[string]string {
 // mutantFiles returns the names of the m_<name>.go files, each checked to
 // carry `//go:build sandproof_mutant && mutant_<name>` and to set Active
 // to the constant whose value is <name>.
-func mutantFiles(t *testing.T, consts map[string]string) map[string]bool {
+func mutantFiles(t *testing.T, dir string, consts map[string]string) map[string]bool {
 	t.Helper()
-	paths, err := filepath.Glob(filepath.Join(mutantDir, "m_*.go"))
+	paths, err := filepath.Glob(filepath.Join(dir, "m_*.go"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,12 +183,8 @@ func mutantFiles(t *testing.T, consts map[string]string) map[string]bool {
 
 // callSites returns the values of the constants the module's mutant.Is
 // calls name, failing each call whose argument is not a Name constant.
-func callSites(t *testing.T, consts map[string]string) map[string]bool {
+func callSites(t *testing.T, root string, consts map[string]string) map[string]bool {
 	t.Helper()
-	root := "../.."
-	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-		t.Fatalf("module root: %v", err)
-	}
 	out := map[string]bool{}
 	fset := token.NewFileSet()
 	calls := 0
@@ -192,7 +207,7 @@ func callSites(t *testing.T, consts map[string]string) map[string]bool {
 		}
 		local := ""
 		for _, imp := range f.Imports {
-			if imp.Path.Value == `"github.com/sandproof/sandproof/runner/mutant"` {
+			if imp.Path.Value == strconv.Quote(mutantPkg) {
 				local = "mutant"
 				if imp.Name != nil {
 					local = imp.Name.Name
