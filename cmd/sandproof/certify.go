@@ -293,16 +293,18 @@ func (f relayFlags) limits() (relay.Limits, error) {
 // quotes the value.
 func parseLimits(pids int64, memory string, shares int64) (provider.Limits, error) {
 	l := provider.Limits{PidsLimit: pids, CPUShares: shares, OOMScoreAdj: provider.DefaultLimits.OOMScoreAdj}
-	if pids < 16 {
-		return l, usagef("--pids-limit: bad value %q (want >= 16: warden, the probe and a harness need more)", fmt.Sprint(pids))
+	// The bounds are provider's; on the command line 0 is not "the
+	// default" but a value below them.
+	if pids < provider.MinPidsLimit {
+		return l, usagef("--pids-limit: bad value %q (want >= %d: warden, the probe and a harness need more)", fmt.Sprint(pids), provider.MinPidsLimit)
 	}
 	mem, err := provider.ParseBytes(memory)
-	if err != nil || mem < 6<<20 {
-		return l, usagef("--memory: bad value %q (want a size of at least 6m, e.g. 512m or 2g)", memory)
+	if err != nil || mem < provider.MinMemoryBytes {
+		return l, usagef("--memory: bad value %q (want a size of at least %s, e.g. 512m or 2g)", memory, sizeText(provider.MinMemoryBytes))
 	}
 	l.MemoryBytes = mem
-	if shares < 2 || shares > 262144 {
-		return l, usagef("--cpu-shares: bad value %q (want 2..262144)", fmt.Sprint(shares))
+	if shares < provider.MinCPUShares || shares > provider.MaxCPUShares {
+		return l, usagef("--cpu-shares: bad value %q (want %d..%d)", fmt.Sprint(shares), provider.MinCPUShares, provider.MaxCPUShares)
 	}
 	if err := l.Check(); err != nil {
 		return l, usageError{err}
