@@ -2,7 +2,7 @@
 GO       ?= go
 GINKGO   := $(GO) run github.com/onsi/ginkgo/v2/ginkgo
 COMMIT   := $(shell git rev-parse --short=7 HEAD 2>/dev/null || echo unknown)
-LDFLAGS  := -s -w -X github.com/sandproof/sandproof/runner/version.Commit=$(COMMIT)
+LDFLAGS  := -s -w -X github.com/sandproof/sandproof/runner/warden/version.Commit=$(COMMIT)
 BIN      := bin
 ARCHES   := amd64 arm64
 # Specs to run (a Ginkgo label filter); `make test-local` leaves out `docker`.
@@ -68,10 +68,10 @@ vet:
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 
-# runner/certify's engine tests (every hostile harness on three images) take
+# runner/host/certify's engine tests (every hostile harness on three images) take
 # longer than go test's default 10 minutes on a loaded 2-core host.
 unit:
-	$(GO) test -count=1 -timeout 30m $$($(GO) list ./... | grep -v -e /conformance -e /runner/bench)
+	$(GO) test -count=1 -timeout 30m $$($(GO) list ./... | grep -v -e /conformance -e /runner/warden/bench)
 
 conformance:
 	$(GINKGO) -p --procs=2 --timeout=40m $(if $(LABELS),--label-filter='$(LABELS)') ./conformance
@@ -110,12 +110,12 @@ mutants-host:
 # Each fuzz target for a bounded time (FUZZTIME per target).
 FUZZTIME ?= 30s
 fuzz:
-	$(GO) test ./runner/proc -run '^$$' -fuzz '^FuzzParseStat$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./runner/proc -run '^$$' -fuzz '^FuzzLaunchIDs$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./runner/receipt -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./runner/harness -run '^$$' -fuzz '^FuzzParseParams$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./runner/harness -run '^$$' -fuzz '^FuzzRecorder$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./runner/adapter -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./runner/warden/proc -run '^$$' -fuzz '^FuzzParseStat$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./runner/warden/proc -run '^$$' -fuzz '^FuzzLaunchIDs$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./runner/warden/receipt -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./runner/warden/harness -run '^$$' -fuzz '^FuzzParseParams$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./runner/warden/harness -run '^$$' -fuzz '^FuzzRecorder$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./runner/host/adapter -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./runner/agent -run '^$$' -fuzz '^FuzzReadFrame$$' -fuzztime $(FUZZTIME)
 
 # N launch/stop cycles with adversarial fixtures: leftovers, missing or
@@ -125,7 +125,7 @@ soak: build
 	$(BIN)/sandproof soak --cycles $(CYCLES) --parallel 4
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 10x ./runner/bench
+	$(GO) test -run '^$$' -bench . -benchtime 10x ./runner/warden/bench
 
 clean:
 	rm -rf $(BIN)

@@ -30,9 +30,9 @@ import (
 
 	"github.com/sandproof/sandproof/conformance/containers"
 	"github.com/sandproof/sandproof/conformance/framework"
-	"github.com/sandproof/sandproof/conformance/witness"
 	"github.com/sandproof/sandproof/images"
-	"github.com/sandproof/sandproof/runner/provider"
+	"github.com/sandproof/sandproof/runner/host/provider"
+	"github.com/sandproof/sandproof/runner/witness"
 )
 
 // Paths inside every container.

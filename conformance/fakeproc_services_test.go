@@ -6,8 +6,8 @@ import (
 
 	"github.com/sandproof/sandproof/conformance/framework"
 	"github.com/sandproof/sandproof/fakeproc"
-	"github.com/sandproof/sandproof/runner/proc"
-	"github.com/sandproof/sandproof/runner/stop"
+	"github.com/sandproof/sandproof/runner/warden/proc"
+	"github.com/sandproof/sandproof/runner/warden/stop"
 )
 
 // Services by identity after the service's death: the mutant servicepid

@@ -16,11 +16,11 @@ import (
 
 	"github.com/sandproof/sandproof/conformance/framework"
 	"github.com/sandproof/sandproof/fakeproc"
-	"github.com/sandproof/sandproof/runner/proc"
-	"github.com/sandproof/sandproof/runner/stop"
+	"github.com/sandproof/sandproof/runner/warden/proc"
+	"github.com/sandproof/sandproof/runner/warden/stop"
 )
 
-// The specs in this file drive the production stop engine (runner/stop)
+// The specs in this file drive the production stop engine (runner/warden/stop)
 // over fakeproc trees in simulated time, and the warden binary over fake
 // trees with --proc-root. Names carry an fp prefix because the package is
 // shared with the other conformance files.

@@ -25,8 +25,8 @@ import (
 
 	"github.com/sandproof/sandproof/conformance/containers"
 	"github.com/sandproof/sandproof/conformance/framework"
-	"github.com/sandproof/sandproof/conformance/witness"
-	"github.com/sandproof/sandproof/runner/provider"
+	"github.com/sandproof/sandproof/runner/host/provider"
+	"github.com/sandproof/sandproof/runner/witness"
 )
 
 // bombPidsLimit is the pids limit of a bomb's container (tasks: threads

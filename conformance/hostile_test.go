@@ -22,7 +22,7 @@ import (
 
 	"github.com/sandproof/sandproof/conformance/framework"
 	"github.com/sandproof/sandproof/conformance/procs"
-	"github.com/sandproof/sandproof/conformance/witness"
+	"github.com/sandproof/sandproof/runner/witness"
 )
 
 // hopsFile is where the hopper role writes one pid per incarnation.
@@ -306,8 +306,11 @@ var _ = Describe("warden supervise, sharing a pids limit with a fork bomb,", fra
 			flags := append([]string{"--deadline", "4", "--grace", "0.2", "--user", "1000", "--detach"}, tierFlags(tier)...)
 			for attempt := 1; attempt <= 3; attempt++ {
 				By(fmt.Sprintf("attempt %d", attempt))
-				// warden, its reserved threads, the harness and a dozen bombs.
-				cg, events := hostPidsCgroup(48)
+				// warden, its reserved threads, the harness and more bombs
+				// than the stop engine signals one by one (64): the table is
+				// large enough for the supervisor's parallel paths, one
+				// goroutine, so one OS thread, per P.
+				cg, events := hostPidsCgroup(128)
 				l := newLaunch()
 				shared, bin := sharedAdversary("sandproof-bomb-")
 				l.record = filepath.Join(shared, "record")
@@ -316,7 +319,10 @@ var _ = Describe("warden supervise, sharing a pids limit with a fork bomb,", fra
 				GinkgoT().Setenv("ADVERSARY_BOMB_NAME", name)
 				// The front joins the cgroup before it execs warden, so the
 				// supervisor and everything it starts count against the limit.
-				args := append([]string{"-c", `echo $$ > "$0/cgroup.procs" && exec "$@"`, cg, framework.Bin.Warden},
+				// GOMAXPROCS=32 is a host with 32 CPUs and no CPU limit, as
+				// a Go supervisor sees it: the threads its parallel paths
+				// need there must exist before the bomb takes the rest.
+				args := append([]string{"-c", `echo $$ > "$0/cgroup.procs" && GOMAXPROCS=32 exec "$@"`, cg, framework.Bin.Warden},
 					l.superviseArgs(flags, []string{bin, "--record", l.record, "fork-bomb"})...)
 				res := procs.Warden(ctx, "/bin/sh", l.cwd, args...)
 				Expect(res.Code).To(Equal(0), "%s", res)
@@ -330,21 +336,31 @@ var _ = Describe("warden supervise, sharing a pids limit with a fork bomb,", fra
 				Expect(strings.Fields(string(member))).To(ContainElement(strconv.Itoa(d.SupervisorPID)), "positive control: the supervisor is in the limited cgroup")
 				// Positive controls: the bomb grew, and the kernel refused it.
 				Eventually(ctx, func() int { return len(living(name)) }).
-					WithTimeout(20*time.Second).Should(BeNumerically(">=", 5), "positive control: the bomb grew; %s", lazy(l.diagnose))
+					WithTimeout(20*time.Second).Should(BeNumerically(">=", 64), "positive control: the bomb grew past the parallel threshold; %s", lazy(l.diagnose))
 				Eventually(ctx, events).WithTimeout(20*time.Second).Should(BeNumerically(">", 0), "positive control: the bomb hit the pids limit")
 
 				var r *witness.Receipt
 				Eventually(ctx, func() error {
 					var err error
-					r, err = witness.ReadReceipt(l.state)
-					return err
+					if r, err = witness.ReadReceipt(l.state); err == nil {
+						return nil
+					}
+					if procs.Alive(l.supervisor) {
+						return err
+					}
+					// Gone: it wrote the receipt just before it exited, or
+					// it died without one (no need to wait out the minute).
+					if r, err = witness.ReadReceipt(l.state); err != nil {
+						return StopTrying("the supervisor exited: " + err.Error())
+					}
+					return nil
 				}).WithTimeout(60*time.Second).WithPolling(50*time.Millisecond).Should(Succeed(),
 					"no receipt: the supervisor did not survive the bomb; %s", lazy(l.diagnose))
 				Expect(r.Cause).To(Equal("deadline"))
 				expectTier(r, tier)
 				Expect(r.CleanupConfirmed).To(BeTrue(), "survivors %+v, error %v", r.Survivors, r.Error)
 				Expect(r.Survivors).To(BeEmpty())
-				Expect(len(r.Reached)).To(BeNumerically(">=", 5), "the stop reached the bomb")
+				Expect(len(r.Reached)).To(BeNumerically(">=", 64), "the stop reached the bomb")
 				Consistently(ctx, func() []witness.Stat { return living(name) }).
 					WithTimeout(300*time.Millisecond).WithPolling(10*time.Millisecond).
 					Should(BeEmpty(), "a bomb process lives after a confirmed receipt")

@@ -2,7 +2,7 @@ package conformance_test
 
 // Image integrity after a FULL session (contract §6 and §7.4), in
 // containers of the three test images: the owner sets up /task and the four
-// XDG markers and takes a probe snapshot; the session (runner/session, a
+// XDG markers and takes a probe snapshot; the session (runner/host/session, a
 // borrowed container) seeds, runs one activation of a fixture harness that
 // needs bash (bash-static comes from the session's private bin on
 // alpine-class) and writes /task/deliverable.txt, closes and releases; the
@@ -33,10 +33,10 @@ import (
 	"github.com/sandproof/sandproof/conformance/containers"
 	"github.com/sandproof/sandproof/conformance/framework"
 	"github.com/sandproof/sandproof/conformance/sessions"
-	"github.com/sandproof/sandproof/conformance/witness"
+	"github.com/sandproof/sandproof/runner/host/provider"
+	"github.com/sandproof/sandproof/runner/host/session"
 	"github.com/sandproof/sandproof/runner/probe"
-	"github.com/sandproof/sandproof/runner/provider"
-	"github.com/sandproof/sandproof/runner/session"
+	"github.com/sandproof/sandproof/runner/witness"
 )
 
 // integrityPhases are the session's phases the tripwire log is cut into.

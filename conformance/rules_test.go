@@ -6,7 +6,7 @@ package conformance_test
 // race, wait's one lease renewal, warden run's PATH search and its marker,
 // and JSON detection in events mode. Each rule is written in
 // docs/contract.md under the clause the spec cites, and each has a mutant in
-// runner/mutant that `make mutants` shows the spec kills.
+// runner/warden/mutant that `make mutants` shows the spec kills.
 
 import (
 	"context"
@@ -26,9 +26,9 @@ import (
 
 	"github.com/sandproof/sandproof/conformance/framework"
 	"github.com/sandproof/sandproof/conformance/procs"
-	"github.com/sandproof/sandproof/conformance/witness"
 	"github.com/sandproof/sandproof/fakeproc"
-	"github.com/sandproof/sandproof/runner/proc"
+	"github.com/sandproof/sandproof/runner/warden/proc"
+	"github.com/sandproof/sandproof/runner/witness"
 )
 
 const (

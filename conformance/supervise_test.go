@@ -27,7 +27,7 @@ import (
 
 	"github.com/sandproof/sandproof/conformance/framework"
 	"github.com/sandproof/sandproof/conformance/procs"
-	"github.com/sandproof/sandproof/conformance/witness"
+	"github.com/sandproof/sandproof/runner/witness"
 )
 
 // craftedName is the name the adversary's crafted-name role gives itself.

@@ -25,7 +25,7 @@ import (
 	"github.com/sandproof/sandproof/conformance/containers"
 	"github.com/sandproof/sandproof/conformance/framework"
 	"github.com/sandproof/sandproof/conformance/procs"
-	"github.com/sandproof/sandproof/conformance/witness"
+	"github.com/sandproof/sandproof/runner/witness"
 )
 
 // zombieLeadScript is the harness: it starts the writer in a session of

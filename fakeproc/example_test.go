@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/sandproof/sandproof/fakeproc"
-	"github.com/sandproof/sandproof/runner/proc"
-	"github.com/sandproof/sandproof/runner/stop"
+	"github.com/sandproof/sandproof/runner/warden/proc"
+	"github.com/sandproof/sandproof/runner/warden/stop"
 )
 
 // exampleTB stands in for a *testing.T outside a test function.

@@ -9,7 +9,7 @@
 //
 // Nothing here touches a real process: the files are plain files in a
 // temporary directory, written in the kernel's exact formats so that the
-// production parser (runner/proc) reads them as it reads /proc.
+// production parser (runner/warden/proc) reads them as it reads /proc.
 package fakeproc
 
 import (
@@ -24,7 +24,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sandproof/sandproof/runner/proc"
+	"github.com/sandproof/sandproof/runner/warden/proc"
 )
 
 // TB is the part of testing.TB (and of GinkgoT()) the kernel needs: a place

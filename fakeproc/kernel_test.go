@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/sandproof/sandproof/fakeproc"
-	"github.com/sandproof/sandproof/runner/proc"
-	"github.com/sandproof/sandproof/runner/stop"
+	"github.com/sandproof/sandproof/runner/warden/proc"
+	"github.com/sandproof/sandproof/runner/warden/stop"
 )
 
 const marker = proc.MarkerVar + "=L1"

@@ -13,8 +13,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sandproof/sandproof/runner/proc"
-	"github.com/sandproof/sandproof/runner/stop"
+	"github.com/sandproof/sandproof/runner/warden/proc"
+	"github.com/sandproof/sandproof/runner/warden/stop"
 )
 
 type pending struct {

@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandproof/sandproof/internal/testsupport/testenv"
+	"github.com/sandproof/sandproof/runner/host/provider"
+	dockerprov "github.com/sandproof/sandproof/runner/host/provider/docker"
 	"github.com/sandproof/sandproof/runner/probe"
-	"github.com/sandproof/sandproof/runner/provider"
-	dockerprov "github.com/sandproof/sandproof/runner/provider/docker"
-	"github.com/sandproof/sandproof/runner/testenv"
 )
 
 // The tests in this file need a Docker engine (images/engine.sh start) and,

@@ -12,9 +12,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sandproof/sandproof/runner/engine"
-	"github.com/sandproof/sandproof/runner/provider"
-	dockerprov "github.com/sandproof/sandproof/runner/provider/docker"
+	"github.com/sandproof/sandproof/runner/host/engine"
+	"github.com/sandproof/sandproof/runner/host/provider"
+	dockerprov "github.com/sandproof/sandproof/runner/host/provider/docker"
 )
 
 // Engine drives a Docker engine through the docker CLI. The CLI, rather than
@@ -44,7 +44,7 @@ func (e Engine) run(ctx context.Context, args ...string) (string, error) {
 		return "", fmt.Errorf("run docker %s: %w", strings.Join(short(args), " "), err)
 	}
 	cmd := exec.CommandContext(ctx, e.cli(), args...)
-	// The engine certify reaches too (runner/engine), given to the CLI as
+	// The engine certify reaches too (runner/host/engine), given to the CLI as
 	// DOCKER_HOST.
 	cmd.Env = ep.Env(os.Environ())
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -126,7 +126,7 @@ func (e Engine) RemoveImageID(ctx context.Context, id string) error {
 // every label in also (KEY or KEY=VALUE, at least one: a test names its
 // own), running or not, and returns their ids. Owners are not looked at:
 // clean-ups of leftovers on a shared engine are `sandproof clean`'s
-// (runner/provider/docker.Clean).
+// (runner/host/provider/docker.Clean).
 func (e Engine) CleanContainers(ctx context.Context, also ...string) ([]string, error) {
 	if len(also) == 0 {
 		return nil, fmt.Errorf("clean containers: no label selector (use sandproof clean for leftovers)")

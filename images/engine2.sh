@@ -32,7 +32,7 @@
 # load [REF...]: stream images from the main engine into it (docker save |
 #   docker load, no file in between); default: the sandproof/* images.
 # purge: stop, then remove DIR.
-# run DIR PORT: what start and the Go tests (runner/testenv/remoteengine)
+# run DIR PORT: what start and the Go tests (internal/testsupport/remoteengine)
 #   run: set up DIR and the namespace and exec dockerd in the foreground, so
 #   the caller's child is dockerd itself.
 #

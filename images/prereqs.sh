@@ -9,9 +9,9 @@
 #   gcc, libc6-dev   cc: the glibc hello of images/docker_test.go
 #   musl-tools       musl-gcc: the musl hello of images/docker_test.go
 #   bash-static      /bin/bash-static: the session's private bash on images
-#                    without one (runner/session, the integrity specs)
+#                    without one (runner/host/session, the integrity specs)
 #   busybox-static   a static busybox: the busybox-only test images of
-#                    runner/provider/docker and runner/session
+#                    runner/host/provider/docker and runner/host/session
 #   docker.io        the engine (images/engine.sh)
 #   mmdebstrap       the image builds (images/build.go)
 #   libxml2-utils    xmllint: junit.xml checked against the JUnit XSD
@@ -20,7 +20,7 @@
 # Installing needs root and apt-get (Debian 12); when everything is present
 # it installs nothing, needs neither and prints nothing. Debian 12 cannot
 # provide Node >= 20.6 with npm, which the Pi and OpenCode runtime tests
-# (runner/runtimes) need: without --quiet a missing one is reported (those
+# (runner/host/runtimes) need: without --quiet a missing one is reported (those
 # tests then fail under `make test`), never installed.
 set -euo pipefail
 
@@ -81,7 +81,7 @@ fi
 
 [[ -n $quiet ]] && exit 0
 
-# node_ok: node >= 20.6 and npm on PATH (runner/runtimes.MinNode).
+# node_ok: node >= 20.6 and npm on PATH (runner/host/runtimes.MinNode).
 node_ok() {
 	has npm || return 1
 	local v

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandproof/sandproof/runner/testenv"
+	"github.com/sandproof/sandproof/internal/testsupport/testenv"
 )
 
 // twoRuns is the same matrix run twice: different run ids, times and

@@ -4,7 +4,7 @@ import (
 	"io"
 	"path/filepath"
 
-	"github.com/sandproof/sandproof/runner/atomicfile"
+	"github.com/sandproof/sandproof/runner/warden/atomicfile"
 )
 
 // File names WriteAll uses inside a run directory.

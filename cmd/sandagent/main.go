@@ -23,7 +23,7 @@ import (
 	"strconv"
 
 	"github.com/sandproof/sandproof/runner/agent"
-	"github.com/sandproof/sandproof/runner/version"
+	"github.com/sandproof/sandproof/runner/warden/version"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }

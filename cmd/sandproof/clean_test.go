@@ -4,14 +4,14 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
-	"github.com/sandproof/sandproof/runner/testenv"
+	"github.com/sandproof/sandproof/internal/testsupport/testenv"
 	"os/exec"
 	"strings"
 	"testing"
 
-	"github.com/sandproof/sandproof/runner/provider"
-	"github.com/sandproof/sandproof/runner/provider/docker"
-	"github.com/sandproof/sandproof/runner/provider/docker/testimage"
+	"github.com/sandproof/sandproof/internal/testsupport/testimage"
+	"github.com/sandproof/sandproof/runner/host/provider"
+	"github.com/sandproof/sandproof/runner/host/provider/docker"
 )
 
 func TestCleanUsageErrors(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 	"syscall"
 
 	"github.com/sandproof/sandproof/images"
-	"github.com/sandproof/sandproof/runner/provider"
+	"github.com/sandproof/sandproof/runner/host/provider"
 	"github.com/spf13/cobra"
 )
 

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/sandproof/sandproof/images"
+	"github.com/sandproof/sandproof/internal/testsupport/testenv"
 	"github.com/sandproof/sandproof/reports"
-	"github.com/sandproof/sandproof/runner/testenv"
 )
 
 // buildTools builds the sandproof CLI and the static warden and probe

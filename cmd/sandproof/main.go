@@ -1,6 +1,7 @@
 // Command sandproof is the host side of sandproof: it builds the test images,
-// certifies harness adapters, serves the scripted model, reads captures, and
-// writes and diffs evidence reports. Each subcommand lives in a file of its own
+// certifies harness adapters (reading their captures), serves the scripted
+// model, cleans up leftover containers, runs the soak, and writes, diffs and
+// merges evidence reports. Each subcommand lives in a file of its own
 // in this directory and registers itself with addCommand.
 package main
 
@@ -14,7 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sandproof/sandproof/reports"
-	"github.com/sandproof/sandproof/runner/certify"
+	"github.com/sandproof/sandproof/runner/host/certify"
 )
 
 // commandFactories holds the subcommands; each file registers its own in init.

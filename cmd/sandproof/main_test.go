@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/sandproof/sandproof/reports"
-	"github.com/sandproof/sandproof/runner/certify"
+	"github.com/sandproof/sandproof/runner/host/certify"
 )
 
 // Unknown subcommands are usage errors (cobra prints help and succeeds

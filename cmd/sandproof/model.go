@@ -13,7 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sandproof/sandproof/fixtures/model"
+	"github.com/sandproof/sandproof/runner/model"
 )
 
 func init() { addCommand(newModelCmd) }

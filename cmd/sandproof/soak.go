@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sandproof/sandproof/runner/soak"
+	"github.com/sandproof/sandproof/runner/host/soak"
 )
 
 func init() { addCommand(newSoakCommand) }

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sandproof/sandproof/runner/version"
+	"github.com/sandproof/sandproof/runner/warden/version"
 )
 
 func init() { addCommand(newVersionCmd) }

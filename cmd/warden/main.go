@@ -1,12 +1,12 @@
 // Command warden is sandproof's in-sandbox process supervisor and harness
 // runner: one static binary that needs nothing from the image. All of its
-// logic lives in runner/wardencli and the packages under runner/.
+// logic lives in runner/warden/wardencli and the packages under runner/.
 package main
 
 import (
 	"os"
 
-	"github.com/sandproof/sandproof/runner/wardencli"
+	"github.com/sandproof/sandproof/runner/warden/wardencli"
 )
 
 func main() {

@@ -6,7 +6,7 @@
 // tools a supervisor must never call.
 //
 // It talks to the engine through ory/dockertest directly rather than
-// runner/provider: the specs need the exec's id and host pid (to KILL the
+// runner/host/provider: the specs need the exec's id and host pid (to KILL the
 // exec's process group as a provider would), which the provider hides.
 package containers
 
@@ -30,9 +30,9 @@ import (
 	"github.com/ory/dockertest/v3"
 	dc "github.com/ory/dockertest/v3/docker"
 
-	"github.com/sandproof/sandproof/conformance/witness"
-	"github.com/sandproof/sandproof/runner/provider"
-	"github.com/sandproof/sandproof/runner/provider/docker"
+	"github.com/sandproof/sandproof/runner/host/provider"
+	"github.com/sandproof/sandproof/runner/host/provider/docker"
+	"github.com/sandproof/sandproof/runner/witness"
 )
 
 // ExecTimeout bounds every blocking exec, so a hung command fails its spec

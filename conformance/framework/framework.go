@@ -14,7 +14,7 @@ import (
 
 	"github.com/onsi/ginkgo/v2"
 
-	"github.com/sandproof/sandproof/runner/testenv"
+	"github.com/sandproof/sandproof/internal/testsupport/testenv"
 )
 
 // Labels. They are registered here once; specs use these values, never

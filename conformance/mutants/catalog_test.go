@@ -14,7 +14,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sandproof/sandproof/runner/mutant"
+	"github.com/sandproof/sandproof/runner/warden/mutant"
 )
 
 // mutantPkg is runner/mutant's import path, read from its type so that a

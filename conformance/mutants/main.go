@@ -1,5 +1,5 @@
 // Command mutants proves the conformance suite has teeth: it builds variants
-// of warden that each break one guarantee (runner/mutant, build tags only),
+// of warden that each break one guarantee (runner/warden/mutant, build tags only),
 // runs the specs of the contract clause each mutant declares against it, and
 // prints the kill matrix. Every mutant must be killed by a spec of its
 // clause, and the real warden by none, in every one of --runs runs; no spec
@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/sandproof/sandproof/conformance/framework"
-	"github.com/sandproof/sandproof/runner/mutant"
+	"github.com/sandproof/sandproof/runner/warden/mutant"
 )
 
 // Mutant is one broken warden and the clause whose specs must catch it.
@@ -30,7 +30,7 @@ type Mutant struct {
 	Breaks string
 }
 
-// Catalog lists every mutant runner/mutant knows.
+// Catalog lists every mutant runner/warden/mutant knows.
 var Catalog = []Mutant{
 	{mutant.GroupKill, "2 stop rules", "stop reduced to a process-group kill"},
 	{mutant.NoMarker, "2 stop rules", "no WARDEN_LAUNCH marker scan"},

@@ -3,8 +3,8 @@ package sessions
 import (
 	"sync"
 
-	"github.com/sandproof/sandproof/runner/harness"
-	"github.com/sandproof/sandproof/runner/session"
+	"github.com/sandproof/sandproof/runner/host/session"
+	"github.com/sandproof/sandproof/runner/warden/harness"
 )
 
 // Deliverable is where the fixture harness writes its token (contract §7.2).

@@ -1,4 +1,4 @@
-// Package sessions runs full sessions (runner/session, contract §6)
+// Package sessions runs full sessions (runner/host/session, contract §6)
 // inside containers of the test images, with the case owner's instruments
 // around them (section 7): the probe mounted read-only outside the session
 // dir, /task and the four XDG markers of the task user, probe snapshots run
@@ -6,7 +6,7 @@
 // engine, and an optional tripwire first on the container's PATH, so that
 // every exec the session makes meets the recording stand-ins.
 //
-// Containers are created through runner/provider/docker, the provider the
+// Containers are created through runner/host/provider/docker, the provider the
 // session itself uses; the tripwire is planted through
 // conformance/containers on the same container.
 package sessions
@@ -34,11 +34,11 @@ import (
 	"github.com/sandproof/sandproof/conformance/containers"
 	"github.com/sandproof/sandproof/conformance/framework"
 	"github.com/sandproof/sandproof/images"
+	"github.com/sandproof/sandproof/internal/testsupport/testenv"
+	"github.com/sandproof/sandproof/runner/host/provider"
+	"github.com/sandproof/sandproof/runner/host/provider/docker"
+	"github.com/sandproof/sandproof/runner/host/session"
 	"github.com/sandproof/sandproof/runner/probe"
-	"github.com/sandproof/sandproof/runner/provider"
-	"github.com/sandproof/sandproof/runner/provider/docker"
-	"github.com/sandproof/sandproof/runner/session"
-	"github.com/sandproof/sandproof/runner/testenv"
 )
 
 // Paths inside the container, as `sandproof certify` lays them out.
@@ -81,7 +81,7 @@ func BuildTools(root, dir, warden string) Tools {
 			"run `"+testenv.Prereqs+"` as root (installs the Debian package bash-static)")
 	}
 	probeBin, rmtree := filepath.Join(t.ProbeDir, "probe"), filepath.Join(dir, "rmtree")
-	for _, b := range []struct{ out, pkg string }{{probeBin, "./cmd/probe"}, {rmtree, "./runner/session/rmtree"}} {
+	for _, b := range []struct{ out, pkg string }{{probeBin, "./cmd/probe"}, {rmtree, "./runner/host/session/rmtree"}} {
 		cmd := exec.Command("go", "build", "-trimpath", "-o", b.out, b.pkg)
 		cmd.Dir = root
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandproof/sandproof/internal/testsupport/local"
 	"github.com/sandproof/sandproof/runner/agent"
-	"github.com/sandproof/sandproof/runner/provider"
-	"github.com/sandproof/sandproof/runner/provider/local"
+	"github.com/sandproof/sandproof/runner/host/provider"
 )
 
 // A harness that opens a thousand tunnel connections, asks each for an

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandproof/sandproof/runner/provider"
+	"github.com/sandproof/sandproof/runner/host/provider"
 )
 
 // teeWriter records what the host writes to the agent's stdin.

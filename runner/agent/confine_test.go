@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sandproof/sandproof/runner/provider"
+	"github.com/sandproof/sandproof/runner/host/provider"
 )
 
 const secret = "SECRET-outside-the-root"

@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/sandproof/sandproof/images"
+	"github.com/sandproof/sandproof/internal/testsupport/testenv"
 	"github.com/sandproof/sandproof/runner/agent"
-	"github.com/sandproof/sandproof/runner/provider"
-	"github.com/sandproof/sandproof/runner/testenv"
+	"github.com/sandproof/sandproof/runner/host/provider"
 )
 
 // startContainer runs the agent in a container of the debian-12 test

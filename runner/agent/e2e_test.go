@@ -19,11 +19,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandproof/sandproof/internal/testsupport/local"
+	"github.com/sandproof/sandproof/internal/testsupport/testenv"
 	"github.com/sandproof/sandproof/runner/agent"
-	"github.com/sandproof/sandproof/runner/hostfile"
-	"github.com/sandproof/sandproof/runner/provider"
-	"github.com/sandproof/sandproof/runner/provider/local"
-	"github.com/sandproof/sandproof/runner/testenv"
+	"github.com/sandproof/sandproof/runner/host/hostfile"
+	"github.com/sandproof/sandproof/runner/host/provider"
 )
 
 // sandagent is the real binary, built once: the end-to-end tests run the

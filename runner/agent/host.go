@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sandproof/sandproof/runner/provider"
+	"github.com/sandproof/sandproof/runner/host/provider"
 )
 
 // HostOptions configure the host's end.

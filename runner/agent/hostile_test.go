@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandproof/sandproof/runner/provider"
+	"github.com/sandproof/sandproof/runner/host/provider"
 )
 
 // hostileAgent is an agent end that answers every operation with answer

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sandproof/sandproof/runner/provider"
+	"github.com/sandproof/sandproof/runner/host/provider"
 )
 
 // Sandbox is a provider.Sandbox whose Exec, Upload, Mkdir, Put, Download

@@ -20,7 +20,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sandproof/sandproof/runner/provider"
+	"github.com/sandproof/sandproof/runner/host/provider"
 	"golang.org/x/sys/unix"
 )
 

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandproof/sandproof/runner/provider"
-	"github.com/sandproof/sandproof/runner/testenv"
+	"github.com/sandproof/sandproof/internal/testsupport/testenv"
+	"github.com/sandproof/sandproof/runner/host/provider"
 )
 
 // inProcess runs Serve over pipes, confined to a temp root, and returns

@@ -3,7 +3,7 @@ package probe
 import (
 	"fmt"
 
-	"github.com/sandproof/sandproof/conformance/witness"
+	"github.com/sandproof/sandproof/runner/witness"
 )
 
 // Report is what changed between a baseline and a later snapshot.

@@ -3,7 +3,7 @@ package probe
 import (
 	"testing"
 
-	"github.com/sandproof/sandproof/conformance/witness"
+	"github.com/sandproof/sandproof/runner/witness"
 )
 
 // The probe's verdict rules one by one, each with its positive control

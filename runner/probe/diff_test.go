@@ -4,7 +4,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/sandproof/sandproof/conformance/witness"
+	"github.com/sandproof/sandproof/runner/witness"
 )
 
 func baseline() Snapshot {

@@ -1,7 +1,7 @@
 package probe
 
 import (
-	"github.com/sandproof/sandproof/conformance/witness"
+	"github.com/sandproof/sandproof/runner/witness"
 )
 
 // Process is one entry of the process table. A process is named by PID plus

@@ -5,7 +5,7 @@
 // It shares no code with warden's supervision logic on purpose: the probe is
 // the independent witness that a warden bug cannot hide itself from, so it
 // reads /proc through package witness (the suite's and the soak's reader,
-// never warden's runner/proc) and never consults warden's receipts or
+// never warden's runner/warden/proc) and never consults warden's receipts or
 // markers.
 package probe
 
@@ -27,7 +27,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sandproof/sandproof/conformance/witness"
+	"github.com/sandproof/sandproof/runner/witness"
 )
 
 // Schema names the snapshot format.

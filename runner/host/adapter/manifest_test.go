@@ -1,0 +1,144 @@
+package adapter_test
+
+import (
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sandproof/sandproof/runner/host/adapter"
+)
+
+func TestFixtureManifestsLoad(t *testing.T) {
+	files, _ := filepath.Glob("../../../fixtures/adapters/*.yaml")
+	if len(files) != 8 {
+		t.Fatalf("%d fixture manifests, want 8", len(files))
+	}
+	for _, f := range files {
+		m, err := adapter.Load(f)
+		if err != nil {
+			t.Errorf("%s: %v", f, err)
+			continue
+		}
+		if len(m.SHA256) != 64 || m.Launch.Deadline <= 0 || len(m.Launch.Argv) == 0 {
+			t.Errorf("%s: %+v", f, m)
+		}
+		// Every fixture that runs the mini-agent names its version.
+		if m.Runtime.Prepare != nil && (len(m.VersionArgv) != 2 || m.VersionArgv[1] != "--version") {
+			t.Errorf("%s: version_argv %q", f, m.VersionArgv)
+		}
+	}
+}
+
+const good = `name: x
+version: "1"
+launch:
+  argv: ["{runtime_dir}/bin/x", "{prompt}"]
+  deadline: 60
+`
+
+func TestManifestErrorsNameKeyAndLine(t *testing.T) {
+	for _, tc := range []struct{ name, doc, want string }{
+		{"unknown key", good + "verison: 2\n", `x.yaml:6: unknown key "verison" in manifest`},
+		{"unknown nested key", strings.Replace(good, "  deadline: 60", "  deadline: 60\n  modee: events", 1), `x.yaml:6: unknown key "modee" in launch`},
+		{"missing field", "name: x\nversion: \"1\"\n", `x.yaml:1: missing required key "launch" in manifest`},
+		{"missing nested", "name: x\nversion: \"1\"\nlaunch:\n  argv: [a]\n", `x.yaml:4: missing required key "launch.deadline"`},
+		{"bad placeholder", strings.Replace(good, "{prompt}", "{promt}", 1), `x.yaml:4: launch.argv[1]: unknown placeholder "{promt}"`},
+		{"unclosed", strings.Replace(good, "{prompt}", "{prompt", 1), `x.yaml:4: launch.argv[1]: unclosed placeholder`},
+		{"bad deadline", strings.Replace(good, "deadline: 60", "deadline: 1e3", 1), `x.yaml:5: launch.deadline: bad seconds "1e3"`},
+		{"bad mode", strings.Replace(good, "  deadline: 60", "  deadline: 60\n  mode: stream", 1), `x.yaml:6: launch.mode: bad value "stream"`},
+		{"unknown requirement", good + "requires: [glibc, gnu]\n", `x.yaml:6: requires[1]: unknown requirement "gnu"`},
+		{"unknown preparer", good + "runtime:\n  prepare:\n    name: pip\n", `x.yaml:8: runtime.prepare.name: no preparer "pip"`},
+		{"state outside session", good + "state:\n  env:\n    HOME: /root\n", `x.yaml:8: state.env.HOME: "/root" is not inside {session_dir}`},
+		{"capture outside", good + "captures:\n  files:\n    - {name: a, path: /etc/passwd}\n", `x.yaml:8: captures.files[0].path: "/etc/passwd" is not inside`},
+		{"result names no capture", good + "result:\n  from: sqlite:db\n  query: SELECT 1\n", `result.from: names sqlite capture "db"`},
+		{"relay bytes not a number", good + "relay:\n  request_bytes: 8m\n", `x.yaml:7: relay.request_bytes: bad byte count "8m"`},
+		{"relay bytes too large", good + "relay:\n  request_bytes: 268435457\n", `relay.request_bytes: bad byte count "268435457"`},
+		{"relay unknown key", good + "relay:\n  concurrent: 4\n", `unknown key "concurrent" in relay`},
+		{"warden launch env", strings.Replace(good, "  deadline: 60", "  deadline: 60\n  env: {WARDEN_LAUNCH: x}", 1), `launch.env: may not set WARDEN_LAUNCH`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := adapter.Parse("x.yaml", t.TempDir(), []byte(tc.doc))
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if !errors.Is(err, adapter.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error:\n%v\nwant it to contain %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := adapter.Parse("x.yaml", t.TempDir(), []byte(good)); err != nil {
+		t.Fatalf("the base document is refused: %v", err)
+	}
+}
+
+// relay.request_bytes raises the relay's body cap for the adapter's
+// cases; without it the run's cap holds (0).
+func TestManifestRelayRequestBytes(t *testing.T) {
+	m, err := adapter.Parse("x.yaml", t.TempDir(), []byte(good+"relay:\n  request_bytes: 33554432\n"))
+	if err != nil || m.Relay.RequestBytes != 32<<20 {
+		t.Fatalf("relay %+v, %v; want 32 MiB", m.Relay, err)
+	}
+	if m, err = adapter.Parse("x.yaml", t.TempDir(), []byte(good)); err != nil || m.Relay.RequestBytes != 0 {
+		t.Fatalf("relay %+v, %v; want 0 without the key", m.Relay, err)
+	}
+}
+
+func TestExpand(t *testing.T) {
+	got, err := adapter.Expand("{{literal}} {home}/x --p={prompt}", map[string]string{"home": "/h", "prompt": "a {b} c"})
+	if err != nil || got != "{literal} /h/x --p=a {b} c" {
+		t.Fatalf("%q, %v", got, err)
+	}
+	if _, err := adapter.Expand("{model}", map[string]string{}); err == nil {
+		t.Fatal("a placeholder without a value expanded")
+	}
+}
+
+func TestSessionAdapterParams(t *testing.T) {
+	m, err := adapter.Load("../../../fixtures/adapters/miniagent-opencode.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := m.Session(adapter.Context{ModelURL: "http://127.0.0.1:1/v1", Model: "fake-model", TaskDir: "/task"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := a.Launch(sessionEnv())
+	if err != nil {
+		t.Fatal(err)
+	}
+	joined := strings.Join(p.Argv, " ")
+	for _, want := range []string{"/s/runtime/bin/miniagent", "--db /s/home/.local/share/opencode/opencode.db", "--prompt do it", "http://127.0.0.1:1/v1", "--api-key-env FAKE_API_KEY"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("argv %q lacks %q", joined, want)
+		}
+	}
+	if p.Env["XDG_DATA_HOME"] != "/s/home/.local/share" || p.Env["HOME"] != "/s/home" || p.Cwd != "/task" {
+		t.Errorf("env %v cwd %q", p.Env, p.Cwd)
+	}
+	if len(p.InheritEnv) != 1 || p.InheritEnv[0] != "FAKE_API_KEY" {
+		t.Errorf("inherit_env %v: the key must come from the environment only", p.InheritEnv)
+	}
+	caps := a.Captures(sessionEnv())
+	if len(caps) != 1 || !caps[0].SQLite || caps[0].Path != "/s/home/.local/share/opencode/opencode.db" {
+		t.Errorf("captures %+v", caps)
+	}
+}
+
+// {model_origin} is {model_url} without its path: Claude Code's
+// ANTHROPIC_BASE_URL gets "/v1/messages" appended by its SDK.
+func TestModelOriginDropsThePath(t *testing.T) {
+	m, err := adapter.Load("../../../fixtures/adapters/miniagent-opencode.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for url, want := range map[string]string{"http://127.0.0.1:4321/v1": "http://127.0.0.1:4321", "http://[::1]:80/api/v1/": "http://[::1]:80"} {
+		v := m.Values(adapter.Context{ModelURL: url, Model: "m", TaskDir: "/task"}, "/s", "/s/home", "p")
+		if v["model_origin"] != want || v["model_url"] != url {
+			t.Errorf("model_url %q: model_origin %q; want %q", url, v["model_origin"], want)
+		}
+		if got, err := adapter.Expand("{model_origin}/v1/messages", v); err != nil || got != want+"/v1/messages" {
+			t.Errorf("expand: %q, %v", got, err)
+		}
+	}
+}

@@ -1,0 +1,554 @@
+package certify
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sandproof/sandproof/reports"
+	"github.com/sandproof/sandproof/runner/agent"
+	"github.com/sandproof/sandproof/runner/host/adapter"
+	"github.com/sandproof/sandproof/runner/host/capture"
+	"github.com/sandproof/sandproof/runner/host/hostfile"
+	"github.com/sandproof/sandproof/runner/host/provider"
+	"github.com/sandproof/sandproof/runner/host/relay"
+	"github.com/sandproof/sandproof/runner/host/session"
+	"github.com/sandproof/sandproof/runner/model"
+	"github.com/sandproof/sandproof/runner/probe"
+	"github.com/sandproof/sandproof/runner/warden/receipt"
+)
+
+// Sandbox paths the owner uses.
+const (
+	TaskDir     = "/task"
+	Deliverable = "/task/deliverable.txt"
+	BaseDir     = session.DefaultBaseDir
+	ownerDir    = BaseDir + "/owner" // the owner's volume, read-only
+	probePath   = ownerDir + "/probe"
+	agentPath   = ownerDir + "/sandagent"
+	activation  = "activation"
+)
+
+// Clauses of docs/contract.md the checks cite.
+const (
+	clauseSetup     = "§7.1 setup"
+	clauseSeed      = "§7.2 seed and activation"
+	clauseClose     = "§7.3 close"
+	clauseVerify    = "§7.4 verify"
+	clauseTeardown  = "§7.5 teardown"
+	clauseSecrets   = "§8 evidence"
+	clauseSkip      = "§7 requirements"
+	clauseCaptures  = "§8 captured files are data"
+	clauseInterrupt = "§8 attempts and interrupts"
+)
+
+// requirementPaths are the files whose presence satisfies a requirement
+// (any one of them), found by the probe in the image, never by its name.
+var requirementPaths = map[string][]string{
+	"glibc": {"/lib64/ld-linux-x86-64.so.2", "/lib/ld-linux-aarch64.so.1", "/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2", "/lib/aarch64-linux-gnu/ld-linux-aarch64.so.1"},
+	"musl":  {"/lib/ld-musl-x86_64.so.1", "/lib/ld-musl-aarch64.so.1"},
+	"libstdc++": {"/usr/lib/x86_64-linux-gnu/libstdc++.so.6", "/usr/lib/aarch64-linux-gnu/libstdc++.so.6",
+		"/usr/lib/libstdc++.so.6", "/usr/lib64/libstdc++.so.6", "/lib/libstdc++.so.6"},
+	"libgcc": {"/lib/x86_64-linux-gnu/libgcc_s.so.1", "/lib/aarch64-linux-gnu/libgcc_s.so.1", "/usr/lib/x86_64-linux-gnu/libgcc_s.so.1",
+		"/usr/lib/libgcc_s.so.1", "/lib/libgcc_s.so.1", "/usr/lib64/libgcc_s.so.1"},
+	"sh": {"/bin/sh"},
+}
+
+// caseRun is one case in progress: what its stages (stages.go) share.
+type caseRun struct {
+	r       *runner
+	c       caseSpec
+	ev      *reports.Evidence
+	timing  CaseTiming
+	dir     string // host dir of the case's files
+	stopped bool   // a provider error ended the case
+	cut     int    // capture files cut at a cap, downloads stopped
+	// interrupted says why the run's interrupt reached the case before
+	// its verdict ("SIGINT during seed"); "" when it did not.
+	interrupted string
+	// activated is set once the activation was launched: close.receipts
+	// then requires its receipt.
+	activated bool
+	// where records the stages for the interrupt's reason: the one
+	// running, the last one ended, and where the interrupt found the case
+	// (written by the interrupt's own goroutine, hence the lock).
+	where struct {
+		sync.Mutex
+		running, ended, interruptAt string
+	}
+	// skip says why the case does not run (from planning, or the
+	// requirements setup found missing); "" runs it.
+	skip string
+
+	// The task user and the owner's markers.
+	uid, gid   int
+	home       string
+	markers    []string // the four XDG markers
+	reqPaths   []string // the files the declared requirements look for
+	allMarkers []string
+
+	// The model side: the scripted model (nil for a real one) behind the
+	// case's recording relay.
+	srv       *model.Server
+	rel       *relay.Relay
+	modelName string
+	challenge string
+	actx      adapter.Context
+
+	// The sandbox, the probe's baseline, and the adapter's session. asb
+	// is the sandbox as the session sees it: over the session agent's
+	// channel (agent), whose stderr is kept for errors.
+	sb                   provider.Sandbox
+	asb                  provider.Sandbox
+	agent                *agent.Sandbox
+	agentStderr          hostfile.HeadBuffer
+	before               probe.Snapshot
+	sess                 *session.Session
+	sessID, sessDir      string
+	sessHome             string
+	actRes, versionRes   *session.Result
+	versionErr, closeErr error
+	closeRes             *session.CloseResult
+}
+
+// interruptReached reports whether the run's interrupt has reached the
+// case, and the first time it has, records why ("SIGINT during seed").
+// Asked before a stage, true means that stage and every later one but
+// close and teardown do not run; asked at the verdict, it makes the case
+// unknown (contract §8 attempts and interrupts).
+func (cr *caseRun) interruptReached() bool {
+	if cr.interrupted != "" {
+		return true
+	}
+	ic := cr.r.opts.Interrupt
+	if ic == nil || ic.Err() == nil {
+		return false
+	}
+	cr.interrupted = interruptCause(ic) + " " + cr.interruptAt()
+	return true
+}
+
+// watchInterrupt notes where the run's interrupt finds the case, for its
+// reason; the returned func ends the watch.
+func (cr *caseRun) watchInterrupt() (stop func() bool) {
+	ic := cr.r.opts.Interrupt
+	if ic == nil {
+		return func() bool { return true }
+	}
+	return context.AfterFunc(ic, func() {
+		cr.where.Lock()
+		defer cr.where.Unlock()
+		if cr.where.interruptAt == "" {
+			cr.where.interruptAt = cr.whereLocked()
+		}
+	})
+}
+
+// interruptAt is where the interrupt found the case ("during seed",
+// "after activation"), or where the case is now if the watch has not
+// run yet.
+func (cr *caseRun) interruptAt() string {
+	cr.where.Lock()
+	defer cr.where.Unlock()
+	if cr.where.interruptAt != "" {
+		return cr.where.interruptAt
+	}
+	return cr.whereLocked()
+}
+
+func (cr *caseRun) whereLocked() string {
+	switch {
+	case cr.where.running != "":
+		return "during " + cr.where.running
+	case cr.where.ended != "":
+		return "after " + cr.where.ended
+	}
+	return "before " + reports.StageSetup
+}
+
+// stageBegins and stageEnds keep where for the interrupt's reason.
+func (cr *caseRun) stageBegins(name string) {
+	cr.where.Lock()
+	cr.where.running = name
+	cr.where.Unlock()
+}
+
+func (cr *caseRun) stageEnds(name string) {
+	cr.where.Lock()
+	cr.where.running, cr.where.ended = "", name
+	cr.where.Unlock()
+}
+
+// interruptCause is the reason the interrupt context carries ("SIGINT").
+func interruptCause(ic context.Context) string {
+	if c := context.Cause(ic); c != nil && !errors.Is(c, context.Canceled) {
+		return c.Error()
+	}
+	return "interrupted"
+}
+
+func (cr *caseRun) check(id, clause string, ok bool, detail string, args ...any) bool {
+	st := reports.StatusPassed
+	if !ok {
+		st = reports.StatusFailed
+	}
+	cr.ev.Checks = append(cr.ev.Checks, reports.Check{ID: id, Status: st, Clause: clause, Detail: fmt.Sprintf(detail, args...)})
+	return ok
+}
+
+func (cr *caseRun) errType(t string) {
+	if cr.ev.ErrorType == nil {
+		cr.ev.ErrorType = &t
+	}
+}
+
+// stage runs fn as one stage of the protocol, timing it and printing its
+// progress. A provider error stops the case (the later stages but teardown
+// do not run: an answer from a dead sandbox proves nothing).
+func (cr *caseRun) stage(name string, fn func() error) error {
+	if cr.stopped && name != reports.StageTeardown {
+		return errors.New("case stopped")
+	}
+	t := time.Now()
+	cr.stageBegins(name)
+	cr.r.progress("%s: %s ...", cr.c.id, name)
+	err := fn()
+	cr.stageEnds(name)
+	secs := time.Since(t).Seconds()
+	cr.ev.Stages = append(cr.ev.Stages, reports.Stage{Name: name, StartedAt: t.UTC(), Seconds: secs})
+	if err != nil {
+		cr.r.progress("%s: %s failed after %.2fs: %v", cr.c.id, name, secs, redact(err.Error(), cr.r.key))
+		if provider.IsProviderError(err) {
+			cr.stopped = true
+			cr.errType("provider_error")
+			cr.check(name+".provider", clauseFor(name), false, "provider error, case stopped: %s", redact(err.Error(), cr.r.key))
+		}
+		return err
+	}
+	cr.r.progress("%s: %s done in %.2fs", cr.c.id, name, secs)
+	return nil
+}
+
+func clauseFor(stage string) string {
+	switch stage {
+	case reports.StageSetup:
+		return clauseSetup
+	case reports.StageSeed, reports.StageActivation:
+		return clauseSeed
+	case reports.StageClose:
+		return clauseClose
+	case reports.StageVerify:
+		return clauseVerify
+	}
+	return clauseTeardown
+}
+
+func redact(s, key string) string {
+	if key == "" {
+		return s
+	}
+	return strings.ReplaceAll(s, key, "[REDACTED]")
+}
+
+func receiptSummary(raw []byte) *reports.Receipt {
+	if len(raw) == 0 {
+		return nil
+	}
+	var r reports.Receipt
+	if json.Unmarshal(raw, &r) != nil {
+		return nil
+	}
+	return &r
+}
+
+func receiptOf(rec *receipt.Receipt) *reports.Receipt {
+	if rec == nil {
+		return nil
+	}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return nil
+	}
+	return receiptSummary(b)
+}
+
+func launchSeconds(rec *receipt.Receipt) float64 {
+	if rec == nil {
+		return 0
+	}
+	a, err1 := time.Parse(time.RFC3339Nano, rec.StartedAt)
+	b, err2 := time.Parse(time.RFC3339Nano, rec.EndedAt)
+	if err1 != nil || err2 != nil || b.Before(a) {
+		return 0
+	}
+	return b.Sub(a).Seconds()
+}
+
+func relAll(dir string, ps []string) []string {
+	out := []string{}
+	for _, p := range ps {
+		if r, err := filepath.Rel(dir, p); err == nil {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func errText(err error, key string) string {
+	if err == nil {
+		return "ok"
+	}
+	return redact(err.Error(), key)
+}
+
+func receiptText(res *session.Result, err error, key string) string {
+	if err != nil {
+		return errText(err, key)
+	}
+	if res == nil || res.Receipt == nil {
+		return "none"
+	}
+	rc := "null"
+	if res.Receipt.ReturnCode != nil {
+		rc = strconv.Itoa(*res.Receipt.ReturnCode)
+	}
+	return fmt.Sprintf("cause %s, return_code %s, cleanup_confirmed %t, %d reached", res.Receipt.Cause, rc, res.Receipt.CleanupConfirmed, len(res.Receipt.Reached))
+}
+
+// finish sets the verdict: a skipped case stays skipped; otherwise passed
+// is the conjunction of the checks, and no checks is unknown.
+func (cr *caseRun) finish() {
+	cr.judge()
+	if cr.r != nil {
+		cr.causes()
+	}
+}
+
+// judge sets the case's status from its checks. A case the run's
+// interrupt reached at any point before this verdict, whatever stage it
+// was in (verify and teardown included, which it does not cut short), is
+// unknown unless a check failed on its own: --resume runs it again.
+func (cr *caseRun) judge() {
+	ev := cr.ev
+	if cr.r != nil && ev.Status != reports.StatusSkipped {
+		cr.interruptReached()
+	}
+	if cr.interrupted != "" && ev.Status != reports.StatusSkipped {
+		// What the interrupt cut short proves nothing either way; a
+		// check that failed on its own still fails the case.
+		ev.Interrupted = cr.interrupted
+		ev.Checks = append(ev.Checks, reports.Check{ID: "interrupt", Status: reports.StatusUnknown, Clause: clauseInterrupt,
+			Detail: cr.interrupted + "; the running launch was stopped through the session (receipts kept); --resume runs the case again"})
+	}
+	if ev.Status == reports.StatusSkipped {
+		ev.Passed = false
+		return
+	}
+	if len(ev.Checks) == 0 {
+		ev.Status = reports.StatusUnknown
+		return
+	}
+	pass, failed := true, false
+	for _, c := range ev.Checks {
+		if c.Status != reports.StatusPassed {
+			pass = false
+		}
+		failed = failed || c.Status == reports.StatusFailed
+	}
+	ev.Passed = pass
+	if !failed && cr.interrupted != "" {
+		ev.Status = reports.StatusUnknown
+		cr.errType("interrupted")
+		return
+	}
+	if pass {
+		ev.Status = reports.StatusPassed
+		ev.ErrorType = nil
+	} else {
+		ev.Status = reports.StatusFailed
+		cr.errType("check_failed")
+	}
+}
+
+func snapshot(ctx context.Context, sb provider.Sandbox, markers []string) (probe.Snapshot, error) {
+	argv := []string{probePath, "snapshot"}
+	if len(markers) > 0 {
+		argv = append(argv, "--markers", strings.Join(markers, ","))
+	}
+	return probeRun(ctx, sb, argv)
+}
+
+// probeRun runs the owner's probe as root and decodes the snapshot it
+// prints.
+func probeRun(ctx context.Context, sb provider.Sandbox, argv []string) (probe.Snapshot, error) {
+	res, err := sb.Exec(ctx, provider.ExecSpec{Argv: argv, User: "0"})
+	if err != nil {
+		return probe.Snapshot{}, err
+	}
+	if res.ExitCode != 0 {
+		return probe.Snapshot{}, fmt.Errorf("probe %s: exit %d: %s", argv[1], res.ExitCode, strings.TrimSpace(string(res.Stderr)))
+	}
+	var s probe.Snapshot
+	if err := json.Unmarshal(res.Stdout, &s); err != nil {
+		return s, fmt.Errorf("decode probe snapshot: %w", err)
+	}
+	return s, nil
+}
+
+func toolText(t probe.Tool) string {
+	if t.Absent() {
+		return probe.None
+	}
+	return t.Path
+}
+
+func beforeOf(s probe.Snapshot, markers []string) *reports.Before {
+	b := &reports.Before{OS: s.OS, Python3: toolText(s.Python3), Bash: toolText(s.Bash), Markers: slices.Clone(markers)}
+	for _, p := range s.Processes {
+		b.Processes = append(b.Processes, reports.Process{PID: p.PID, StartTime: p.StartTime, Comm: p.Comm})
+	}
+	return b
+}
+
+func markerPresent(s probe.Snapshot, p string) bool {
+	for _, m := range s.Markers {
+		if m.Path == p {
+			return !m.Missing && m.Error == ""
+		}
+	}
+	return false
+}
+
+// missingRequirements lists the declared requirements the probed image
+// lacks, each with what was looked for.
+func missingRequirements(reqs []string, s probe.Snapshot, hostBash bool) []string {
+	var out []string
+	for _, q := range reqs {
+		switch q {
+		case "bash":
+			if s.Bash.Absent() && !hostBash {
+				out = append(out, "bash (none on the image's PATH and no static bash on the host to provide)")
+			}
+		case "python3":
+			if s.Python3.Absent() {
+				out = append(out, "python3 (none on the image's PATH)")
+			}
+		default:
+			if !slices.ContainsFunc(requirementPaths[q], func(p string) bool { return markerPresent(s, p) }) {
+				out = append(out, fmt.Sprintf("%s (none of %s)", q, strings.Join(requirementPaths[q], ", ")))
+			}
+		}
+	}
+	return out
+}
+
+// maxWithheldEvidence caps captures_withheld.
+const maxWithheldEvidence = 100
+
+func cutFirst(w provider.Withheld) int {
+	if w.Kind == provider.WithheldTruncated || w.Kind == provider.WithheldStopped {
+		return 0
+	}
+	return 1
+}
+
+// checkCaptures records what the captures withheld: links and specials
+// are data (recorded, never followed) and pass; a file cut at a cap or a
+// download stopped fails the case, since its result was judged on part of
+// the data.
+func (cr *caseRun) checkCaptures() {
+	ev := cr.ev
+	var notes []string
+	cut := cr.cut
+	for _, w := range ev.CapturesWithheld {
+		switch w.Kind {
+		case provider.WithheldSymlink, provider.WithheldHardlink:
+			notes = append(notes, fmt.Sprintf("%s: %s to %q (recorded, not followed)", w.Path, w.Kind, w.Target))
+		case provider.WithheldSpecial:
+			notes = append(notes, fmt.Sprintf("%s: special file, skipped", w.Path))
+		case provider.WithheldDenied:
+			notes = append(notes, fmt.Sprintf("%s: the harness's user may not read it, not read", w.Path))
+		case provider.WithheldStopped:
+			notes = append(notes, fmt.Sprintf("%s: stopped here (a case cap), %d of %d bytes kept", w.Path, w.Written, w.Size))
+		default:
+			notes = append(notes, fmt.Sprintf("%s: %s, %d of %d bytes kept", w.Path, w.Kind, w.Written, w.Size))
+		}
+	}
+	cr.check("close.captures_bounded", clauseCaptures, cut == 0,
+		"%d bytes and %d entries captured (caps: %d bytes per file, %d per case, %d entries per case); %d withheld (%d more not listed): %s",
+		ev.CaptureBytes, ev.CaptureEntries, provider.DefaultFileBytes, provider.DefaultCaseBytes, cr.r.captureEntries(), len(notes), ev.CapturesWithheldOmitted, redact(strings.Join(truncList(notes, 20), "; "), cr.r.key))
+}
+
+// readCaptures reads the activation's events and the adapter's result
+// source into the evidence.
+func (cr *caseRun) readCaptures(act *session.Result, captures map[string]string) {
+	ev, m := cr.ev, cr.c.adapter
+	capDir := filepath.Join(cr.dir, "capture")
+	events := filepath.Join(capDir, "run", activation, "events.jsonl")
+	j := capture.NewJudge(m.Result)
+	var readErr error
+	if m.Launch.Mode == "events" {
+		fn := j.Add
+		if m.Result.From != "events" {
+			fn = nil
+		}
+		st, err := capture.ReadEvents(events, fn)
+		ev.RecordedEventLines = st.Lines
+		ev.EventsOversizedLines = st.Oversized
+		if err != nil && m.Result.From == "events" {
+			readErr = err
+		}
+	}
+	if name, ok := strings.CutPrefix(m.Result.From, "sqlite:"); ok {
+		p, ok := captures[name]
+		if !ok {
+			readErr = fmt.Errorf("sqlite capture %q: no path", name)
+		} else {
+			_, readErr = capture.ReadSQLiteLimit(context.Background(), filepath.Join(capDir, "files", filepath.FromSlash(p)), m.Result.Query, capture.SQLiteLimits{}, j.Add)
+		}
+	}
+	out := j.Outcome()
+	var rc *int
+	if act != nil && act.Receipt != nil {
+		rc = act.Receipt.ReturnCode
+	}
+	ev.ResponseStatus = capture.ResponseStatus(m.Result, out, rc)
+	if readErr != nil {
+		ev.ResponseStatus = capture.ResponseIncomplete
+		out.Gaps = append(out.Gaps, capture.GapResult)
+	}
+	ev.OutputItemTypes = out.ItemTypes
+	ev.CloseObservationRecords = len(out.Observations)
+	ev.CloseObservationGaps = out.Gaps
+	detail := fmt.Sprintf("response_status %s from %s (%d records, exit %s)", ev.ResponseStatus, m.Result.From, out.Records, intText(rc))
+	if out.FailureMessage != "" {
+		detail += ": " + redact(out.FailureMessage, cr.r.key)
+	}
+	if readErr != nil {
+		detail += ": " + errText(readErr, cr.r.key)
+	}
+	// warden's runner's own word on a CLI it could not start (a missing
+	// loader, say), from the captured state dir.
+	if stderr, err := hostfile.ReadFile(filepath.Join(capDir, "state", activation, "stderr"), provider.DefaultSmallBytes); err == nil || errors.Is(err, hostfile.ErrTooLarge) {
+		if said := session.RunnerSaid(stderr); said != "" {
+			detail += "; " + redact(said, cr.r.key)
+		}
+	}
+	if !cr.check("activation.result", clauseSeed, ev.ResponseStatus == capture.ResponseCompleted, "%s", detail) {
+		cr.errType("harness_failed")
+	}
+}
+
+func intText(p *int) string {
+	if p == nil {
+		return "null"
+	}
+	return strconv.Itoa(*p)
+}

@@ -1,0 +1,163 @@
+package certify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sandproof/sandproof/reports"
+	"github.com/sandproof/sandproof/runner/host/adapter"
+	"github.com/sandproof/sandproof/runner/host/provider"
+	"golang.org/x/sync/errgroup"
+)
+
+// rtKey names a prepared runtime: one per adapter, and per libc for a
+// preparer whose runtime depends on it (libc "" otherwise).
+type rtKey struct{ adapter, libc string }
+
+// noLibc is the libc of an image with neither loader: a per-platform
+// preparer is asked for it and reports the platform it cannot cover.
+const noLibc = "none"
+
+// imageLibc finds the image's libc by probing for its dynamic loaders
+// (never by its name), in a short-lived sandbox without network.
+func (r *runner) imageLibc(ctx context.Context, ref, name string) (string, error) {
+	sb, err := r.prov.Create(ctx, provider.CreateSpec{
+		Image: ref, Network: provider.NetworkNone, Expire: 5 * time.Minute, Limits: r.opts.Limits,
+		Volumes: []provider.VolumeMount{{Volume: r.ownerVol, Target: ownerDir}},
+		Labels:  map[string]string{provider.LabelRun: r.runID, "sandproof.case": "libc__" + name},
+	})
+	if err != nil {
+		return "", err
+	}
+	defer sb.Destroy(context.WithoutCancel(ctx))
+	paths := append(slices.Clone(requirementPaths["glibc"]), requirementPaths["musl"]...)
+	s, err := probeRun(ctx, sb, []string{probePath, "snapshot", "--no-exec", "--markers", strings.Join(paths, ",")})
+	if err != nil {
+		return "", err
+	}
+	for _, libc := range []string{"glibc", "musl"} {
+		if slices.ContainsFunc(requirementPaths[libc], func(p string) bool { return markerPresent(s, p) }) {
+			return libc, nil
+		}
+	}
+	return noLibc, nil
+}
+
+// prepareRuntimes prepares every runtime the cases need, side by side (one
+// per CPU at most: builds and checksums of cached npm trees), and fills in
+// each case's runtime dir, provenance key and skip reason. A runtime whose
+// platform the manifest does not cover, or whose source does not answer,
+// skips its cases with the preparer's reason; any other error stops the
+// run.
+func (r *runner) prepareRuntimes(ctx context.Context, work, arch string, cases []caseSpec) error {
+	libcOf := map[string]string{} // image name -> libc, probed when a runtime depends on it
+	for i := range cases {
+		c := &cases[i]
+		c.rt = rtKey{adapter: c.adapter.Name}
+		c.requires = slices.Clone(c.adapter.Requires)
+		if !c.adapter.PerPlatform() {
+			continue
+		}
+		libc, ok := libcOf[c.image.Name]
+		if !ok {
+			t := time.Now()
+			var err error
+			if libc, err = r.imageLibc(ctx, c.image.Ref, c.image.Name); err != nil {
+				return fmt.Errorf("certify: find the libc of image %s: %w", c.image.Name, err)
+			}
+			libcOf[c.image.Name] = libc
+			r.progress("image %s: %s (probed in %.1fs)", c.image.Name, libc, time.Since(t).Seconds())
+		}
+		c.rt.libc = libc
+	}
+	manifests := map[string]*adapter.Manifest{}
+	keys := map[rtKey]bool{}
+	for _, c := range cases {
+		manifests[c.adapter.Name] = c.adapter
+		keys[c.rt] = true
+	}
+	order := slices.SortedFunc(maps.Keys(keys), func(a, b rtKey) int {
+		return strings.Compare(a.adapter+"/"+a.libc, b.adapter+"/"+b.libc)
+	})
+	type result struct {
+		rt   *adapter.Prepared
+		err  error
+		took time.Duration
+	}
+	results := make([]result, len(order))
+	// A runtime that cannot be made for any reason but its platform or
+	// its source's absence stops the run: it cancels the others at once.
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(1, runtime.NumCPU()))
+	for i, k := range order {
+		g.Go(func() error {
+			t := time.Now()
+			rt, err := manifests[k.adapter].PrepareFor(gctx, work, arch, k.libc)
+			results[i] = result{rt, err, time.Since(t)}
+			if err != nil && !errors.Is(err, adapter.ErrPlatform) && !errors.Is(err, adapter.ErrUnavailable) {
+				return fmt.Errorf("certify: %w", err)
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	prepared := map[rtKey]*adapter.Prepared{}
+	skips := map[rtKey]string{}
+	r.harness = map[rtKey]*reports.HarnessRuntime{}
+	for i, k := range order {
+		res := results[i]
+		switch {
+		case res.err == nil:
+			prepared[k] = res.rt
+			name := k.adapter
+			if res.rt.Platform != "" {
+				name += " (" + res.rt.Platform + ")"
+			}
+			r.progress("adapter %s: runtime prepared in %.1fs", name, res.took.Seconds())
+			t := time.Now()
+			h, err := runtimeProvenance(manifests[k.adapter], res.rt)
+			if err != nil {
+				return fmt.Errorf("certify: adapter %s: %w", k.adapter, err)
+			}
+			r.harness[k] = h
+			r.progress("adapter %s: runtime tree %s (%d files) hashed in %.1fs", name, h.TreeSHA256, h.TreeFiles, time.Since(t).Seconds())
+		case errors.Is(res.err, adapter.ErrPlatform), errors.Is(res.err, adapter.ErrUnavailable):
+			skips[k] = "runtime not prepared: " + res.err.Error()
+			r.progress("adapter %s: %s", k.adapter, skips[k])
+		default:
+			return fmt.Errorf("certify: %w", res.err)
+		}
+	}
+	// A runtime the manifest mounts goes into a volume once per engine.
+	r.rtVol = map[rtKey]string{}
+	for _, k := range order {
+		if rt := prepared[k]; rt != nil && rt.Dir != "" && manifests[k.adapter].Runtime.Delivery == adapter.DeliveryMount {
+			name, err := r.volume(ctx, "runtime-"+k.adapter, rt.Dir)
+			if err != nil {
+				return err
+			}
+			r.rtVol[k] = name
+		}
+	}
+	for i := range cases {
+		c := &cases[i]
+		if rt := prepared[c.rt]; rt != nil {
+			c.runtime = rt.Dir
+			for _, q := range rt.Requires {
+				if !slices.Contains(c.requires, q) {
+					c.requires = append(c.requires, q)
+				}
+			}
+		}
+		c.skip = skips[c.rt]
+	}
+	return nil
+}

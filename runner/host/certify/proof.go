@@ -1,0 +1,494 @@
+package certify
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/sandproof/sandproof/reports"
+	"github.com/sandproof/sandproof/runner/host/adapter"
+	"github.com/sandproof/sandproof/runner/host/relay"
+	"github.com/sandproof/sandproof/runner/host/session"
+)
+
+// ChallengeFile is where the owner writes the case's challenge, readable by
+// the harness user only (contract §7.1).
+const ChallengeFile = TaskDir + "/challenge.txt"
+
+// loopProof is what the relay's transcript shows of the challenge round
+// trip (contract §7.2), read as a chain (§7.4).
+type loopProof struct {
+	steps *reports.ModelSteps
+	// want is the content the write call gave the deliverable; "" when the
+	// call carried no content argument (a shell command), then wantIn is
+	// the command's arguments, which must contain the deliverable.
+	want, wantIn string
+	// writeTool names the tool of the write call.
+	writeTool string
+	// ask is the model's tool call the chain runs through, made in the
+	// answer of call steps.AskCall; zero when there is no chain.
+	ask relay.ToolCall
+	// broken says why the first tool result holding the challenge that
+	// answers no tool call of the model's breaks the chain; "" when every
+	// one answers one.
+	broken  string
+	calls   int
+	results int
+}
+
+// contentArgs are the argument names a write tool takes its content in.
+var contentArgs = []string{"content", "contents", "text", "data", "body", "file_text"}
+
+// writeContent returns the content argument of a tool call's JSON
+// arguments, if it has one.
+func writeContent(args string) (string, bool) {
+	var m map[string]any
+	if json.Unmarshal([]byte(args), &m) != nil {
+		return "", false
+	}
+	for k, v := range m {
+		for _, want := range contentArgs {
+			if s, ok := v.(string); ok && strings.EqualFold(k, want) && s != "" {
+				return s, true
+			}
+		}
+	}
+	return "", false
+}
+
+// asked is a tool call a model answer made, with the call it answered.
+type asked struct {
+	seq int
+	tc  relay.ToolCall
+}
+
+// analyse reads the relay's calls as a chain (contract §7.4): an answer of
+// the model's asked for a tool call; a later request carries the result of
+// that call (the same tool call id; for a result or a model's call without
+// one, the same tool and arguments as the call the request says it
+// answers); the result holds the challenge; an answer from then on writes
+// the deliverable. Every tool result holding the challenge must answer a
+// call the model made in an earlier answer: one that does not (a call the
+// harness made up, or a result sent before the model asked) breaks the
+// chain, even beside a true one. A retried request, carrying the same
+// result again, keeps it. derived, when not empty, is the token the
+// scripted model makes from the challenge: then only a call carrying it is
+// the write.
+func analyse(calls []relay.Call, challenge, derived, modelName string) loopProof {
+	sort.SliceStable(calls, func(i, j int) bool { return calls[i].Seq < calls[j].Seq })
+	st := &reports.ModelSteps{Model: modelName, SandboxAuth: map[string]int{}, Steps: []reports.ModelStep{}}
+	p := loopProof{steps: st}
+	// The first answer to ask for each id, to name a result that came
+	// before it.
+	firstAsk := map[string]int{}
+	for _, c := range calls {
+		for _, tc := range c.ToolCalls {
+			if _, seen := firstAsk[tc.ID]; c.Seq > 0 && tc.ID != "" && !seen {
+				firstAsk[tc.ID] = c.Seq
+			}
+		}
+	}
+	// answered holds the tool calls of the answers before the request
+	// being read: a request is sent before its own answer, so only those
+	// can be what its results answer.
+	var answered []asked
+	firstBack, anyAsk := 0, 0
+	for _, c := range calls {
+		if c.Seq == 0 {
+			continue
+		}
+		p.calls++
+		st.SandboxAuth[c.Auth]++
+		step := reports.ModelStep{Seq: c.Seq, Status: c.Status, Stream: c.Stream, ToolResults: len(c.ToolResults)}
+		p.results += len(c.ToolResults)
+		if len(c.Text) > 80 {
+			step.Text = c.Text[:80] + "…"
+		} else {
+			step.Text = c.Text
+		}
+		if c.Usage != nil {
+			step.InputTokens, step.OutputTokens = c.Usage.Input, c.Usage.Output
+		}
+		// A result without an id answers the claimed call without one at
+		// the same place: the k-th such result the k-th such call.
+		var idless []relay.ToolCall
+		for _, tc := range c.ClaimedToolCalls {
+			if tc.ID == "" {
+				idless = append(idless, tc)
+			}
+		}
+		k := 0
+		for i, r := range c.ToolResults {
+			id := ""
+			if i < len(c.ToolResultIDs) {
+				id = c.ToolResultIDs[i]
+			}
+			var claim *relay.ToolCall
+			if id == "" {
+				if k < len(idless) {
+					claim = &idless[k]
+				}
+				k++
+			} else if j := slices.IndexFunc(c.ClaimedToolCalls, func(tc relay.ToolCall) bool { return tc.ID == id }); j >= 0 {
+				claim = &c.ClaimedToolCalls[j]
+			}
+			if challenge == "" || !strings.Contains(r, challenge) {
+				continue
+			}
+			step.ChallengeBack = true
+			if firstBack == 0 {
+				firstBack = c.Seq
+			}
+			a, why := chainLink(c.Seq, id, claim, answered, firstAsk)
+			if why != "" {
+				if p.broken == "" {
+					p.broken = why
+				}
+				continue
+			}
+			if st.ResultCall == 0 {
+				st.ResultCall, st.AskCall, st.AskID, p.ask = c.Seq, a.seq, a.tc.ID, a.tc
+			}
+		}
+		if slices.ContainsFunc(c.ToolResultIDs, func(id string) bool { return id != "" }) {
+			step.ToolResultIDs = c.ToolResultIDs
+		}
+		for _, tc := range c.ToolCalls {
+			step.ToolCalls = append(step.ToolCalls, tc.Name)
+			step.ToolCallIDs = append(step.ToolCallIDs, tc.ID)
+			answered = append(answered, asked{seq: c.Seq, tc: tc})
+		}
+		if !slices.ContainsFunc(step.ToolCallIDs, func(id string) bool { return id != "" }) {
+			step.ToolCallIDs = nil
+		}
+		if anyAsk == 0 && firstBack == 0 && len(c.ToolCalls) > 0 {
+			anyAsk = c.Seq
+		}
+		if st.ResultCall != 0 && st.WriteCall == 0 {
+			for _, tc := range c.ToolCalls {
+				content, hasContent := writeContent(tc.Arguments)
+				switch {
+				case derived != "" && !strings.Contains(tc.Arguments, derived):
+					continue
+				case hasContent:
+					p.want = content
+				case derived != "":
+					p.want = derived
+				case strings.TrimSpace(tc.Arguments) != "":
+					p.wantIn = tc.Arguments
+				default:
+					continue
+				}
+				st.WriteCall, p.writeTool = c.Seq, tc.Name
+				step.WritesDeliverable = true
+				break
+			}
+		}
+		if len(st.Steps) < reports.MaxModelSteps {
+			st.Steps = append(st.Steps, step)
+		} else {
+			st.Dropped++
+		}
+	}
+	if st.AskCall == 0 {
+		// No chain: the first answer that asked for any tool call before
+		// the challenge came back, so the round trip's check can say the
+		// harness did not run it.
+		st.AskCall = anyAsk
+	}
+	st.Broken = p.broken
+	switch {
+	case p.calls == 0:
+		st.Missing = "model call"
+	case st.AskCall == 0:
+		st.Missing = "tool call asking for the challenge"
+	case st.ResultCall == 0:
+		st.Missing = "tool result carrying the challenge"
+	case st.WriteCall == 0:
+		st.Missing = "write of the deliverable after the challenge"
+	}
+	return p
+}
+
+// chainLink finds the model's tool call that a tool result of call seq's
+// request answers: the call with the result's id in an earlier answer; or,
+// where the result has no id or the model's call had none (the harness
+// named it), an earlier answer's call with the same tool and arguments as
+// claim, the call the request says the result answers. A model's call
+// with an id is matched by that id alone. When the request's own history
+// holds the call, it must be the model's tool, with the model's arguments.
+// It says, naming the link, why there is none.
+func chainLink(seq int, id string, claim *relay.ToolCall, answered []asked, firstAsk map[string]int) (asked, string) {
+	if id != "" {
+		for _, a := range answered {
+			if a.tc.ID != id {
+				continue
+			}
+			if claim != nil && !sameCall(*claim, a.tc) {
+				return asked{}, fmt.Sprintf("call %d's request says tool call %q was %s, but call %d's answer asked for %s",
+					seq, id, callText(*claim), a.seq, callText(a.tc))
+			}
+			return a, ""
+		}
+		if at, later := firstAsk[id]; later {
+			return asked{}, fmt.Sprintf("call %d's request carries a result for tool call %q, which the model asked for only in call %d", seq, id, at)
+		}
+	}
+	if claim != nil {
+		for _, a := range answered {
+			if (a.tc.ID == "" || id == "") && a.tc.Name == claim.Name && sameArgs(a.tc.Arguments, claim.Arguments) {
+				return a, ""
+			}
+		}
+	}
+	switch {
+	case id != "" && claim != nil:
+		return asked{}, fmt.Sprintf("call %d's request carries a result for tool call %q (%s, by the request's own history), which no model answer asked for",
+			seq, id, callText(*claim))
+	case id != "":
+		return asked{}, fmt.Sprintf("call %d's request carries a result for tool call %q, which no model answer asked for", seq, id)
+	case claim != nil:
+		return asked{}, fmt.Sprintf("call %d's request carries a result (no tool call id) for %s, which no model answer before it asked for", seq, callText(*claim))
+	}
+	return asked{}, fmt.Sprintf("call %d's request carries a tool result with no tool call id and no tool call of its history to answer", seq)
+}
+
+// sameCall says a call the request's history holds is the model's: the
+// same tool, and the same arguments where both are JSON (a harness may
+// encode them again: key order and spacing differ; a capped or free-text
+// argument is not compared).
+func sameCall(claim, model relay.ToolCall) bool {
+	if claim.Name != model.Name {
+		return false
+	}
+	var a, b any
+	if json.Unmarshal([]byte(claim.Arguments), &a) != nil || json.Unmarshal([]byte(model.Arguments), &b) != nil {
+		return true
+	}
+	return reflect.DeepEqual(a, b)
+}
+
+// sameArgs compares two calls' arguments as JSON values (as texts where
+// either is not JSON).
+func sameArgs(x, y string) bool {
+	var a, b any
+	if json.Unmarshal([]byte(x), &a) != nil || json.Unmarshal([]byte(y), &b) != nil {
+		return strings.TrimSpace(x) == strings.TrimSpace(y)
+	}
+	return reflect.DeepEqual(a, b)
+}
+
+// callText names a tool call in a check's detail: its tool and its
+// arguments, capped.
+func callText(tc relay.ToolCall) string {
+	return fmt.Sprintf("%s %s", tc.Name, truncate(tc.Arguments, 80))
+}
+
+// loopChecks adds the round trip's checks, each naming the step it looks
+// for or the link of the chain that broke.
+func (cr *caseRun) loopChecks(p loopProof, derived string) {
+	st := p.steps
+	cr.ev.ModelSteps = st
+	cr.check("verify.model_called", clauseVerify, p.calls > 0,
+		"%d model call(s) through the relay%s%s", p.calls, authText(st.SandboxAuth), when(p.calls == 0, ": the harness never called the model"))
+	askOK := st.AskCall > 0 && p.broken == ""
+	var asked string
+	switch {
+	case p.broken != "":
+		asked = p.broken
+	case st.ResultCall > 0 && st.AskID != "":
+		asked = fmt.Sprintf("call %d asked for tool call %q (%s), whose result came back in call %d", st.AskCall, st.AskID, callText(p.ask), st.ResultCall)
+	case st.ResultCall > 0:
+		asked = fmt.Sprintf("call %d asked for %s (no tool call id), whose result came back in call %d", st.AskCall, callText(p.ask), st.ResultCall)
+	case askOK:
+		asked = fmt.Sprintf("call %d: the model asked for a tool call before the challenge came back", st.AskCall)
+	default:
+		asked = "no model answer asked for a tool call: the model was never asked to read the challenge"
+	}
+	cr.check("verify.challenge_asked", clauseVerify, askOK, "%s", asked)
+	why := fmt.Sprintf("the harness did not run the tool call of call %d", st.AskCall)
+	switch {
+	case p.broken != "":
+		why = "the only results holding it answer no tool call of the model's: " + p.broken
+	case st.AskCall == 0:
+		why = "the model never asked for it"
+	}
+	cr.check("verify.challenge_round_trip", clauseVerify, st.ResultCall > 0, "%s",
+		pick(st.ResultCall > 0, fmt.Sprintf("call %d carried the challenge back in the result of call %d's tool call", st.ResultCall, st.AskCall),
+			fmt.Sprintf("no request carried the challenge back in the result of a tool call the model asked for (%d calls, %d tool results): %s", p.calls, p.results, why)))
+	wrote := st.WriteCall > 0
+	detail := "no model answer after the challenge came back wrote the deliverable"
+	if wrote {
+		detail = fmt.Sprintf("call %d answered with %s writing the deliverable after the challenge came back", st.WriteCall, p.writeTool)
+		if derived != "" && p.want != derived {
+			wrote = false
+			detail += fmt.Sprintf(", but with %q, not the token derived from the challenge", truncate(p.want, 80))
+		}
+	}
+	cr.check("verify.write_after_challenge", clauseVerify, wrote, "%s", detail)
+}
+
+// authText says which keys the sandbox presented, " (keys: canary 3)".
+func authText(m map[string]int) string {
+	if len(m) == 0 {
+		return ""
+	}
+	var parts []string
+	for k, n := range m {
+		parts = append(parts, fmt.Sprintf("%s %d", k, n))
+	}
+	sort.Strings(parts)
+	return " (keys: " + strings.Join(parts, ", ") + ")"
+}
+
+func when(ok bool, s string) string {
+	if ok {
+		return s
+	}
+	return ""
+}
+
+func pick(ok bool, yes, no string) string {
+	if ok {
+		return yes
+	}
+	return no
+}
+
+// startRelay puts the case's recording relay in front of upstream.
+func startRelay(upstream, canary, upstreamKey, log string, lim relay.Limits) (*relay.Relay, error) {
+	return relay.Start(relay.Options{Upstream: upstream, SandboxKey: canary, UpstreamKey: upstreamKey, LogPath: log, Limits: lim})
+}
+
+// runtimeProvenance says what an adapter's harness is: the npm package,
+// version and integrity it was prepared from, or each runtime file's
+// digest, and the digest of the prepared tree.
+func runtimeProvenance(m *adapter.Manifest, rt *adapter.Prepared) (*reports.HarnessRuntime, error) {
+	h := &reports.HarnessRuntime{}
+	if p := m.Runtime.Prepare; p != nil {
+		h.Preparer = p.Name
+		if p.Name == "npm" {
+			h.Package, h.Version, h.Integrity = p.With["package"], p.With["version"], p.With["integrity"]
+		}
+	}
+	for _, f := range m.Runtime.Files {
+		sum, err := hashFile(f.Src)
+		if err != nil {
+			sum = "error: " + err.Error()
+		}
+		h.Files = append(h.Files, reports.Digest{Name: f.Dst, Value: sum})
+	}
+	if rt == nil {
+		return h, nil
+	}
+	h.Platform = rt.Platform
+	// What came from the host (its Node) is left out of the tree's digest,
+	// so the same pins hash the same on every host, and recorded alone.
+	var exclude []string
+	for _, x := range rt.Host {
+		exclude = append(exclude, filepath.FromSlash(x.Path))
+		if x.Name == "node" {
+			h.Node = &reports.HostBinary{Path: x.Path, Version: x.Version, SHA256: x.SHA256}
+		}
+	}
+	if rt.Dir != "" && (m.Runtime.Prepare != nil || len(m.Runtime.Files) > 0) {
+		var err error
+		if h.TreeSHA256, h.TreeFiles, err = treeHash(rt.Dir, exclude...); err != nil {
+			return h, fmt.Errorf("hash runtime tree %s: %w", rt.Dir, err)
+		}
+	}
+	return h, nil
+}
+
+// treeHash digests a tree: for every entry in path order, its relative
+// path, type and permission bits, and the sha256 of a file's content or a
+// link's target (links are never followed). Paths in exclude (relative to
+// root) are left out.
+func treeHash(root string, exclude ...string) (string, int, error) {
+	h := sha256.New()
+	files := 0
+	err := filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		if slices.Contains(exclude, rel) {
+			return nil
+		}
+		info, err := e.Info()
+		if err != nil {
+			return err
+		}
+		mode := info.Mode()
+		switch {
+		case mode&fs.ModeSymlink != 0:
+			t, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(h, "l %s %s\n", rel, t)
+		case mode.IsDir():
+			fmt.Fprintf(h, "d %s %o\n", rel, mode.Perm())
+		case mode.IsRegular():
+			f, err := os.Open(p)
+			if err != nil {
+				return err
+			}
+			fh := sha256.New()
+			_, err = io.Copy(fh, f)
+			f.Close()
+			if err != nil {
+				return err
+			}
+			files++
+			fmt.Fprintf(h, "f %s %o %x\n", rel, mode.Perm(), fh.Sum(nil))
+		default:
+			fmt.Fprintf(h, "o %s %v\n", rel, mode.Type())
+		}
+		return nil
+	})
+	return hex.EncodeToString(h.Sum(nil)), files, err
+}
+
+// versionDeadline bounds the CLI's version launch, in seconds.
+const versionDeadline = 30
+
+// readVersion returns the first non-empty line of the version launch's
+// output (read bounded, capped), or why there is none.
+func (cr *caseRun) readVersion(res *session.Result, err error) (string, string) {
+	if err != nil {
+		return "", truncate(errText(err, cr.r.key), 200)
+	}
+	if res == nil || res.Receipt == nil {
+		return "", "no receipt"
+	}
+	f, err := os.Open(filepath.Join(cr.dir, "capture", "run", adapter.VersionLaunchID, "stdout.log"))
+	if err != nil {
+		return "", truncate(err.Error(), 200)
+	}
+	defer f.Close()
+	b, _ := io.ReadAll(io.LimitReader(f, 4096))
+	line := ""
+	for _, l := range strings.Split(string(b), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			line = truncate(redact(l, cr.r.key), 200)
+			break
+		}
+	}
+	if rc := res.Receipt.ReturnCode; rc == nil || *rc != 0 {
+		return line, fmt.Sprintf("version launch: %s", receiptText(res, nil, cr.r.key))
+	}
+	if line == "" {
+		return "", "version launch printed nothing"
+	}
+	return line, ""
+}

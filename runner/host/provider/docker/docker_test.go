@@ -1,0 +1,309 @@
+package docker_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api"
+	"github.com/docker/docker/api/types/versions"
+	"github.com/ory/dockertest/v3"
+	dc "github.com/ory/dockertest/v3/docker"
+
+	"github.com/sandproof/sandproof/internal/testsupport/testenv"
+	"github.com/sandproof/sandproof/internal/testsupport/testimage"
+	eng "github.com/sandproof/sandproof/runner/host/engine"
+	"github.com/sandproof/sandproof/runner/host/provider"
+	"github.com/sandproof/sandproof/runner/host/provider/docker"
+)
+
+// BusyboxImage is imported once from the host's static busybox: a rootfs
+// with nothing else, made here so the tests need no registry.
+const busyboxImage = "sandproof-test/provider-busybox:3"
+
+func engine(t testing.TB) *docker.Provider {
+	t.Helper()
+	p, err := docker.New()
+	if err != nil {
+		testenv.NoEngine(t, err)
+	}
+	testimage.Import(t, busyboxImage, busyboxRootfs)
+	return p
+}
+
+// witness is a second client of the same engine, go-dockerclient through
+// ory/dockertest, so that what the provider set up is read back by code
+// that is not the provider's.
+func witness(t *testing.T) *dc.Client {
+	t.Helper()
+	ep, err := eng.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := dockertest.NewPool(ep.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pool.Client
+}
+
+// busyboxRootfs holds /bin/busybox and its applet links, /srv/keep with
+// two files and a dir, and /srv/gone with a dir and a file, for the diff
+// specs.
+var busyboxRootfs = testimage.Rootfs{
+	Dirs:    map[string]os.FileMode{"bin": 0o755, "tmp": 0o755, "etc": 0o755, "srv/keep/sub": 0o755, "srv/gone/deep": 0o755},
+	Files:   map[string]string{"srv/keep/one": "srv/keep/one\n", "srv/keep/two": "srv/keep/two\n", "srv/keep/sub/three": "srv/keep/sub/three\n", "srv/gone/deep/f": "f\n"},
+	Applets: []string{"sh", "sleep", "setsid", "rm", "cat", "echo", "printf", "sha256sum", "ls", "mkdir"},
+}
+
+func create(t *testing.T, p *docker.Provider) provider.Sandbox {
+	t.Helper()
+	sb, err := p.Create(context.Background(), provider.CreateSpec{Image: busyboxImage, Labels: map[string]string{"test": t.Name()}, Expire: 10 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sb.Destroy(context.Background()) })
+	return sb
+}
+
+func TestDockerExecUploadDownload(t *testing.T) {
+	p := engine(t)
+	ctx := context.Background()
+	sb := create(t, p)
+	info, err := sb.Inspect(ctx)
+	if err != nil || !info.Exists || !info.Running || info.Arch == "" || !strings.HasPrefix(info.ImageID, "sha256:") {
+		t.Fatalf("inspect = %+v, %v", info, err)
+	}
+	res, err := sb.Exec(ctx, provider.ExecSpec{Argv: []string{"sh", "-c", "echo out; echo err >&2; cat; exit 3"}, Stdin: strings.NewReader("in\n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 3 || string(res.Stdout) != "out\nin\n" || string(res.Stderr) != "err\n" {
+		t.Fatalf("exec = %d %q %q", res.ExitCode, res.Stdout, res.Stderr)
+	}
+	if err := provider.UploadBytes(ctx, sb, []byte("hello"), "/new/dir/f.txt", 0o640, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.Mkdir(ctx, "/new/other", 0o700, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	host := t.TempDir()
+	if err := sb.Download(ctx, "/new", filepath.Join(host, "new")); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(host, "new/dir/f.txt")); err != nil || !bytes.Equal(b, []byte("hello")) {
+		t.Fatalf("round trip = %q, %v", b, err)
+	}
+	if fi, err := os.Stat(filepath.Join(host, "new/other")); err != nil || !fi.IsDir() {
+		t.Fatalf("mkdir'd dir not downloaded: %v", err)
+	}
+	err = sb.Download(ctx, "/no/such/path", filepath.Join(host, "x"))
+	if !errors.Is(err, provider.ErrPathNotFound) || provider.IsProviderError(err) {
+		t.Fatalf("missing path: %v, want ErrPathNotFound and no ProviderError", err)
+	}
+}
+
+func TestDockerGoneContainerIsProviderError(t *testing.T) {
+	p := engine(t)
+	ctx := context.Background()
+	sb := create(t, p)
+	if err := sb.Destroy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, err := sb.Exec(ctx, provider.ExecSpec{Argv: []string{"true"}})
+	if !provider.IsProviderError(err) || !errors.Is(err, provider.ErrGone) {
+		t.Fatalf("exec in a removed container: %v, want a ProviderError wrapping ErrGone", err)
+	}
+	err = sb.Download(ctx, "/bin", t.TempDir()+"/x")
+	if !provider.IsProviderError(err) || errors.Is(err, provider.ErrPathNotFound) {
+		t.Fatalf("download from a removed container: %v, want a ProviderError, not ErrPathNotFound", err)
+	}
+	if info, err := sb.Inspect(ctx); err != nil || info.Exists {
+		t.Fatalf("inspect removed = %+v, %v", info, err)
+	}
+}
+
+func TestDockerPutWritesTreeInOneTransfer(t *testing.T) {
+	p := engine(t)
+	ctx := context.Background()
+	sb := create(t, p)
+	host := filepath.Join(t.TempDir(), "host.bin")
+	if err := os.WriteFile(host, []byte("from host"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := provider.Put(ctx, sb, []provider.Entry{
+		{Path: "/put", Dir: true, Mode: 0o755},
+		{Path: "/put/sub", Dir: true, Mode: 0o700, UID: 1000, GID: 1000},
+		{Path: "/put/sub/a.txt", Data: []byte("bytes"), Mode: 0o600, UID: 1000, GID: 1000},
+		{Path: "/put/deep/b.bin", HostPath: host, Mode: 0o755},
+		{Path: "/put/empty", Data: []byte{}, Mode: 0o644},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := sb.Exec(ctx, provider.ExecSpec{Argv: []string{"sh", "-c",
+		"stat -c '%n %a %u' /put/sub /put/sub/a.txt /put/deep /put/deep/b.bin; cat /put/sub/a.txt /put/deep/b.bin"}})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("inspect tree: %v, %d %s", err, res.ExitCode, res.Stderr)
+	}
+	want := "/put/sub 700 1000\n/put/sub/a.txt 600 1000\n/put/deep 755 0\n/put/deep/b.bin 755 0\nbytesfrom host"
+	if string(res.Stdout) != want {
+		t.Fatalf("tree = %q, want %q", res.Stdout, want)
+	}
+	// A host file that is not there is the caller's error, not the engine's.
+	err = provider.Put(ctx, sb, []provider.Entry{{Path: "/put/x", HostPath: filepath.Join(t.TempDir(), "nope")}})
+	if err == nil || provider.IsProviderError(err) {
+		t.Fatalf("missing host file: %v, want a plain error", err)
+	}
+}
+
+func TestDockerExecSignalStatus(t *testing.T) {
+	p := engine(t)
+	ctx := context.Background()
+	sb := create(t, p)
+	// A command that died of SIGTERM in a running container: its status
+	// is the command's own.
+	res, err := sb.Exec(ctx, provider.ExecSpec{Argv: []string{"sh", "-c", "kill -TERM $$"}})
+	if err != nil || res.ExitCode != 128+15 {
+		t.Fatalf("exec killed by TERM = %d, %v; want 143 and no error", res.ExitCode, err)
+	}
+	// The container killed under a running exec: a ProviderError, never
+	// the exec's 137.
+	started := make(chan struct{})
+	done := make(chan error, 1)
+	var killed provider.ExecResult
+	go func() {
+		var err error
+		killed, err = sb.Exec(ctx, provider.ExecSpec{Argv: []string{"sh", "-c", "echo up; exec sleep 600"}, Stdin: readerSignal{started}})
+		done <- err
+	}()
+	<-started
+	// The exec is attached (it read its stdin); kill the container once
+	// its sleep runs, so the kill meets a running exec, not its start.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		res, err := sb.Exec(ctx, provider.ExecSpec{Argv: []string{"sh", "-c",
+			`for p in /proc/[0-9]*; do read -r c < $p/comm && [ "$c" = sleep ] && exit 0; done 2>/dev/null; exit 1`}})
+		if err == nil && res.ExitCode == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the exec's sleep never showed up: %v, %+v", err, res)
+		}
+	}
+	if out, err := exec.Command("docker", "kill", sb.ID()).CombinedOutput(); err != nil {
+		t.Fatalf("docker kill: %v %s", err, out)
+	}
+	if err := <-done; !provider.IsProviderError(err) || !errors.Is(err, provider.ErrGone) {
+		t.Fatalf("exec in a killed container: %v (exit %d, stdout %q), want a ProviderError wrapping ErrGone", err, killed.ExitCode, killed.Stdout)
+	}
+}
+
+// readerSignal closes its channel on the first Read (the exec is running
+// and attached) and then blocks like an idle stdin.
+type readerSignal struct{ c chan struct{} }
+
+func (r readerSignal) Read([]byte) (int, error) {
+	close(r.c)
+	select {}
+}
+
+// The upper-dir diff (the fast path of Changes) must say what the
+// engine's diff (its general path) says, for every kind of change: an
+// addition under a new dir, a modification (copy-up), a whiteout, a
+// deleted directory, and an opaque dir that replaced one of the image's.
+func TestDockerChangesMatchEngine(t *testing.T) {
+	p := engine(t)
+	ctx := context.Background()
+	sb := create(t, p)
+	res, err := sb.Exec(ctx, provider.ExecSpec{Argv: []string{"sh", "-c", `set -e
+mkdir -p /newdir/sub && echo a > /newdir/sub/file
+chmod 0700 /bin/busybox
+rm /bin/ls
+rm -rf /srv/gone
+rm -rf /tmp && mkdir /tmp && echo b > /tmp/b
+rm -rf /srv/keep && mkdir /srv/keep && echo changed > /srv/keep/two`}})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("make the changes: %v, exit %d: %s", err, res.ExitCode, res.Stderr)
+	}
+	d := sb.(provider.Differ)
+	got, how, err := d.Changes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if how != docker.DiffUpperDir {
+		testenv.Missing(t, fmt.Sprintf("a local engine with overlay2 to compare the diff with (it was read by %s)", how),
+			"run the tests against the engine `bash images/engine.sh start` starts")
+	}
+	want, err := sb.(*docker.Sandbox).EngineChanges(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The engine's diff, read by a client that is not ours, agrees with
+	// what EngineChanges made of it.
+	raw, err := witness(t).ContainerChanges(sb.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(raw) != len(want) {
+		t.Fatalf("EngineChanges has %d changes, the engine says %d: %v vs %v", len(want), len(raw), want, raw)
+	}
+	// An engine whose native overlay diff works says a replaced dir was
+	// deleted; ours says what the full-tree diff says (modified, with
+	// what it hid deleted). Compare in the latter's terms.
+	for i, c := range want {
+		switch {
+		case c.Kind == provider.ChangeDeleted && c.Path == "/tmp":
+			want[i].Kind = provider.ChangeModified
+		case c.Kind == provider.ChangeDeleted && c.Path == "/srv/keep":
+			want[i].Kind = provider.ChangeModified
+			want = append(want, provider.Change{Path: "/srv/keep/one", Kind: provider.ChangeDeleted}, provider.Change{Path: "/srv/keep/sub", Kind: provider.ChangeDeleted})
+		}
+	}
+	docker.SortChanges(got)
+	docker.SortChanges(want)
+	str := func(cs []provider.Change) string {
+		var b strings.Builder
+		for _, c := range cs {
+			b.WriteString(c.Kind + " " + c.Path + "\n")
+		}
+		return b.String()
+	}
+	if str(got) != str(want) {
+		t.Fatalf("upper-dir diff differs from the engine's:\n got:\n%s want:\n%s", str(got), str(want))
+	}
+	// Each kind is there, so the comparison above compared something.
+	for _, line := range []string{"A /newdir", "A /newdir/sub", "A /newdir/sub/file", "C /bin/busybox", "D /bin/ls", "D /srv/gone", "C /tmp", "A /tmp/b",
+		"C /srv/keep", "D /srv/keep/one", "D /srv/keep/sub", "C /srv/keep/two"} {
+		if !strings.Contains(str(got), line+"\n") {
+			t.Errorf("diff lacks %q:\n%s", line, str(got))
+		}
+	}
+}
+
+func dcKill(id string) dc.KillContainerOptions { return dc.KillContainerOptions{ID: id} }
+
+// The client speaks the engine's API version when the engine is older
+// than the client (Debian 12's engine: 1.41), its own otherwise.
+func TestDockerNegotiatesTheAPIVersion(t *testing.T) {
+	p := engine(t)
+	sv, err := p.Client.ServerVersion(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := api.DefaultVersion
+	if versions.LessThan(sv.APIVersion, want) {
+		want = sv.APIVersion
+	}
+	if got := p.Client.ClientVersion(); got != want {
+		t.Fatalf("client API version %s; engine %s, client default %s: want %s", got, sv.APIVersion, api.DefaultVersion, want)
+	}
+	t.Logf("engine API %s, client default %s, speaking %s", sv.APIVersion, api.DefaultVersion, p.Client.ClientVersion())
+}

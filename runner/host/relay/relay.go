@@ -1,0 +1,775 @@
+// Package relay is the recording model relay of contract §7.2:
+// a real HTTP server on the host's loopback that every model call of a case
+// goes through, in front of the scripted model or a real one. The sandbox
+// holds only the case's canary key; the relay checks it and swaps in the
+// upstream key when it forwards, so the upstream key never enters a
+// container. Each call is recorded (status, streaming, usage, the tool
+// results the request carried and the ids of the calls they answer, the
+// tool calls its history claims, the tool calls the answer made with
+// their ids), sizes
+// capped, no header logged; SSE answers are passed on chunk by chunk, never
+// buffered. What the sandbox can make it hold is bounded (Limits), only the
+// model API's endpoints are forwarded, and a request that carries the
+// canary (runner/host/canary's encodings) is refused: all answered by the
+// relay itself, never passed on.
+package relay
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sandproof/sandproof/runner/host/canary"
+)
+
+// Options configure a Relay.
+type Options struct {
+	// Upstream is the model's base URL, "http://HOST:PORT/v1".
+	Upstream string
+	// SandboxKey is the key the sandbox must present as a bearer token
+	// (the case's canary); "" accepts any.
+	SandboxKey string
+	// UpstreamKey replaces it on the way out; "" sends no key.
+	UpstreamKey string
+	// LogPath, when not empty, receives one JSON line per call.
+	LogPath string
+	// MaxBody caps the bytes of a request or an answer kept for parsing;
+	// 0 means 4 MiB. What passes through is never capped.
+	MaxBody int
+	// MaxText caps each recorded text (a tool result, arguments, the
+	// answer's text); 0 means 4 KiB.
+	MaxText int
+	// Limits bound what the sandbox can make the relay hold (contract §8
+	// captured files are data); zero fields mean DefaultLimits'.
+	Limits Limits
+}
+
+// Limits bound the relay against a hostile harness. A request over a
+// per-request limit is answered by the relay itself (413, 408, 429, 503)
+// and never forwarded; every time a limit is met it is counted in Bounds,
+// which certify's close.relay_bounded fails on.
+type Limits struct {
+	// RequestBytes caps one request's body.
+	RequestBytes int64
+	// BodyTime is how long a request's body may take to arrive, from the
+	// end of its headers; BodyIdle how long it may pause between reads.
+	BodyTime, BodyIdle time.Duration
+	// Concurrent caps the requests in the relay at once.
+	Concurrent int
+	// HeldBytes caps the request bytes held at once, over all requests;
+	// 0 means the default or four RequestBytes, whichever is more.
+	HeldBytes int64
+	// RecordBytes is the budget of the transcript: the JSON bytes of the
+	// calls kept in memory and written to LogPath. Past it a call is
+	// counted, not kept.
+	RecordBytes int64
+}
+
+// DefaultLimits: none of the shipped adapters comes near one
+// (docs/performance.md, The model relay's limits and the canary scan).
+var DefaultLimits = Limits{
+	RequestBytes: 8 << 20,
+	BodyTime:     2 * time.Minute,
+	BodyIdle:     30 * time.Second,
+	Concurrent:   16,
+	HeldBytes:    32 << 20,
+	RecordBytes:  32 << 20,
+}
+
+// withDefaults fills zero fields from DefaultLimits.
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits
+	if l.RequestBytes > 0 {
+		d.RequestBytes = l.RequestBytes
+	}
+	if l.BodyTime > 0 {
+		d.BodyTime = l.BodyTime
+	}
+	if l.BodyIdle > 0 {
+		d.BodyIdle = l.BodyIdle
+	}
+	if l.Concurrent > 0 {
+		d.Concurrent = l.Concurrent
+	}
+	if l.HeldBytes > 0 {
+		d.HeldBytes = l.HeldBytes
+	} else {
+		// A raised body cap raises the held bytes with it: four
+		// whole requests at once.
+		d.HeldBytes = max(d.HeldBytes, 4*d.RequestBytes)
+	}
+	if l.RecordBytes > 0 {
+		d.RecordBytes = l.RecordBytes
+	}
+	return d
+}
+
+// Refusal reasons, a Call's Refused.
+const (
+	RefusedRoute       = "route"          // not a model API endpoint: 404
+	RefusedTooLarge    = "body_too_large" // over RequestBytes: 413
+	RefusedBodyTimeout = "body_timeout"   // the body stalled: 408
+	RefusedBusy        = "concurrent"     // over Concurrent: 429
+	RefusedHeld        = "held_bytes"     // over HeldBytes: 503
+	RefusedCanary      = "canary"         // the request carries the key: 403
+)
+
+// Bounds counts what the relay refused or did not keep.
+type Bounds struct {
+	// Refused counts the requests answered by the relay, by reason.
+	Refused map[string]int
+	// Unrecorded counts the calls past RecordBytes (counted, not kept);
+	// RecordBytes the transcript's bytes.
+	Unrecorded  int
+	RecordBytes int64
+	// Canary lists where a request carried the key ("header X-Note, hex"),
+	// at most 20.
+	Canary []string
+	// Limits are the limits in force.
+	Limits Limits
+}
+
+// Over says a limit of the relay was met: a request refused for its size,
+// time, concurrency or held bytes, or a call not recorded. A route refused
+// or a canary refused is not over a limit (the canary is
+// secrets.canary's).
+func (b Bounds) Over() bool {
+	return b.Unrecorded > 0 || b.Refused[RefusedTooLarge]+b.Refused[RefusedBodyTimeout]+b.Refused[RefusedBusy]+b.Refused[RefusedHeld] > 0
+}
+
+// ToolCall is one tool call an answer made (or, in ClaimedToolCalls, one a
+// request says an answer made).
+type ToolCall struct {
+	// ID is the call's id (Chat Completions tool_calls[].id, Responses
+	// call_id, Messages tool_use id); "" when the API gave none.
+	ID        string `json:"id,omitempty"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// Usage is an answer's token counts.
+type Usage struct {
+	Input  int `json:"input"`
+	Output int `json:"output"`
+}
+
+// Call is one request relayed.
+type Call struct {
+	Seq    int       `json:"seq"` // 1-based, model requests only (POST, not count_tokens)
+	Method string    `json:"method"`
+	Path   string    `json:"path"`
+	Time   time.Time `json:"time"`
+	// Auth is what the sandbox presented: "canary", "wrong", "missing" or
+	// "any" (no SandboxKey set).
+	Auth   string `json:"auth"`
+	Status int    `json:"status"`
+	Stream bool   `json:"stream"`
+	Model  string `json:"model,omitempty"`
+	// Tools lists the tools the request declared.
+	Tools []string `json:"tools,omitempty"`
+	// ToolResults are the texts of the tool results the request carried,
+	// in order, each capped.
+	ToolResults []string `json:"tool_results,omitempty"`
+	// ToolResultIDs holds, for each of ToolResults at the same index, the
+	// id of the tool call it answers (tool_call_id, call_id, tool_use_id);
+	// "" where the API gives none. nil in a transcript written before
+	// ids were recorded.
+	ToolResultIDs []string `json:"tool_result_ids,omitempty"`
+	// ClaimedToolCalls are the assistant tool calls the request's own
+	// history says the model made, in order, at most MaxClaimed: the
+	// harness's copy, which the answers recorded in ToolCalls confirm or
+	// not (contract §7.4).
+	ClaimedToolCalls []ToolCall `json:"claimed_tool_calls,omitempty"`
+	// ToolCalls are those the answer made; Text its text, capped.
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	Text      string     `json:"text,omitempty"`
+	Usage     *Usage     `json:"usage,omitempty"`
+	// Chunks counts the SSE data lines passed on.
+	Chunks int `json:"chunks,omitempty"`
+	// Bytes is the answer's size; Truncated says the parsed part was
+	// capped.
+	Bytes     int64   `json:"bytes"`
+	Truncated bool    `json:"truncated,omitempty"`
+	Seconds   float64 `json:"seconds"`
+	Error     string  `json:"error,omitempty"`
+	// Refused is why the relay answered the request itself, never
+	// forwarding it (a Refused* reason); "" for a forwarded request.
+	Refused string `json:"refused,omitempty"`
+	// RequestBytes is the request body's size, as read.
+	RequestBytes int64 `json:"request_bytes,omitempty"`
+}
+
+// Relay is a running relay.
+type Relay struct {
+	opts     Options
+	upstream *url.URL
+	ln       net.Listener
+	srv      *http.Server
+	client   *http.Client
+	serveErr chan error
+	once     sync.Once
+
+	lim    Limits
+	needle *canary.Matcher
+	slots  chan struct{}
+
+	mu     sync.Mutex
+	seq    int
+	calls  []Call
+	log    *os.File
+	held   int64
+	bounds Bounds
+	models int
+}
+
+// Start listens on a random loopback port and relays until Close.
+func Start(o Options) (*Relay, error) {
+	u, err := url.Parse(o.Upstream)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("relay: bad upstream %q", o.Upstream)
+	}
+	if o.MaxBody == 0 {
+		o.MaxBody = 4 << 20
+	}
+	if o.MaxText == 0 {
+		o.MaxText = 4 << 10
+	}
+	lim := o.Limits.withDefaults()
+	if lim.HeldBytes < lim.RequestBytes {
+		return nil, fmt.Errorf("relay: %d bytes held at once is less than one request's cap of %d", lim.HeldBytes, lim.RequestBytes)
+	}
+	r := &Relay{opts: o, upstream: u, serveErr: make(chan error, 1), lim: lim, needle: canary.New(o.SandboxKey),
+		slots: make(chan struct{}, lim.Concurrent), bounds: Bounds{Refused: map[string]int{}, Limits: lim},
+		// No timeout: a stream lasts as long as the model talks; the
+		// client's leaving cancels the upstream request.
+		client: &http.Client{Transport: &http.Transport{Proxy: nil, DisableCompression: true, MaxIdleConnsPerHost: 4}}}
+	if o.LogPath != "" {
+		if r.log, err = os.OpenFile(o.LogPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600); err != nil {
+			return nil, fmt.Errorf("relay: open transcript: %w", err)
+		}
+	}
+	if r.ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+		if r.log != nil {
+			r.log.Close()
+		}
+		return nil, fmt.Errorf("relay: listen: %w", err)
+	}
+	// Headers are small and bounded (a connection holds at most
+	// MaxHeaderBytes before the handler runs); idle keep-alive
+	// connections are closed.
+	r.srv = &http.Server{Handler: http.HandlerFunc(r.handle), ReadHeaderTimeout: 10 * time.Second,
+		MaxHeaderBytes: 64 << 10, IdleTimeout: 2 * time.Minute}
+	go func() { r.serveErr <- r.srv.Serve(r.ln) }()
+	return r, nil
+}
+
+// URL is the base URL the harness is given, "http://127.0.0.1:PORT/v1"
+// (the upstream's path kept).
+func (r *Relay) URL() string {
+	return "http://" + r.ln.Addr().String() + strings.TrimRight(r.upstream.Path, "/")
+}
+
+// Calls returns a copy of the calls recorded so far, in the order they
+// ended.
+func (r *Relay) Calls() []Call {
+	r.mu.Lock()
+	calls := append([]Call(nil), r.calls...)
+	r.mu.Unlock()
+	// Recorded as they end; handed out in the order they came.
+	slices.SortStableFunc(calls, func(a, b Call) int { return a.Seq - b.Seq })
+	return calls
+}
+
+// ModelCalls counts the model requests (POSTs) relayed, recorded or not.
+func (r *Relay) ModelCalls() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.models
+}
+
+// Held is the request bytes the relay holds now.
+func (r *Relay) Held() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.held
+}
+
+// Busy is how many requests hold a slot of Limits.Concurrent now.
+func (r *Relay) Busy() int { return len(r.slots) }
+
+// Bounds is what the relay refused or did not keep so far.
+func (r *Relay) Bounds() Bounds {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b := r.bounds
+	b.Refused = maps.Clone(b.Refused)
+	b.Canary = slices.Clone(b.Canary)
+	return b
+}
+
+// Close stops the relay and closes the transcript.
+func (r *Relay) Close() error {
+	var err error
+	r.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err = r.srv.Shutdown(ctx); err != nil {
+			r.srv.Close()
+		}
+		if serr := <-r.serveErr; serr != nil && !errors.Is(serr, http.ErrServerClosed) && err == nil {
+			err = serr
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.log != nil {
+			if cerr := r.log.Close(); cerr != nil && err == nil {
+				err = cerr
+			}
+			r.log = nil
+		}
+	})
+	return err
+}
+
+// record keeps the call in memory and in the transcript while both stay
+// within RecordBytes; past it the call is only counted.
+func (r *Relay) record(c Call) {
+	c.Seconds = time.Since(c.Time).Seconds()
+	b, _ := json.Marshal(c)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c.Seq > 0 && c.Refused == "" {
+		r.models++
+	}
+	if c.Refused != "" {
+		r.bounds.Refused[c.Refused]++
+	}
+	if r.bounds.RecordBytes+int64(len(b))+1 > r.lim.RecordBytes {
+		r.bounds.Unrecorded++
+		return
+	}
+	r.bounds.RecordBytes += int64(len(b)) + 1
+	r.calls = append(r.calls, c)
+	if r.log != nil {
+		r.log.Write(append(b, '\n'))
+	}
+}
+
+// keyHeader names the header the sandbox sent its key in: the upstream key
+// goes out in the same one ("Authorization: Bearer" for OpenAI clients,
+// "x-api-key" for Anthropic's, "api-key" for Azure-style ones).
+func keyHeader(h http.Header) string {
+	for _, k := range []string{"Authorization", "X-Api-Key", "Api-Key"} {
+		if h.Get(k) != "" {
+			return k
+		}
+	}
+	return "Authorization"
+}
+
+// auth reads the sandbox's key in constant time, from the header it came
+// in.
+func (r *Relay) auth(h http.Header) string {
+	if r.opts.SandboxKey == "" {
+		return "any"
+	}
+	got := h.Get(keyHeader(h))
+	if keyHeader(h) == "Authorization" {
+		got = strings.TrimPrefix(got, "Bearer ")
+	}
+	switch {
+	case got == "":
+		return "missing"
+	case subtle.ConstantTimeCompare([]byte(got), []byte(r.opts.SandboxKey)) == 1:
+		return "canary"
+	}
+	return "wrong"
+}
+
+// hopHeaders are not forwarded (RFC 9110 section 7.6.1), nor are the keys.
+var hopHeaders = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authorization", "Te", "Trailer",
+	"Transfer-Encoding", "Upgrade", "Authorization", "Api-Key", "X-Api-Key", "Accept-Encoding", "Content-Length", "Host"}
+
+// endpoints are the model API's calls the relay forwards, below the
+// upstream's base path: the method and the path after the base. Anything
+// else is answered 404 by the relay (it would reach the upstream with the
+// real key).
+var endpoints = map[string]string{
+	"/chat/completions":      http.MethodPost, // OpenAI Chat Completions
+	"/responses":             http.MethodPost, // OpenAI Responses
+	"/messages":              http.MethodPost, // Anthropic Messages
+	"/messages/count_tokens": http.MethodPost, // Anthropic, no answer
+	"/models":                http.MethodGet,  // the model list
+}
+
+// route is the upstream path of a model API request, or "" when the
+// request is not one. The path must be clean (no "..", ".", "//" or
+// escapes) and below the upstream's base; the path sent on is rebuilt
+// from the base and the endpoint, never copied from the request.
+func (r *Relay) route(req *http.Request) string {
+	p := req.URL.Path
+	if req.URL.RawPath != "" || req.URL.EscapedPath() != p || path.Clean(p) != p || req.URL.Opaque != "" {
+		return ""
+	}
+	base := strings.TrimRight(r.upstream.Path, "/")
+	rest, ok := strings.CutPrefix(p, base)
+	if !ok {
+		return ""
+	}
+	if m, ok := endpoints[rest]; ok && m == req.Method {
+		return base + rest
+	}
+	// One model: GET /models/{id}.
+	if id, ok := strings.CutPrefix(rest, "/models/"); ok && id != "" && !strings.Contains(id, "/") && req.Method == http.MethodGet {
+		return base + rest
+	}
+	return ""
+}
+
+// dropBody makes sure what is left of a refused request's body is never
+// read: net/http would drain up to 256 KiB of it after the handler,
+// waiting on a stalled client with no deadline. A read deadline in the
+// past fails that read at once, and the connection ends with the answer.
+func dropBody(w http.ResponseWriter) {
+	w.Header().Set("Connection", "close")
+	http.NewResponseController(w).SetReadDeadline(time.Now())
+}
+
+// refuse answers the request in the relay, never forwarding it.
+func refuse(w http.ResponseWriter, c *Call, status int, reason, msg string) {
+	c.Status, c.Refused = status, reason
+	if c.Error == "" {
+		c.Error = msg
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	dropBody(w)
+	w.WriteHeader(status)
+	b, _ := json.Marshal(map[string]any{"error": map[string]string{"message": "sandproof relay: " + msg, "type": "invalid_request_error", "code": reason}})
+	w.Write(b)
+}
+
+// scanCanary says where the request carries the case's key: its URL, a
+// header the relay forwards, or its body; "" when nowhere.
+func (r *Relay) scanCanary(req *http.Request, fwd http.Header, body []byte) string {
+	if r.needle.Empty() {
+		return ""
+	}
+	if how, ok := r.needle.Find([]byte(req.URL.RequestURI())); ok {
+		return "URL, " + how
+	}
+	for k, vs := range fwd {
+		for _, v := range vs {
+			if how, ok := r.needle.Find([]byte(k + ": " + v)); ok {
+				return "header " + k + ", " + how
+			}
+		}
+	}
+	// The body in windows, so that the decoders' copies stay small.
+	st := r.needle.NewStream()
+	st.Write(body)
+	if how, ok := st.Found(); ok {
+		return "body, " + how
+	}
+	return ""
+}
+
+// hold reserves n request bytes of the case's HeldBytes.
+func (r *Relay) hold(n int64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.held+n > r.lim.HeldBytes {
+		return false
+	}
+	r.held += n
+	return true
+}
+
+func (r *Relay) release(n int64) {
+	r.mu.Lock()
+	r.held -= n
+	r.mu.Unlock()
+}
+
+// errBodyTooLarge is a body past RequestBytes.
+var errBodyTooLarge = errors.New("body too large")
+
+// bodyReader reads one request's body within the limits: RequestBytes,
+// BodyTime overall and BodyIdle between reads. Its buffer's capacity is
+// what it holds of HeldBytes, reserved before it is allocated: a declared
+// Content-Length whole at the start (so sixteen stalled requests that
+// each declare the cap cannot make the relay allocate sixteen caps), a
+// chunked body as its buffer grows.
+type bodyReader struct {
+	r    *Relay
+	buf  []byte
+	held int64 // reserved of HeldBytes; the caller releases it
+}
+
+// grow makes room for n more bytes, reserving what the buffer gains.
+func (b *bodyReader) grow(n int) (string, error) {
+	need := len(b.buf) + n
+	if int64(need) > b.r.lim.RequestBytes {
+		return RefusedTooLarge, errBodyTooLarge
+	}
+	if need <= cap(b.buf) {
+		return "", nil
+	}
+	size := min(max(2*cap(b.buf), need, 32<<10), int(b.r.lim.RequestBytes))
+	if !b.r.hold(int64(size - cap(b.buf))) {
+		return RefusedHeld, fmt.Errorf("the relay holds %d request bytes at once at most", b.r.lim.HeldBytes)
+	}
+	b.held += int64(size - cap(b.buf))
+	nb := make([]byte, len(b.buf), size)
+	copy(nb, b.buf)
+	b.buf = nb
+	return "", nil
+}
+
+func (b *bodyReader) read(w http.ResponseWriter, req *http.Request) (string, error) {
+	r := b.r
+	rc := http.NewResponseController(w)
+	end := time.Now().Add(r.lim.BodyTime)
+	if req.ContentLength > 0 {
+		if reason, err := b.grow(int(req.ContentLength)); err != nil {
+			return reason, err
+		}
+	}
+	chunk := make([]byte, 32<<10)
+	for {
+		dl := time.Now().Add(r.lim.BodyIdle)
+		if dl.After(end) {
+			dl = end
+		}
+		if err := rc.SetReadDeadline(dl); err != nil && !errors.Is(err, http.ErrNotSupported) {
+			return "", fmt.Errorf("set the body's read deadline: %w", err)
+		}
+		n, err := req.Body.Read(chunk)
+		if n > 0 {
+			if reason, err := b.grow(n); err != nil {
+				return reason, err
+			}
+			b.buf = append(b.buf, chunk[:n]...)
+		}
+		if err == io.EOF {
+			// The deadline is cleared after the whole body: the
+			// server's background read (which notices a client
+			// that left, and cancels the upstream request) must
+			// not time out.
+			return "", rc.SetReadDeadline(time.Time{})
+		}
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return RefusedBodyTimeout, fmt.Errorf("the body did not arrive in time (%s overall, %s idle)", r.lim.BodyTime, r.lim.BodyIdle)
+		}
+		if err != nil {
+			return "", fmt.Errorf("read request: %w", err)
+		}
+	}
+}
+
+func (r *Relay) handle(w http.ResponseWriter, req *http.Request) {
+	c := Call{Method: req.Method, Path: req.URL.Path, Time: time.Now(), Auth: r.auth(req.Header)}
+	defer func() { r.record(c) }()
+	upPath := r.route(req)
+	if upPath == "" {
+		refuse(w, &c, http.StatusNotFound, RefusedRoute, "not a model API endpoint of this relay")
+		return
+	}
+	// A model request is a POST; Anthropic's count_tokens is a POST that
+	// asks for no answer, so it is not counted (the scripted model does
+	// not count it either).
+	if req.Method == http.MethodPost && !strings.HasSuffix(upPath, "/count_tokens") {
+		r.mu.Lock()
+		r.seq++
+		c.Seq = r.seq
+		r.mu.Unlock()
+	}
+	if c.Auth == "wrong" || c.Auth == "missing" {
+		// The sandbox's key is the canary: anything else is refused
+		// here, never passed on.
+		c.Status = http.StatusUnauthorized
+		dropBody(w)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(c.Status)
+		io.WriteString(w, `{"error":{"message":"sandproof relay: the key is not this case's","type":"invalid_request_error","code":"invalid_api_key"}}`)
+		return
+	}
+	select {
+	case r.slots <- struct{}{}:
+		defer func() { <-r.slots }()
+	default:
+		refuse(w, &c, http.StatusTooManyRequests, RefusedBusy, fmt.Sprintf("more than %d requests at once", r.lim.Concurrent))
+		return
+	}
+	if req.ContentLength > r.lim.RequestBytes {
+		c.RequestBytes = req.ContentLength
+		refuse(w, &c, http.StatusRequestEntityTooLarge, RefusedTooLarge, fmt.Sprintf("a request body is at most %d bytes; this one says %d", r.lim.RequestBytes, req.ContentLength))
+		return
+	}
+	br := &bodyReader{r: r}
+	defer func() { r.release(br.held) }()
+	reason, err := br.read(w, req)
+	body := br.buf
+	c.RequestBytes = int64(len(body))
+	switch {
+	case reason == RefusedTooLarge:
+		refuse(w, &c, http.StatusRequestEntityTooLarge, reason, fmt.Sprintf("a request body is at most %d bytes", r.lim.RequestBytes))
+		return
+	case reason == RefusedHeld:
+		refuse(w, &c, http.StatusServiceUnavailable, reason, err.Error())
+		return
+	case reason == RefusedBodyTimeout:
+		refuse(w, &c, http.StatusRequestTimeout, reason, err.Error())
+		return
+	case err != nil:
+		c.Error = err.Error()
+		dropBody(w)
+		http.Error(w, "read request", http.StatusBadRequest)
+		c.Status = http.StatusBadRequest
+		return
+	}
+	fwd := http.Header{}
+	for k, vs := range req.Header {
+		fwd[k] = vs
+	}
+	for _, h := range hopHeaders {
+		fwd.Del(h)
+	}
+	if where := r.scanCanary(req, fwd, body); where != "" {
+		r.mu.Lock()
+		if len(r.bounds.Canary) < 20 {
+			r.bounds.Canary = append(r.bounds.Canary, where)
+		}
+		r.mu.Unlock()
+		refuse(w, &c, http.StatusForbidden, RefusedCanary, "the request carries the case's key ("+where+"); not forwarded")
+		return
+	}
+	r.parseRequest(&c, body)
+
+	// The upstream path: the relay's own path with the upstream's base in
+	// place of the relay's (which is the same).
+	target := *r.upstream
+	target.Path, target.RawPath = upPath, ""
+	target.RawQuery = req.URL.RawQuery
+	out, err := http.NewRequestWithContext(req.Context(), req.Method, target.String(), bytes.NewReader(body))
+	if err != nil {
+		c.Error = fmt.Sprintf("build upstream request: %v", err)
+		c.Status = http.StatusBadGateway
+		http.Error(w, "sandproof relay: bad upstream request", c.Status)
+		return
+	}
+	out.Header = fwd
+	out.Header.Set("Accept-Encoding", "identity")
+	if r.opts.UpstreamKey != "" {
+		switch kh := keyHeader(req.Header); kh {
+		case "Authorization":
+			out.Header.Set(kh, "Bearer "+r.opts.UpstreamKey)
+		default:
+			out.Header.Set(kh, r.opts.UpstreamKey)
+		}
+	}
+	resp, err := r.client.Do(out)
+	if err != nil {
+		c.Error = r.redact(fmt.Sprintf("upstream: %v", err))
+		c.Status = http.StatusBadGateway
+		http.Error(w, "sandproof relay: upstream unreachable", c.Status)
+		return
+	}
+	defer resp.Body.Close()
+	for k, vs := range resp.Header {
+		w.Header()[k] = vs
+	}
+	for _, h := range []string{"Connection", "Keep-Alive", "Transfer-Encoding", "Trailer", "Upgrade", "Content-Length"} {
+		w.Header().Del(h)
+	}
+	w.WriteHeader(resp.StatusCode)
+	c.Status = resp.StatusCode
+	sse := strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
+	fl, _ := w.(http.Flusher)
+	kept := &capped{max: r.opts.MaxBody}
+	buf := make([]byte, 32<<10)
+	for {
+		n, rerr := resp.Body.Read(buf)
+		if n > 0 {
+			c.Bytes += int64(n)
+			kept.Write(buf[:n])
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				c.Error = fmt.Sprintf("write to the harness: %v", werr)
+				break
+			}
+			// Every chunk goes on at once: an SSE stream is never held
+			// back.
+			if fl != nil {
+				fl.Flush()
+			}
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			c.Error = r.redact(fmt.Sprintf("read upstream: %v", rerr))
+			break
+		}
+	}
+	c.Truncated = kept.over
+	if sse {
+		r.parseSSE(&c, kept.b.Bytes())
+	} else {
+		r.parseJSON(&c, kept.b.Bytes())
+	}
+}
+
+// redact keeps the upstream key out of recorded errors.
+func (r *Relay) redact(s string) string {
+	if r.opts.UpstreamKey != "" {
+		s = strings.ReplaceAll(s, r.opts.UpstreamKey, "[upstream key]")
+	}
+	if r.opts.SandboxKey != "" {
+		s = strings.ReplaceAll(s, r.opts.SandboxKey, "[canary]")
+	}
+	return s
+}
+
+// capped keeps the first max bytes written.
+type capped struct {
+	b    bytes.Buffer
+	max  int
+	over bool
+}
+
+func (c *capped) Write(p []byte) {
+	room := c.max - c.b.Len()
+	if room < len(p) {
+		c.over = true
+		if room > 0 {
+			c.b.Write(p[:room])
+		}
+		return
+	}
+	c.b.Write(p)
+}
+
+func (r *Relay) text(s string) string {
+	s = r.redact(s)
+	if len(s) > r.opts.MaxText {
+		return s[:r.opts.MaxText] + "…"
+	}
+	return s
+}

@@ -1,0 +1,469 @@
+package runtimes
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/sandproof/sandproof/runner/host/adapter"
+	"go.yaml.in/yaml/v3"
+)
+
+// Config is a manifest's `prepare.with` block for the npm preparer
+// (docs/adapters.md, "The npm preparer").
+type Config struct {
+	Package, Version, Integrity string
+	// Lock is the lock file's absolute path ("" = none); LockData its bytes.
+	Lock     string
+	LockData []byte
+	// Keep are paths inside the package to keep (nil = all).
+	Keep []string
+	// EntryNode is a JS file inside the package run with the private Node;
+	// EntryBin a native binary inside the platform package (or the package).
+	EntryNode, EntryBin string
+	// MinNode is the oldest Node the package runs on ("" = any).
+	MinNode     string
+	VersionArgs []string
+	VersionEnv  map[string]string
+	TreeSHA256  string
+	Platforms   []Platform
+}
+
+// Platform is one per-platform package.
+type Platform struct {
+	Arch, Libc                  string
+	Baseline                    bool
+	Package, Version, Integrity string
+	Keep                        []string
+	TreeSHA256                  string
+	// Requires adds to the manifest's requires what this build needs of
+	// the image (a musl build's libstdc++), so another platform's build
+	// does not inherit it. Nil adds nothing.
+	Requires []string
+}
+
+// PlatformRequirements are the names a platform's requires may list: what
+// a build is linked against. What the harness runs (bash, python3, sh) is
+// the same for every build and stays in the manifest's requires.
+var PlatformRequirements = []string{"glibc", "musl", "libstdc++", "libgcc"}
+
+// Target is the platform a Platform entry is for.
+func (p Platform) Target() Target { return Target{Arch: p.Arch, Libc: p.Libc, Baseline: p.Baseline} }
+
+var (
+	// npm's own rule for new package names: lower case, URL-safe, an
+	// optional @scope/.
+	pkgNameRe = regexp.MustCompile(`^(@[a-z0-9][a-z0-9._~-]*/)?[a-z0-9][a-z0-9._~-]*$`)
+	// An exact semver: no ranges, no dist-tags.
+	exactVersionRe = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$`)
+	hex64Re        = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	envRe          = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+)
+
+const withKey = "runtime.prepare.with"
+
+// cfgParser collects line-numbered problems.
+type cfgParser struct {
+	dir  string
+	errs []adapter.FieldError
+}
+
+func (p *cfgParser) errf(n *yaml.Node, key, format string, args ...any) {
+	line := 0
+	if n != nil {
+		line = n.Line
+	}
+	p.errs = append(p.errs, adapter.FieldError{Line: line, Key: key, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (p *cfgParser) str(key string, n *yaml.Node) string {
+	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
+		p.errf(n, key, "want a string, got %s", adapter.KindName(n))
+		return ""
+	}
+	return n.Value
+}
+
+// mapping walks a mapping node with one handler per known key; unknown and
+// repeated keys and missing required ones are errors.
+func (p *cfgParser) mapping(key string, n *yaml.Node, required []string, h map[string]func(k string, v *yaml.Node)) {
+	if n.Kind != yaml.MappingNode {
+		p.errf(n, key, "want a mapping, got %s", adapter.KindName(n))
+		return
+	}
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		fn, ok := h[k.Value]
+		if !ok {
+			var known []string
+			for name := range h {
+				known = append(known, name)
+			}
+			slices.Sort(known)
+			p.errf(k, key, "unknown key %q (known: %s)", k.Value, strings.Join(known, ", "))
+			continue
+		}
+		if seen[k.Value] {
+			p.errf(k, key+"."+k.Value, "given twice")
+			continue
+		}
+		seen[k.Value] = true
+		fn(key+"."+k.Value, v)
+	}
+	for _, r := range required {
+		if !seen[r] {
+			p.errf(n, key, "missing required key %q", r)
+		}
+	}
+}
+
+func (p *cfgParser) pkg(key string, n *yaml.Node) string {
+	s := p.str(key, n)
+	if s != "" && !pkgNameRe.MatchString(s) {
+		p.errf(n, key, "bad npm package name %q", s)
+	}
+	return s
+}
+
+func (p *cfgParser) version(key string, n *yaml.Node) string {
+	s := p.str(key, n)
+	if s != "" && !exactVersionRe.MatchString(s) {
+		p.errf(n, key, "%q is not an exact version (want x.y.z, no range or tag: `npm view PKG version`)", s)
+	}
+	return s
+}
+
+func (p *cfgParser) integrity(key string, n *yaml.Node) string {
+	s := p.str(key, n)
+	if s == "" {
+		return s
+	}
+	b64, ok := strings.CutPrefix(s, "sha512-")
+	raw, err := base64.StdEncoding.DecodeString(b64)
+	if !ok || err != nil || len(raw) != 64 {
+		p.errf(n, key, "bad integrity %q (want sha512-BASE64 of 64 bytes: `npm view PKG@VERSION dist.integrity`)", s)
+	}
+	return s
+}
+
+// relPath is a clean relative slash path that stays inside its root.
+func (p *cfgParser) relPath(key string, n *yaml.Node) string {
+	s := p.str(key, n)
+	if s == "" {
+		return s
+	}
+	if path.IsAbs(s) || path.Clean(s) != s || s == "." || s == ".." || strings.HasPrefix(s, "../") {
+		p.errf(n, key, "%q is not a clean relative path inside the package", s)
+	}
+	return s
+}
+
+func (p *cfgParser) paths(key string, n *yaml.Node) []string {
+	if n.Kind != yaml.SequenceNode {
+		p.errf(n, key, "want a list, got %s", adapter.KindName(n))
+		return nil
+	}
+	out := []string{}
+	for i, v := range n.Content {
+		out = append(out, p.relPath(fmt.Sprintf("%s[%d]", key, i), v))
+	}
+	if len(out) == 0 {
+		p.errf(n, key, "empty (leave keep out to keep everything)")
+	}
+	return out
+}
+
+func (p *cfgParser) sha(key string, n *yaml.Node) string {
+	s := p.str(key, n)
+	if s != "" && !hex64Re.MatchString(s) {
+		p.errf(n, key, "bad sha256 %q (want 64 lower-case hex digits)", s)
+	}
+	return s
+}
+
+// ParseConfig reads and validates a `with` node; dir resolves `lock`.
+func ParseConfig(dir string, n *yaml.Node) (Config, []adapter.FieldError) {
+	p := &cfgParser{dir: dir}
+	var c Config
+	if n == nil {
+		p.errf(nil, withKey, "missing (the npm preparer needs package, version, integrity and entry)")
+		return c, p.errs
+	}
+	var entryNode, lockNode *yaml.Node
+	p.mapping(withKey, n, []string{"package", "version", "integrity", "entry"}, map[string]func(string, *yaml.Node){
+		"package":   func(k string, v *yaml.Node) { c.Package = p.pkg(k, v) },
+		"version":   func(k string, v *yaml.Node) { c.Version = p.version(k, v) },
+		"integrity": func(k string, v *yaml.Node) { c.Integrity = p.integrity(k, v) },
+		"lock": func(k string, v *yaml.Node) {
+			lockNode = v
+			s := p.str(k, v)
+			if s == "" {
+				return
+			}
+			if !filepath.IsAbs(s) {
+				s = filepath.Join(dir, s)
+			}
+			c.Lock = s
+			b, err := os.ReadFile(s)
+			if err != nil {
+				p.errf(v, k, "%v", err)
+				return
+			}
+			c.LockData = b
+		},
+		"keep": func(k string, v *yaml.Node) { c.Keep = p.paths(k, v) },
+		"entry": func(k string, v *yaml.Node) {
+			entryNode = v
+			p.mapping(k, v, nil, map[string]func(string, *yaml.Node){
+				"node": func(k string, v *yaml.Node) { c.EntryNode = p.relPath(k, v) },
+				"bin":  func(k string, v *yaml.Node) { c.EntryBin = p.relPath(k, v) },
+			})
+		},
+		"node": func(k string, v *yaml.Node) {
+			c.MinNode = p.str(k, v)
+			if c.MinNode != "" && !nodeVersionRe.MatchString("v"+c.MinNode) {
+				p.errf(v, k, "bad Node version %q (want x.y.z)", c.MinNode)
+			}
+		},
+		"version_args": func(k string, v *yaml.Node) {
+			if v.Kind != yaml.SequenceNode {
+				p.errf(v, k, "want a list, got %s", adapter.KindName(v))
+				return
+			}
+			c.VersionArgs = []string{}
+			for i, a := range v.Content {
+				c.VersionArgs = append(c.VersionArgs, p.str(fmt.Sprintf("%s[%d]", k, i), a))
+			}
+		},
+		"version_env": func(k string, v *yaml.Node) {
+			if v.Kind != yaml.MappingNode {
+				p.errf(v, k, "want a mapping, got %s", adapter.KindName(v))
+				return
+			}
+			c.VersionEnv = map[string]string{}
+			for i := 0; i+1 < len(v.Content); i += 2 {
+				name := v.Content[i].Value
+				if !envRe.MatchString(name) {
+					p.errf(v.Content[i], k, "bad variable name %q", name)
+				}
+				c.VersionEnv[name] = p.str(k+"."+name, v.Content[i+1])
+			}
+		},
+		"tree_sha256": func(k string, v *yaml.Node) { c.TreeSHA256 = p.sha(k, v) },
+		"platforms": func(k string, v *yaml.Node) {
+			if v.Kind != yaml.SequenceNode {
+				p.errf(v, k, "want a list, got %s", adapter.KindName(v))
+				return
+			}
+			if len(v.Content) == 0 {
+				p.errf(v, k, "empty (leave platforms out when the package is the same everywhere)")
+			}
+			seen := map[Target]bool{}
+			for i, e := range v.Content {
+				pk := fmt.Sprintf("%s[%d]", k, i)
+				var pl Platform
+				p.mapping(pk, e, []string{"arch", "libc", "package", "integrity"}, map[string]func(string, *yaml.Node){
+					"arch": func(k string, v *yaml.Node) {
+						pl.Arch = p.str(k, v)
+						if pl.Arch != "" && pl.Arch != "amd64" && pl.Arch != "arm64" {
+							p.errf(v, k, "bad arch %q (want amd64 or arm64)", pl.Arch)
+						}
+					},
+					"libc": func(k string, v *yaml.Node) {
+						pl.Libc = p.str(k, v)
+						if pl.Libc != "" && pl.Libc != "glibc" && pl.Libc != "musl" {
+							p.errf(v, k, "bad libc %q (want glibc or musl)", pl.Libc)
+						}
+					},
+					"cpu": func(k string, v *yaml.Node) {
+						s := p.str(k, v)
+						if s != "baseline" {
+							p.errf(v, k, "bad cpu %q (want baseline, or leave it out)", s)
+						}
+						pl.Baseline = true
+					},
+					"package":     func(k string, v *yaml.Node) { pl.Package = p.pkg(k, v) },
+					"version":     func(k string, v *yaml.Node) { pl.Version = p.version(k, v) },
+					"integrity":   func(k string, v *yaml.Node) { pl.Integrity = p.integrity(k, v) },
+					"keep":        func(k string, v *yaml.Node) { pl.Keep = p.paths(k, v) },
+					"tree_sha256": func(k string, v *yaml.Node) { pl.TreeSHA256 = p.sha(k, v) },
+					"requires": func(k string, v *yaml.Node) {
+						if v.Kind != yaml.SequenceNode {
+							p.errf(v, k, "want a list, got %s", adapter.KindName(v))
+							return
+						}
+						pl.Requires = []string{}
+						for i, r := range v.Content {
+							name := p.str(fmt.Sprintf("%s[%d]", k, i), r)
+							if name != "" && !slices.Contains(PlatformRequirements, name) {
+								p.errf(r, fmt.Sprintf("%s[%d]", k, i), "%q is not a requirement of one build (known: %s; the rest goes in the manifest's requires)", name, strings.Join(PlatformRequirements, ", "))
+								continue
+							}
+							if !slices.Contains(pl.Requires, name) {
+								pl.Requires = append(pl.Requires, name)
+							}
+						}
+					},
+				})
+				if pl.Baseline && pl.Arch == "arm64" {
+					p.errf(e, pk, "cpu: baseline is an x86-64 variant, not for arm64")
+				}
+				if t := pl.Target(); pl.Arch != "" && pl.Libc != "" {
+					if seen[t] {
+						p.errf(e, pk, "platform %s listed twice", t)
+					}
+					seen[t] = true
+				}
+				if pl.Package != "" && pl.Package == c.Package {
+					p.errf(e, pk+".package", "%q is the main package (a platform package has its own name)", pl.Package)
+				}
+				c.Platforms = append(c.Platforms, pl)
+			}
+		},
+	})
+	if entryNode != nil && (c.EntryNode == "") == (c.EntryBin == "") && entryNode.Kind == yaml.MappingNode {
+		p.errf(entryNode, withKey+".entry", "want exactly one of node (a JS file run with the private Node) or bin (a native binary)")
+	}
+	if c.MinNode != "" && c.EntryNode == "" && c.EntryBin != "" {
+		p.errf(n, withKey+".node", "only with entry.node (a native entry needs no Node)")
+	}
+	for i := range c.Platforms {
+		if c.Platforms[i].Version == "" {
+			c.Platforms[i].Version = c.Version
+		}
+	}
+	if c.LockData != nil && c.Package != "" && c.Version != "" && c.Integrity != "" {
+		if err := checkLock(c.LockData, c.Package, c.Version, c.Integrity); err != nil {
+			p.errf(lockNode, withKey+".lock", "%v", err)
+		}
+	}
+	return c, p.errs
+}
+
+// checkLock makes sure the lock file pins the same package, version and
+// integrity as the manifest (the lock is what npm ci obeys) and that every
+// package in it has an integrity.
+func checkLock(data []byte, pkg, version, integrity string) error {
+	var lock struct {
+		LockfileVersion int `json:"lockfileVersion"`
+		Packages        map[string]struct {
+			Version      string            `json:"version"`
+			Integrity    string            `json:"integrity"`
+			Link         bool              `json:"link"`
+			InBundle     bool              `json:"inBundle"`
+			Dependencies map[string]string `json:"dependencies"`
+		} `json:"packages"`
+	}
+	if err := json.Unmarshal(data, &lock); err != nil {
+		return fmt.Errorf("not an npm lock file: %v", err)
+	}
+	if lock.LockfileVersion < 2 || lock.Packages == nil {
+		return fmt.Errorf("lockfileVersion %d has no \"packages\" (make it with npm 7 or newer)", lock.LockfileVersion)
+	}
+	root, ok := lock.Packages[""]
+	if !ok || root.Dependencies[pkg] != version {
+		return fmt.Errorf("the lock's root does not depend on %s@%s exactly (dependencies %v)", pkg, version, root.Dependencies)
+	}
+	p := lock.Packages["node_modules/"+pkg]
+	if p.Version != version || p.Integrity != integrity {
+		return fmt.Errorf("the lock pins %s@%s (%s), the manifest %s (%s)", pkg, p.Version, p.Integrity, version, integrity)
+	}
+	var missing []string
+	for name, e := range lock.Packages {
+		if name == "" || e.Link || e.Integrity != "" {
+			continue
+		}
+		if e.InBundle {
+			// npm writes no integrity for a bundled dependency: its files
+			// come from the tarball of the package that bundles it, the
+			// nearest enclosing entry not itself bundled. That tarball's
+			// integrity covers them; a bundle without one (the root's, or
+			// a linked package's) covers nothing.
+			if bundlerPinned(name, func(p string) (inBundle, pinned, ok bool) {
+				e, ok := lock.Packages[p]
+				return e.InBundle, e.Integrity != "" && !e.Link, ok
+			}) {
+				continue
+			}
+		}
+		missing = append(missing, name)
+	}
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		return fmt.Errorf("%d package(s) without integrity, e.g. %s", len(missing), missing[0])
+	}
+	return nil
+}
+
+// bundlerPinned reports whether the bundled entry at path
+// ("node_modules/a/node_modules/b") comes from a pinned tarball: that of
+// the nearest enclosing node_modules/X entry not itself in a bundle, which
+// must exist and have an integrity. get reports, for a lock path, whether
+// its entry is in a bundle, is pinned, and exists.
+func bundlerPinned(path string, get func(string) (inBundle, pinned, ok bool)) bool {
+	for {
+		i := strings.LastIndex(path, "/node_modules/")
+		if i < 0 {
+			return false // at the top: bundled by the root, which is unpinned
+		}
+		path = path[:i]
+		inBundle, pinned, ok := get(path)
+		if ok && !inBundle {
+			return pinned
+		}
+	}
+}
+
+// check is the adapter's validation hook.
+func check(dir string, n *yaml.Node) []adapter.FieldError {
+	_, errs := ParseConfig(dir, n)
+	return errs
+}
+
+// platformFor picks the platform entry for t: the exact one; on a CPU
+// without AVX2 only a baseline one; on one with AVX2 the plain one, or the
+// baseline one when there is no other (it runs on every x86-64).
+func (c Config) platformFor(t Target) (Platform, bool) {
+	var fallback *Platform
+	for i, p := range c.Platforms {
+		if p.Arch != t.Arch || p.Libc != t.Libc {
+			continue
+		}
+		if p.Baseline == t.Baseline {
+			return p, true
+		}
+		if p.Baseline && !t.Baseline {
+			fallback = &c.Platforms[i]
+		}
+	}
+	if fallback != nil {
+		return *fallback, true
+	}
+	return Platform{}, false
+}
+
+// contentHash names what goes into the tree: every field that changes it,
+// and the version check that vouched for it.
+func (c Config) contentHash(pl *Platform) string {
+	h := sha256.New()
+	enc := json.NewEncoder(h)
+	// The version check is in too: an entry is stamped with what its
+	// check answered, and a manifest that changes the check gets an entry
+	// of its own rather than evicting one another manifest still uses.
+	enc.Encode([]any{c.Package, c.Version, c.Integrity, c.Keep, c.EntryNode, c.EntryBin, c.MinNode, c.VersionArgs, c.VersionEnv})
+	lock := sha256.Sum256(c.LockData)
+	enc.Encode(hex.EncodeToString(lock[:]))
+	if pl != nil {
+		enc.Encode([]any{pl.Package, pl.Version, pl.Integrity, pl.Keep, pl.Arch, pl.Libc, pl.Baseline})
+	}
+	return hex.EncodeToString(h.Sum(nil))[:12]
+}

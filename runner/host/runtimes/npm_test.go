@@ -1,0 +1,117 @@
+package runtimes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/sandproof/sandproof/internal/testsupport/testenv"
+	"github.com/sandproof/sandproof/runner/host/adapter"
+)
+
+// needNpm skips when the registry cannot be reached at all (fails under
+// SANDPROOF_STRICT=1), and fails when it answers but not as expected.
+func needNpm(t *testing.T, pkg, version string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := RegistryReachable(ctx, pkg, version); err != nil {
+		if errors.Is(err, ErrUnreachable) {
+			testenv.Missing(t, fmt.Sprintf("the npm registry (%v)", err), "give this host npm and access to registry.npmjs.org (or a mirror set with `npm config set registry`)")
+		}
+		t.Fatalf("registry answered, but not as pinned: %v", err)
+	}
+}
+
+// cacheDir is SANDPROOF_RUNTIME_CACHE when set (to share a cache with
+// other runs; the cold figures are then not cold), else a fresh dir.
+func cacheDir(t *testing.T) string {
+	if d := os.Getenv("SANDPROOF_RUNTIME_CACHE"); d != "" {
+		return d
+	}
+	return t.TempDir()
+}
+
+func prepareTwice(t *testing.T, spec Spec) {
+	testenv.Long(t, "downloads hundreds of MB")
+	needNpm(t, spec.Package, spec.Version)
+	dir := cacheDir(t)
+	ctx := context.Background()
+	cold, err := Prepare(ctx, spec, dir)
+	if err != nil {
+		t.Fatalf("prepare: %v", err)
+	}
+	t.Logf("%s: cached=%v %.1fs, %d files, %d bytes, packages sha256:%s tree sha256:%s version %q info %v",
+		spec.Key(), cold.Cached, cold.Seconds, cold.Files, cold.Bytes, cold.PackagesSHA256, cold.TreeSHA256, cold.VersionOutput, cold.Info)
+	// A manifest may leave version_args out (docs/adapters.md: "omitted:
+	// no check"), as adapters/codex.yaml does: its CLI prints "codex-cli
+	// 0.171.0", not the pinned package's version "0.171.0-linux-x64".
+	if !cold.VersionChecked && spec.VersionArgs != nil {
+		t.Fatalf("version not checked on a host that can run %s", spec.Target)
+	}
+	warm, err := Prepare(ctx, spec, dir)
+	if err != nil {
+		t.Fatalf("prepare again: %v", err)
+	}
+	if !warm.Cached || warm.TreeSHA256 != cold.TreeSHA256 || warm.Dir != cold.Dir {
+		t.Fatalf("second prepare: cached=%v tree %s (was %s) dir %s (was %s)", warm.Cached, warm.TreeSHA256, cold.TreeSHA256, warm.Dir, cold.Dir)
+	}
+	t.Logf("%s: reused in %.2fs", spec.Key(), warm.Seconds)
+	if _, err := os.Stat(filepath.Join(cold.Dir, StampFile)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// npmManifests are the manifests in adapters/ that use the npm preparer:
+// every one is prepared and run by the tests below, none named in Go.
+func npmManifests(t *testing.T) []*adapter.Manifest {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("..", "..", "..", "adapters", "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*adapter.Manifest
+	for _, f := range files {
+		m, err := adapter.Load(f)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if m.Runtime.Prepare != nil && m.Runtime.Prepare.Name == PreparerName {
+			out = append(out, m)
+		}
+	}
+	if len(out) < 2 {
+		t.Fatalf("%d npm manifests in adapters/, want at least Pi's and OpenCode's", len(out))
+	}
+	return out
+}
+
+// manifestSpec is the spec of a manifest's runtime for this host (glibc).
+func manifestSpec(t *testing.T, m *adapter.Manifest) Spec {
+	t.Helper()
+	c, errs := ParseConfig(m.Dir, m.Runtime.Prepare.Node)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	h := HostTarget()
+	spec, err := SpecFor(c, HostTargetFor(h.Arch, h.Libc))
+	if errors.Is(err, adapter.ErrPlatform) {
+		testenv.Missing(t, fmt.Sprintf("a host that can build %s (%v)", m.Name, err), "install Node >= "+c.MinNode+" for this architecture (Debian 12's nodejs is 18; NodeSource's nodejs 20 works)")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return spec
+}
+
+// TestPrepareShippedRuntimes prepares each npm manifest's runtime twice:
+// cold (or from SANDPROOF_RUNTIME_CACHE), then reused from the cache.
+func TestPrepareShippedRuntimes(t *testing.T) {
+	for _, m := range npmManifests(t) {
+		t.Run(m.Name, func(t *testing.T) { prepareTwice(t, manifestSpec(t, m)) })
+	}
+}

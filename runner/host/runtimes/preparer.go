@@ -1,0 +1,404 @@
+package runtimes
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/sandproof/sandproof/runner/host/adapter"
+)
+
+// PreparerName is the name manifests use: prepare.name: npm.
+const PreparerName = "npm"
+
+func init() {
+	adapter.Register(PreparerName, adapter.PreparerSpec{Prepare: Preparer, Check: check, PerPlatform: true})
+}
+
+// CacheEnv overrides the cache dir of the preparer.
+const CacheEnv = "SANDPROOF_RUNTIME_CACHE"
+
+// HostTargetFor is the target of a sandbox of arch and libc on this host:
+// baseline when this CPU lacks AVX2 (the sandbox runs on it).
+func HostTargetFor(arch, libc string) Target {
+	t := Target{Arch: arch, Libc: libc}
+	if t.Libc == "" {
+		t.Libc = "glibc"
+	}
+	if h := HostTarget(); h.Arch == t.Arch {
+		t.Baseline = h.Baseline
+	}
+	return t
+}
+
+// SpecFor turns a manifest's npm block into the spec of its runtime for
+// target. A target the block does not cover is adapter.ErrPlatform, named.
+func SpecFor(c Config, target Target) (Spec, error) {
+	s := Spec{
+		Name: cacheName(c.Package), Version: c.Version, Target: target,
+		Package: c.Package, Integrity: c.Integrity, PackagesSHA256: c.TreeSHA256,
+		VersionArgs: c.VersionArgs,
+	}
+	if err := target.valid(); err != nil {
+		return s, err
+	}
+	for k, v := range c.VersionEnv {
+		s.VersionEnv = append(s.VersionEnv, k+"="+v)
+	}
+	slices.Sort(s.VersionEnv)
+	var pl *Platform
+	if len(c.Platforms) > 0 {
+		p, ok := c.platformFor(target)
+		if !ok {
+			var have []string
+			for _, p := range c.Platforms {
+				have = append(have, p.Target().String())
+			}
+			why := ""
+			if target.Baseline {
+				why = " (this CPU lacks AVX2: only a cpu: baseline build runs on it)"
+			}
+			return s, fmt.Errorf("%w: platform %s is not in the manifest's platforms (%s)%s", adapter.ErrPlatform, target, strings.Join(have, ", "), why)
+		}
+		pl = &p
+		s.PackagesSHA256 = p.TreeSHA256
+	}
+	s.Hash = c.contentHash(pl)
+	switch {
+	case c.EntryNode != "":
+		// The host's Node decides which platforms a JS entry can have:
+		// fail early (before any download) when it does not fit.
+		if _, err := hostNode(target, c.MinNode); err != nil {
+			if errors.Is(err, ErrUnsupported) {
+				why := strings.TrimPrefix(err.Error(), ErrUnsupported.Error()+": ")
+				return s, fmt.Errorf("%w: platform %s: %s", adapter.ErrPlatform, target, why)
+			}
+			return s, err
+		}
+		s.Entry = []string{"bin/node", "./node_modules/" + c.Package + "/" + c.EntryNode}
+		s.HostFiles = []string{"bin/node", "bin"}
+	default:
+		s.Entry = []string{"bin/" + path.Base(c.EntryBin)}
+	}
+	s.Stage = func(ctx context.Context, dir string, info map[string]any) error {
+		return stage(ctx, c, pl, target, dir, info)
+	}
+	return s, nil
+}
+
+// cacheName makes a package name a file name: "@scope/name" ->
+// "scope+name".
+func cacheName(pkg string) string {
+	return strings.ReplaceAll(strings.TrimPrefix(pkg, "@"), "/", "+")
+}
+
+// stage fills dir: the package (by npm ci from the lock, or from its own
+// tarball), the platform package, the entry in bin/.
+func stage(ctx context.Context, c Config, pl *Platform, target Target, dir string, info map[string]any) error {
+	dl, err := os.MkdirTemp(dir, ".download-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dl)
+	pkgDir := filepath.Join(dir, "node_modules", filepath.FromSlash(c.Package))
+	if c.LockData != nil {
+		if err := npmCI(ctx, c, dir); err != nil {
+			return err
+		}
+	} else {
+		tgz, err := npmPack(ctx, dl, c.Package, c.Version, c.Integrity)
+		if err != nil {
+			return err
+		}
+		if err := extractPackage(tgz, pkgDir); err != nil {
+			return err
+		}
+		if deps := dependencies(pkgDir); len(deps) > 0 {
+			return fmt.Errorf("%s@%s depends on %s: give the manifest a lock file (with.lock) that pins them", c.Package, c.Version, strings.Join(deps, ", "))
+		}
+	}
+	if err := prune(pkgDir, c.Keep); err != nil {
+		return fmt.Errorf("%s: %w", c.Package, err)
+	}
+	binFrom := pkgDir
+	if pl != nil {
+		tgz, err := npmPack(ctx, dl, pl.Package, pl.Version, pl.Integrity)
+		if err != nil {
+			return err
+		}
+		pdir := filepath.Join(dir, "node_modules", filepath.FromSlash(pl.Package))
+		if _, err := os.Stat(pdir); err == nil {
+			return fmt.Errorf("platform package %s is already in node_modules (from the lock?)", pl.Package)
+		}
+		if err := extractPackage(tgz, pdir); err != nil {
+			return err
+		}
+		if err := prune(pdir, pl.Keep); err != nil {
+			return fmt.Errorf("%s: %w", pl.Package, err)
+		}
+		binFrom = pdir
+		info["platform_package"], info["platform_integrity"] = pl.Package+"@"+pl.Version, pl.Integrity
+	}
+	if c.EntryBin != "" {
+		src := filepath.Join(binFrom, filepath.FromSlash(c.EntryBin))
+		if fi, err := os.Lstat(src); err != nil || !fi.Mode().IsRegular() {
+			return fmt.Errorf("entry.bin %s is not a file in %s", c.EntryBin, filepath.Base(binFrom))
+		}
+		if err := checkBinary(src, target); err != nil {
+			return fmt.Errorf("%w: %v", adapter.ErrPlatform, err)
+		}
+		if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o755); err != nil {
+			return err
+		}
+		bin := filepath.Join(dir, "bin", path.Base(c.EntryBin))
+		if err := os.Rename(src, bin); err != nil {
+			return err
+		}
+		if err := os.Chmod(bin, 0o755); err != nil {
+			return err
+		}
+		sum, _, err := hashFile(bin)
+		if err != nil {
+			return err
+		}
+		info["binary_sha256"] = sum
+	}
+	if c.EntryNode != "" {
+		js := filepath.Join(pkgDir, filepath.FromSlash(c.EntryNode))
+		if fi, err := os.Stat(js); err != nil || !fi.Mode().IsRegular() {
+			return fmt.Errorf("entry.node %s is not a file in %s", c.EntryNode, c.Package)
+		}
+		node, err := hostNode(target, c.MinNode)
+		if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o755); err != nil {
+			return err
+		}
+		sum, err := copyFile(node.Path, filepath.Join(dir, "bin", "node"), 0o755)
+		if err != nil {
+			return fmt.Errorf("copy node: %w", err)
+		}
+		info["node_path"], info["node_version"], info["node_sha256"], info["node_interp"] = node.Path, node.Version, sum, node.Interp
+	}
+	return nil
+}
+
+// npmCI installs the lock's tree into dir with npm ci (which checks every
+// tarball against the lock's sha512; the lock's own pin of the package was
+// checked against the manifest when it loaded). Install scripts are not
+// run: they would run code from the network on the host, and a runtime
+// must be a pure function of its pins.
+func npmCI(ctx context.Context, c Config, dir string) error {
+	var lock struct {
+		Name     string `json:"name"`
+		Packages map[string]struct {
+			Dependencies map[string]string `json:"dependencies"`
+		} `json:"packages"`
+	}
+	if err := json.Unmarshal(c.LockData, &lock); err != nil {
+		return fmt.Errorf("lock %s: %w", c.Lock, err)
+	}
+	pj, err := json.MarshalIndent(map[string]any{"name": lock.Name, "private": true, "dependencies": lock.Packages[""].Dependencies}, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "package.json"), append(pj, '\n'), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "package-lock.json"), c.LockData, 0o644); err != nil {
+		return err
+	}
+	if _, err := npmCmd(ctx, dir, "ci", "--prefix", dir, "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"); err != nil {
+		return err
+	}
+	return dropBinLinks(dir)
+}
+
+// dropBinLinks removes every node_modules/.bin directory under dir, the
+// top one and the nested node_modules/*/node_modules/.bin that npm ci makes
+// for a package's own dependencies: they hold links to the packages'
+// scripts, for npm run. The harness is started by path, an upload (which
+// follows links) would duplicate them, and a runtime holds only files and
+// directories (linkTree).
+func dropBinLinks(dir string) error {
+	var bins []string
+	err := filepath.WalkDir(filepath.Join(dir, "node_modules"), func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Name() == ".bin" && filepath.Base(filepath.Dir(p)) == "node_modules" {
+			bins = append(bins, p)
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("drop .bin links: %w", err)
+	}
+	for _, b := range bins {
+		if err := os.RemoveAll(b); err != nil {
+			return fmt.Errorf("drop .bin links: %w", err)
+		}
+	}
+	return nil
+}
+
+// dependencies lists the package.json's dependencies (not the optional
+// ones: platform packages are named in the manifest).
+func dependencies(pkgDir string) []string {
+	b, err := os.ReadFile(filepath.Join(pkgDir, "package.json"))
+	if err != nil {
+		return nil
+	}
+	var pj struct {
+		Dependencies map[string]string `json:"dependencies"`
+	}
+	if json.Unmarshal(b, &pj) != nil {
+		return nil
+	}
+	var out []string
+	for k := range pj.Dependencies {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// prune removes from dir everything that is neither a keep path, inside
+// one, nor a directory leading to one. Every keep path must exist.
+func prune(dir string, keep []string) error {
+	if keep == nil {
+		return nil
+	}
+	for _, k := range keep {
+		if _, err := os.Lstat(filepath.Join(dir, filepath.FromSlash(k))); err != nil {
+			return fmt.Errorf("keep: %s is not in the package", k)
+		}
+	}
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		rel = filepath.ToSlash(rel)
+		if rel == "." {
+			return nil
+		}
+		for _, k := range keep {
+			if rel == k || strings.HasPrefix(rel, k+"/") {
+				if d.IsDir() {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			if strings.HasPrefix(k, rel+"/") {
+				return nil // leads to a kept path
+			}
+		}
+		if err := os.RemoveAll(p); err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return filepath.SkipDir
+		}
+		return nil
+	})
+}
+
+// Preparer is the adapter preparer: the manifest's `with` block (see
+// docs/adapters.md) for the request's arch and libc. The runtime is
+// prepared in the cache ($SANDPROOF_RUNTIME_CACHE, default
+// $XDG_CACHE_HOME/sandproof/runtimes) and hard-linked into req.Dir (copied
+// where links fail).
+func Preparer(ctx context.Context, req adapter.PrepareRequest) error {
+	if req.GOOS != "" && req.GOOS != "linux" {
+		return fmt.Errorf("%w: GOOS %q", adapter.ErrPlatform, req.GOOS)
+	}
+	c, errs := ParseConfig(req.ManifestDir, req.Node)
+	if len(errs) > 0 {
+		var msgs []string
+		for _, e := range errs {
+			msgs = append(msgs, fmt.Sprintf("line %d: %s: %s", e.Line, e.Key, e.Msg))
+		}
+		return fmt.Errorf("%s: %s", PreparerName, strings.Join(msgs, "; "))
+	}
+	if req.Libc != "" && req.Libc != "glibc" && req.Libc != "musl" {
+		// Certify found neither loader in the image.
+		return fmt.Errorf("%w: the image has neither a glibc nor a musl loader (libc %q)", adapter.ErrPlatform, req.Libc)
+	}
+	target := HostTargetFor(req.GOARCH, req.Libc)
+	spec, err := SpecFor(c, target)
+	if err != nil {
+		return err
+	}
+	rt, err := Prepare(ctx, spec, os.Getenv(CacheEnv))
+	if err != nil {
+		if errors.Is(err, ErrUnreachable) {
+			return fmt.Errorf("%w: %v", adapter.ErrUnavailable, err)
+		}
+		return err
+	}
+	if err := linkTree(rt.Dir, req.Dir); err != nil {
+		return fmt.Errorf("%s: %w", PreparerName, err)
+	}
+	if req.Out != nil {
+		req.Out.Platform = target.String()
+		if pl, ok := c.platformFor(target); ok {
+			req.Out.Requires = slices.Clone(pl.Requires)
+		}
+		if c.EntryNode != "" {
+			req.Out.Host = append(req.Out.Host, adapter.HostPart{Path: "bin/node", Name: "node",
+				Version: fmt.Sprint(rt.Info["node_version"]), SHA256: fmt.Sprint(rt.Info["node_sha256"])})
+		}
+	}
+	return nil
+}
+
+// linkTree mirrors src into dst (which exists) with hard links, copying a
+// file where linking fails (another filesystem). The stamp is left out. The
+// links share inodes with the cache: a runtime mounted read-only cannot
+// change them, and a change made on the host is caught by the next
+// Prepare's checksum.
+func linkTree(src, dst string) error {
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		if rel == "." {
+			return nil
+		}
+		if rel == StampFile {
+			return nil
+		}
+		to := filepath.Join(dst, rel)
+		switch {
+		case d.IsDir():
+			return os.MkdirAll(to, 0o755)
+		case d.Type().IsRegular():
+			if err := os.Link(p, to); err == nil {
+				return nil
+			} else if !errors.Is(err, os.ErrExist) {
+				fi, serr := d.Info()
+				if serr != nil {
+					return serr
+				}
+				_, cerr := copyFile(p, to, fi.Mode().Perm())
+				return cerr
+			}
+			return fmt.Errorf("link runtime: %s exists", to)
+		default:
+			return fmt.Errorf("link runtime: %q is not a file or directory", rel)
+		}
+	})
+}

@@ -1,0 +1,329 @@
+package runtimes
+
+import (
+	"archive/tar"
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/sandproof/sandproof/internal/testsupport/testenv"
+	"github.com/sandproof/sandproof/runner/host/adapter"
+)
+
+// fakeNpmCI puts an `npm` first on PATH whose `ci` makes the tree npm ci
+// makes for a lock: the package, a dependency with a dependency of its own,
+// and the script links npm writes for them, at the top and nested
+// (node_modules/dep/node_modules/.bin). Any other npm command fails.
+func fakeNpmCI(t *testing.T) {
+	t.Helper()
+	bin := t.TempDir()
+	script := `#!/bin/sh
+[ "$1" = ci ] || { echo "fake npm: only ci" >&2; exit 1; }
+set -e
+m=node_modules
+mkdir -p $m/@scope/tool/bin $m/dep/node_modules/sub $m/.bin $m/dep/node_modules/.bin
+printf '#!/bin/sh\necho tool 1.2.3\n' > $m/@scope/tool/bin/tool
+chmod 755 $m/@scope/tool/bin/tool
+echo '{"name": "@scope/tool", "version": "1.2.3"}' > $m/@scope/tool/package.json
+echo 'console.log(1)' > $m/dep/node_modules/sub/cli.js
+ln -s ../@scope/tool/bin/tool $m/.bin/tool
+ln -s ../sub/cli.js $m/dep/node_modules/.bin/sub
+`
+	if err := os.WriteFile(filepath.Join(bin, "npm"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+}
+
+// lockedManifest is an npm manifest with a lock for @scope/tool, entry
+// bin/tool in the package.
+func lockedManifest(t *testing.T) *adapter.Manifest {
+	t.Helper()
+	dir := t.TempDir()
+	lock := `{"name": "r", "lockfileVersion": 3, "packages": {
+  "": {"dependencies": {"@scope/tool": "1.2.3"}},
+  "node_modules/@scope/tool": {"version": "1.2.3", "integrity": "` + goodIntegrity + `"},
+  "node_modules/dep": {"version": "1.0.0", "integrity": "` + goodIntegrity + `"},
+  "node_modules/dep/node_modules/sub": {"version": "1.0.0", "integrity": "` + goodIntegrity + `"}}}`
+	if err := os.WriteFile(filepath.Join(dir, "l.json"), []byte(lock), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, err := adapter.Parse("x.yaml", dir, []byte(npmManifest(goodWith+"      lock: l.json\n      version_args: [\"--version\"]\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// npm ci's script links, nested ones included, are dropped: the runtime
+// links into a case (on main the nested link failed "link runtime").
+func TestNpmCIDropsNestedBinLinks(t *testing.T) {
+	if _, err := os.Stat("/bin/sh"); err != nil {
+		testenv.Missing(t, "/bin/sh", "install Debian's dash")
+	}
+	fakeNpmCI(t)
+	cache := t.TempDir()
+	t.Setenv(CacheEnv, cache)
+	m := lockedManifest(t)
+	p, err := m.PrepareFor(context.Background(), t.TempDir(), HostTarget().Arch, HostTarget().Libc)
+	if err != nil {
+		t.Fatalf("prepare: %v", err)
+	}
+	// Positive control: the fake's tree reached the runtime.
+	if _, err := os.Stat(filepath.Join(p.Dir, "node_modules", "dep", "node_modules", "sub", "cli.js")); err != nil {
+		t.Fatalf("the nested dependency is not in the runtime: %v", err)
+	}
+	for _, root := range []string{p.Dir, cache} {
+		filepath.WalkDir(root, func(q string, d fs.DirEntry, err error) error {
+			if err == nil && (d.Name() == ".bin" || d.Type()&fs.ModeSymlink != 0) {
+				t.Errorf("%s left in %s", q, root)
+			}
+			return nil
+		})
+	}
+}
+
+// A tree that holds a link cannot be linked into a case or uploaded: it
+// fails its preparation and never enters the cache (on main it was cached
+// and failed every later run). An entry with one, stamped by an older
+// sandproof, is rebuilt.
+func TestPrepareNeverCachesATreeThatCannotBeLinked(t *testing.T) {
+	var builds atomic.Int32
+	spec, cache := fakeSpec(t, &builds), t.TempDir()
+	good := spec.Stage
+	withLink := func(ctx context.Context, dir string, info map[string]any) error {
+		if err := good(ctx, dir, info); err != nil {
+			return err
+		}
+		return os.Symlink("tool", filepath.Join(dir, "bin", "alias"))
+	}
+	spec.Stage = withLink
+	_, err := Prepare(context.Background(), spec, cache)
+	if err == nil || !strings.Contains(err.Error(), `"bin/alias" is not a file or directory`) {
+		t.Fatalf("prepare of a tree with a link: %v", err)
+	}
+	if entries, _ := os.ReadDir(cache); len(entries) != 0 {
+		t.Fatalf("cache holds %v after a tree that cannot be linked", entries)
+	}
+
+	// An old entry with a link whose stamp covers it.
+	spec.Stage = good
+	a, err := Prepare(context.Background(), spec, cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("tool", filepath.Join(a.Dir, "bin", "alias")); err != nil {
+		t.Fatal(err)
+	}
+	restamp(t, a.Dir)
+	b, err := Prepare(context.Background(), spec, cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Cached || builds.Load() != 3 {
+		t.Fatalf("entry with a link: cached=%v builds=%d, want rebuilt", b.Cached, builds.Load())
+	}
+	if _, err := os.Lstat(filepath.Join(b.Dir, "bin", "alias")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the rebuilt entry still has the link: %v", err)
+	}
+}
+
+// restamp rewrites the stamp's tree sum to what dir hashes to now.
+func restamp(t *testing.T, dir string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, StampFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, _, _, err := TreeSum(dir, []string{StampFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, _, _ := strings.Cut(strings.SplitAfter(string(b), `"tree_sha256": "`)[1], `"`)
+	if err := os.WriteFile(filepath.Join(dir, StampFile), []byte(strings.ReplaceAll(string(b), old, sum)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// needMuslLoader skips unless this glibc host has a musl loader (Debian's
+// musl package, pulled in by musl-tools): only then does the preparer run
+// a musl build's version check here.
+func needMuslLoader(t *testing.T) {
+	t.Helper()
+	if m, _ := filepath.Glob("/lib/ld-musl-*.so.1"); len(m) == 0 || HostTarget().Libc != "glibc" {
+		testenv.Missing(t, "a musl loader on a glibc host", "apt-get install musl")
+	}
+}
+
+// A musl build whose version check the host's musl loader cannot start
+// (exit 127: musl's libstdc++ is missing here) is a platform this host
+// cannot vouch for: ErrPlatform (its cases skipped, named), not a failed
+// preparation that stops the run; and it never evicts a good entry.
+func TestVersionCheckThatCannotRunHereSkipsThePlatform(t *testing.T) {
+	needMuslLoader(t)
+	var builds atomic.Int32
+	spec, cache := fakeSpec(t, &builds), t.TempDir()
+	spec.Target.Libc = "musl"
+	spec.Stage = func(ctx context.Context, dir string, info map[string]any) error {
+		builds.Add(1)
+		if err := os.Mkdir(filepath.Join(dir, "bin"), 0o755); err != nil {
+			return err
+		}
+		// What the musl loader does without a library: exit 127. The
+		// variable stands for "this host lost the library".
+		return os.WriteFile(filepath.Join(dir, "bin", "tool"), []byte("#!/bin/sh\n[ -n \"$NO_LIBSTDCXX\" ] && { echo 'Error loading shared library libstdc++.so.6: No such file or directory' >&2; exit 127; }\necho fake 1.2.3\n"), 0o755)
+	}
+	good, err := Prepare(context.Background(), spec, cache)
+	if err != nil || !good.VersionChecked {
+		t.Fatalf("positive control, a musl build this host can check: %v (%+v)", err, good)
+	}
+
+	broken := spec
+	broken.VersionEnv = []string{"NO_LIBSTDCXX=1"}
+	_, err = Prepare(context.Background(), broken, cache)
+	if !errors.Is(err, adapter.ErrPlatform) || !strings.Contains(err.Error(), "platform linux-x64-musl: its version check cannot run on this host") || !strings.Contains(err.Error(), "libstdc++.so.6") {
+		t.Fatalf("check that cannot run here: %v, want ErrPlatform naming why", err)
+	}
+	again, err := Prepare(context.Background(), spec, cache)
+	if err != nil || !again.Cached || builds.Load() != 1 || again.TreeSHA256 != good.TreeSHA256 {
+		t.Fatalf("the good entry after a host that could not check it: %v, cached=%v builds=%d", err, again != nil && again.Cached, builds.Load())
+	}
+
+	// Cold, the same: the platform is skipped and nothing is cached.
+	cold := t.TempDir()
+	_, err = Prepare(context.Background(), broken, cold)
+	if !errors.Is(err, adapter.ErrPlatform) {
+		t.Fatalf("cold prepare whose check cannot run here: %v, want ErrPlatform", err)
+	}
+	if entries, _ := os.ReadDir(cold); len(entries) != 0 {
+		t.Fatalf("cache holds %v", entries)
+	}
+
+	// The host's own libc: a failed check is the runtime's fault.
+	own := broken
+	own.Target.Libc = HostTarget().Libc
+	_, err = Prepare(context.Background(), own, t.TempDir())
+	if !errors.Is(err, ErrVersion) || errors.Is(err, adapter.ErrPlatform) {
+		t.Fatalf("host-libc check that exits 127: %v, want ErrVersion", err)
+	}
+}
+
+// The version check is in the cache key: a manifest that checks another
+// way gets its own entry instead of evicting the other's.
+func TestVersionCheckIsInTheCacheKey(t *testing.T) {
+	parse := func(extra string) Spec {
+		t.Helper()
+		m, err := adapter.Parse("x.yaml", t.TempDir(), []byte(npmManifest(goodWith+extra)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, errs := ParseConfig(m.Dir, m.Runtime.Prepare.Node)
+		if len(errs) > 0 {
+			t.Fatal(errs)
+		}
+		s, err := SpecFor(c, Target{Arch: "amd64", Libc: "glibc"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	keys := map[string]string{}
+	for _, extra := range []string{
+		"",
+		"      version_args: [\"--version\"]\n",
+		"      version_args: [\"version\"]\n",
+		"      version_args: [\"--version\"]\n      version_env: {NO_UPDATE: \"1\"}\n",
+	} {
+		k := parse(extra).Key()
+		if prev, ok := keys[k]; ok {
+			t.Errorf("%q and %q share the cache key %s", prev, extra, k)
+		}
+		keys[k] = extra
+	}
+	if a, b := parse("      version_args: [\"--version\"]\n").Key(), parse("      version_args: [\"--version\"]\n").Key(); a != b {
+		t.Errorf("the same manifest has two keys: %s, %s", a, b)
+	}
+}
+
+// fakeNpmPack puts an `npm` first on PATH whose `pack` serves the tarballs
+// in tgzs (package@version -> path) as the registry would; any other npm
+// command fails.
+func fakeNpmPack(t *testing.T, tgzs map[string]string) {
+	t.Helper()
+	bin := t.TempDir()
+	var cases strings.Builder
+	for spec, p := range tgzs {
+		cases.WriteString("  '" + spec + "') src='" + p + "' ;;\n")
+	}
+	script := `#!/bin/sh
+[ "$1" = pack ] || { echo "fake npm: only pack" >&2; exit 1; }
+dest= ; spec=
+while [ $# -gt 0 ]; do
+  case "$1" in --pack-destination) dest=$2; shift ;; --json|pack) ;; *) spec=$1 ;; esac
+  shift
+done
+case "$spec" in
+` + cases.String() + `  *) echo "npm error code E404" >&2; exit 1 ;;
+esac
+cp "$src" "$dest/fake.tgz"
+echo '[{"filename": "fake.tgz", "integrity": "ignored"}]'
+`
+	if err := os.WriteFile(filepath.Join(bin, "npm"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+}
+
+// A platform's requires are its build's alone: the glibc build of a
+// manifest whose musl build needs libstdc++ does not (on main `requires`
+// under a platform was an unknown key).
+func TestPlatformRequiresAreThatBuildsOwn(t *testing.T) {
+	if _, err := os.Stat("/bin/sh"); err != nil {
+		testenv.Missing(t, "/bin/sh", "install Debian's dash")
+	}
+	wrapper := writeTgz(t, []tarEntry{{name: "package/package.json", typ: tar.TypeReg, mode: 0o644, body: `{"name": "@scope/tool", "version": "1.2.3"}`}})
+	build := writeTgz(t, []tarEntry{{name: "package/bin/tool", typ: tar.TypeReg, mode: 0o755, body: "#!/bin/sh\necho tool 1.2.3\n"}})
+	wi, err := integrity(wrapper)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bi, err := integrity(build)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fakeNpmPack(t, map[string]string{"@scope/tool@1.2.3": wrapper, "tool-linux-glibc@1.2.3": build, "tool-linux-musl@1.2.3": build})
+	t.Setenv(CacheEnv, t.TempDir())
+	arch := HostTarget().Arch
+	doc := npmManifest(`      package: "@scope/tool"
+      version: "1.2.3"
+      integrity: "` + wi + `"
+      entry: {bin: bin/tool}
+      platforms:
+        - {arch: ` + arch + `, libc: glibc, package: tool-linux-glibc, integrity: "` + bi + `", requires: [glibc]}
+        - {arch: ` + arch + `, libc: musl, package: tool-linux-musl, integrity: "` + bi + `", requires: [musl, libstdc++, libgcc, musl]}
+`)
+	m, err := adapter.Parse("x.yaml", t.TempDir(), []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for libc, want := range map[string]string{"glibc": "glibc", "musl": "musl libstdc++ libgcc"} {
+		p, err := m.PrepareFor(context.Background(), t.TempDir(), arch, libc)
+		if err != nil {
+			t.Fatalf("%s: %v", libc, err)
+		}
+		if got := strings.Join(p.Requires, " "); got != want {
+			t.Errorf("%s build requires %q, want %q", libc, got, want)
+		}
+	}
+
+	// Only what a build links against; the rest is the manifest's.
+	bad := strings.Replace(doc, "requires: [glibc]", "requires: [glibc, bash]", 1)
+	if _, err := adapter.Parse("x.yaml", t.TempDir(), []byte(bad)); err == nil || !strings.Contains(err.Error(), `"bash" is not a requirement of one build`) {
+		t.Fatalf("bash in a platform's requires: %v", err)
+	}
+}

@@ -1,0 +1,508 @@
+// Package runtimes is the `npm` adapter preparer: it prepares harness
+// runtimes on the host from pinned npm packages named in a manifest
+// (docs/adapters.md, "The npm preparer"), so nothing is ever installed from
+// the network inside a sandbox (BACKGROUND.md: "prepare relocatable
+// runtimes on the host and upload them"). No harness is special-cased here:
+// Pi and OpenCode are manifests like any other.
+//
+// A prepared runtime is a directory under a cache dir,
+// CACHE/NAME@VERSION-TARGET-HASH, holding the harness and everything it
+// needs that the image may lack (a JS entry: the host's Node binary as
+// bin/node; a native entry: its binary as bin/NAME), plus a stamp file that
+// records what went in and the sha256 of the tree. Prepare
+//
+//   - stages into a fresh directory next to the final one and renames it into
+//     place only after every check passed; a failed or crashed stage never
+//     becomes a runtime and is removed (at once, or by the next Prepare);
+//   - checks the npm integrity (sha512) of every tarball against the pin and
+//     the sha256 of the npm part of the tree against the pin;
+//   - reuses a cached runtime only when its tree hashes to the stamp's sum and
+//     its `--version` answers with the pinned version; anything else is
+//     removed and rebuilt, except a check this host cannot run (a build for
+//     another libc whose loader lacks a library here): that is
+//     adapter.ErrPlatform, and the entry stays;
+//   - caches only trees of files and directories (what links into a case);
+//   - serialises preparations of one runtime with a lock file created with
+//     O_EXCL that names its holder by pid and start time, so a lock left by a
+//     crashed process is recognised and broken (no flock: it does not survive
+//     every filesystem and says nothing about who holds it).
+package runtimes
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sandproof/sandproof/runner/host/adapter"
+	"github.com/sandproof/sandproof/runner/warden/atomicfile"
+)
+
+// Errors callers branch on.
+var (
+	// ErrChecksum means a tarball or a tree did not hash to its pin or stamp.
+	ErrChecksum = errors.New("checksum mismatch")
+	// ErrVersion means the runtime's --version did not answer the pinned
+	// version.
+	ErrVersion = errors.New("version check failed")
+	// ErrUnsupported means the host cannot prepare the runtime for the
+	// target (a JS entry for musl with a glibc host Node, or for another
+	// architecture than the host's Node).
+	ErrUnsupported = errors.New("target not supported on this host")
+)
+
+// StampFile is the name of the stamp inside a prepared runtime. It is not
+// part of the tree sum.
+const StampFile = ".sandproof-runtime.json"
+
+// Target is the platform a runtime is prepared for.
+type Target struct {
+	// Arch is the GOARCH spelling: "amd64" or "arm64".
+	Arch string `json:"arch"`
+	// Libc is "glibc" or "musl".
+	Libc string `json:"libc"`
+	// Baseline selects x86-64 builds that do not need AVX2.
+	Baseline bool `json:"baseline,omitempty"`
+}
+
+// String is the npm platform suffix: "linux-x64", "linux-x64-baseline-musl".
+func (t Target) String() string {
+	a := t.Arch
+	switch a {
+	case "amd64":
+		a = "x64"
+	}
+	s := "linux-" + a
+	if t.Baseline {
+		s += "-baseline"
+	}
+	if t.Libc == "musl" {
+		s += "-musl"
+	}
+	return s
+}
+
+func (t Target) valid() error {
+	if t.Arch != "amd64" && t.Arch != "arm64" {
+		return fmt.Errorf("bad target arch %q (want amd64 or arm64)", t.Arch)
+	}
+	if t.Libc != "glibc" && t.Libc != "musl" {
+		return fmt.Errorf("bad target libc %q (want glibc or musl)", t.Libc)
+	}
+	if t.Baseline && t.Arch != "amd64" {
+		return fmt.Errorf("baseline is an x86-64 variant, not %q", t.Arch)
+	}
+	return nil
+}
+
+// HostTarget is the host's own platform: its arch, glibc unless a musl
+// loader is the only one, baseline when the CPU lacks AVX2.
+func HostTarget() Target {
+	t := Target{Arch: runtime.GOARCH, Libc: "glibc"}
+	if m, _ := filepath.Glob("/lib/ld-musl-*.so.1"); len(m) > 0 {
+		if g, _ := filepath.Glob("/lib*/ld-linux-*.so.*"); len(g) == 0 {
+			t.Libc = "musl"
+		}
+	}
+	if t.Arch == "amd64" {
+		if b, err := os.ReadFile("/proc/cpuinfo"); err == nil && !regexp.MustCompile(`(?m)^flags\s*:.*\bavx2\b`).Match(b) {
+			t.Baseline = true
+		}
+	}
+	return t
+}
+
+// canRun reports whether the host can execute a binary built for t, for the
+// version check.
+func canRun(t Target) bool {
+	if t.Arch != runtime.GOARCH {
+		return false
+	}
+	h := HostTarget()
+	if t.Libc == "musl" && h.Libc != "musl" {
+		m, _ := filepath.Glob("/lib/ld-musl-*.so.1")
+		return len(m) > 0
+	}
+	if t.Libc == "glibc" && h.Libc != "glibc" {
+		return false
+	}
+	return !(h.Baseline && !t.Baseline)
+}
+
+// Spec says what to prepare. SpecFor makes one from a manifest.
+type Spec struct {
+	// Name is a file-name form of the package ("scope+name"); with
+	// Version, Target and Hash it names the cache entry.
+	Name    string
+	Version string
+	Target  Target
+	// Package and Integrity are the main npm package and its pinned sha512
+	// integrity (recorded in the stamp; Stage checks it).
+	Package   string
+	Integrity string
+	// PackagesSHA256 is the pinned sha256 (TreeSum) of the staged tree
+	// without HostFiles: what came from npm. Empty means not pinned (the
+	// sum is still recorded and verified on reuse).
+	PackagesSHA256 string
+	// HostFiles are tree paths taken from the host (bin/node, bin), left out of
+	// PackagesSHA256 and included in the stamp's tree sum.
+	HostFiles []string
+	// Entry is the argv that starts the harness, relative to the runtime
+	// dir for its first element and for any element starting with "./".
+	Entry []string
+	// VersionArgs are appended to Entry to ask the version; its output must
+	// contain Version. Nil skips the check.
+	VersionArgs []string
+	// VersionEnv is added to the version check's (otherwise empty) env.
+	VersionEnv []string
+	// Stage fills dir (an empty directory) with the runtime. It reports
+	// facts for the stamp in info (free-form).
+	Stage func(ctx context.Context, dir string, info map[string]any) error
+	// Hash, when set, names the content (a hash of every pin that shapes
+	// the tree): a changed pin gets a cache entry of its own.
+	Hash string
+}
+
+// Key names the cache entry: NAME@VERSION-TARGET[-HASH].
+func (s Spec) Key() string {
+	k := s.Name + "@" + s.Version + "-" + s.Target.String()
+	if s.Hash != "" {
+		k += "-" + s.Hash
+	}
+	return k
+}
+
+// Runtime is a prepared runtime.
+type Runtime struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	Target  Target `json:"target"`
+	// Dir is the runtime's host directory (in the cache: do not write).
+	Dir   string   `json:"dir"`
+	Entry []string `json:"entry"`
+	// Package and Integrity are the pinned npm package.
+	Package   string `json:"package"`
+	Integrity string `json:"integrity"`
+	// PackagesSHA256 is the sum of the npm part, TreeSHA256 of everything
+	// (the stamp excepted).
+	PackagesSHA256 string `json:"packages_sha256"`
+	TreeSHA256     string `json:"tree_sha256"`
+	Files          int    `json:"files"`
+	Bytes          int64  `json:"bytes"`
+	// Info holds what Stage reported (node version and sha256, platform
+	// package, ...).
+	Info map[string]any `json:"info,omitempty"`
+	// VersionOutput is what --version printed ("" when not checked).
+	VersionOutput string `json:"version_output,omitempty"`
+	// VersionChecked is false when the host cannot run the target's
+	// binaries (a musl build on a glibc host): only sums were checked.
+	VersionChecked bool `json:"version_checked"`
+	// PreparedAt and PrepareSeconds are from the cold build.
+	PreparedAt     time.Time `json:"prepared_at"`
+	PrepareSeconds float64   `json:"prepare_seconds"`
+	// Cached is set when Prepare reused the runtime; Seconds is what this
+	// Prepare call took (a verified reuse, or the cold build).
+	Cached  bool    `json:"-"`
+	Seconds float64 `json:"-"`
+}
+
+// Argv returns the entry argv with host paths, plus args.
+func (r *Runtime) Argv(args ...string) []string {
+	return absEntry(r.Dir, r.Entry, args)
+}
+
+func absEntry(dir string, entry, args []string) []string {
+	out := make([]string, 0, len(entry)+len(args))
+	for i, e := range entry {
+		if i == 0 || strings.HasPrefix(e, "./") {
+			e = filepath.Join(dir, filepath.FromSlash(e))
+		}
+		out = append(out, e)
+	}
+	return append(out, args...)
+}
+
+// DefaultCacheDir is $XDG_CACHE_HOME/sandproof/runtimes (~/.cache/... when
+// unset).
+func DefaultCacheDir() (string, error) {
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("find cache dir: %w", err)
+	}
+	return filepath.Join(d, "sandproof", "runtimes"), nil
+}
+
+// Logf, when set, receives one line per notable step (cache hit, rebuild
+// and why, stale lock broken).
+var Logf = func(format string, args ...any) {}
+
+// Prepare returns the runtime of spec from cacheDir, building it when the
+// cache has none or a broken one. See the package comment for the rules.
+func Prepare(ctx context.Context, spec Spec, cacheDir string) (*Runtime, error) {
+	start := time.Now()
+	if spec.Name == "" || spec.Version == "" || spec.Stage == nil || len(spec.Entry) == 0 {
+		return nil, fmt.Errorf("prepare runtime: incomplete spec %q", spec.Key())
+	}
+	if err := spec.Target.valid(); err != nil {
+		return nil, fmt.Errorf("prepare runtime %s: %w", spec.Key(), err)
+	}
+	if cacheDir == "" {
+		d, err := DefaultCacheDir()
+		if err != nil {
+			return nil, err
+		}
+		cacheDir = d
+	}
+	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
+		return nil, fmt.Errorf("prepare runtime %s: %w", spec.Key(), err)
+	}
+	final := filepath.Join(cacheDir, spec.Key())
+	release, err := acquireLock(ctx, final+".lock")
+	if err != nil {
+		return nil, fmt.Errorf("prepare runtime %s: %w", spec.Key(), err)
+	}
+	defer release()
+
+	// Stages left by a holder that crashed: we hold the lock, nobody else
+	// is staging this key.
+	for _, pat := range []string{".stage-*", ".trash-*"} {
+		old, _ := filepath.Glob(filepath.Join(cacheDir, "."+spec.Key()+pat))
+		for _, o := range old {
+			Logf("runtimes: removing leftover %s", o)
+			_ = os.RemoveAll(o)
+		}
+	}
+
+	if _, err := os.Lstat(final); err == nil {
+		rt, verr := Verify(ctx, spec, final)
+		if verr == nil {
+			rt.Cached = true
+			rt.Seconds = time.Since(start).Seconds()
+			Logf("runtimes: %s reused from cache (%.2fs)", spec.Key(), rt.Seconds)
+			return rt, nil
+		}
+		if errors.Is(verr, adapter.ErrPlatform) {
+			// The entry's sums held; only this host cannot run its check.
+			// It stays for a host that can (and for the image).
+			return nil, fmt.Errorf("prepare runtime %s: %w", spec.Key(), verr)
+		}
+		Logf("runtimes: %s in cache is unusable, rebuilding: %v", spec.Key(), verr)
+		if err := removeAside(final); err != nil {
+			return nil, fmt.Errorf("prepare runtime %s: remove broken cache entry: %w", spec.Key(), err)
+		}
+	}
+
+	stage, err := os.MkdirTemp(cacheDir, "."+spec.Key()+".stage-")
+	if err != nil {
+		return nil, fmt.Errorf("prepare runtime %s: %w", spec.Key(), err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			_ = os.RemoveAll(stage)
+		}
+	}()
+	if err := os.Chmod(stage, 0o755); err != nil {
+		return nil, fmt.Errorf("prepare runtime %s: %w", spec.Key(), err)
+	}
+	rt, err := build(ctx, spec, stage)
+	if err != nil {
+		return nil, fmt.Errorf("prepare runtime %s: %w", spec.Key(), err)
+	}
+	rt.PreparedAt = start.UTC()
+	rt.PrepareSeconds = time.Since(start).Seconds()
+	if err := writeStamp(stage, rt); err != nil {
+		return nil, fmt.Errorf("prepare runtime %s: %w", spec.Key(), err)
+	}
+	if err := os.Rename(stage, final); err != nil {
+		return nil, fmt.Errorf("prepare runtime %s: move into place: %w", spec.Key(), err)
+	}
+	ok = true
+	// Best effort: the runtime is in place; a lost rename only costs a
+	// rebuild after a crash.
+	_ = atomicfile.SyncDir(cacheDir)
+	rt.Dir = final
+	rt.Seconds = time.Since(start).Seconds()
+	Logf("runtimes: %s prepared (%.1fs, %d files, %d bytes)", spec.Key(), rt.Seconds, rt.Files, rt.Bytes)
+	return rt, nil
+}
+
+func build(ctx context.Context, spec Spec, dir string) (*Runtime, error) {
+	info := map[string]any{}
+	if err := spec.Stage(ctx, dir, info); err != nil {
+		return nil, err
+	}
+	if err := filesOnly(dir); err != nil {
+		return nil, err
+	}
+	pkgSum, _, _, err := TreeSum(dir, append([]string{StampFile}, spec.HostFiles...))
+	if err != nil {
+		return nil, err
+	}
+	if spec.PackagesSHA256 != "" && pkgSum != spec.PackagesSHA256 {
+		return nil, fmt.Errorf("%w: npm tree of %s is sha256:%s, pinned sha256:%s", ErrChecksum, spec.Key(), pkgSum, spec.PackagesSHA256)
+	}
+	sum, files, size, err := TreeSum(dir, []string{StampFile})
+	if err != nil {
+		return nil, err
+	}
+	rt := &Runtime{
+		Name: spec.Name, Version: spec.Version, Target: spec.Target, Dir: dir, Entry: spec.Entry,
+		Package: spec.Package, Integrity: spec.Integrity, PackagesSHA256: pkgSum, TreeSHA256: sum,
+		Files: files, Bytes: size, Info: info,
+	}
+	if err := checkVersion(ctx, spec, rt); err != nil {
+		return nil, err
+	}
+	return rt, nil
+}
+
+// Verify checks the runtime at dir against spec: the stamp matches the spec,
+// the tree hashes to the stamp's sum (and the npm part to the pin), and
+// --version answers. It returns the stamp's runtime.
+func Verify(ctx context.Context, spec Spec, dir string) (*Runtime, error) {
+	b, err := os.ReadFile(filepath.Join(dir, StampFile))
+	if err != nil {
+		return nil, fmt.Errorf("read stamp: %w", err)
+	}
+	var rt Runtime
+	if err := json.Unmarshal(b, &rt); err != nil {
+		return nil, fmt.Errorf("read stamp: %w", err)
+	}
+	if rt.Name != spec.Name || rt.Version != spec.Version || rt.Target != spec.Target || rt.Integrity != spec.Integrity {
+		return nil, fmt.Errorf("stamp is for %s@%s-%s (%s), want %s (%s)", rt.Name, rt.Version, rt.Target, rt.Integrity, spec.Key(), spec.Integrity)
+	}
+	if spec.PackagesSHA256 != "" && rt.PackagesSHA256 != spec.PackagesSHA256 {
+		return nil, fmt.Errorf("%w: stamp says npm tree sha256:%s, pinned sha256:%s", ErrChecksum, rt.PackagesSHA256, spec.PackagesSHA256)
+	}
+	sum, files, size, err := TreeSum(dir, []string{StampFile})
+	if err != nil {
+		return nil, err
+	}
+	if sum != rt.TreeSHA256 {
+		return nil, fmt.Errorf("%w: tree is sha256:%s, stamp says sha256:%s", ErrChecksum, sum, rt.TreeSHA256)
+	}
+	if err := filesOnly(dir); err != nil {
+		return nil, err // cached by an older sandproof
+	}
+	rt.Dir, rt.Entry, rt.Files, rt.Bytes = dir, spec.Entry, files, size
+	if err := checkVersion(ctx, spec, &rt); err != nil {
+		return nil, err
+	}
+	return &rt, nil
+}
+
+// filesOnly refuses a tree that holds anything but directories and
+// regular files: a runtime is hard-linked into a case (linkTree) and
+// uploaded, and a link or device in it would fail there, after the tree
+// was cached, on every later run.
+func filesOnly(dir string) error {
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && !d.Type().IsRegular() {
+			rel, _ := filepath.Rel(dir, p)
+			return fmt.Errorf("runtime tree: %q is not a file or directory (%s)", filepath.ToSlash(rel), d.Type())
+		}
+		return nil
+	})
+}
+
+// checkVersion runs ENTRY VERSIONARGS with an empty environment, HOME and
+// XDG dirs in a temporary directory (harnesses create their state dirs even
+// for --version), and requires the pinned version in its output.
+func checkVersion(ctx context.Context, spec Spec, rt *Runtime) error {
+	rt.VersionChecked = false
+	if spec.VersionArgs == nil || !canRun(spec.Target) {
+		return nil
+	}
+	home, err := os.MkdirTemp("", "sandproof-version-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(home)
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	argv := absEntry(rt.Dir, spec.Entry, spec.VersionArgs)
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir = home
+	cmd.Env = append([]string{
+		"HOME=" + home, "PATH=" + filepath.Join(rt.Dir, "bin") + ":/usr/bin:/bin",
+		"XDG_CONFIG_HOME=" + home + "/config", "XDG_DATA_HOME=" + home + "/data",
+		"XDG_CACHE_HOME=" + home + "/cache", "XDG_STATE_HOME=" + home + "/state", "TMPDIR=" + home,
+	}, spec.VersionEnv...)
+	cmd.WaitDelay = 5 * time.Second
+	out, err := cmd.CombinedOutput()
+	text := strings.TrimSpace(string(out))
+	if err != nil {
+		if why, ok := cannotRunHere(spec.Target, err); ok {
+			return fmt.Errorf("%w: platform %s: its version check cannot run on this host (%s: %s: %q)", adapter.ErrPlatform, spec.Target, strings.Join(argv, " "), why, clip(text))
+		}
+		return fmt.Errorf("%w: %s: %v: %q", ErrVersion, strings.Join(argv, " "), err, clip(text))
+	}
+	if !strings.Contains(text, spec.Version) {
+		return fmt.Errorf("%w: %s printed %q, want %s", ErrVersion, strings.Join(argv, " "), clip(text), spec.Version)
+	}
+	rt.VersionOutput, rt.VersionChecked = text, true
+	return nil
+}
+
+// cannotRunHere tells a version check that failed because this host
+// cannot run the target's binaries from one whose runtime is wrong. Only a
+// target of another libc than the host's counts (a musl build checked
+// through the musl loader of a glibc host, which lacks musl's libstdc++):
+// the loader could not start it (exit 127: a library it needs is missing)
+// or the kernel refused it. The runtime may still be fine in an image of
+// its own libc; the host just cannot tell.
+func cannotRunHere(t Target, err error) (string, bool) {
+	if t.Libc == HostTarget().Libc {
+		return "", false
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && ee.ExitCode() == 127 {
+		return "exit 127, the loader could not start it", true
+	}
+	if errors.Is(err, syscall.ENOEXEC) || errors.Is(err, fs.ErrNotExist) {
+		return err.Error(), true
+	}
+	return "", false
+}
+
+func clip(s string) string {
+	if len(s) > 300 {
+		return s[:300] + "..."
+	}
+	return s
+}
+
+func writeStamp(dir string, rt *Runtime) error {
+	b, err := json.MarshalIndent(rt, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := atomicfile.WriteSynced(filepath.Join(dir, StampFile), append(b, '\n'), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644); err != nil {
+		return fmt.Errorf("write stamp: %w", err)
+	}
+	return nil
+}
+
+// removeAside renames dir out of the way (so a crash halfway through the
+// removal never leaves a half-deleted runtime under the final name) and
+// removes it.
+func removeAside(dir string) error {
+	trash := fmt.Sprintf("%s.trash-%d-%d", filepath.Join(filepath.Dir(dir), "."+filepath.Base(dir)), os.Getpid(), time.Now().UnixNano())
+	if err := os.Rename(dir, trash); err != nil {
+		return err
+	}
+	return os.RemoveAll(trash)
+}

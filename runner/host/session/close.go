@@ -1,0 +1,367 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/sandproof/sandproof/runner/host/provider"
+	"github.com/sandproof/sandproof/runner/warden/launch"
+	"github.com/sandproof/sandproof/runner/warden/receipt"
+)
+
+// CloseResult is what close did and found.
+type CloseResult struct {
+	// Receipts holds every launch's receipt by launch id ("install" for
+	// the install step), as the stop at close returned it.
+	Receipts map[string]*receipt.Receipt
+	// Captured lists the sandbox paths downloaded, with their host paths.
+	Captured []Captured
+	// Missing lists declared captures that were not there (optional
+	// ones included); their absence never removes what was captured.
+	Missing []string
+	// SessionDirRemoved is set when the session dir was checked gone.
+	SessionDirRemoved bool
+	// Withheld lists what the captures' host copies do not hold as the
+	// sandbox had it: links recorded (never created, never followed),
+	// specials skipped, files cut at a cap, downloads stopped. Sorted by
+	// path.
+	Withheld []provider.Withheld
+	// WithheldOmitted counts entries past provider.MaxWithheld per
+	// download, not listed.
+	WithheldOmitted int
+	// CaptureCut counts files cut at a cap and downloads stopped.
+	CaptureCut int
+	// CaptureBytes is what the captures wrote on the host.
+	CaptureBytes int64
+	// CaptureEntries counts the archive entries the captures took
+	// (created on the host or recorded), against the entry budget.
+	CaptureEntries int
+}
+
+// Captured is one downloaded path.
+type Captured struct {
+	Path     string // in the sandbox
+	HostPath string
+}
+
+// Close stops every launch of the session (known to this process or found
+// in the session dir), requires a confirmed receipt from each, downloads
+// the captures, then removes the session dir. Captures are downloaded even
+// when a receipt is not confirmed, so a timed-out run's partial output is
+// kept; the error then says which launch was not confirmed. Close may be
+// called again and returns the first result.
+func (s *Session) Close(ctx context.Context) (*CloseResult, error) {
+	s.mu.Lock()
+	if s.phase == phaseClosed {
+		s.mu.Unlock()
+		return s.closeRes, s.closeErr
+	}
+	wasNew := s.phase == phaseNew
+	s.phase = phaseClosed
+	s.mu.Unlock()
+	res := &CloseResult{Receipts: map[string]*receipt.Receipt{}}
+	if wasNew {
+		close(s.stopRenw)
+		s.closeRes = res
+		return res, nil
+	}
+	err := s.close(ctx, res)
+	close(s.stopRenw)
+	s.renewWG.Wait()
+	s.closeRes, s.closeErr = res, err
+	return res, err
+}
+
+func (s *Session) close(ctx context.Context, res *CloseResult) error {
+	var errs []error
+	fail := func(err error) bool {
+		if err == nil {
+			return false
+		}
+		errs = append(errs, err)
+		return true
+	}
+	ids, err := s.launchIDs(ctx)
+	if fail(err) && provider.IsProviderError(err) {
+		return errors.Join(errs...)
+	}
+	// Stop first, capture second: a harness still writing would make the
+	// captures a moving target, and the receipt is what says it stopped.
+	// The launches are independent: stop them side by side, then judge the
+	// answers in id order.
+	type stopped struct {
+		code int
+		rec  *receipt.Receipt
+		err  error
+	}
+	answers := make([]stopped, len(ids))
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a := &answers[i]
+			a.code, a.rec, _, a.err = s.stopWait(ctx, path.Join(s.dir, "state", id))
+		}()
+	}
+	wg.Wait()
+	for i, id := range ids {
+		code, rec, err := answers[i].code, answers[i].rec, answers[i].err
+		if fail(err) {
+			if provider.IsProviderError(err) {
+				return errors.Join(errs...)
+			}
+			continue
+		}
+		switch {
+		case code == wardenGone:
+			fail(fmt.Errorf("close launch %q: %w", id, ErrSupervisorGone))
+		case rec == nil:
+			fail(fmt.Errorf("close launch %q: %w (warden stop exit %d)", id, ErrNoReceipt, code))
+		default:
+			res.Receipts[id] = rec
+			if !rec.CleanupConfirmed {
+				fail(&ReceiptError{Launch: id, Receipt: rec, Err: ErrNotConfirmed})
+			}
+		}
+	}
+	if err := s.capture(ctx, res); fail(err) && provider.IsProviderError(err) {
+		return errors.Join(errs...)
+	}
+	removed, err := s.removeDir(ctx)
+	res.SessionDirRemoved = removed
+	fail(err)
+	if len(errs) > 0 {
+		return fmt.Errorf("close session %s: %w", s.id, errors.Join(errs...))
+	}
+	return nil
+}
+
+// launchIDs lists the launches in the session dir, so launches started by
+// an earlier host process (one that died) are stopped and captured too. A
+// handle that seeded the session knows them all (its own activations and
+// the install step) and skips the download.
+func (s *Session) launchIDs(ctx context.Context) ([]string, error) {
+	ids := map[string]bool{}
+	if s.installRan {
+		ids["install"] = true
+	}
+	if !s.seededHere {
+		tmp, err := os.MkdirTemp("", "sandproof-state-")
+		if err != nil {
+			return nil, fmt.Errorf("list launches: %w", err)
+		}
+		defer os.RemoveAll(tmp)
+		err = s.sb.Download(ctx, path.Join(s.dir, "state"), filepath.Join(tmp, "state"))
+		if err != nil && !errors.Is(err, provider.ErrPathNotFound) {
+			return nil, err
+		}
+		entries, _ := os.ReadDir(filepath.Join(tmp, "state"))
+		for _, e := range entries {
+			if e.IsDir() && launch.ValidID(e.Name()) {
+				ids[e.Name()] = true
+			}
+		}
+	}
+	s.mu.Lock()
+	for id := range s.acts {
+		ids[id] = true
+	}
+	s.mu.Unlock()
+	out := make([]string, 0, len(ids))
+	for id := range ids {
+		out = append(out, id)
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// capture downloads the launches' state dirs (receipts, supervisor logs)
+// and run dirs (params, events, stderr), then the adapter's declared files.
+// A missing capture is recorded and never stops the others.
+func (s *Session) capture(ctx context.Context, res *CloseResult) error {
+	type job struct {
+		p, dst   string
+		optional bool
+		user     string // whose ids the read has ("" the provider's)
+		own      bool   // the session's state or run dir
+		got      provider.Fetched
+		err      error
+	}
+	lim := s.cfg.CaptureLimits.WithDefaults()
+	lim.Confined = !s.cfg.UnconfinedCaptures
+	lim.User = ""
+	var jobs []*job
+	add := func(p, dst string, optional bool, user string) {
+		jobs = append(jobs, &job{p: p, dst: dst, optional: optional, user: user})
+	}
+	// The state dirs are warden's (root's); the run dirs and the
+	// declared captures are what the harness wrote, read with its ids:
+	// a file it could not read itself is not captured.
+	add(path.Join(s.dir, "state"), filepath.Join(s.cfg.CaptureDir, "state"), true, "")
+	add(path.Join(s.dir, "run"), filepath.Join(s.cfg.CaptureDir, "run"), true, s.cfg.User)
+	for _, j := range jobs {
+		j.own = true
+	}
+	if s.adapter.Captures != nil {
+		for _, c := range s.adapter.Captures(s.env("", "")) {
+			p := strings.TrimPrefix(c.Path, s.prefix)
+			dst := filepath.Join(s.cfg.CaptureDir, "files", filepath.FromSlash(path.Clean("/"+p)))
+			add(p, dst, c.Optional, s.cfg.User)
+			if c.SQLite {
+				// The database is only whole with its journal files.
+				for _, suf := range []string{"-wal", "-shm", "-journal"} {
+					add(p+suf, dst+suf, true, s.cfg.User)
+				}
+			}
+		}
+	}
+	// A capture inside another one's path comes with that download (a
+	// database declared inside a captured dir, with its journal files):
+	// one round trip instead of several, and the files come from one
+	// tar stream. It is downloaded on its own only when the enclosing
+	// download failed for another reason than a missing path.
+	covering := make([]*job, len(jobs))
+	for i, j := range jobs {
+		for _, k := range jobs {
+			if k != j && k.user == j.user && strings.HasPrefix(j.p, k.p+"/") &&
+				j.dst == filepath.Join(k.dst, filepath.FromSlash(strings.TrimPrefix(j.p, k.p+"/"))) &&
+				(covering[i] == nil || len(k.p) < len(covering[i].p)) {
+				covering[i] = k
+			}
+		}
+	}
+	// The downloads are independent (everything is stopped by now): run
+	// them side by side, then record them in order.
+	download := func(js []*job) {
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, 4)
+		for _, j := range js {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				l := lim
+				if l.Confined {
+					l.User = j.user
+				}
+				j.got, j.err = provider.Fetch(ctx, s.sb, j.p, j.dst, l)
+			}()
+		}
+		wg.Wait()
+	}
+	// The state and run dirs first: the receipts and events the case is
+	// judged on are never starved of the shared budgets by a flood in a
+	// declared capture.
+	var own, first, again []*job
+	for i, j := range jobs {
+		switch {
+		case covering[i] != nil:
+		case j.own:
+			own = append(own, j)
+		default:
+			first = append(first, j)
+		}
+	}
+	download(own)
+	download(first)
+	for i, j := range jobs {
+		k := covering[i]
+		switch {
+		case k == nil:
+		case k.err == nil:
+			if _, err := os.Lstat(j.dst); errors.Is(err, fs.ErrNotExist) {
+				j.err = fmt.Errorf("download %q (inside %q): %w", j.p, k.p, provider.ErrPathNotFound)
+			} else if err != nil {
+				j.err = err
+			}
+		case errors.Is(k.err, provider.ErrPathNotFound):
+			j.err = fmt.Errorf("download %q (inside %q): %w", j.p, k.p, provider.ErrPathNotFound)
+		default:
+			again = append(again, j)
+		}
+	}
+	download(again)
+	var errs []error
+	for _, j := range jobs {
+		res.Withheld = append(res.Withheld, j.got.Withheld...)
+		res.WithheldOmitted += j.got.Omitted
+		res.CaptureCut += j.got.Cut
+		res.CaptureBytes += j.got.Bytes
+		res.CaptureEntries += j.got.Entries
+		switch err := j.err; {
+		case err == nil:
+			res.Captured = append(res.Captured, Captured{Path: j.p, HostPath: j.dst})
+		case errors.Is(err, provider.ErrPathNotFound):
+			res.Missing = append(res.Missing, j.p)
+			if !j.optional {
+				errs = append(errs, fmt.Errorf("capture %q: %w", j.p, err))
+			}
+		case provider.IsProviderError(err):
+			return err
+		default:
+			errs = append(errs, fmt.Errorf("capture %q: %w", j.p, err))
+		}
+	}
+	slices.SortFunc(res.Withheld, func(a, b provider.Withheld) int { return strings.Compare(a.Path, b.Path) })
+	return errors.Join(errs...)
+}
+
+// removeDir removes the session dir with the uploaded rmtree helper when
+// there is one, else with the image's rm, and checks it is gone.
+func (s *Session) removeDir(ctx context.Context) (bool, error) {
+	var argv []string
+	if _, ok := s.cfg.Binaries.Rmtree[s.arch]; ok {
+		argv = []string{s.x(path.Join(s.dir, "bin", "rmtree")), s.x(s.dir)}
+	} else {
+		argv = []string{"rm", "-rf", "--", s.x(s.dir)}
+	}
+	r, err := s.sb.Exec(ctx, provider.ExecSpec{Argv: argv, User: "0"})
+	if err == nil && r.ExitCode == 127 && argv[0] != "rm" {
+		// The helper never made it (a seed that failed early).
+		argv = []string{"rm", "-rf", "--", s.x(s.dir)}
+		r, err = s.sb.Exec(ctx, provider.ExecSpec{Argv: argv, User: "0"})
+	}
+	if err != nil {
+		return false, err
+	}
+	if r.ExitCode != 0 {
+		return false, fmt.Errorf("remove session dir %q with %s: exit %d: %s: %w", s.dir, argv[0], r.ExitCode, firstLine(r.Stderr), ErrNotRemoved)
+	}
+	there, err := s.exists(ctx, s.dir)
+	if err != nil {
+		return false, err
+	}
+	if there {
+		return false, fmt.Errorf("remove session dir %q: still there: %w", s.dir, ErrNotRemoved)
+	}
+	return true, nil
+}
+
+// Release gives the sandbox back: an owned one is destroyed and checked
+// gone, a borrowed one is left to its owner untouched.
+func (s *Session) Release(ctx context.Context) error {
+	if !s.cfg.Owned {
+		return nil
+	}
+	if err := s.sb.Destroy(ctx); err != nil {
+		return fmt.Errorf("release sandbox: %w", err)
+	}
+	info, err := s.sb.Inspect(ctx)
+	if err != nil {
+		return fmt.Errorf("release sandbox: %w", err)
+	}
+	if info.Exists {
+		return provider.Errorf("release", s.sb.ID(), errors.New("sandbox still exists after destroy"))
+	}
+	return nil
+}

@@ -1,0 +1,218 @@
+package runner_test
+
+import (
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/sandproof/sandproof/internal/testsupport/testenv"
+)
+
+const module = "github.com/sandproof/sandproof/"
+
+// inSandbox is the code that runs inside a sandbox as root or beside the
+// harness: it must stay static and small and must never pull in the host
+// side (Docker clients, SQLite, reports) by an innocent-looking import.
+// rmtree is the removal helper the session uploads into the sandbox.
+func inSandbox(p string) bool {
+	for _, pre := range []string{"runner/warden/", "cmd/warden", "runner/probe", "cmd/probe", "runner/witness", "runner/agent", "cmd/sandagent", "runner/host/session/rmtree"} {
+		if p == strings.TrimSuffix(pre, "/") || strings.HasPrefix(p, pre) && strings.HasSuffix(pre, "/") {
+			return true
+		}
+	}
+	return false
+}
+
+// testOnly is code only tests may import: the suite, the fixtures and the
+// test support.
+func testOnly(p string) bool {
+	for _, pre := range []string{"conformance", "fixtures", "internal/testsupport"} {
+		if p == pre || strings.HasPrefix(p, pre+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+func xsys(p string) bool { return p == "golang.org/x/sys" || strings.HasPrefix(p, "golang.org/x/sys/") }
+
+// pkg is one package of the import graph: its path (the module's own
+// without the module prefix), whether the standard library holds it, and
+// what its non-test files import.
+type pkg struct {
+	std     bool
+	imports []string
+}
+
+// rule is one import restriction: a package that from selects may not
+// import one that forbids selects.
+type rule struct {
+	name    string
+	from    func(string) bool
+	forbids func(imp string, g map[string]pkg) bool
+}
+
+var rules = []rule{
+	{"in-sandbox code imports only the standard library, golang.org/x/sys and the module", inSandbox,
+		func(imp string, g map[string]pkg) bool { return !g[imp].std && !xsys(imp) && !isModule(imp, g) }},
+	{"in-sandbox code imports no host (or other non-sandbox) package", inSandbox,
+		func(imp string, g map[string]pkg) bool { return isModule(imp, g) && !inSandbox(imp) }},
+	{"product code imports nothing of conformance/, fixtures/ or internal/testsupport/", func(p string) bool { return !testOnly(p) },
+		func(imp string, g map[string]pkg) bool { return testOnly(imp) }},
+}
+
+// exempt are the known breaks of a rule, each with its reason; an
+// exemption that no longer matches an import fails the test too, so the
+// list cannot outlive its reason.
+var exempt = map[[2]string]string{
+	{"runner/agent", "runner/host/provider"}: "runner/agent holds the host end too (Host, and Sandbox over provider's types and its tar consumer); splitting it is the rest of issue 21",
+}
+
+// isModule says whether imp is one of the module's own packages (they are
+// keyed without the module prefix; everything else keeps its full path).
+func isModule(imp string, g map[string]pkg) bool {
+	_, ok := g[imp]
+	return ok && !g[imp].std && !strings.Contains(strings.SplitN(imp, "/", 2)[0], ".")
+}
+
+// violations checks g against rules and exempt: one line per import a
+// rule forbids, and one per exemption no import uses.
+func violations(g map[string]pkg, rules []rule, exempt map[[2]string]string) []string {
+	var out []string
+	used := map[[2]string]bool{}
+	for p, k := range g {
+		if k.std || !isModule(p, g) {
+			continue
+		}
+		for _, imp := range k.imports {
+			for _, r := range rules {
+				if !r.from(p) || !r.forbids(imp, g) {
+					continue
+				}
+				if _, ok := exempt[[2]string{p, imp}]; ok {
+					used[[2]string{p, imp}] = true
+					continue
+				}
+				out = append(out, p+" imports "+imp+": "+r.name)
+			}
+		}
+	}
+	for e := range exempt {
+		if !used[e] {
+			out = append(out, "exemption "+e[0]+" -> "+e[1]+" is unused: remove it")
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// graph lists the module's packages and everything they link, with the
+// non-test imports of each (`go list -deps ./...` at the module root).
+func graph(t *testing.T) map[string]pkg {
+	t.Helper()
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		testenv.Missing(t, "the go command", "install Go 1.26")
+	}
+	cmd := exec.Command(gobin, "list", "-deps", "-f", "{{.ImportPath}} {{.Standard}} {{join .Imports \" \"}}", "./...")
+	cmd.Dir = ".."
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -deps ./...: %v", err)
+	}
+	g := map[string]pkg{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			t.Fatalf("go list -deps ./...: line %q is not path, standard, imports", line)
+		}
+		k := pkg{std: f[1] == "true"}
+		for _, imp := range f[2:] {
+			k.imports = append(k.imports, strings.TrimPrefix(imp, module))
+		}
+		g[strings.TrimPrefix(f[0], module)] = k
+	}
+	return g
+}
+
+func TestLayers(t *testing.T) {
+	g := graph(t)
+	// Positive control: the listing is real (the packages the rules are
+	// about are in it, with the imports they have today).
+	for p, imp := range map[string]string{"cmd/warden": "runner/warden/wardencli", "runner/probe": "runner/witness", "runner/host/certify": "runner/model", "runner/agent": "golang.org/x/sys/unix"} {
+		if !slices.Contains(g[p].imports, imp) {
+			t.Fatalf("go list -deps ./... has %s without its import %s (%d packages): the listing is not what it seems", p, imp, len(g))
+		}
+	}
+	for _, v := range violations(g, rules, exempt) {
+		t.Error(v)
+	}
+}
+
+// The rules see a violation where one is: a graph with one planted break
+// of each rule reports exactly those, and an exempt import is not one.
+func TestLayersReportPlantedViolations(t *testing.T) {
+	std := pkg{std: true}
+	g := map[string]pkg{
+		"os":                              std,
+		"golang.org/x/sys/unix":           {},
+		"github.com/docker/docker/client": {},
+		"runner/warden/proc":              {imports: []string{"os", "golang.org/x/sys/unix", "runner/host/hostfile"}},
+		"runner/probe":                    {imports: []string{"runner/witness", "github.com/docker/docker/client"}},
+		"runner/witness":                  {imports: []string{"os"}},
+		"runner/agent":                    {imports: []string{"runner/host/provider", "runner/warden/proc"}},
+		"runner/host/hostfile":            {imports: []string{"os"}},
+		"runner/host/provider":            {imports: []string{"runner/host/hostfile"}},
+		"runner/host/certify":             {imports: []string{"runner/model", "fixtures/model", "runner/warden/receipt"}},
+		"runner/model":                    {},
+		"runner/warden/receipt":           {},
+		"fixtures/model":                  {},
+		"internal/testsupport/testenv":    {imports: []string{"runner/host/provider"}},
+		"conformance/framework":           {imports: []string{"internal/testsupport/testenv", "fixtures/model"}},
+	}
+	want := []string{
+		"runner/host/certify imports fixtures/model: " + rules[2].name,
+		"runner/probe imports github.com/docker/docker/client: " + rules[0].name,
+		"runner/warden/proc imports runner/host/hostfile: " + rules[1].name,
+	}
+	if got := violations(g, rules, exempt); !slices.Equal(got, want) {
+		t.Errorf("planted violations:\n got %q\nwant %q", got, want)
+	}
+	delete(g, "runner/agent")
+	if got := violations(g, rules, exempt); !slices.Contains(got, "exemption runner/agent -> runner/host/provider is unused: remove it") {
+		t.Errorf("an unused exemption is not reported: %q", got)
+	}
+}
+
+// What each in-sandbox binary links, all of it (`go list -deps`): its own
+// group and golang.org/x/sys, nothing of the host but what exempt names.
+func TestInSandboxBinariesLinkNoHostPackage(t *testing.T) {
+	for _, c := range []struct {
+		cmd     string
+		allowed func(string) bool
+	}{
+		{"cmd/warden", func(p string) bool { return p == "cmd/warden" || strings.HasPrefix(p, "runner/warden/") }},
+		{"cmd/probe", func(p string) bool { return p == "cmd/probe" || p == "runner/probe" || p == "runner/witness" }},
+		// sandagent links its package's host end (exempt above): provider,
+		// and through it hostfile and warden's proc (whose mutation switch,
+		// mutant, is a constant false in every shipped build). Nothing else
+		// may join them.
+		{"cmd/sandagent", func(p string) bool {
+			return slices.Contains([]string{"cmd/sandagent", "runner/agent", "runner/warden/version", "runner/warden/proc", "runner/warden/mutant", "runner/host/provider", "runner/host/hostfile"}, p)
+		}},
+	} {
+		t.Run(c.cmd, func(t *testing.T) {
+			deps := testenv.NonStandardDeps(t, "../"+c.cmd)
+			// Positive control: the listing is real.
+			if !slices.Contains(deps, module+c.cmd) || !slices.Contains(deps, "golang.org/x/sys/unix") {
+				t.Fatalf("go list -deps ./%s lacks itself or golang.org/x/sys/unix: %q", c.cmd, deps)
+			}
+			for _, d := range deps {
+				if !xsys(d) && !(strings.HasPrefix(d, module) && c.allowed(strings.TrimPrefix(d, module))) {
+					t.Errorf("%s links %s: only its own group and golang.org/x/sys may be (runner/layers_test.go says why)", c.cmd, d)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,420 @@
+package stop
+
+// Tier cgroup (contract §2 hold, §3 receipt's tier): where the
+// supervisor's own cgroup v2 is writable, the harness is started straight
+// into a cgroup of its own (clone3 CLONE_INTO_CGROUP, so no fork escapes
+// before a move), and the stop freezes it (cgroup.freeze) and kills it
+// (cgroup.kill): the kernel stops every member at once, and a fork racing
+// the kill is killed too. The subreaper machinery keeps running beside it:
+// a root harness may move a process out of its cgroup, and a process
+// reached by the marker lives outside it; the cgroup is one more thing the
+// kernel must confirm empty (populated 0), never the only check.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sandproof/sandproof/runner/warden/mutant"
+)
+
+// ErrNoCgroup2 means the calling process has no cgroup v2 it can use: no
+// cgroup2 mount, no unified entry in /proc/self/cgroup (a pure v1 host),
+// or its cgroup lies outside every cgroup2 mount it can see.
+var ErrNoCgroup2 = errors.New("no cgroup v2 for this process")
+
+// OwnCgroupDir returns the directory of the calling process's own cgroup
+// v2, from the contents of /proc/self/mountinfo and /proc/self/cgroup: the
+// unified line ("0::PATH") names the cgroup relative to the hierarchy's
+// root, and the cgroup2 mount whose root contains PATH says where that part
+// of the hierarchy is mounted. Inside a cgroup namespace both are relative
+// to the namespace's root, so they still agree.
+func OwnCgroupDir(mountinfo, cgroup []byte) (string, error) {
+	path, ok := "", false
+	for _, line := range strings.Split(string(cgroup), "\n") {
+		if p, found := strings.CutPrefix(line, "0::"); found {
+			path, ok = p, true
+			break
+		}
+	}
+	if !ok {
+		return "", fmt.Errorf("%w: no unified (0::) line in /proc/self/cgroup", ErrNoCgroup2)
+	}
+	if !strings.HasPrefix(path, "/") || strings.Contains("/"+path+"/", "/../") || strings.HasSuffix(path, " (deleted)") {
+		return "", fmt.Errorf("%w: own cgroup %q is outside this namespace's hierarchy", ErrNoCgroup2, path)
+	}
+	mounts := 0
+	sc := bufio.NewScanner(bytes.NewReader(mountinfo))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER
+		fields := strings.Fields(sc.Text())
+		sep := -1
+		for i, f := range fields {
+			if f == "-" && i >= 6 {
+				sep = i
+				break
+			}
+		}
+		if sep < 0 || sep+1 >= len(fields) || fields[sep+1] != "cgroup2" {
+			continue
+		}
+		mounts++
+		root, point := unescapeMount(fields[3]), unescapeMount(fields[4])
+		rel, ok := underRoot(path, root)
+		if !ok {
+			continue
+		}
+		return filepath.Join(point, rel), nil
+	}
+	if mounts == 0 {
+		return "", fmt.Errorf("%w: no cgroup2 mount in /proc/self/mountinfo", ErrNoCgroup2)
+	}
+	return "", fmt.Errorf("%w: own cgroup %q is under no cgroup2 mount's root", ErrNoCgroup2, path)
+}
+
+// FindOwnCgroup is OwnCgroupDir on the files at those paths
+// (/proc/self/mountinfo and /proc/self/cgroup in warden).
+func FindOwnCgroup(mountinfoPath, cgroupPath string) (string, error) {
+	mi, err := os.ReadFile(mountinfoPath)
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", ErrNoCgroup2, err)
+	}
+	cg, err := os.ReadFile(cgroupPath)
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", ErrNoCgroup2, err)
+	}
+	return OwnCgroupDir(mi, cg)
+}
+
+// underRoot returns path relative to a mount's root, if it lies under it.
+func underRoot(path, root string) (string, bool) {
+	if root == "/" {
+		return path, true
+	}
+	if path == root {
+		return "/", true
+	}
+	if rest, ok := strings.CutPrefix(path, root+"/"); ok {
+		return "/" + rest, true
+	}
+	return "", false
+}
+
+// unescapeMount undoes mountinfo's octal escapes (\040 for a space, ...).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+4 <= len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// Cgroup is one launch's cgroup v2: PARENT/warden-<launch id>/harness for
+// the harness and, made when the first service starts, .../services for
+// the declared services, so that killing the harness's cgroup never
+// touches a service. PARENT is the supervisor's own cgroup; the supervisor
+// itself stays there, outside both.
+type Cgroup struct {
+	// Dir is this cgroup's directory.
+	Dir string
+	// top is PARENT/warden-<launch id>, removed with the last child.
+	top string
+	fd  int
+}
+
+// CgroupOptions say where the cgroups go; zero values read the calling
+// process's own /proc/self files.
+type CgroupOptions struct {
+	// Parent, when set, is used instead of the process's own cgroup.
+	Parent string
+}
+
+// NewLaunchCgroup makes PARENT/warden-<id>/harness and opens it for
+// CLONE_INTO_CGROUP. Any error means tier cgroup is not available here
+// (read-only or absent cgroup2, no delegation, a kernel without cgroup.kill)
+// and says why; nothing is left behind.
+func NewLaunchCgroup(id string, opt CgroupOptions) (*Cgroup, error) {
+	parent := opt.Parent
+	if parent == "" {
+		var err error
+		if parent, err = FindOwnCgroup("/proc/self/mountinfo", "/proc/self/cgroup"); err != nil {
+			return nil, err
+		}
+	}
+	top := filepath.Join(parent, "warden-"+id)
+	if err := os.Mkdir(top, 0o755); errors.Is(err, os.ErrExist) {
+		// A launch with this id ended without removing its cgroup (its
+		// supervisor was KILLed): reuse it only once it is empty.
+		if rmErr := removeTree(top); rmErr != nil {
+			return nil, fmt.Errorf("cgroup %s exists and cannot be removed: %v", top, rmErr)
+		}
+		err = os.Mkdir(top, 0o755)
+		if err != nil {
+			return nil, fmt.Errorf("not writable: mkdir %s: %v", top, err)
+		}
+	} else if err != nil {
+		return nil, fmt.Errorf("not writable: mkdir %s: %v", top, err)
+	}
+	c, err := openChild(top, "harness")
+	if err != nil {
+		removeTree(top)
+		return nil, err
+	}
+	return c, nil
+}
+
+// Services makes (once) and returns the cgroup beside this one that
+// declared services are started into.
+func (c *Cgroup) Services() (*Cgroup, error) {
+	return openChild(c.top, "services")
+}
+
+func openChild(top, name string) (*Cgroup, error) {
+	dir := filepath.Join(top, name)
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return nil, fmt.Errorf("not writable: mkdir %s: %v", dir, err)
+	}
+	for _, f := range []string{"cgroup.kill", "cgroup.events", "cgroup.procs"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			os.Remove(dir)
+			return nil, fmt.Errorf("no %s in %s (cgroup.kill needs Linux 5.14): %v", f, dir, err)
+		}
+	}
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		os.Remove(dir)
+		return nil, fmt.Errorf("open %s: %v", dir, err)
+	}
+	return &Cgroup{Dir: dir, top: top, fd: fd}, nil
+}
+
+// FD is the open cgroup directory, for SysProcAttr.CgroupFD.
+func (c *Cgroup) FD() int { return c.fd }
+
+// events reads cgroup.events' keys (populated, frozen).
+func (c *Cgroup) events() (map[string]string, error) {
+	data, err := os.ReadFile(filepath.Join(c.Dir, "cgroup.events"))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, line := range strings.Split(string(data), "\n") {
+		if k, v, ok := strings.Cut(line, " "); ok {
+			out[k] = v
+		}
+	}
+	return out, nil
+}
+
+// Populated reports whether a live process is in the cgroup or below it.
+func (c *Cgroup) Populated() (bool, error) {
+	ev, err := c.events()
+	if err != nil {
+		return true, err
+	}
+	return ev["populated"] != "0", nil
+}
+
+// Procs lists the pids in the cgroup and its descendants.
+func (c *Cgroup) Procs() []int {
+	var pids []int
+	filepath.WalkDir(c.Dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil
+		}
+		data, err := os.ReadFile(filepath.Join(path, "cgroup.procs"))
+		if err != nil {
+			return nil
+		}
+		for _, f := range strings.Fields(string(data)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				pids = append(pids, pid)
+			}
+		}
+		return nil
+	})
+	sort.Ints(pids)
+	return pids
+}
+
+// wait polls cgroup.events until cond holds or until passes; inotify on
+// cgroup.events would wake sooner, but a stop's wait is short and a poll
+// cannot miss an event.
+func (c *Cgroup) wait(ctx context.Context, until time.Time, cond func(map[string]string) bool) bool {
+	step := 100 * time.Microsecond
+	for {
+		ev, err := c.events()
+		if err == nil && cond(ev) || errors.Is(err, os.ErrNotExist) {
+			return true // a removed cgroup holds nothing
+		}
+		if ctx.Err() != nil || !time.Now().Before(until) {
+			return false
+		}
+		time.Sleep(step)
+		if step < 5*time.Millisecond {
+			step *= 2
+		}
+	}
+}
+
+// FreezeTimeout bounds the wait for cgroup.events to say frozen 1: a task
+// in an uninterruptible sleep freezes only when it wakes, and cgroup.kill
+// works on a cgroup that is not frozen yet too.
+const FreezeTimeout = 500 * time.Millisecond
+
+// Stop freezes the cgroup (waiting, bounded, for frozen 1), kills it, and
+// waits until it is empty or until passes. It reports whether the cgroup
+// was empty at the end, and what it did, for the log.
+func (c *Cgroup) Stop(ctx context.Context, until time.Time) (empty bool, how string) {
+	var steps []string
+	if err := os.WriteFile(filepath.Join(c.Dir, "cgroup.freeze"), []byte("1"), 0); err != nil {
+		steps = append(steps, fmt.Sprintf("freeze: %v", err))
+	} else {
+		frozenBy := time.Now().Add(FreezeTimeout)
+		if until.Before(frozenBy) {
+			frozenBy = until
+		}
+		if c.wait(ctx, frozenBy, func(ev map[string]string) bool { return ev["frozen"] == "1" || ev["populated"] == "0" }) {
+			steps = append(steps, "frozen")
+		} else {
+			steps = append(steps, "not frozen in time")
+		}
+	}
+	killed := false
+	if mutant.Is(mutant.NoCgroupKill) {
+		steps = append(steps, "kill skipped (mutant)")
+	} else if err := os.WriteFile(filepath.Join(c.Dir, "cgroup.kill"), []byte("1"), 0); err != nil {
+		steps = append(steps, fmt.Sprintf("kill: %v", err))
+	} else {
+		steps = append(steps, "killed")
+		killed = true
+	}
+	isEmpty := func(ev map[string]string) bool { return ev["populated"] == "0" }
+	if killed {
+		empty = c.wait(ctx, until, isEmpty)
+	} else {
+		// Nothing will empty it: one look, and the time left goes to the
+		// hold, which still stops what it reaches.
+		empty = c.wait(ctx, time.Now(), isEmpty)
+	}
+	// Thaw, so that a process the kill could not reach (moved in after it)
+	// is not left frozen for ever; killed ones are gone either way.
+	os.WriteFile(filepath.Join(c.Dir, "cgroup.freeze"), []byte("0"), 0)
+	if empty {
+		steps = append(steps, "populated 0")
+	} else {
+		steps = append(steps, "still populated")
+	}
+	return empty, strings.Join(steps, ", ")
+}
+
+// Remove closes the cgroup and removes its directory (with any cgroup a
+// nested launch made below it and left), and the launch's top directory
+// once no child of it is left. A cgroup that still holds a process stays
+// (EBUSY): removing it is not worth a failed receipt.
+func (c *Cgroup) Remove() error {
+	if c.fd >= 0 {
+		unix.Close(c.fd)
+		c.fd = -1
+	}
+	err := removeTree(c.Dir)
+	if rmErr := unix.Rmdir(c.top); rmErr != nil && rmErr != unix.ENOENT && rmErr != unix.ENOTEMPTY && rmErr != unix.EBUSY && err == nil {
+		err = fmt.Errorf("rmdir %s: %w", c.top, rmErr)
+	}
+	return err
+}
+
+// removeTree removes a cgroup directory and every cgroup below it, deepest
+// first; only directories are removed (a cgroup's files go with it).
+func removeTree(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	for _, e := range entries {
+		if e.IsDir() {
+			removeTree(filepath.Join(dir, e.Name()))
+		}
+	}
+	if err := unix.Rmdir(dir); err != nil && err != unix.ENOENT {
+		return fmt.Errorf("rmdir %s: %w", dir, err)
+	}
+	return nil
+}
+
+// cgroupKill is the engine's cgroup step, once the grace has passed: freeze
+// and kill the launch's cgroup, so everything in it is gone before the hold
+// looks for what lives outside it.
+func (e *Engine) cgroupKill(ctx context.Context, endAt time.Time) {
+	_, how := e.Cgroup.Stop(ctx, endAt)
+	e.logf("cgroup %s: %s", e.Cgroup.Dir, how)
+}
+
+// cgroupEmpty is the cgroup's part of a confirmation: the kernel must say
+// populated 0. A cgroup that still holds a process when everything the scan
+// reaches is gone (a process moved into it from outside, say) is killed
+// now; what the kernel still lists after that, until endAt, makes the stop
+// unconfirmed and is returned as survivors.
+func (e *Engine) cgroupEmpty(ctx context.Context, endAt time.Time) ([]Member, error) {
+	if e.Cgroup == nil {
+		return nil, nil
+	}
+	populated, err := e.Cgroup.Populated()
+	if err == nil && !populated {
+		return nil, nil
+	}
+	pids := e.Cgroup.Procs()
+	e.logf("cgroup %s still populated (%v) with nothing else reached: killing it", e.Cgroup.Dir, pids)
+	empty, how := e.Cgroup.Stop(ctx, endAt)
+	e.logf("cgroup %s: %s", e.Cgroup.Dir, how)
+	if empty {
+		return nil, nil
+	}
+	var living []Member
+	for _, pid := range e.Cgroup.Procs() {
+		m := Member{PID: pid, Why: WhyDescendant}
+		if st, err := e.Scanner.FS.Stat(pid); err == nil {
+			m.StartTime, m.Comm, m.State = st.StartTime, st.Comm, string(st.State)
+		}
+		living = append(living, m)
+	}
+	return living, fmt.Errorf("cgroup %s still populated after cgroup.kill", e.Cgroup.Dir)
+}
+
+func (e *Engine) logf(format string, args ...any) {
+	if e.Log != nil {
+		e.Log(fmt.Sprintf(format, args...))
+	}
+}
+
+// CloneIntoCgroup fills in attr so that a fork through it starts in c
+// (nil leaves attr alone).
+func (c *Cgroup) CloneIntoCgroup(attr *syscall.SysProcAttr) {
+	if c == nil {
+		return
+	}
+	attr.UseCgroupFD = true
+	attr.CgroupFD = c.fd
+}

@@ -1,0 +1,408 @@
+// Package stop computes a launch's reached set from the process table and
+// stops it: TERM, then KILL after the grace, rescanning on every round until
+// nothing reached is alive or a bounded wait ends (contract §2, stop
+// rules). It reads processes through proc.FS and signals through a
+// Signaller, so the same code runs on the real /proc and on fakeproc trees.
+package stop
+
+import (
+	"bytes"
+	"errors"
+	"time"
+
+	"github.com/sandproof/sandproof/runner/warden/mutant"
+	"github.com/sandproof/sandproof/runner/warden/proc"
+)
+
+// Why a process was reached; the receipt's reached[].why.
+const (
+	WhyGroup      = "group"
+	WhyDescendant = "descendant"
+	WhyOrphan     = "orphan"
+	WhyMarker     = "marker"
+)
+
+// Member is one process in a receipt list.
+type Member struct {
+	PID       int    `json:"pid"`
+	StartTime uint64 `json:"start_time"`
+	Comm      string `json:"comm"`
+	Why       string `json:"why,omitempty"`
+	// State is the stat state seen last ("Z" for a zombie); survivors carry
+	// it so a reader can tell a stuck process from a live one.
+	State string `json:"state,omitempty"`
+}
+
+// Identity returns the member's (pid, start time).
+func (m Member) Identity() proc.Identity { return proc.Identity{PID: m.PID, StartTime: m.StartTime} }
+
+// Launch describes what a stop must reach.
+type Launch struct {
+	// ID is the launch id carried in WARDEN_LAUNCH.
+	ID string
+	// Self is the supervisor's pid: its children are adopted orphans, and it
+	// is never signalled.
+	Self int
+	// Harness is the harness process; zero when it never started.
+	Harness proc.Identity
+	// Since is the start time (clock ticks) of the launch: only processes
+	// started at or after it can carry its marker, so only theirs environ is
+	// read. Zero reads every process's environment.
+	Since uint64
+	// Services are declared services, named by identity: each of them and
+	// its whole subtree (the kernel's children lists, and the stat parent
+	// links) is preserved, never reached. Nothing else is a service: no
+	// environment variable makes a process one.
+	Services []proc.Identity
+}
+
+// ServiceVar is the variable that earlier versions trusted to mark a
+// service's processes. It marks nothing now: a process that sets it is
+// reached like any other (the env-spoofer fixture and its specs check it).
+const ServiceVar = "WARDEN_SERVICE"
+
+// Scanner computes reached sets for one launch, remembering across rounds
+// the members of the harness's process group it has seen, since a group may
+// only be followed while its leader or a recorded member still holds its id.
+type Scanner struct {
+	FS     proc.FS
+	Launch Launch
+	// EnvironTimeout bounds each environ read; zero means 100 ms.
+	EnvironTimeout time.Duration
+	// Old, when set, spares rescans the processes that started before the
+	// launch (see OldSet); nil reads every process every round.
+	Old *OldSet
+	// ServicesOnly turns the scanner around for `stop --services`: the
+	// preserved set (declared services and what belongs to them) becomes the
+	// reached set, and nothing else is reached.
+	ServicesOnly bool
+
+	groupMembers map[proc.Identity]bool
+	// vanished counts, in the last walk, listed children gone before their
+	// stat was read.
+	vanished int
+}
+
+// Snapshot is one round's view.
+type Snapshot struct {
+	// Reached are the live processes the stop must end: a zombie leader
+	// with a live thread is one (state "Z"), a plain zombie is not.
+	Reached []Member
+	// Unverified started after the launch, could not have their environ
+	// read, and are not otherwise reached.
+	Unverified []Member
+	// Preserved are declared services and what belongs to them.
+	Preserved []Member
+	// Tree is what the kernel's children lists showed below the supervisor
+	// this round (services' subtrees left out), zombies included. Every
+	// living member is also in Reached.
+	Tree []Member
+	// TreeErr is set when the kernel's children lists could not be read:
+	// no cleanup can be confirmed then.
+	TreeErr error
+	// Stats is the whole table of the round, by pid.
+	Stats map[int]proc.Stat
+}
+
+// Scan reads the process table and computes the reached set.
+func (s *Scanner) Scan() (*Snapshot, error) {
+	var stats []proc.Stat
+	var err error
+	if s.Old != nil && s.FS.IsReal() {
+		stats, err = s.scanSkippingOld()
+	} else {
+		stats, err = s.FS.Scan()
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s.compute(stats), nil
+}
+
+// ScanTree is a quick first look for a stop's first round: the harness,
+// the declared services and whatever the kernel's children lists show below
+// the supervisor, without listing /proc, so it costs O(tree) rather than
+// O(host processes). It cannot confirm anything: a process outside the tree
+// that carries the marker, or a group member outside it, is not looked for.
+// Engine.Run therefore only uses it to send the first TERM sooner, and
+// every later round (and any round that would confirm) is a full Scan.
+func (s *Scanner) ScanTree() *Snapshot {
+	var stats []proc.Stat
+	add := func(pid int) {
+		if st, err := s.FS.Stat(pid); err == nil {
+			stats = append(stats, st)
+		}
+	}
+	if s.Launch.Harness.PID > 0 {
+		add(s.Launch.Harness.PID)
+	}
+	for _, svc := range s.Launch.Services {
+		add(svc.PID)
+	}
+	return s.compute(stats)
+}
+
+// scanSkippingOld reads the stat of every process except those the OldSet
+// proves are the same processes, started before the launch, as before.
+func (s *Scanner) scanSkippingOld() ([]proc.Stat, error) {
+	pids, err := s.FS.PIDs()
+	if err != nil {
+		return nil, err
+	}
+	stats := s.FS.ScanPIDs(s.Old.Unpinned(pids))
+	s.Old.Prime(stats)
+	return stats, nil
+}
+
+func (s *Scanner) compute(stats []proc.Stat) *Snapshot {
+	if s.groupMembers == nil {
+		s.groupMembers = map[proc.Identity]bool{}
+	}
+	l := s.Launch
+	byPID := make(map[int]proc.Stat, len(stats))
+	children := make(map[int][]int, len(stats)/2)
+	for _, st := range stats {
+		byPID[st.PID] = st
+		children[st.PPID] = append(children[st.PPID], st.PID)
+	}
+	snap := &Snapshot{Stats: byPID}
+
+	// Environments are read at most once per scan, and only of processes
+	// that started at or after the launch: older ones cannot carry its id.
+	timeout := s.EnvironTimeout
+	if timeout == 0 {
+		timeout = 100 * time.Millisecond
+	}
+	type envInfo struct {
+		marked, failed, gone bool
+	}
+	envs := map[int]envInfo{}
+	candidate := func(st proc.Stat) bool {
+		return st.StartTime >= l.Since && st.PID != l.Self && !st.Dead()
+	}
+	readEnv := func(st proc.Stat) envInfo {
+		pid := st.PID
+		if e, ok := envs[pid]; ok {
+			return e
+		}
+		var e envInfo
+		env, err := s.FS.EnvironOf(st, proc.EnvironLimit, timeout)
+		switch {
+		case errors.Is(err, proc.ErrGone):
+			e.gone = true
+		case err != nil:
+			e.failed = true
+		default:
+			e.marked = proc.CarriesLaunch(env, l.ID)
+		}
+		envs[pid] = e
+		return e
+	}
+
+	// Preserved first: each service (by identity) and its subtree, from
+	// the stat parent links and from the kernel's children lists (which
+	// also show a child forked after the table was listed).
+	preserved := map[int]bool{}
+	var queue []int
+	for _, svc := range l.Services {
+		// The mutant: a service named by its pid alone, so a process
+		// that reuses a dead service's pid is kept as that service.
+		if st, ok := byPID[svc.PID]; ok && (st.StartTime == svc.StartTime || mutant.Is(mutant.ServicePID)) {
+			preserved[svc.PID] = true
+			queue = append(queue, svc.PID)
+		}
+	}
+	if mutant.Is(mutant.ServiceEnv) && len(l.Services) > 0 {
+		// The mutant: a process is a service because its environment says so.
+		for _, st := range stats {
+			if !candidate(st) || preserved[st.PID] {
+				continue
+			}
+			env, err := s.FS.EnvironOf(st, proc.EnvironLimit, timeout)
+			if err == nil && bytes.Contains(env, []byte("\x00"+ServiceVar+"="+l.ID+"\x00")) || bytes.HasPrefix(env, []byte(ServiceVar+"="+l.ID+"\x00")) {
+				preserved[st.PID] = true
+				queue = append(queue, st.PID)
+			}
+		}
+	}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, c := range children[p] {
+			if !preserved[c] && c != l.Self {
+				preserved[c] = true
+				queue = append(queue, c)
+			}
+		}
+	}
+	if !mutant.Is(mutant.NoKernelWalk) {
+		for _, svc := range l.Services {
+			if preserved[svc.PID] {
+				for _, n := range s.walkFrom(svc.PID) {
+					preserved[n.PID] = true
+					if _, ok := byPID[n.PID]; !ok {
+						byPID[n.PID] = n.stat
+					}
+				}
+			}
+		}
+	}
+
+	reached := map[int]string{}
+	add := func(pid int, why string) {
+		if pid == l.Self || preserved[pid] {
+			return
+		}
+		if _, ok := reached[pid]; !ok {
+			reached[pid] = why
+		}
+	}
+
+	// The harness and its process group.
+	if l.Harness.PID > 0 {
+		g := l.Harness.PID
+		if st, ok := byPID[g]; ok && st.StartTime == l.Harness.StartTime {
+			add(g, WhyGroup)
+		}
+		groupHeld := false
+		if st, ok := byPID[g]; ok && st.StartTime == l.Harness.StartTime && st.PGID == g {
+			groupHeld = true // the recorded leader still holds the id
+		}
+		if !groupHeld {
+			for id := range s.groupMembers {
+				if st, ok := byPID[id.PID]; ok && st.StartTime == id.StartTime && st.PGID == g {
+					groupHeld = true // a recorded member still holds it
+					break
+				}
+			}
+		}
+		// A different process that now leads a group with the same id has
+		// taken the id over: its group is not ours.
+		if st, ok := byPID[g]; ok && st.StartTime != l.Harness.StartTime && st.PGID == g {
+			groupHeld = false
+		}
+		if mutant.Is(mutant.GroupReuse) {
+			groupHeld = true
+		}
+		for _, st := range stats {
+			if st.PGID != g {
+				continue
+			}
+			id := st.Identity()
+			if groupHeld || s.groupMembers[id] {
+				s.groupMembers[id] = true
+				add(st.PID, WhyGroup)
+			}
+		}
+	}
+	if mutant.Is(mutant.GroupKill) {
+		// A stop reduced to a process-group kill: nothing but the group.
+		return s.snapshot(snap, byPID, reached, preserved, nil)
+	}
+	// Orphans the supervisor adopted as subreaper.
+	for _, c := range children[l.Self] {
+		if !mutant.Is(mutant.NoSubreaper) {
+			add(c, WhyOrphan)
+		}
+	}
+	// The kernel's word: every process below the supervisor, whatever it
+	// did to its session, group or environment, found through the
+	// children lists of every thread. A child of the supervisor is an
+	// orphan it adopted (or the harness), anything deeper a descendant.
+	if !mutant.Is(mutant.NoKernelWalk) && !mutant.Is(mutant.NoSubreaper) {
+		nodes, err := s.walk(l.Self, preserved, nil, byPID, true)
+		snap.TreeErr = err
+		for _, n := range nodes {
+			snap.Tree = append(snap.Tree, n.Member)
+			st, ok := byPID[n.PID]
+			if !ok || st.StartTime != n.StartTime {
+				children[n.PPID] = append(children[n.PPID], n.PID)
+			}
+			byPID[n.PID] = n.stat // the fresher reading (state and threads)
+			if n.Dead() {
+				continue
+			}
+			add(n.PID, n.Why)
+		}
+	}
+	s.descend(reached, preserved, children, add)
+
+	// Marker: only processes not reached already need their environ read.
+	var unverified []proc.Stat
+	markerFound := false
+	for _, st := range stats {
+		if !candidate(st) || preserved[st.PID] || mutant.Is(mutant.NoMarker) {
+			continue
+		}
+		if _, ok := reached[st.PID]; ok {
+			continue
+		}
+		e := readEnv(st)
+		switch {
+		case e.gone:
+		case e.failed:
+			unverified = append(unverified, st)
+		case e.marked:
+			add(st.PID, WhyMarker)
+			markerFound = true
+		}
+	}
+	if markerFound {
+		s.descend(reached, preserved, children, add)
+	}
+
+	return s.snapshot(snap, byPID, reached, preserved, unverified)
+}
+
+// snapshot turns the round's sets into sorted member lists.
+func (s *Scanner) snapshot(snap *Snapshot, byPID map[int]proc.Stat, reached map[int]string, preserved map[int]bool, unverified []proc.Stat) *Snapshot {
+	if s.ServicesOnly {
+		for pid := range preserved {
+			if st := byPID[pid]; !st.Dead() {
+				snap.Reached = append(snap.Reached, Member{PID: pid, StartTime: st.StartTime, Comm: st.Comm, Why: "service", State: string(st.State)})
+			}
+		}
+		sortMembers(snap.Reached)
+		return snap
+	}
+	for pid := range preserved {
+		st := byPID[pid]
+		snap.Preserved = append(snap.Preserved, Member{PID: pid, StartTime: st.StartTime, Comm: st.Comm, State: string(st.State)})
+	}
+	for pid, why := range reached {
+		st := byPID[pid]
+		if st.Dead() {
+			continue // dead zombies; a zombie leader with a live thread is alive
+		}
+		snap.Reached = append(snap.Reached, Member{PID: pid, StartTime: st.StartTime, Comm: st.Comm, Why: why, State: string(st.State)})
+	}
+	for _, st := range unverified {
+		if _, ok := reached[st.PID]; ok {
+			continue
+		}
+		snap.Unverified = append(snap.Unverified, Member{PID: st.PID, StartTime: st.StartTime, Comm: st.Comm, State: string(st.State)})
+	}
+	sortMembers(snap.Reached)
+	sortMembers(snap.Unverified)
+	sortMembers(snap.Preserved)
+	return snap
+}
+
+// descend adds every descendant of a reached process.
+func (s *Scanner) descend(reached map[int]string, preserved map[int]bool, children map[int][]int, add func(int, string)) {
+	var queue []int
+	for pid := range reached {
+		queue = append(queue, pid)
+	}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, c := range children[p] {
+			if _, ok := reached[c]; ok || c == s.Launch.Self || preserved[c] {
+				continue
+			}
+			add(c, WhyDescendant)
+			queue = append(queue, c)
+		}
+	}
+}

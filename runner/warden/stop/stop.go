@@ -1,0 +1,504 @@
+package stop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sort"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sandproof/sandproof/runner/warden/mutant"
+	"github.com/sandproof/sandproof/runner/warden/proc"
+)
+
+// Clock is the time source of a stop; fakeproc substitutes a simulated one.
+type Clock interface {
+	Now() time.Time
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+
+// Engine stops one launch.
+type Engine struct {
+	Scanner   *Scanner
+	Signaller Signaller
+	// Grace is the time between TERM and KILL.
+	Grace time.Duration
+	// KillWait bounds the wait for KILLed processes to vanish; zero means 5 s.
+	KillWait time.Duration
+	// Round is the longest pause between two rescans; zero means 20 ms.
+	Round time.Duration
+	// Clock defaults to the real clock (monotonic readings).
+	Clock Clock
+	// Pause waits between rounds. The default polls the processes signalled
+	// so far and returns as soon as all are gone or Round has passed;
+	// fakeproc replaces it with a step of its simulated kernel.
+	Pause func(ctx context.Context, round int, alive []Member)
+	// OnRound, when set, sees every round's snapshot (for tracing and specs).
+	OnRound func(round int, snap *Snapshot)
+	// QuickFirstRound: the first round looks at the tree only
+	// (Scanner.ScanTree) and TERMs what it finds; marker and group members
+	// outside the tree are found by the full scan of the next round, a
+	// pause later. It keeps a stop's cost from growing with the host's
+	// process count: a small stop then lists /proc once (to confirm), not
+	// twice. A first round that finds nothing is scanned in full at once.
+	QuickFirstRound bool
+	// Cgroup, when set, is the launch's own cgroup v2 (tier cgroup): frozen
+	// and killed once the grace has passed, and required empty for a
+	// confirmation (cgroup.go).
+	Cgroup *Cgroup
+	// Log, when set, takes the stop's notes for the launch's log.
+	Log func(string)
+}
+
+// Result is what a stop observed.
+type Result struct {
+	// Reached lists every process reached in any round, first sighting.
+	Reached []Member
+	// Survivors were still alive when the bounded wait ended.
+	Survivors []Member
+	// Unverified and Preserved are from the last round.
+	Unverified []Member
+	Preserved  []Member
+	// Confirmed is true when a round found nothing reached alive.
+	Confirmed bool
+	// Rounds counts full rescans.
+	Rounds  int
+	Seconds float64
+	// Err is the last scan error, if scanning itself failed.
+	Err error
+	// Unsettled counts the rounds that found nothing reached alive but whose
+	// second reading of the children lists disagreed.
+	Unsettled int
+}
+
+// Run stops the launch: it rescans at the start and on every round, sends
+// TERM (with CONT to stopped processes) to everything reached and, once the
+// grace has passed, holds what is still alive (see hold) and KILLs it; it
+// returns when a round finds nothing reached alive (the cleanup is then
+// confirmed, provided the kernel's children lists could be read and every
+// process was held) or KillWait after the grace has passed.
+func (e *Engine) Run(ctx context.Context) Result {
+	clock := e.Clock
+	if clock == nil {
+		clock = realClock{}
+	}
+	killWait := e.KillWait
+	if killWait == 0 {
+		killWait = 5 * time.Second
+	}
+	start := clock.Now()
+	killAt := start.Add(e.Grace)
+	endAt := killAt.Add(killWait)
+	sent := map[proc.Identity]syscall.Signal{}
+	seen := map[proc.Identity]bool{}
+	var res Result
+	held, cgroupKilled := false, false
+	var unheld []Member
+	note := func(snap *Snapshot) {
+		res.Unverified, res.Preserved = snap.Unverified, snap.Preserved
+		for _, m := range snap.Reached {
+			if !seen[m.Identity()] {
+				seen[m.Identity()] = true
+				res.Reached = append(res.Reached, m)
+			}
+		}
+	}
+	for round := 0; ; round++ {
+		var snap *Snapshot
+		var err error
+		if round == 0 && e.QuickFirstRound && !e.Scanner.ServicesOnly && !mutant.Is(mutant.NoKernelWalk) {
+			if snap = e.Scanner.ScanTree(); len(snap.Reached) == 0 || snap.TreeErr != nil {
+				snap, err = e.Scanner.Scan()
+			}
+		} else {
+			snap, err = e.Scanner.Scan()
+		}
+		res.Rounds = round + 1
+		if err != nil {
+			res.Err = err
+			if clock.Now().After(endAt) || ctx.Err() != nil {
+				break
+			}
+			e.pause(ctx, round, nil)
+			continue
+		}
+		if e.OnRound != nil {
+			e.OnRound(round, snap)
+		}
+		note(snap)
+		if len(snap.Reached) == 0 {
+			res.Err = nil
+			if snap.TreeErr != nil {
+				// Nothing seen, but the kernel could not say so: not confirmed.
+				res.Err = fmt.Errorf("read the supervisor's children: %w", snap.TreeErr)
+				break
+			}
+			if living, ok := e.settled(snap); !ok {
+				res.Unsettled++
+				// The tree moved between two readings (a process forked
+				// and its parent exited while the lists were read): read
+				// it all again, within the bounded wait.
+				if clock.Now().After(endAt) || ctx.Err() != nil {
+					res.Survivors = living
+					res.Err = errors.New("the supervisor's children lists did not settle")
+					break
+				}
+				e.pause(ctx, round, living)
+				continue
+			}
+			if living, err := e.cgroupEmpty(ctx, endAt); err != nil {
+				res.Survivors, res.Err = living, err
+				break
+			}
+			res.Confirmed = true
+			break
+		}
+		now := clock.Now()
+		if now.After(endAt) || ctx.Err() != nil {
+			res.Survivors = snap.Reached
+			break
+		}
+		if now.Before(killAt) || mutant.Is(mutant.NoKill) {
+			e.signalAll(snap.Reached, syscall.SIGTERM, sent)
+			e.pause(ctx, round, snap.Reached)
+			continue
+		}
+		if e.Cgroup != nil && !cgroupKilled {
+			// Everything in the cgroup at once; the rescan then finds
+			// what lives outside it, for the hold.
+			cgroupKilled = true
+			e.cgroupKill(ctx, endAt)
+			continue
+		}
+		if !held && !mutant.Is(mutant.NoHold) {
+			held = true
+			var members []Member
+			members, unheld = e.hold(ctx, &round, snap, clock, endAt, note)
+			e.signalAll(members, syscall.SIGKILL, sent)
+			e.pause(ctx, round, members)
+			continue
+		}
+		e.signalAll(snap.Reached, syscall.SIGKILL, sent)
+		e.pause(ctx, round, snap.Reached)
+	}
+	if len(unheld) > 0 {
+		// A process that could not be held (ptraced, say) may have forked
+		// between two readings: the stop cannot vouch for its tree.
+		res.Confirmed = false
+		for _, m := range unheld {
+			if _, dup := findMember(res.Survivors, m.Identity()); !dup {
+				res.Survivors = append(res.Survivors, m)
+			}
+		}
+		sortMembers(res.Survivors)
+		if res.Err == nil {
+			res.Err = fmt.Errorf("could not hold %d process(es) with SIGSTOP", len(unheld))
+		}
+	}
+	res.Seconds = clock.Now().Sub(start).Seconds()
+	sortMembers(res.Reached)
+	return res
+}
+
+// settled reads the supervisor's children lists once more after a scan
+// that found nothing reached alive, and agrees only if this second reading
+// shows nothing alive and no process the first reading did not show
+// (zombies reaped in between may be missing). One reading alone can miss a
+// process that forks and lets its parent exit in a loop: the walk reads the
+// supervisor's list while the parent lives, the parent exits (its child
+// goes to the supervisor's list, already read) and is read as a zombie.
+// The second reading then shows the child, alive or as a new zombie whose
+// own child was handed to the supervisor before it died: a new identity
+// either way, and the confirmation is refused.
+func (e *Engine) settled(snap *Snapshot) (living []Member, ok bool) {
+	if mutant.Is(mutant.NoKernelWalk) || mutant.Is(mutant.GroupKill) || mutant.Is(mutant.NoSubreaper) {
+		return nil, true
+	}
+	skip := map[int]bool{}
+	for _, m := range snap.Preserved {
+		skip[m.PID] = true
+	}
+	again, err := e.Scanner.Walk(skip)
+	ok = err == nil
+	ids := map[proc.Identity]bool{}
+	for _, m := range snap.Tree {
+		ids[m.Identity()] = true
+	}
+	for _, n := range again {
+		m := n.Member
+		if !n.Dead() {
+			living = append(living, m)
+			ok = false
+		}
+		if !ids[m.Identity()] {
+			ok = false
+		}
+	}
+	return living, ok
+}
+
+// MaxHoldRounds bounds the readings of a hold: a tree that still grows
+// after that many is not held, and the stop is not confirmed.
+const MaxHoldRounds = 64
+
+// heldState reports whether a member's stat state shows a process that
+// cannot run: stopped by a signal (T) or in a tracing stop (t). A zombie
+// leader's letter stays Z whatever its threads do, so its members are
+// judged by FS.Held instead, thread by thread.
+func heldState(state string) bool { return state == "T" || state == "t" }
+
+// hold stops a stop from being outrun. Every reached process is sent
+// SIGSTOP; then the kernel's children lists are read again and again,
+// each newly seen process stopped the moment it is read (a process that
+// forks and lets its parent exit in a loop is caught between two forks), and
+// every known one re-read, until a reading finds no new member and every
+// member shows state T or t (for a zombie leader: every live thread does,
+// read from task/TID/stat); a full rescan then checks that nothing was
+// reached another way (group, marker), and the hold ends. A stopped process
+// cannot fork, so what is held is all there is to KILL. It returns the
+// members to KILL and those it could not hold within MaxHoldRounds.
+func (e *Engine) hold(ctx context.Context, round *int, snap *Snapshot, clock Clock, endAt time.Time, note func(*Snapshot)) (members, unheld []Member) {
+	known := map[proc.Identity]Member{}
+	// isHeld is each known member's last reading, by FS.Held.
+	isHeld := map[proc.Identity]bool{}
+	stopSent := map[proc.Identity]int{}
+	fresh := false
+	stopOne := func(m Member, held bool, iter int) {
+		id := m.Identity()
+		if _, ok := known[id]; !ok {
+			known[id] = m
+			fresh = true
+		}
+		if !held && stopSent[id] != iter+1 {
+			stopSent[id] = iter + 1
+			e.send(id, syscall.SIGSTOP)
+		}
+	}
+	skip := map[int]bool{}
+	for _, m := range snap.Preserved {
+		skip[m.PID] = true
+	}
+	for iter := 0; ; iter++ {
+		fresh = false
+		if iter == 0 {
+			for _, m := range snap.Reached {
+				stopOne(m, heldState(m.State), iter)
+			}
+		}
+		for _, root := range e.Scanner.treeRoots() {
+			e.Scanner.walk(root, skip, func(n Node) {
+				if !n.Dead() {
+					stopOne(n.Member, e.Scanner.FS.Held(n.stat), iter)
+				}
+			}, nil, true)
+		}
+		// Re-read every member: drop the dead, stop again whoever is not
+		// held yet (a SIGCONT from a sibling may have woken it).
+		var waiting []Member
+		for id, m := range known {
+			st, err := e.Scanner.FS.Stat(id.PID)
+			if err != nil || st.StartTime != id.StartTime || st.Dead() {
+				delete(known, id)
+				delete(isHeld, id)
+				continue
+			}
+			m.State = string(st.State)
+			known[id] = m
+			isHeld[id] = e.Scanner.FS.Held(st)
+			if !isHeld[id] {
+				waiting = append(waiting, m)
+				if stopSent[id] != iter+1 {
+					stopSent[id] = iter + 1
+					e.send(id, syscall.SIGSTOP)
+				}
+			}
+		}
+		if len(waiting) == 0 && !fresh && iter > 0 {
+			full, err := e.Scanner.Scan()
+			if err == nil {
+				note(full)
+				for _, m := range full.Reached {
+					if _, ok := known[m.Identity()]; !ok && !heldState(m.State) {
+						stopOne(m, false, iter)
+					} else if !ok {
+						known[m.Identity()] = m
+						isHeld[m.Identity()] = true // shown T or t by this scan
+					}
+				}
+				if !fresh {
+					break
+				}
+			}
+		}
+		if iter+1 >= MaxHoldRounds || clock.Now().After(endAt) || ctx.Err() != nil {
+			for id, m := range known {
+				if !isHeld[id] {
+					unheld = append(unheld, m)
+				}
+			}
+			break
+		}
+		e.pauseHold(ctx, *round, waiting)
+		*round++
+	}
+	for _, m := range known {
+		members = append(members, m)
+	}
+	sortMembers(members)
+	sortMembers(unheld)
+	return members, unheld
+}
+
+// pauseHold waits until every waiting member is held or gone, or a round
+// has passed; fakeproc's pause step stands in for it on fake trees.
+func (e *Engine) pauseHold(ctx context.Context, round int, waiting []Member) {
+	held := func(st proc.Stat) bool { return e.Scanner.FS.Held(st) }
+	e.waitRound(ctx, round, waiting, held, 200*time.Microsecond, 2*time.Millisecond)
+}
+
+func findMember(ms []Member, id proc.Identity) (Member, bool) {
+	for _, m := range ms {
+		if m.Identity() == id {
+			return m, true
+		}
+	}
+	return Member{}, false
+}
+
+// signalAll sends sig to every reached process: TERM once (with CONT to a
+// stopped process, again on every round so its pending TERM is handled),
+// KILL on every round after the grace. A large set on the real /proc is
+// signalled by one goroutine per CPU: each signal costs a pidfd_open, a stat
+// re-read and the send, all in the kernel. Fake roots keep the order
+// deterministic.
+func (e *Engine) signalAll(members []Member, sig syscall.Signal, sent map[proc.Identity]syscall.Signal) {
+	one := func(m Member) (proc.Identity, bool) {
+		id := m.Identity()
+		stopped := m.State == "T" || m.State == "t"
+		// A reached member in state Z is a zombie leader with live threads,
+		// which may be stopped though its letter cannot say: it gets one
+		// CONT with its first TERM (harmless if they run).
+		zombieLeader := m.State == "Z"
+		if prev, ok := sent[id]; ok && prev == sig && sig == syscall.SIGTERM {
+			if stopped {
+				e.sendCont(id)
+			}
+			return id, false
+		}
+		if !e.send(id, sig) {
+			return id, false
+		}
+		if sig == syscall.SIGTERM && (stopped || zombieLeader) {
+			e.sendCont(id)
+		}
+		return id, true
+	}
+	workers := runtime.GOMAXPROCS(0)
+	if len(members) < 64 || workers < 2 || !e.Scanner.FS.IsReal() {
+		for _, m := range members {
+			if id, ok := one(m); ok {
+				sent[id] = sig
+			}
+		}
+		return
+	}
+	// sent is only read by the workers and written after they finish.
+	done := make([]bool, len(members))
+	var wg sync.WaitGroup
+	chunk := (len(members) + workers - 1) / workers
+	for lo := 0; lo < len(members); lo += chunk {
+		hi := min(lo+chunk, len(members))
+		wg.Add(1)
+		go func(lo, hi int) {
+			defer wg.Done()
+			for i := lo; i < hi; i++ {
+				_, done[i] = one(members[i])
+			}
+		}(lo, hi)
+	}
+	wg.Wait()
+	for i, m := range members {
+		if done[i] {
+			sent[m.Identity()] = sig
+		}
+	}
+}
+
+// send signals one process after making sure the pid still names it. It
+// returns false when the process is gone or the pid was reused.
+func (e *Engine) send(id proc.Identity, sig syscall.Signal) bool {
+	h, err := e.Signaller.Open(id)
+	if err != nil {
+		return false
+	}
+	defer h.Close()
+	// Re-read the start time only now that the process is pinned: a pid
+	// reused before Open shows a different start time here, and one reused
+	// after Open cannot be reached through the handle.
+	st, err := e.Scanner.FS.Stat(id.PID)
+	if (err != nil || st.StartTime != id.StartTime) && !mutant.Is(mutant.NoStartCheck) {
+		return false
+	}
+	err = h.Signal(sig)
+	return err == nil
+}
+
+// sendCont wakes a stopped process so the TERM pending on it is handled.
+func (e *Engine) sendCont(id proc.Identity) {
+	if !mutant.Is(mutant.NoCont) {
+		e.send(id, syscall.SIGCONT)
+	}
+}
+
+func (e *Engine) pause(ctx context.Context, round int, alive []Member) {
+	never := func(proc.Stat) bool { return false }
+	e.waitRound(ctx, round, alive, never, 500*time.Microsecond, 4*time.Millisecond)
+}
+
+// waitRound polls the members' stat files, which is cheap, until each is
+// gone, dead or settled, or the round is over, and returns for a full
+// rescan; the step doubles from step up to maxStep. fakeproc's pause step
+// stands in for it on fake trees.
+func (e *Engine) waitRound(ctx context.Context, round int, members []Member, settled func(proc.Stat) bool, step, maxStep time.Duration) {
+	if e.Pause != nil {
+		e.Pause(ctx, round, members)
+		return
+	}
+	roundLen := e.Round
+	if roundLen == 0 {
+		roundLen = 20 * time.Millisecond
+	}
+	deadline := time.Now().Add(roundLen)
+	for ctx.Err() == nil {
+		done := true
+		for _, m := range members {
+			st, err := e.Scanner.FS.Stat(m.PID)
+			if err == nil && st.StartTime == m.StartTime && !st.Dead() && !settled(st) {
+				done = false
+				break
+			}
+		}
+		if done || !time.Now().Before(deadline) {
+			return
+		}
+		time.Sleep(step)
+		if step < maxStep {
+			step *= 2
+		}
+	}
+}
+
+func sortMembers(ms []Member) {
+	sort.Slice(ms, func(i, j int) bool {
+		if ms[i].PID != ms[j].PID {
+			return ms[i].PID < ms[j].PID
+		}
+		return ms[i].StartTime < ms[j].StartTime
+	})
+}
