@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -333,7 +334,28 @@ type Receipt struct {
 // receiptFields is Receipt without its methods, for plain encoding.
 type receiptFields Receipt
 
-var receiptKnown = []string{"cleanup_confirmed", "return_code", "error", "timed_out", "cause"}
+// receiptKnown are the JSON names of Receipt's own fields, read from its
+// tags, so a field added to the struct is never also kept in Extra.
+var receiptKnown = jsonNames(reflect.TypeOf(receiptFields{}))
+
+// jsonNames returns the names encoding/json gives the fields of struct
+// type t (none of t's fields is embedded).
+func jsonNames(t reflect.Type) []string {
+	var out []string
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		if tag == "-" || !f.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(tag, ",")
+		if name == "" {
+			name = f.Name
+		}
+		out = append(out, name)
+	}
+	return out
+}
 
 // UnmarshalJSON decodes the known fields and keeps the rest in Extra.
 func (r *Receipt) UnmarshalJSON(b []byte) error {

@@ -1,11 +1,10 @@
 package reports
 
 import (
-	"bufio"
-	"fmt"
 	"io"
-	"os"
 	"path/filepath"
+
+	"github.com/sandproof/sandproof/runner/warden/atomicfile"
 )
 
 // File names WriteAll uses inside a run directory.
@@ -65,35 +64,10 @@ func LookupFormat(name string) (Format, bool) {
 	return Format{}, false
 }
 
-// WriteFileAtomic writes what render produces to path through a temporary
-// file in the same directory and a rename; on error the temporary file is
-// removed and path is left as it was.
-func WriteFileAtomic(path string, render func(io.Writer) error) (err error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return fmt.Errorf("create report: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	bw := bufio.NewWriterSize(tmp, 64<<10)
-	if err := render(bw); err != nil {
-		return err
-	}
-	if err := bw.Flush(); err != nil {
-		return fmt.Errorf("write report %q: %w", path, err)
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		return fmt.Errorf("write report %q: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write report %q: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("write report %q: %w", path, err)
-	}
-	return nil
+// WriteFileAtomic writes what render produces to path (mode 0644) through
+// a temporary file in the same directory, an fsync, a rename and an fsync
+// of the directory; on error the temporary file is removed and path is
+// left as it was.
+func WriteFileAtomic(path string, render func(io.Writer) error) error {
+	return atomicfile.WriteFunc(path, 0o644, render)
 }

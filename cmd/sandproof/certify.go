@@ -27,19 +27,24 @@ import (
 	_ "github.com/sandproof/sandproof/runner/host/runtimes"
 )
 
-func init() { addCommand(newCertifyCmd) }
+func init() { addCommand(newCertifyCommand) }
 
-func newCertifyCmd(stdout, stderr io.Writer) *cobra.Command {
-	var (
-		adapterFiles, imageArgs, diffAllow                             []string
-		modelArg, modelName, keyFile, warden, probe, bash, rmtree, out string
-		parallel, baseline, captureEntries                             int
-		resume, allowEmpty                                             bool
-		pidsLimit, cpuShares                                           int64
-		memory, shardArg, network, agent                               string
-		relayOpts                                                      relayFlags
-	)
-	arch := runtime.GOARCH
+// certifyOptions are `sandproof certify`'s flags as given. runCertify turns
+// them into certify.Options; certify.Options.Validate owns the rules of
+// the values the library takes as they are.
+type certifyOptions struct {
+	adapterFiles, imageArgs, diffAllow                            []string
+	model, modelName, keyFile, warden, probe, agent, bash, rmtree string
+	out, memory, shard, network                                   string
+	parallel, baseline, captureEntries                            int
+	resume, allowEmpty                                            bool
+	pidsLimit, cpuShares                                          int64
+	relay                                                         relayFlags
+}
+
+// newCertifyCommand binds certify's flags; runCertify does the work.
+func newCertifyCommand(stdout, stderr io.Writer) *cobra.Command {
+	var o certifyOptions
 	cmd := &cobra.Command{
 		Use:   "certify --adapter FILE [--adapter FILE...] --out DIR",
 		Short: "Run the case protocol (contract §7) for every image x adapter",
@@ -69,153 +74,164 @@ the exit status is 130 (143 for TERM). A second signal exits at once.
 ` + exitCodeHelp,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if len(adapterFiles) == 0 {
-				return usagef("--adapter: at least one manifest is required")
-			}
-			if out == "" {
-				return usagef("--out: required")
-			}
-			if parallel < 1 {
-				return usagef("--parallel: bad value %q (want >= 1)", fmt.Sprint(parallel))
-			}
-			limits, err := parseLimits(pidsLimit, memory, cpuShares)
-			if err != nil {
-				return err
-			}
-			relayLimits, err := relayOpts.limits()
-			if err != nil {
-				return err
-			}
-			if baseline < 0 {
-				return usagef("--baseline: bad value %q (want >= 0)", fmt.Sprint(baseline))
-			}
-			if captureEntries < 1 {
-				return usagef("--capture-entries: bad value %q (want >= 1)", fmt.Sprint(captureEntries))
-			}
-			if network != provider.NetworkNone && network != provider.NetworkHost {
-				return usagef("--network: bad value %q (want none or host)", network)
-			}
-			if agent == "" {
-				agent = filepath.Join(filepath.Dir(probe), "sandagent")
-			}
-			for _, b := range []struct{ flag, path string }{{"--warden", warden}, {"--probe", probe}, {"--agent", agent}} {
-				if _, err := os.Stat(b.path); err != nil {
-					return usagef("%s: %q not found (build it with `make build`, or name the static build to use)", b.flag, b.path)
-				}
-			}
-			var ms []*adapter.Manifest
-			for _, f := range adapterFiles {
-				m, err := adapter.Load(f)
-				if err != nil {
-					return usageError{err}
-				}
-				ms = append(ms, m)
-			}
-			imgs, err := pickImages(imageArgs)
-			if err != nil {
-				return err
-			}
-			var shard certify.Shard
-			if shardArg != "" {
-				if shard, err = certify.ParseShard(shardArg); err != nil {
-					return usagef("--shard: %v", err)
-				}
-				// Every shard must slice the same matrix: "every built
-				// image" differs from machine to machine.
-				if len(imageArgs) == 0 {
-					return usagef("--shard: name the images with --image (the default, every built image, may differ between the shards' machines)")
-				}
-			}
-			o := certify.Options{Adapters: ms, Images: imgs, ModelName: modelName, Parallel: parallel,
-				Warden: warden, Probe: probe, Agent: agent, Bash: bash, Rmtree: rmtree, Out: out, Resume: resume,
-				Progress: stderr, DiffAllow: diffAllow, Limits: limits, Shard: shard, Network: network, Baseline: baseline,
-				CaptureEntries: captureEntries, Relay: relayLimits}
-			switch {
-			case modelArg == "scripted":
-			case strings.HasPrefix(modelArg, "http://") || strings.HasPrefix(modelArg, "https://"):
-				o.ModelURL = modelArg
-				if keyFile == "" {
-					return usagef("--api-key-file: required with a model URL")
-				}
-			default:
-				return usagef("--model: bad value %q (want scripted or a URL)", modelArg)
-			}
-			if keyFile != "" {
-				b, err := os.ReadFile(keyFile)
-				if err != nil {
-					return fmt.Errorf("read API key: %w", err)
-				}
-				o.APIKey = strings.TrimSpace(string(b))
-				if o.APIKey == "" {
-					return usagef("--api-key-file: %q holds no key", keyFile)
-				}
-			}
-			if bash == "" {
-				if _, err := os.Stat("/bin/bash-static"); err == nil {
-					o.Bash = "/bin/bash-static"
-				}
-			}
-			ictx, sig, stop := interruptOnSignal(stderr)
-			defer stop()
-			o.Interrupt = ictx
-			sum, err := certify.Run(cmd.Context(), o)
-			if sum != nil {
-				printSummary(stdout, sum, out)
-			}
-			// Precedence (contract §9 exit statuses): interrupted >
-			// infrastructure > failed.
-			if s := sig(); s != nil {
-				if err != nil {
-					fmt.Fprintf(stderr, "sandproof: %s\n", reports.Printable(err.Error(), false))
-				}
-				return s
-			}
-			if err != nil {
-				if errors.Is(err, certify.ErrCanaryLeaked) {
-					return failedError{err}
-				}
-				return infraError{err}
-			}
-			if sum.Failed() {
-				return exitError{exitFailed}
-			}
-			if sum.Counts[reports.StatusPassed] == 0 && !allowEmpty {
-				return noCasePassed(sum.Counts[reports.StatusSkipped])
-			}
-			return nil
+			return runCertify(cmd.Context(), stdout, stderr, o)
 		},
 	}
 	f := cmd.Flags()
-	f.StringArrayVar(&adapterFiles, "adapter", nil, "adapter manifest (repeatable)")
-	f.StringArrayVar(&imageArgs, "image", nil, "image NAME or NAME=REF (repeatable; default: every built image)")
-	f.StringVar(&modelArg, "model", "scripted", "scripted, or a model base URL")
-	f.StringVar(&modelName, "model-name", "fake-model", "model id given to the harness ({model})")
-	f.StringVar(&keyFile, "api-key-file", "", "the model's API key: the relay sends it upstream; sandboxes only ever hold a per-run canary")
-	f.IntVar(&parallel, "parallel", 1, "cases run at once")
-	f.IntVar(&baseline, "baseline", 0, "time `N` bare runs of 'docker run --rm --network none IMAGE true' per image before the cases, and give each case's overhead beside that floor")
-	f.StringVar(&warden, "warden", filepath.Join("bin", "linux-"+arch, "warden"), "static warden build for this host's arch")
-	f.StringVar(&probe, "probe", filepath.Join("bin", "linux-"+arch, "probe"), "static probe build for this host's arch")
-	f.StringVar(&agent, "agent", "", "static session agent build for this host's arch, which carries the model's traffic and the session's commands (default: sandagent beside --probe)")
-	f.StringVar(&network, "network", provider.NetworkNone, "sandbox network: none (the harness reaches only the model, through the session agent) or host (flagged in the report)")
-	f.StringVar(&bash, "bash-static", "", "static bash provided to adapters that need bash (default /bin/bash-static when present)")
-	f.StringVar(&rmtree, "rmtree", "", "optional removal helper (runner/host/session/rmtree) for session dirs")
-	f.StringArrayVar(&diffAllow, "diff-allow", nil, "sandbox path the filesystem diff may hold (repeatable)")
-	f.BoolVar(&resume, "resume", false, "finish an interrupted run: run again every case of DIR/evidence.jsonl whose last attempt is unknown, and the cases never written")
-	f.BoolVar(&allowEmpty, "allow-empty", false, "exit 0 when no case failed even if none passed (all skipped)")
-	f.StringVar(&out, "out", "", "run directory (required)")
-	f.StringVar(&shardArg, "shard", "", "run slice `i/N` of the image x adapter matrix (needs --image); join the shards with 'sandproof report merge'")
+	f.StringArrayVar(&o.adapterFiles, "adapter", nil, "adapter manifest (repeatable)")
+	f.StringArrayVar(&o.imageArgs, "image", nil, "image NAME or NAME=REF (repeatable; default: every built image)")
+	f.StringVar(&o.model, "model", "scripted", "scripted, or a model base URL")
+	f.StringVar(&o.modelName, "model-name", "fake-model", "model id given to the harness ({model})")
+	f.StringVar(&o.keyFile, "api-key-file", "", "the model's API key: the relay sends it upstream; sandboxes only ever hold a per-run canary")
+	f.IntVar(&o.parallel, "parallel", 1, "cases run at once")
+	f.IntVar(&o.baseline, "baseline", 0, "time `N` bare runs of 'docker run --rm --network none IMAGE true' per image before the cases, and give each case's overhead beside that floor")
+	f.StringVar(&o.warden, "warden", filepath.Join("bin", "linux-"+runtime.GOARCH, "warden"), "static warden build for this host's arch")
+	f.StringVar(&o.probe, "probe", filepath.Join("bin", "linux-"+runtime.GOARCH, "probe"), "static probe build for this host's arch")
+	f.StringVar(&o.agent, "agent", "", "static session agent build for this host's arch, which carries the model's traffic and the session's commands (default: sandagent beside --probe)")
+	f.StringVar(&o.network, "network", provider.NetworkNone, "sandbox network: none (the harness reaches only the model, through the session agent) or host (flagged in the report)")
+	f.StringVar(&o.bash, "bash-static", "", "static bash provided to adapters that need bash (default /bin/bash-static when present)")
+	f.StringVar(&o.rmtree, "rmtree", "", "optional removal helper (runner/host/session/rmtree) for session dirs")
+	f.StringArrayVar(&o.diffAllow, "diff-allow", nil, "sandbox path the filesystem diff may hold (repeatable)")
+	f.BoolVar(&o.resume, "resume", false, "finish an interrupted run: run again every case of DIR/evidence.jsonl whose last attempt is unknown, and the cases never written")
+	f.BoolVar(&o.allowEmpty, "allow-empty", false, "exit 0 when no case failed even if none passed (all skipped)")
+	f.StringVar(&o.out, "out", "", "run directory (required)")
+	f.StringVar(&o.shard, "shard", "", "run slice `i/N` of the image x adapter matrix (needs --image); join the shards with 'sandproof report merge'")
 	d := provider.DefaultLimits
-	f.Int64Var(&pidsLimit, "pids-limit", d.PidsLimit, "most processes and threads a case's container may hold")
-	f.StringVar(&memory, "memory", "2g", "memory limit of a case's container (bytes, or with k, m or g), swap included")
-	f.Int64Var(&cpuShares, "cpu-shares", d.CPUShares, "CPU shares of a case's container (relative weight; 1024 is a full share)")
-	f.IntVar(&captureEntries, "capture-entries", provider.DefaultCaseEntries, "most archive entries (files, directories, links) one case's captures may take; past it the download stops and the case fails close.captures_bounded")
+	f.Int64Var(&o.pidsLimit, "pids-limit", d.PidsLimit, "most processes and threads a case's container may hold")
+	f.StringVar(&o.memory, "memory", "2g", "memory limit of a case's container (bytes, or with k, m or g), swap included")
+	f.Int64Var(&o.cpuShares, "cpu-shares", d.CPUShares, "CPU shares of a case's container (relative weight; 1024 is a full share)")
+	f.IntVar(&o.captureEntries, "capture-entries", provider.DefaultCaseEntries, "most archive entries (files, directories, links) one case's captures may take; past it the download stops and the case fails close.captures_bounded")
 	rl := relay.DefaultLimits
-	f.StringVar(&relayOpts.request, "relay-request-bytes", sizeText(rl.RequestBytes), "largest model request body the relay takes (bytes, or with k, m or g); a manifest's relay.request_bytes raises it for its adapter")
-	f.StringVar(&relayOpts.held, "relay-held-bytes", "", "request bytes the relay holds at once, over a case's requests (default: "+sizeText(rl.HeldBytes)+" or four request caps, whichever is more)")
-	f.StringVar(&relayOpts.record, "relay-record-bytes", sizeText(rl.RecordBytes), "budget of a case's model transcript (model_relay.jsonl and the calls kept in memory)")
-	f.IntVar(&relayOpts.concurrent, "relay-concurrent", rl.Concurrent, "model requests in a case's relay at once")
-	f.DurationVar(&relayOpts.bodyTime, "relay-body-time", rl.BodyTime, "longest a model request's body may take to arrive")
+	f.StringVar(&o.relay.request, "relay-request-bytes", sizeText(rl.RequestBytes), "largest model request body the relay takes (bytes, or with k, m or g); a manifest's relay.request_bytes raises it for its adapter")
+	f.StringVar(&o.relay.held, "relay-held-bytes", "", "request bytes the relay holds at once, over a case's requests (default: "+sizeText(rl.HeldBytes)+" or four request caps, whichever is more)")
+	f.StringVar(&o.relay.record, "relay-record-bytes", sizeText(rl.RecordBytes), "budget of a case's model transcript (model_relay.jsonl and the calls kept in memory)")
+	f.IntVar(&o.relay.concurrent, "relay-concurrent", rl.Concurrent, "model requests in a case's relay at once")
+	f.DurationVar(&o.relay.bodyTime, "relay-body-time", rl.BodyTime, "longest a model request's body may take to arrive")
 	return cmd
+}
+
+// runCertify runs the cases the options name and maps the outcome to an
+// exit status (contract §9 exit statuses).
+func runCertify(ctx context.Context, stdout, stderr io.Writer, opts certifyOptions) error {
+	o, err := opts.library(stderr)
+	if err != nil {
+		return err
+	}
+	ictx, sig, stop := interruptOnSignal(stderr)
+	defer stop()
+	o.Interrupt = ictx
+	sum, err := certify.Run(ctx, o)
+	if sum != nil {
+		printSummary(stdout, sum, opts.out)
+	}
+	// Precedence (contract §9 exit statuses): interrupted >
+	// infrastructure > failed.
+	if s := sig(); s != nil {
+		if err != nil {
+			fmt.Fprintf(stderr, "sandproof: %s\n", reports.Printable(err.Error(), false))
+		}
+		return s
+	}
+	if err != nil {
+		var ue *certify.UsageError
+		switch {
+		case errors.As(err, &ue):
+			return usageError{err}
+		case errors.Is(err, certify.ErrCanaryLeaked):
+			return failedError{err}
+		}
+		return infraError{err}
+	}
+	if sum.Failed() {
+		return exitError{exitFailed}
+	}
+	if sum.Counts[reports.StatusPassed] == 0 && !opts.allowEmpty {
+		return noCasePassed(sum.Counts[reports.StatusSkipped])
+	}
+	return nil
+}
+
+// library checks the flags the library does not see as given (the
+// required ones, the sizes as spelt, the model and its key), has the
+// library validate the rest (certify.Options.Validate, before anything is
+// loaded), then loads the manifests and resolves the images.
+func (opts certifyOptions) library(stderr io.Writer) (certify.Options, error) {
+	if len(opts.adapterFiles) == 0 {
+		return certify.Options{}, usagef("--adapter: at least one manifest is required")
+	}
+	if opts.out == "" {
+		return certify.Options{}, usagef("--out: required")
+	}
+	limits, err := parseLimits(opts.pidsLimit, opts.memory, opts.cpuShares)
+	if err != nil {
+		return certify.Options{}, err
+	}
+	relayLimits, err := opts.relay.limits()
+	if err != nil {
+		return certify.Options{}, err
+	}
+	o := certify.Options{ModelName: opts.modelName, Parallel: opts.parallel,
+		Warden: opts.warden, Probe: opts.probe, Agent: opts.agent, Bash: opts.bash, Rmtree: opts.rmtree, Out: opts.out, Resume: opts.resume,
+		Progress: stderr, DiffAllow: opts.diffAllow, Limits: limits, Network: opts.network, Baseline: opts.baseline,
+		CaptureEntries: opts.captureEntries, Relay: relayLimits}
+	if err := o.Validate(); err != nil {
+		return o, usageError{err}
+	}
+	for _, f := range opts.adapterFiles {
+		m, err := adapter.Load(f)
+		if err != nil {
+			return o, usageError{err}
+		}
+		o.Adapters = append(o.Adapters, m)
+	}
+	if o.Images, err = pickImages(opts.imageArgs); err != nil {
+		return o, err
+	}
+	if opts.shard != "" {
+		if o.Shard, err = certify.ParseShard(opts.shard); err != nil {
+			return o, usagef("--shard: %v", err)
+		}
+		// Every shard must slice the same matrix: "every built
+		// image" differs from machine to machine.
+		if len(opts.imageArgs) == 0 {
+			return o, usagef("--shard: name the images with --image (the default, every built image, may differ between the shards' machines)")
+		}
+	}
+	if err := opts.modelKey(&o); err != nil {
+		return o, err
+	}
+	if opts.bash == "" {
+		if _, err := os.Stat("/bin/bash-static"); err == nil {
+			o.Bash = "/bin/bash-static"
+		}
+	}
+	return o, nil
+}
+
+// modelKey sets the model's URL and upstream key from --model and
+// --api-key-file.
+func (opts certifyOptions) modelKey(o *certify.Options) error {
+	switch {
+	case opts.model == "scripted":
+	case strings.HasPrefix(opts.model, "http://") || strings.HasPrefix(opts.model, "https://"):
+		o.ModelURL = opts.model
+		if opts.keyFile == "" {
+			return usagef("--api-key-file: required with a model URL")
+		}
+	default:
+		return usagef("--model: bad value %q (want scripted or a URL)", opts.model)
+	}
+	if opts.keyFile != "" {
+		b, err := os.ReadFile(opts.keyFile)
+		if err != nil {
+			return fmt.Errorf("read API key: %w", err)
+		}
+		o.APIKey = strings.TrimSpace(string(b))
+		if o.APIKey == "" {
+			return usagef("--api-key-file: %q holds no key", opts.keyFile)
+		}
+	}
+	return nil
 }
 
 // sizeText writes n as ParseBytes reads it, in the largest unit that
@@ -277,16 +293,18 @@ func (f relayFlags) limits() (relay.Limits, error) {
 // quotes the value.
 func parseLimits(pids int64, memory string, shares int64) (provider.Limits, error) {
 	l := provider.Limits{PidsLimit: pids, CPUShares: shares, OOMScoreAdj: provider.DefaultLimits.OOMScoreAdj}
-	if pids < 16 {
-		return l, usagef("--pids-limit: bad value %q (want >= 16: warden, the probe and a harness need more)", fmt.Sprint(pids))
+	// The bounds are provider's; on the command line 0 is not "the
+	// default" but a value below them.
+	if pids < provider.MinPidsLimit {
+		return l, usagef("--pids-limit: bad value %q (want >= %d: warden, the probe and a harness need more)", fmt.Sprint(pids), provider.MinPidsLimit)
 	}
 	mem, err := provider.ParseBytes(memory)
-	if err != nil || mem < 6<<20 {
-		return l, usagef("--memory: bad value %q (want a size of at least 6m, e.g. 512m or 2g)", memory)
+	if err != nil || mem < provider.MinMemoryBytes {
+		return l, usagef("--memory: bad value %q (want a size of at least %s, e.g. 512m or 2g)", memory, sizeText(provider.MinMemoryBytes))
 	}
 	l.MemoryBytes = mem
-	if shares < 2 || shares > 262144 {
-		return l, usagef("--cpu-shares: bad value %q (want 2..262144)", fmt.Sprint(shares))
+	if shares < provider.MinCPUShares || shares > provider.MaxCPUShares {
+		return l, usagef("--cpu-shares: bad value %q (want %d..%d)", fmt.Sprint(shares), provider.MinCPUShares, provider.MaxCPUShares)
 	}
 	if err := l.Check(); err != nil {
 		return l, usageError{err}

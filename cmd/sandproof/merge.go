@@ -15,8 +15,15 @@ import (
 	"github.com/sandproof/sandproof/reports"
 )
 
+// mergeOptions are `sandproof report merge`'s flags and arguments.
+type mergeOptions struct {
+	out, runID string
+	runs       []string // the shards' run directories (or evidence files)
+}
+
+// newReportMergeCmd binds merge's flags; runMerge does the work.
 func newReportMergeCmd(stdout, _ io.Writer) *cobra.Command {
-	var out, runID string
+	var o mergeOptions
 	cmd := &cobra.Command{
 		Use:   "merge --out DIR RUN_DIR...",
 		Short: "Join the runs of certify --shard i/N into one run",
@@ -40,72 +47,89 @@ DIR must not hold an evidence.jsonl already.`,
 			return nil
 		},
 		RunE: func(_ *cobra.Command, args []string) error {
-			if out == "" {
-				return usagef("--out: required")
-			}
-			if _, err := os.Stat(filepath.Join(out, reports.EvidenceFile)); err == nil {
-				return usagef("--out: %q already holds %s", out, reports.EvidenceFile)
-			}
-			var inputs []reports.MergeInput
-			for _, a := range args {
-				p, err := evidencePath(a)
-				if err != nil {
-					return err
-				}
-				recs, err := readRecords(p)
-				if err != nil {
-					return err
-				}
-				inputs = append(inputs, reports.MergeInput{Name: a, Records: recs})
-			}
-			if runID == "" {
-				runID = "merged-" + firstRunID(inputs)
-			}
-			merged, err := reports.Merge(inputs, runID)
-			if err != nil {
-				return usageError{err}
-			}
-			if err := os.MkdirAll(out, 0o755); err != nil {
-				return err
-			}
-			// The cases' files come along, so the reports' links work.
-			for _, in := range inputs {
-				dir := in.Name
-				if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-					dir = filepath.Dir(dir)
-				}
-				for _, e := range in.Records {
-					if e.CaseDir == "" || !filepath.IsLocal(e.CaseDir) {
-						continue
-					}
-					if err := copyTree(filepath.Join(dir, e.CaseDir), filepath.Join(out, e.CaseDir)); err != nil {
-						return err
-					}
-				}
-			}
-			err = reports.WriteFileAtomic(filepath.Join(out, reports.EvidenceFile), func(w io.Writer) error {
-				enc := json.NewEncoder(w)
-				enc.SetEscapeHTML(false)
-				for _, e := range merged {
-					if err := enc.Encode(e); err != nil {
-						return err
-					}
-				}
-				return nil
-			})
-			if err != nil {
-				return err
-			}
-			if _, err := reports.WriteAll(out); err != nil {
-				return err
-			}
-			fmt.Fprintf(stdout, "merged %d run(s), %d case(s) into %s (run %s)\n", len(inputs), len(merged), out, runID)
-			return nil
+			o.runs = args
+			return runMerge(stdout, o)
 		},
 	}
-	cmd.Flags().StringVar(&out, "out", "", "the merged run directory (required)")
-	cmd.Flags().StringVar(&runID, "run-id", "", "the merged run's id (default: merged-<the first shard's run id>)")
+	cmd.Flags().StringVar(&o.out, "out", "", "the merged run directory (required)")
+	cmd.Flags().StringVar(&o.runID, "run-id", "", "the merged run's id (default: merged-<the first shard's run id>)")
 	return cmd
+}
+
+// runMerge reads the shards, merges their records (reports.Merge refuses
+// what does not join, exit 2), copies the cases' files and writes the
+// merged run's evidence and reports.
+func runMerge(stdout io.Writer, o mergeOptions) error {
+	if o.out == "" {
+		return usagef("--out: required")
+	}
+	if _, err := os.Stat(filepath.Join(o.out, reports.EvidenceFile)); err == nil {
+		return usagef("--out: %q already holds %s", o.out, reports.EvidenceFile)
+	}
+	var inputs []reports.MergeInput
+	for _, a := range o.runs {
+		p, err := evidencePath(a)
+		if err != nil {
+			return err
+		}
+		recs, err := readRecords(p)
+		if err != nil {
+			return err
+		}
+		inputs = append(inputs, reports.MergeInput{Name: a, Records: recs})
+	}
+	runID := o.runID
+	if runID == "" {
+		runID = "merged-" + firstRunID(inputs)
+	}
+	merged, err := reports.Merge(inputs, runID)
+	if err != nil {
+		return usageError{err}
+	}
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return err
+	}
+	if err := copyCaseDirs(inputs, o.out); err != nil {
+		return err
+	}
+	err = reports.WriteFileAtomic(filepath.Join(o.out, reports.EvidenceFile), func(w io.Writer) error {
+		enc := json.NewEncoder(w)
+		enc.SetEscapeHTML(false)
+		for _, e := range merged {
+			if err := enc.Encode(e); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if _, err := reports.WriteAll(o.out); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "merged %d run(s), %d case(s) into %s (run %s)\n", len(inputs), len(merged), o.out, runID)
+	return nil
+}
+
+// copyCaseDirs brings the cases' files along into out, so the reports'
+// links work.
+func copyCaseDirs(inputs []reports.MergeInput, out string) error {
+	for _, in := range inputs {
+		dir := in.Name
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			dir = filepath.Dir(dir)
+		}
+		for _, e := range in.Records {
+			if e.CaseDir == "" || !filepath.IsLocal(e.CaseDir) {
+				continue
+			}
+			if err := copyTree(filepath.Join(dir, e.CaseDir), filepath.Join(out, e.CaseDir)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func readRecords(path string) ([]*reports.Evidence, error) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,17 +15,19 @@ import (
 	"github.com/sandproof/sandproof/runner/host/soak"
 )
 
-func init() { addCommand(newSoakCmd) }
+func init() { addCommand(newSoakCommand) }
 
-func newSoakCmd(stdout, stderr io.Writer) *cobra.Command {
-	var (
-		cycles, parallel  int
-		warden, adversary string
-		grace             string
-		dir               string
-		asJSON            bool
-		tier              string
-	)
+// soakOptions are `sandproof soak`'s flags as given.
+type soakOptions struct {
+	cycles, parallel       int
+	warden, adversary, dir string
+	grace, tier            string
+	tierSet, asJSON        bool
+}
+
+// newSoakCommand binds soak's flags; runSoak does the work.
+func newSoakCommand(stdout, stderr io.Writer) *cobra.Command {
+	var o soakOptions
 	cmd := &cobra.Command{
 		Use:   "soak [--cycles 1000] [--parallel 4] [--warden PATH] [--adversary PATH] [--grace S] [--tier auto|subreaper]",
 		Short: "Run warden through many launch/stop cycles with adversarial harnesses and check /proc after each",
@@ -44,76 +47,103 @@ Without --warden and --adversary it builds both (CGO_ENABLED=0) from the
 sandproof module found at or above the working directory.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if cycles <= 0 {
-				return usagef("--cycles: bad value %d (want > 0)", cycles)
-			}
-			if parallel <= 0 {
-				return usagef("--parallel: bad value %d (want > 0)", parallel)
-			}
-			g, err := strconv.ParseFloat(grace, 64)
-			if err != nil || !secondsOK(grace) {
-				return usagef("--grace: bad seconds %q", grace)
-			}
-			if cmd.Flags().Changed("tier") && tier != "auto" && tier != "subreaper" {
-				return usagef("--tier: bad value %q (want auto or subreaper)", tier)
-			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			if warden == "" || adversary == "" {
-				wd, err := os.Getwd()
-				if err != nil {
-					return err
-				}
-				root, err := soak.ModuleRoot(wd)
-				if err != nil {
-					return err
-				}
-				bin, err := os.MkdirTemp("", "sandproof-soak-bin-")
-				if err != nil {
-					return err
-				}
-				defer os.RemoveAll(bin)
-				fmt.Fprintf(stderr, "soak: building warden and the adversary from %s\n", root)
-				w, a, err := soak.Build(ctx, root, bin)
-				if err != nil {
-					return err
-				}
-				if warden == "" {
-					warden = w
-				}
-				if adversary == "" {
-					adversary = a
-				}
-			}
-			sum, err := soak.Run(ctx, soak.Config{Warden: warden, Adversary: adversary, Cycles: cycles,
-				Parallel: parallel, Grace: g, Dir: dir, Progress: stderr, Tier: tier})
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				enc := json.NewEncoder(stdout)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(sum); err != nil {
-					return err
-				}
-			} else {
-				sum.Write(stdout)
-			}
-			if !sum.OK() {
-				return exitError{1}
-			}
-			return nil
+			o.tierSet = cmd.Flags().Changed("tier")
+			return runSoak(cmd.Context(), stdout, stderr, o)
 		},
 	}
-	cmd.Flags().IntVar(&cycles, "cycles", 1000, "launch/stop cycles to run")
-	cmd.Flags().IntVar(&parallel, "parallel", 4, "cycles running at once")
-	cmd.Flags().StringVar(&warden, "warden", "", "warden binary to soak (default: build it)")
-	cmd.Flags().StringVar(&adversary, "adversary", "", "adversary fixture binary (default: build it)")
-	cmd.Flags().StringVar(&grace, "grace", "0.5", "supervise --grace, seconds between TERM and KILL")
-	cmd.Flags().StringVar(&dir, "dir", "", "where the cycles' state dirs go (default: a temp dir)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the summary as JSON")
-	cmd.Flags().StringVar(&tier, "tier", "", "supervise --tier: auto or subreaper (default: pass none, warden's default, tier cgroup where a cgroup v2 is writable)")
+	f := cmd.Flags()
+	f.IntVar(&o.cycles, "cycles", 1000, "launch/stop cycles to run")
+	f.IntVar(&o.parallel, "parallel", 4, "cycles running at once")
+	f.StringVar(&o.warden, "warden", "", "warden binary to soak (default: build it)")
+	f.StringVar(&o.adversary, "adversary", "", "adversary fixture binary (default: build it)")
+	f.StringVar(&o.grace, "grace", "0.5", "supervise --grace, seconds between TERM and KILL")
+	f.StringVar(&o.dir, "dir", "", "where the cycles' state dirs go (default: a temp dir)")
+	f.BoolVar(&o.asJSON, "json", false, "print the summary as JSON")
+	f.StringVar(&o.tier, "tier", "", "supervise --tier: auto or subreaper (default: pass none, warden's default, tier cgroup where a cgroup v2 is writable)")
 	return cmd
+}
+
+// config checks the flags and turns them into a soak.Config (without the
+// binaries, which runSoak may build).
+func (o soakOptions) config(stderr io.Writer) (soak.Config, error) {
+	if o.cycles <= 0 {
+		return soak.Config{}, usagef("--cycles: bad value %d (want > 0)", o.cycles)
+	}
+	if o.parallel <= 0 {
+		return soak.Config{}, usagef("--parallel: bad value %d (want > 0)", o.parallel)
+	}
+	g, err := strconv.ParseFloat(o.grace, 64)
+	if err != nil || !secondsOK(o.grace) {
+		return soak.Config{}, usagef("--grace: bad seconds %q", o.grace)
+	}
+	if o.tierSet && o.tier != "auto" && o.tier != "subreaper" {
+		return soak.Config{}, usagef("--tier: bad value %q (want auto or subreaper)", o.tier)
+	}
+	return soak.Config{Warden: o.warden, Adversary: o.adversary, Cycles: o.cycles,
+		Parallel: o.parallel, Grace: g, Dir: o.dir, Progress: stderr, Tier: o.tier}, nil
+}
+
+// runSoak builds what --warden and --adversary do not name, runs the
+// cycles and prints the summary; a cycle that left anything exits 1.
+func runSoak(ctx context.Context, stdout, stderr io.Writer, o soakOptions) error {
+	cfg, err := o.config(stderr)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if cfg.Warden == "" || cfg.Adversary == "" {
+		bin, err := os.MkdirTemp("", "sandproof-soak-bin-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(bin)
+		if err := buildSoakBinaries(ctx, stderr, bin, &cfg); err != nil {
+			return err
+		}
+	}
+	sum, err := soak.Run(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if o.asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(sum); err != nil {
+			return err
+		}
+	} else {
+		sum.Write(stdout)
+	}
+	if !sum.OK() {
+		return exitError{1}
+	}
+	return nil
+}
+
+// buildSoakBinaries builds warden and the adversary into bin from the
+// module at or above the working directory, for the ones cfg lacks.
+func buildSoakBinaries(ctx context.Context, stderr io.Writer, bin string, cfg *soak.Config) error {
+	wd, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	root, err := soak.ModuleRoot(wd)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "soak: building warden and the adversary from %s\n", root)
+	w, a, err := soak.Build(ctx, root, bin)
+	if err != nil {
+		return err
+	}
+	if cfg.Warden == "" {
+		cfg.Warden = w
+	}
+	if cfg.Adversary == "" {
+		cfg.Adversary = a
+	}
+	return nil
 }
 
 // secondsOK applies the contract's number rule (§2 flags) to --grace.

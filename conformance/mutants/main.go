@@ -20,49 +20,50 @@ import (
 	"time"
 
 	"github.com/sandproof/sandproof/conformance/framework"
+	"github.com/sandproof/sandproof/runner/warden/mutant"
 )
 
 // Mutant is one broken warden and the clause whose specs must catch it.
 type Mutant struct {
-	Name   string
+	Name   mutant.Name
 	Clause string
 	Breaks string
 }
 
 // Catalog lists every mutant runner/warden/mutant knows.
 var Catalog = []Mutant{
-	{"groupkill", "2 stop rules", "stop reduced to a process-group kill"},
-	{"nomarker", "2 stop rules", "no WARDEN_LAUNCH marker scan"},
-	{"nosubreaper", "2 stop rules", "no child subreaper, so adopted orphans are not reached"},
-	{"nostartcheck", "2 stop rules", "no start-time re-check before signalling (hits a reused pid)"},
-	{"groupreuse", "2 stop rules", "a group signalled after its id was taken by another leader"},
-	{"nocont", "2 stop rules", "no SIGCONT to stopped processes"},
-	{"nokill", "2 stop rules", "never escalates to KILL after the grace"},
-	{"noreap", "2 stop rules", "adopted orphans never reaped (zombies left)"},
-	{"madeupzero", "3 receipt", "return_code 0 made up when unknown"},
-	{"inplacereceipt", "3 receipt", "receipt written in place, not atomically"},
-	{"nosubcentisecond", "2 flags", "no receipt for a sub-centisecond deadline (the --deadline specs)"},
-	{"callergroup", "2 launch rules", "supervisor left in the caller's process group"},
-	{"nolease", "2 flags", "lease lapse ignored (the --lease specs)"},
-	{"nonjsonstop", "5 events mode", "runner stops recording at a non-JSON line"},
-	{"quadraticcr", "5 events mode", "CR handling quadratic in the line length"},
-	{"fdleak", "5 descriptors", "runner descriptors leaked to the CLI"},
-	{"exitcodes", "5 exit statuses", "126 and 127 confused"},
-	{"latedeadline", "2 deadline", "deadline timer armed late, by the grace"},
-	{"supfdleak", "2 descriptors", "descriptors the caller leaked passed on to the harness under supervise"},
-	{"confirmexit", "4 exit statuses", "foreground supervise exits 0 on an unconfirmed cleanup when the harness returned 0"},
-	{"claimrace", "2 launch claim", "launch claim taken by look-then-rename, not an exclusive create"},
-	{"waitnorenew", "4 wait", "wait never renews the lease"},
-	{"relpath", "5 path search", "argv[0] looked up in relative and empty PATH entries too"},
-	{"paramsmarker", "5 params", "params may set WARDEN_LAUNCH"},
-	{"jsonbraces", "5 events mode", "a line in braces taken for JSON without validation"},
-	{"nohold", "2 hold", "no SIGSTOP hold before KILL: a hopper or a fork bomb can outrun the stop"},
-	{"nokernelwalk", "2 kernel confirms", "cleanup confirmed from the last /proc scan, without the kernel's children lists"},
-	{"serviceenv", "2 services by identity", "a process that sets WARDEN_SERVICE to the launch id is kept as a service"},
-	{"nothreads", "2 hold", "no OS threads reserved before the harness: a bomb at the pids limit kills the supervisor"},
-	{"nocgroupkill", "2 kernel confirms", "tier cgroup freezes the harness's cgroup but never writes cgroup.kill"},
-	{"zskip", "2 kernel confirms", "a Z leader counts as dead whatever its threads: a tool that called pthread_exit in main writes on after a confirmed receipt"},
-	{"servicepid", "2 services by identity", "a declared service named by its pid alone: a harness process that reuses a dead service's pid is kept"},
+	{mutant.GroupKill, "2 stop rules", "stop reduced to a process-group kill"},
+	{mutant.NoMarker, "2 stop rules", "no WARDEN_LAUNCH marker scan"},
+	{mutant.NoSubreaper, "2 stop rules", "no child subreaper, so adopted orphans are not reached"},
+	{mutant.NoStartCheck, "2 stop rules", "no start-time re-check before signalling (hits a reused pid)"},
+	{mutant.GroupReuse, "2 stop rules", "a group signalled after its id was taken by another leader"},
+	{mutant.NoCont, "2 stop rules", "no SIGCONT to stopped processes"},
+	{mutant.NoKill, "2 stop rules", "never escalates to KILL after the grace"},
+	{mutant.NoReap, "2 stop rules", "adopted orphans never reaped (zombies left)"},
+	{mutant.MadeUpZero, "3 receipt", "return_code 0 made up when unknown"},
+	{mutant.InPlaceReceipt, "3 receipt", "receipt written in place, not atomically"},
+	{mutant.NoSubCentisecond, "2 flags", "no receipt for a sub-centisecond deadline (the --deadline specs)"},
+	{mutant.CallerGroup, "2 launch rules", "supervisor left in the caller's process group"},
+	{mutant.NoLease, "2 flags", "lease lapse ignored (the --lease specs)"},
+	{mutant.NonJSONStop, "5 events mode", "runner stops recording at a non-JSON line"},
+	{mutant.QuadraticCR, "5 events mode", "CR handling quadratic in the line length"},
+	{mutant.FDLeak, "5 descriptors", "runner descriptors leaked to the CLI"},
+	{mutant.ExitCodes, "5 exit statuses", "126 and 127 confused"},
+	{mutant.LateDeadline, "2 deadline", "deadline timer armed late, by the grace"},
+	{mutant.SupFDLeak, "2 descriptors", "descriptors the caller leaked passed on to the harness under supervise"},
+	{mutant.ConfirmExit, "4 exit statuses", "foreground supervise exits 0 on an unconfirmed cleanup when the harness returned 0"},
+	{mutant.ClaimRace, "2 launch claim", "launch claim taken by look-then-rename, not an exclusive create"},
+	{mutant.WaitNoRenew, "4 wait", "wait never renews the lease"},
+	{mutant.RelPath, "5 path search", "argv[0] looked up in relative and empty PATH entries too"},
+	{mutant.ParamsMarker, "5 params", "params may set WARDEN_LAUNCH"},
+	{mutant.JSONBraces, "5 events mode", "a line in braces taken for JSON without validation"},
+	{mutant.NoHold, "2 hold", "no SIGSTOP hold before KILL: a hopper or a fork bomb can outrun the stop"},
+	{mutant.NoKernelWalk, "2 kernel confirms", "cleanup confirmed from the last /proc scan, without the kernel's children lists"},
+	{mutant.ServiceEnv, "2 services by identity", "a process that sets WARDEN_SERVICE to the launch id is kept as a service"},
+	{mutant.NoThreads, "2 hold", "no OS threads reserved before the harness: a bomb at the pids limit kills the supervisor"},
+	{mutant.NoCgroupKill, "2 kernel confirms", "tier cgroup freezes the harness's cgroup but never writes cgroup.kill"},
+	{mutant.ZSkip, "2 kernel confirms", "a Z leader counts as dead whatever its threads: a tool that called pthread_exit in main writes on after a confirmed receipt"},
+	{mutant.ServicePID, "2 services by identity", "a declared service named by its pid alone: a harness process that reuses a dead service's pid is kept"},
 }
 
 func main() {
@@ -104,7 +105,7 @@ func run(stdout, stderr io.Writer, args []string) error {
 		for _, n := range strings.Split(*only, ",") {
 			found := false
 			for _, m := range Catalog {
-				if m.Name == n {
+				if string(m.Name) == n {
 					selected = append(selected, m)
 					found = true
 				}
@@ -152,9 +153,9 @@ func run(stdout, stderr io.Writer, args []string) error {
 
 	var results []result
 	for _, m := range selected {
-		res := result{name: m.Name, clause: m.Clause, failing: map[string]bool{}, inClause: map[string]bool{}}
+		res := result{name: string(m.Name), clause: m.Clause, failing: map[string]bool{}, inClause: map[string]bool{}}
 		t0 := time.Now()
-		b, err := prepare(root, work, m.Name, "sandproof_mutant,mutant_"+m.Name)
+		b, err := prepare(root, work, string(m.Name), "sandproof_mutant,mutant_"+string(m.Name))
 		if err != nil {
 			res.err = err.Error()
 			results = append(results, res)

@@ -56,7 +56,7 @@ const (
 )
 
 // XDG are the task user's four XDG base dirs (their defaults under HOME).
-var XDG = []string{TaskHome + "/.config", TaskHome + "/.local/share", TaskHome + "/.cache", TaskHome + "/.local/state"}
+var XDG = session.XDGDirs(TaskHome)
 
 // Tools are the static builds a session uploads, plus the owner's probe dir
 // (put in a read-only volume, mounted at OwnerDir: no host path is ever
@@ -211,8 +211,8 @@ func (b *Box) Setup(ctx context.Context) []string {
 	gomega.Expect(b.SB.Mkdir(ctx, TaskDir, 0o755, TaskUID, TaskUID)).To(gomega.Succeed())
 	gomega.Expect(b.SB.Mkdir(ctx, TaskHome+"/.local", 0o755, TaskUID, TaskUID)).To(gomega.Succeed())
 	var markers []string
-	for _, d := range XDG {
-		mk := d + "/sandproof-owner/marker"
+	for i, mk := range session.OwnerMarkers(TaskHome) {
+		d := XDG[i]
 		gomega.Expect(b.SB.Mkdir(ctx, d, 0o755, TaskUID, TaskUID)).To(gomega.Succeed())
 		gomega.Expect(b.SB.Mkdir(ctx, path.Dir(mk), 0o755, TaskUID, TaskUID)).To(gomega.Succeed())
 		gomega.Expect(provider.UploadBytes(ctx, b.SB, []byte("owner marker "+Random()+"\n"), mk, 0o644, TaskUID, TaskUID)).To(gomega.Succeed())
@@ -269,9 +269,7 @@ func (b *Box) Changes() []Change {
 // owner's marker dirs, plus extra.
 func Allowed(extra ...string) []string {
 	a := []string{TaskDir, BaseDir}
-	for _, d := range XDG {
-		a = append(a, d+"/sandproof-owner")
-	}
+	a = append(a, session.OwnerMarkerDirs(TaskHome)...)
 	return append(a, extra...)
 }
 

@@ -18,6 +18,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/sandproof/sandproof/runner/host/session"
 )
 
 // ErrInvalid is wrapped by every validation error.
@@ -416,14 +418,9 @@ func (d *decoder) manifest(n *yaml.Node, m *Manifest) {
 
 // DefaultState is the state env used when a manifest gives none.
 func DefaultState() State {
-	env := map[string]string{
-		"HOME":            "{home}",
-		"XDG_CONFIG_HOME": "{home}/.config",
-		"XDG_DATA_HOME":   "{home}/.local/share",
-		"XDG_CACHE_HOME":  "{home}/.cache",
-		"XDG_STATE_HOME":  "{home}/.local/state",
-		"TMPDIR":          "{home}/tmp",
-	}
+	env := session.XDGDefaults("{home}")
+	env["HOME"] = "{home}"
+	env["TMPDIR"] = "{home}/tmp"
 	var dirs []string
 	for _, v := range env {
 		dirs = append(dirs, v)

@@ -27,7 +27,9 @@ type Context struct {
 }
 
 // RuntimeMountDir is where a mounted runtime appears in the sandbox.
-func RuntimeMountDir(name string) string { return "/var/lib/sandproof/runtime/" + name }
+func RuntimeMountDir(name string) string {
+	return session.DefaultBaseDir + "/runtime/" + name
+}
 
 // Values returns the placeholder values for a session env.
 func (m *Manifest) Values(c Context, sessionDir, home, prompt string) map[string]string {

@@ -261,36 +261,17 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 
 // newRunner validates the options and fills in their defaults.
 func newRunner(o Options) (*runner, error) {
-	if o.Parallel < 1 {
-		o.Parallel = 1
+	// A network of the wrong name is refused first, in the provider's
+	// words, before anything else is looked at.
+	if _, err := provider.Network(o.Network); err != nil {
+		return nil, fmt.Errorf("certify: %w", err)
 	}
-	if o.ModelName == "" {
-		o.ModelName = "fake-model"
-	}
-	if o.User == "" {
-		o.User = "1000:1000"
-	}
-	if o.TaskHome == "" {
-		o.TaskHome = "/home/task"
-	}
-	if o.Agent == "" {
-		o.Agent = filepath.Join(filepath.Dir(o.Probe), "sandagent")
-	}
-	switch o.Network {
-	case "":
-		o.Network = provider.NetworkNone
-	case provider.NetworkNone, provider.NetworkHost:
-	default:
-		return nil, fmt.Errorf("certify: network %q: want %q or %q", o.Network, provider.NetworkNone, provider.NetworkHost)
-	}
+	o = o.withDefaults()
 	if len(o.Adapters) == 0 || len(o.Images) == 0 {
 		return nil, errors.New("certify: need at least one adapter and one image")
 	}
-	if o.CaptureEntries < 0 {
-		return nil, fmt.Errorf("certify: capture entries %d: want > 0 (0 is the default, %d)", o.CaptureEntries, provider.DefaultCaseEntries)
-	}
-	if o.CaptureEntries == 0 {
-		o.CaptureEntries = provider.DefaultCaseEntries
+	if err := o.Validate(); err != nil {
+		return nil, err
 	}
 	if err := o.Limits.Check(); err != nil {
 		return nil, fmt.Errorf("certify: %w", err)
@@ -316,12 +297,6 @@ func newRunner(o Options) (*runner, error) {
 	var err error
 	if r.wardenSHA, err = hashFile(o.Warden); err != nil {
 		return nil, fmt.Errorf("certify: warden: %w", err)
-	}
-	if _, err := os.Stat(o.Probe); err != nil {
-		return nil, fmt.Errorf("certify: probe: %w", err)
-	}
-	if _, err := os.Stat(o.Agent); err != nil {
-		return nil, fmt.Errorf("certify: session agent: %w", err)
 	}
 	arch := runtime.GOARCH
 	r.bins = session.Binaries{Warden: map[string]string{arch: o.Warden}, Probe: map[string]string{arch: o.Probe}}

@@ -135,9 +135,7 @@ func ownerPathsFor(opts Options, requires []string) ownerPaths {
 		o.uid, _ = strconv.Atoi(u)
 		o.gid, _ = strconv.Atoi(g)
 	}
-	for _, d := range []string{o.home + "/.config", o.home + "/.local/share", o.home + "/.cache", o.home + "/.local/state"} {
-		o.markers = append(o.markers, d+"/sandproof-owner/marker")
-	}
+	o.markers = session.OwnerMarkers(o.home)
 	for _, q := range requires {
 		o.reqPaths = append(o.reqPaths, requirementPaths[q]...)
 	}

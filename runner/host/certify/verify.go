@@ -12,6 +12,7 @@ import (
 
 	"github.com/sandproof/sandproof/reports"
 	"github.com/sandproof/sandproof/runner/host/provider"
+	"github.com/sandproof/sandproof/runner/host/session"
 	"github.com/sandproof/sandproof/runner/probe"
 )
 
@@ -306,9 +307,7 @@ func truncList(s []string, n int) []string {
 func (cr *caseRun) allowed() []string {
 	home := cr.r.opts.TaskHome
 	a := []string{TaskDir, BaseDir}
-	for _, d := range []string{"/.config", "/.local/share", "/.cache", "/.local/state"} {
-		a = append(a, home+d+"/sandproof-owner")
-	}
+	a = append(a, session.OwnerMarkerDirs(home)...)
 	return append(a, cr.r.opts.DiffAllow...)
 }
 

@@ -47,18 +47,28 @@ func (l Limits) Or(d Limits) Limits {
 	return l
 }
 
+// The bounds Check applies to a set limit; the CLI's flags quote them.
+const (
+	// MinPidsLimit: warden, the probe and a harness need more.
+	MinPidsLimit = 16
+	// MinMemoryBytes is the engine's minimum, 6 MiB.
+	MinMemoryBytes = 6 << 20
+	// MinCPUShares and MaxCPUShares bound the relative CPU weight.
+	MinCPUShares, MaxCPUShares = 2, 262144
+)
+
 // Check refuses limits the engine would refuse or that would leave a
 // sandbox unbounded. Zero fields are allowed (they mean the default).
 func (l Limits) Check() error {
 	switch {
 	case l.PidsLimit < 0:
 		return fmt.Errorf("pids limit %d: want > 0", l.PidsLimit)
-	case l.PidsLimit > 0 && l.PidsLimit < 16:
-		return fmt.Errorf("pids limit %d: want >= 16 (warden, the probe and a harness need more)", l.PidsLimit)
-	case l.MemoryBytes < 0 || (l.MemoryBytes > 0 && l.MemoryBytes < 6<<20):
-		return fmt.Errorf("memory %d bytes: want >= 6 MiB (the engine's minimum)", l.MemoryBytes)
-	case l.CPUShares < 0 || (l.CPUShares > 0 && l.CPUShares < 2) || l.CPUShares > 262144:
-		return fmt.Errorf("cpu shares %d: want 2..262144", l.CPUShares)
+	case l.PidsLimit > 0 && l.PidsLimit < MinPidsLimit:
+		return fmt.Errorf("pids limit %d: want >= %d (warden, the probe and a harness need more)", l.PidsLimit, MinPidsLimit)
+	case l.MemoryBytes < 0 || (l.MemoryBytes > 0 && l.MemoryBytes < MinMemoryBytes):
+		return fmt.Errorf("memory %d bytes: want >= %d MiB (the engine's minimum)", l.MemoryBytes, MinMemoryBytes>>20)
+	case l.CPUShares < 0 || (l.CPUShares > 0 && l.CPUShares < MinCPUShares) || l.CPUShares > MaxCPUShares:
+		return fmt.Errorf("cpu shares %d: want %d..%d", l.CPUShares, MinCPUShares, MaxCPUShares)
 	case l.OOMScoreAdj < -1000 || l.OOMScoreAdj > 1000:
 		return fmt.Errorf("oom_score_adj %d: want -1000..1000", l.OOMScoreAdj)
 	}

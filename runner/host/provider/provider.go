@@ -32,6 +32,19 @@ const (
 	NetworkHost = "host"
 )
 
+// Network checks a sandbox network mode and returns it with "" read as
+// NetworkNone. It is the one place the allowed modes are decided: the CLI,
+// certify and the Docker provider all ask it.
+func Network(mode string) (string, error) {
+	switch mode {
+	case "":
+		return NetworkNone, nil
+	case NetworkNone, NetworkHost:
+		return mode, nil
+	}
+	return "", fmt.Errorf("network %q: want %q or %q", mode, NetworkNone, NetworkHost)
+}
+
 // Errors callers branch on.
 var (
 	// ErrGone means the sandbox no longer exists or no longer runs. It is

@@ -44,6 +44,7 @@ import (
 	"time"
 
 	"github.com/sandproof/sandproof/runner/host/adapter"
+	"github.com/sandproof/sandproof/runner/warden/atomicfile"
 )
 
 // Errors callers branch on.
@@ -326,7 +327,9 @@ func Prepare(ctx context.Context, spec Spec, cacheDir string) (*Runtime, error) 
 		return nil, fmt.Errorf("prepare runtime %s: move into place: %w", spec.Key(), err)
 	}
 	ok = true
-	syncDir(cacheDir)
+	// Best effort: the runtime is in place; a lost rename only costs a
+	// rebuild after a crash.
+	_ = atomicfile.SyncDir(cacheDir)
 	rt.Dir = final
 	rt.Seconds = time.Since(start).Seconds()
 	Logf("runtimes: %s prepared (%.1fs, %d files, %d bytes)", spec.Key(), rt.Seconds, rt.Files, rt.Bytes)
@@ -487,20 +490,10 @@ func writeStamp(dir string, rt *Runtime) error {
 	if err != nil {
 		return err
 	}
-	p := filepath.Join(dir, StampFile)
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
+	if err := atomicfile.WriteSynced(filepath.Join(dir, StampFile), append(b, '\n'), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644); err != nil {
 		return fmt.Errorf("write stamp: %w", err)
 	}
-	if _, err := f.Write(append(b, '\n')); err != nil {
-		f.Close()
-		return fmt.Errorf("write stamp: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("write stamp: %w", err)
-	}
-	return f.Close()
+	return nil
 }
 
 // removeAside renames dir out of the way (so a crash halfway through the
@@ -512,11 +505,4 @@ func removeAside(dir string) error {
 		return err
 	}
 	return os.RemoveAll(trash)
-}
-
-func syncDir(dir string) {
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		d.Close()
-	}
 }

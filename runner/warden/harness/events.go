@@ -127,7 +127,7 @@ func (r *Recorder) add(p []byte) {
 		r.grow(need)
 	}
 	r.line = append(r.line, p...)
-	if mutant.Is("quadraticcr") {
+	if mutant.Is(mutant.QuadraticCR) {
 		// The field's bug: every CR rewrites the whole line so far.
 		for _, c := range p {
 			if c == '\r' {
@@ -200,11 +200,11 @@ func (r *Recorder) emit(content []byte, total int64) {
 	truncated := total > int64(len(content))
 	valid := utf8.Valid(content)
 	switch {
-	case !truncated && valid && (json.Valid(content) || mutant.Is("jsonbraces") && len(content) > 1 && content[0] == '{' && content[len(content)-1] == '}'):
+	case !truncated && valid && (json.Valid(content) || mutant.Is(mutant.JSONBraces) && len(content) > 1 && content[0] == '{' && content[len(content)-1] == '}'):
 		s = append(s, `,"event":`...)
 		r.w.Write(s)
 		writeEventValue(r.w, content)
-	case mutant.Is("nonjsonstop"):
+	case mutant.Is(mutant.NonJSONStop):
 		r.err = fmt.Errorf("line %d is not JSON", r.seq) // the mutant stops here
 		return
 	case valid:

@@ -65,7 +65,7 @@ func (e *statusError) Error() string { return e.err.Error() }
 func (e *statusError) Unwrap() error { return e.err }
 
 func fail(status int, format string, args ...any) error {
-	if mutant.Is("exitcodes") && (status == ExitCannotExec || status == ExitNotFound) {
+	if mutant.Is(mutant.ExitCodes) && (status == ExitCannotExec || status == ExitNotFound) {
 		status = ExitCannotExec + ExitNotFound - status // 126 and 127 confused
 	}
 	return &statusError{status, fmt.Errorf(format, args...)}
@@ -86,7 +86,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 func run(args []string, stdout, stderr io.Writer) (int, error) {
 	// First, before anything else can be started: descriptors this process
 	// inherited without close-on-exec must not reach the CLI.
-	if mutant.Is("fdleak") {
+	if mutant.Is(mutant.FDLeak) {
 		// The mutant: descriptors inherited without close-on-exec leak on.
 	} else if err := fds.CloexecFrom(3); err != nil {
 		return ExitRunnerFailed, err
@@ -369,7 +369,7 @@ func lookPath(name string, env []string) (string, error) {
 	}
 	var notExec string
 	for _, dir := range filepath.SplitList(path) {
-		if !filepath.IsAbs(dir) && !mutant.Is("relpath") {
+		if !filepath.IsAbs(dir) && !mutant.Is(mutant.RelPath) {
 			continue
 		}
 		cand := filepath.Join(dir, name)

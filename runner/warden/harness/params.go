@@ -137,7 +137,7 @@ func (p *Params) validate() error {
 		if err := checkName("env", k); err != nil {
 			return err
 		}
-		if k == launchVar && !mutant.Is("paramsmarker") {
+		if k == launchVar && !mutant.Is(mutant.ParamsMarker) {
 			return fmt.Errorf("env %q: set by the supervisor, not by params", k)
 		}
 		if strings.IndexByte(v, 0) >= 0 {

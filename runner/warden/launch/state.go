@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sandproof/sandproof/runner/warden/atomicfile"
 	"github.com/sandproof/sandproof/runner/warden/proc"
 
 	"github.com/sandproof/sandproof/runner/warden/mutant"
@@ -98,19 +99,19 @@ func TakeClaim(dir string, c Claim) error {
 	if err != nil {
 		return err
 	}
-	if mutant.Is("claimrace") {
+	if mutant.Is(mutant.ClaimRace) {
 		// The mutant: look, then write and rename; two claimants both win.
 		if _, err := os.Stat(filepath.Join(dir, ClaimFile)); err == nil {
 			return ErrClaimed
 		}
 		tmp := filepath.Join(dir, fmt.Sprintf(".claim.%d.tmp", os.Getpid()))
-		if err := writeFileSync(tmp, data); err != nil {
+		if err := atomicfile.WriteSynced(tmp, data, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600); err != nil {
 			return fmt.Errorf("take claim: %w", err)
 		}
 		return os.Rename(tmp, filepath.Join(dir, ClaimFile))
 	}
 	tmp := filepath.Join(dir, fmt.Sprintf(".claim.%d.tmp", os.Getpid()))
-	if err := writeFileSync(tmp, data); err != nil {
+	if err := atomicfile.WriteSynced(tmp, data, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600); err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("take claim: %w", err)
 	}
@@ -121,7 +122,7 @@ func TakeClaim(dir string, c Claim) error {
 		}
 		return fmt.Errorf("take claim: %w", err)
 	}
-	return syncDir(dir)
+	return atomicfile.SyncDir(dir)
 }
 
 // ReadClaim loads STATE/claim.
@@ -158,7 +159,7 @@ func (c *Claim) Alive() bool {
 // the supervisor sees as one inotify IN_MOVED_TO event.
 func WriteRequest(dir, name string, data []byte) error {
 	tmp := filepath.Join(dir, fmt.Sprintf(".%s.%d.%d.tmp", name, os.Getpid(), time.Now().UnixNano()))
-	if err := writeFileSync(tmp, data); err != nil {
+	if err := atomicfile.WriteSynced(tmp, data, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600); err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("write %s request: %w", name, err)
 	}
@@ -178,31 +179,6 @@ func TouchRequest(dir, name string) error {
 		return fmt.Errorf("write %s request: %w", name, err)
 	}
 	return f.Close()
-}
-
-func writeFileSync(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // ValidID reports whether id is a valid launch id: [A-Za-z0-9._-]{1,64}.

@@ -3,4 +3,4 @@
 package mutant
 
 // Active is the mutation this build carries.
-const Active = "nonjsonstop"
+const Active = NonJSONStop

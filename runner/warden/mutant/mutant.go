@@ -8,4 +8,4 @@
 package mutant
 
 // Is reports whether the named mutation is compiled in.
-func Is(name string) bool { return Active == name }
+func Is(name Name) bool { return Active == name }

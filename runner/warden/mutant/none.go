@@ -3,4 +3,4 @@
 package mutant
 
 // Active is empty in every real build.
-const Active = ""
+const Active Name = ""

@@ -53,7 +53,7 @@ func (s Stat) Dead() bool {
 	case 'X', 'x':
 		return true
 	case 'Z':
-		return s.Threads <= 1 || mutant.Is("zskip")
+		return s.Threads <= 1 || mutant.Is(mutant.ZSkip)
 	}
 	return false
 }

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sandproof/sandproof/runner/warden/atomicfile"
 	"github.com/sandproof/sandproof/runner/warden/mutant"
 	"github.com/sandproof/sandproof/runner/warden/stop"
 )
@@ -115,7 +116,7 @@ func Reserve(dir string) error {
 	if err := f.Sync(); err != nil {
 		return fmt.Errorf("reserve receipt space: %w", err)
 	}
-	return syncDir(dir)
+	return atomicfile.SyncDir(dir)
 }
 
 // ErrExists is returned when a receipt has already been written.
@@ -134,7 +135,7 @@ func Write(dir string, r *Receipt) error {
 		return fmt.Errorf("encode receipt: %w", err)
 	}
 	data = append(data, '\n')
-	if mutant.Is("inplacereceipt") {
+	if mutant.Is(mutant.InPlaceReceipt) {
 		// The mutant: create the final file and fill it in place, so a
 		// reader (or a crash) can see it empty or half written.
 		f, err := os.OpenFile(final, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
@@ -148,14 +149,14 @@ func Write(dir string, r *Receipt) error {
 		return nil
 	}
 	tmp := filepath.Join(dir, fmt.Sprintf(".receipt.%d.tmp", os.Getpid()))
-	if err := writeSynced(tmp, data, os.O_WRONLY|os.O_CREATE|os.O_EXCL); err == nil {
+	if err := atomicfile.WriteSynced(tmp, data, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
 		if err := link(tmp, final); err != nil {
 			os.Remove(tmp)
 			return err
 		}
 		os.Remove(tmp)
 		os.Remove(filepath.Join(dir, reserveName))
-		return syncDir(dir)
+		return atomicfile.SyncDir(dir)
 	}
 	os.Remove(tmp)
 	// The reserved file: shorten the lists until the receipt fits.
@@ -174,14 +175,14 @@ func Write(dir string, r *Receipt) error {
 		}
 	}
 	reserve := filepath.Join(dir, reserveName)
-	if err := writeSynced(reserve, data, os.O_WRONLY); err != nil {
+	if err := atomicfile.WriteSynced(reserve, data, os.O_WRONLY, 0o600); err != nil {
 		return fmt.Errorf("write receipt into reserved space: %w", err)
 	}
 	if err := link(reserve, final); err != nil {
 		return err
 	}
 	os.Remove(reserve)
-	return syncDir(dir)
+	return atomicfile.SyncDir(dir)
 }
 
 // link publishes src as dst only if dst does not exist yet, which keeps the
@@ -194,35 +195,6 @@ func link(src, dst string) error {
 		return fmt.Errorf("publish receipt: %w", err)
 	}
 	return nil
-}
-
-func writeSynced(path string, data []byte, flag int) error {
-	f, err := os.OpenFile(path, flag, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.WriteAt(data, 0); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Truncate(int64(len(data))); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // Read loads dir/receipt.json. os.ErrNotExist (wrapped) when there is none.

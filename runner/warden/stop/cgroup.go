@@ -303,7 +303,7 @@ func (c *Cgroup) Stop(ctx context.Context, until time.Time) (empty bool, how str
 		}
 	}
 	killed := false
-	if mutant.Is("nocgroupkill") {
+	if mutant.Is(mutant.NoCgroupKill) {
 		steps = append(steps, "kill skipped (mutant)")
 	} else if err := os.WriteFile(filepath.Join(c.Dir, "cgroup.kill"), []byte("1"), 0); err != nil {
 		steps = append(steps, fmt.Sprintf("kill: %v", err))

@@ -207,12 +207,12 @@ func (s *Scanner) compute(stats []proc.Stat) *Snapshot {
 	for _, svc := range l.Services {
 		// The mutant: a service named by its pid alone, so a process
 		// that reuses a dead service's pid is kept as that service.
-		if st, ok := byPID[svc.PID]; ok && (st.StartTime == svc.StartTime || mutant.Is("servicepid")) {
+		if st, ok := byPID[svc.PID]; ok && (st.StartTime == svc.StartTime || mutant.Is(mutant.ServicePID)) {
 			preserved[svc.PID] = true
 			queue = append(queue, svc.PID)
 		}
 	}
-	if mutant.Is("serviceenv") && len(l.Services) > 0 {
+	if mutant.Is(mutant.ServiceEnv) && len(l.Services) > 0 {
 		// The mutant: a process is a service because its environment says so.
 		for _, st := range stats {
 			if !candidate(st) || preserved[st.PID] {
@@ -235,7 +235,7 @@ func (s *Scanner) compute(stats []proc.Stat) *Snapshot {
 			}
 		}
 	}
-	if !mutant.Is("nokernelwalk") {
+	if !mutant.Is(mutant.NoKernelWalk) {
 		for _, svc := range l.Services {
 			if preserved[svc.PID] {
 				for _, n := range s.walkFrom(svc.PID) {
@@ -281,7 +281,7 @@ func (s *Scanner) compute(stats []proc.Stat) *Snapshot {
 		if st, ok := byPID[g]; ok && st.StartTime != l.Harness.StartTime && st.PGID == g {
 			groupHeld = false
 		}
-		if mutant.Is("groupreuse") {
+		if mutant.Is(mutant.GroupReuse) {
 			groupHeld = true
 		}
 		for _, st := range stats {
@@ -295,13 +295,13 @@ func (s *Scanner) compute(stats []proc.Stat) *Snapshot {
 			}
 		}
 	}
-	if mutant.Is("groupkill") {
+	if mutant.Is(mutant.GroupKill) {
 		// A stop reduced to a process-group kill: nothing but the group.
 		return s.snapshot(snap, byPID, reached, preserved, nil)
 	}
 	// Orphans the supervisor adopted as subreaper.
 	for _, c := range children[l.Self] {
-		if !mutant.Is("nosubreaper") {
+		if !mutant.Is(mutant.NoSubreaper) {
 			add(c, WhyOrphan)
 		}
 	}
@@ -309,7 +309,7 @@ func (s *Scanner) compute(stats []proc.Stat) *Snapshot {
 	// did to its session, group or environment, found through the
 	// children lists of every thread. A child of the supervisor is an
 	// orphan it adopted (or the harness), anything deeper a descendant.
-	if !mutant.Is("nokernelwalk") && !mutant.Is("nosubreaper") {
+	if !mutant.Is(mutant.NoKernelWalk) && !mutant.Is(mutant.NoSubreaper) {
 		nodes, err := s.walk(l.Self, preserved, nil, byPID, true)
 		snap.TreeErr = err
 		for _, n := range nodes {
@@ -331,7 +331,7 @@ func (s *Scanner) compute(stats []proc.Stat) *Snapshot {
 	var unverified []proc.Stat
 	markerFound := false
 	for _, st := range stats {
-		if !candidate(st) || preserved[st.PID] || mutant.Is("nomarker") {
+		if !candidate(st) || preserved[st.PID] || mutant.Is(mutant.NoMarker) {
 			continue
 		}
 		if _, ok := reached[st.PID]; ok {

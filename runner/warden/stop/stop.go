@@ -112,7 +112,7 @@ func (e *Engine) Run(ctx context.Context) Result {
 	for round := 0; ; round++ {
 		var snap *Snapshot
 		var err error
-		if round == 0 && e.QuickFirstRound && !e.Scanner.ServicesOnly && !mutant.Is("nokernelwalk") {
+		if round == 0 && e.QuickFirstRound && !e.Scanner.ServicesOnly && !mutant.Is(mutant.NoKernelWalk) {
 			if snap = e.Scanner.ScanTree(); len(snap.Reached) == 0 || snap.TreeErr != nil {
 				snap, err = e.Scanner.Scan()
 			}
@@ -164,7 +164,7 @@ func (e *Engine) Run(ctx context.Context) Result {
 			res.Survivors = snap.Reached
 			break
 		}
-		if now.Before(killAt) || mutant.Is("nokill") {
+		if now.Before(killAt) || mutant.Is(mutant.NoKill) {
 			e.signalAll(snap.Reached, syscall.SIGTERM, sent)
 			e.pause(ctx, round, snap.Reached)
 			continue
@@ -176,7 +176,7 @@ func (e *Engine) Run(ctx context.Context) Result {
 			e.cgroupKill(ctx, endAt)
 			continue
 		}
-		if !held && !mutant.Is("nohold") {
+		if !held && !mutant.Is(mutant.NoHold) {
 			held = true
 			var members []Member
 			members, unheld = e.hold(ctx, &round, snap, clock, endAt, note)
@@ -217,7 +217,7 @@ func (e *Engine) Run(ctx context.Context) Result {
 // own child was handed to the supervisor before it died: a new identity
 // either way, and the confirmation is refused.
 func (e *Engine) settled(snap *Snapshot) (living []Member, ok bool) {
-	if mutant.Is("nokernelwalk") || mutant.Is("groupkill") || mutant.Is("nosubreaper") {
+	if mutant.Is(mutant.NoKernelWalk) || mutant.Is(mutant.GroupKill) || mutant.Is(mutant.NoSubreaper) {
 		return nil, true
 	}
 	skip := map[int]bool{}
@@ -442,7 +442,7 @@ func (e *Engine) send(id proc.Identity, sig syscall.Signal) bool {
 	// reused before Open shows a different start time here, and one reused
 	// after Open cannot be reached through the handle.
 	st, err := e.Scanner.FS.Stat(id.PID)
-	if (err != nil || st.StartTime != id.StartTime) && !mutant.Is("nostartcheck") {
+	if (err != nil || st.StartTime != id.StartTime) && !mutant.Is(mutant.NoStartCheck) {
 		return false
 	}
 	err = h.Signal(sig)
@@ -451,7 +451,7 @@ func (e *Engine) send(id proc.Identity, sig syscall.Signal) bool {
 
 // sendCont wakes a stopped process so the TERM pending on it is handled.
 func (e *Engine) sendCont(id proc.Identity) {
-	if !mutant.Is("nocont") {
+	if !mutant.Is(mutant.NoCont) {
 		e.send(id, syscall.SIGCONT)
 	}
 }

@@ -121,7 +121,7 @@ func (s *Scanner) walk(root int, skip map[int]bool, visit func(Node), known map[
 // treeRoots are where a hold walks from: the supervisor, or for a stop of
 // the services each live service.
 func (s *Scanner) treeRoots() []int {
-	if mutant.Is("nokernelwalk") {
+	if mutant.Is(mutant.NoKernelWalk) {
 		return nil
 	}
 	if !s.ServicesOnly {

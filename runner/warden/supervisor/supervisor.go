@@ -106,7 +106,7 @@ func BoundProcs() int {
 // threads return to the runtime's idle list, which it draws from before it
 // makes a new one and never shrinks.
 func reserveThreads(n int) {
-	if mutant.Is("nothreads") {
+	if mutant.Is(mutant.NoThreads) {
 		return
 	}
 	var held sync.WaitGroup
@@ -200,7 +200,7 @@ func Run(cfg Config, ready *os.File) int {
 	defer tell(Ready{Status: "error", Message: "supervisor ended before it was ready"})
 
 	// Descriptors the caller leaked to us must not reach the harness.
-	if !mutant.Is("supfdleak") {
+	if !mutant.Is(mutant.SupFDLeak) {
 		fds.CloexecFrom(3)
 	}
 	if err := becomeSubreaper(); err != nil {
@@ -248,7 +248,7 @@ func Run(cfg Config, ready *os.File) int {
 		tell(Ready{Status: "refused", Message: *r.Error})
 		return 1
 	}
-	if cfg.Deadline < MinDeadline && mutant.Is("nosubcentisecond") {
+	if cfg.Deadline < MinDeadline && mutant.Is(mutant.NoSubCentisecond) {
 		tell(Ready{Status: "ok"})
 		return 1 // the mutant: no receipt at all
 	}
@@ -510,7 +510,7 @@ func (s *supervisor) reapNow() {
 	for {
 		var ws syscall.WaitStatus
 		waitFor := -1
-		if mutant.Is("noreap") {
+		if mutant.Is(mutant.NoReap) {
 			if s.harnessPID == 0 {
 				return
 			}
@@ -547,7 +547,7 @@ func (s *supervisor) exitOf(pid int) (exitInfo, bool) {
 // signal to the supervisor, or the lease to lapse, and returns the cause.
 func (s *supervisor) loop(watch *launch.Watcher, term <-chan os.Signal) (cause string, errMsg string) {
 	wait := s.cfg.Deadline - time.Since(s.start)
-	if mutant.Is("latedeadline") {
+	if mutant.Is(mutant.LateDeadline) {
 		wait += s.cfg.Grace // the mutant: the timer armed after the grace
 	}
 	deadline := time.NewTimer(wait)
@@ -575,7 +575,7 @@ func (s *supervisor) loop(watch *launch.Watcher, term <-chan os.Signal) (cause s
 			case <-deadline.C:
 				return receipt.CauseDeadline, ""
 			case <-leaseC:
-				if mutant.Is("nolease") {
+				if mutant.Is(mutant.NoLease) {
 					leaseC = nil
 					continue
 				}
@@ -746,7 +746,7 @@ func nonNil(ms []stop.Member) []stop.Member {
 // finish stamps and writes the receipt.
 func (s *supervisor) finish(r *receipt.Receipt) {
 	r.EndedAt = receipt.Timestamp(time.Now())
-	if r.ReturnCode == nil && mutant.Is("madeupzero") {
+	if r.ReturnCode == nil && mutant.Is(mutant.MadeUpZero) {
 		r.ReturnCode = receipt.Int(0)
 	}
 	if err := receipt.Write(s.cfg.State, r); err != nil {
@@ -756,7 +756,7 @@ func (s *supervisor) finish(r *receipt.Receipt) {
 
 // becomeSubreaper makes adopted orphans come back to the supervisor.
 func becomeSubreaper() error {
-	if mutant.Is("nosubreaper") {
+	if mutant.Is(mutant.NoSubreaper) {
 		return nil
 	}
 	return unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)

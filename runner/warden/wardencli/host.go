@@ -129,7 +129,7 @@ func runWait(args []string, stdout, stderr io.Writer) int {
 	}
 	// wait renews the lease once when called, never while it blocks: a host
 	// that died while waiting must still let the lease lapse.
-	if c, err := launch.ReadClaim(state); err == nil && c.LeaseSeconds > 0 && c.Alive() && !mutant.Is("waitnorenew") {
+	if c, err := launch.ReadClaim(state); err == nil && c.LeaseSeconds > 0 && c.Alive() && !mutant.Is(mutant.WaitNoRenew) {
 		launch.WriteRequest(state, launch.RenewFile, []byte(fmt.Sprintf("%d\n", time.Now().UnixNano())))
 	}
 	return awaitReceipt(state, receipt.FileName, timeout, stdout, stderr, "warden wait")

@@ -236,7 +236,7 @@ func startSupervisor(cfg supervisor.Config) (supervisor.Ready, int, error) {
 	defer devnull.Close()
 	p, err := os.StartProcess(exe, []string{"warden", supervisorCommand, string(conf)}, &os.ProcAttr{
 		Files: []*os.File{devnull, devnull, devnull, w},
-		Sys:   &syscall.SysProcAttr{Setsid: !mutant.Is("callergroup")},
+		Sys:   &syscall.SysProcAttr{Setsid: !mutant.Is(mutant.CallerGroup)},
 	})
 	w.Close()
 	if err != nil {
@@ -292,7 +292,7 @@ func relay(state string, stdout, stderr io.Writer) int {
 		if r, _, err := receipt.Read(state); err == nil {
 			out.copy()
 			errT.copy()
-			if (r.CleanupConfirmed || mutant.Is("confirmexit")) && r.ReturnCode != nil && *r.ReturnCode == 0 {
+			if (r.CleanupConfirmed || mutant.Is(mutant.ConfirmExit)) && r.ReturnCode != nil && *r.ReturnCode == 0 {
 				return 0
 			}
 			return 1

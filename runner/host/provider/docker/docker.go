@@ -149,13 +149,9 @@ func (p *Provider) Create(ctx context.Context, spec provider.CreateSpec) (provid
 	if spec.Image == "" {
 		return nil, fmt.Errorf("create sandbox: empty image reference")
 	}
-	network := spec.Network
-	switch network {
-	case "":
-		network = provider.NetworkNone
-	case provider.NetworkNone, provider.NetworkHost:
-	default:
-		return nil, fmt.Errorf("create sandbox: network %q: want %q or %q", spec.Network, provider.NetworkNone, provider.NetworkHost)
+	network, err := provider.Network(spec.Network)
+	if err != nil {
+		return nil, fmt.Errorf("create sandbox: %w", err)
 	}
 	limits := spec.Limits.Or(provider.DefaultLimits)
 	if err := limits.Check(); err != nil {

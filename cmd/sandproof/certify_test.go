@@ -1,0 +1,76 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The values certify.Options.Validate owns reach the CLI as usage errors:
+// exit 2, the flag named and the value quoted, before any manifest is read
+// (none.yaml does not exist). The static builds exist, so each case fails
+// on its own flag.
+func TestCertifyLibraryValidationsExitUsage(t *testing.T) {
+	dir := t.TempDir()
+	bin := func(name string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	warden, probe, agent := bin("warden"), bin("probe"), bin("sandagent")
+	missing := filepath.Join(dir, "missing")
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--parallel", "0"}, `--parallel: bad value "0" (want >= 1)`},
+		{[]string{"--parallel", "-3"}, `--parallel: bad value "-3" (want >= 1)`},
+		{[]string{"--baseline", "-1"}, `--baseline: bad value "-1" (want >= 0)`},
+		{[]string{"--capture-entries", "0"}, `--capture-entries: bad value "0" (want >= 1)`},
+		{[]string{"--network", ""}, `--network: bad value "" (want none or host)`},
+		{[]string{"--network", "bridge"}, `--network: bad value "bridge" (want none or host)`},
+		{[]string{"--warden", missing}, `--warden: "` + missing + `" not found`},
+		{[]string{"--probe", missing}, `--probe: "` + missing + `" not found`},
+		{[]string{"--agent", missing}, `--agent: "` + missing + `" not found`},
+		// --agent defaults to the sandagent beside --probe.
+		{[]string{"--probe", filepath.Join(dir, "sub", "probe"), "--agent", ""}, `--probe: "` + filepath.Join(dir, "sub", "probe") + `" not found`},
+	}
+	for _, tt := range tests {
+		var out, errb bytes.Buffer
+		args := append([]string{"certify", "--adapter", "none.yaml", "--out", t.TempDir(),
+			"--warden", warden, "--probe", probe, "--agent", agent}, tt.args...)
+		code := run(&out, &errb, args)
+		if code != exitUsage || !strings.Contains(errb.String(), tt.want) {
+			t.Errorf("sandproof %s: exit %d, stderr %q; want 2 and %q", strings.Join(tt.args, " "), code, errb.String(), tt.want)
+		}
+	}
+	// Positive control: with every value good, the run gets as far as the
+	// manifest, which does not exist.
+	var out, errb bytes.Buffer
+	code := run(&out, &errb, []string{"certify", "--adapter", "none.yaml", "--out", t.TempDir(), "--warden", warden, "--probe", probe, "--agent", agent})
+	if code != exitUsage || !strings.Contains(errb.String(), "none.yaml") {
+		t.Errorf("good values: exit %d, stderr %q; want 2 naming the missing manifest", code, errb.String())
+	}
+}
+
+// The sandagent beside --probe is the default --agent: without one there,
+// the CLI names --agent.
+func TestCertifyAgentDefaultsBesideProbe(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{"warden", "probe"} {
+		if err := os.WriteFile(filepath.Join(dir, n), nil, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out, errb bytes.Buffer
+	want := `--agent: "` + filepath.Join(dir, "sandagent") + `" not found`
+	code := run(&out, &errb, []string{"certify", "--adapter", "none.yaml", "--out", t.TempDir(),
+		"--warden", filepath.Join(dir, "warden"), "--probe", filepath.Join(dir, "probe")})
+	if code != exitUsage || !strings.Contains(errb.String(), want) {
+		t.Errorf("exit %d, stderr %q; want 2 and %q", code, errb.String(), want)
+	}
+}
