@@ -182,7 +182,7 @@ func (l *ctrLaunch) ready(ctx context.Context, p string) *witness.Record {
 		rec, err = l.record(ctx, p)
 		return rec != nil && rec.Ready, err
 	}).WithTimeout(60*time.Second).WithPolling(100*time.Millisecond).Should(BeTrue(),
-		"the harness never said it was ready; %s", l.diagnose(ctx))
+		"the harness never said it was ready; %s", lazy(func() string { return l.diagnose(ctx) }))
 	live := ctrRunning(rec)
 	Expect(live).NotTo(BeEmpty())
 	ids := make([]witness.ID, len(live))
@@ -248,7 +248,7 @@ func (l *ctrLaunch) diagnose(ctx context.Context) string {
 func (l *ctrLaunch) receipt(ctx context.Context) *witness.Receipt {
 	GinkgoHelper()
 	data, ok := l.b.ReadFile(ctx, l.state+"/"+witness.ReceiptFile)
-	Expect(ok).To(BeTrue(), "no receipt in %s%s", l.state, l.diagnose(ctx))
+	Expect(ok).To(BeTrue(), "no receipt in %s%s", l.state, lazy(func() string { return l.diagnose(ctx) }))
 	r, err := witness.ParseReceipt(data)
 	Expect(err).NotTo(HaveOccurred())
 	return r
@@ -258,7 +258,7 @@ func (l *ctrLaunch) receipt(ctx context.Context) *witness.Receipt {
 // state dir, and returns it.
 func (l *ctrLaunch) printed(ctx context.Context, res containers.Result) *witness.Receipt {
 	GinkgoHelper()
-	Expect(res.Code).To(Equal(0), "%s%s", res, l.diagnose(ctx))
+	Expect(res.Code).To(Equal(0), "%s%s", res, lazy(func() string { return l.diagnose(ctx) }))
 	p, err := witness.ParseReceipt([]byte(res.Stdout))
 	Expect(err).NotTo(HaveOccurred(), "%s", res)
 	r := l.receipt(ctx)
@@ -360,7 +360,7 @@ func ctrImageSpecs(image string) {
 					l := b.newLaunch(u)
 					id := fmt.Sprintf("docker-receipt-%d", ctrSeq.Add(1))
 					res := l.warden(ctx, l.supervise([]string{"--deadline", "30", "--launch-id", id}, "exit", "0")...)
-					Expect(res.Code).To(Equal(0), "foreground supervise, harness exited 0: %s%s", res, l.diagnose(ctx))
+					Expect(res.Code).To(Equal(0), "foreground supervise, harness exited 0: %s%s", res, lazy(func() string { return l.diagnose(ctx) }))
 					Expect(res.Stdout).To(ContainSubstring("adversary stdout "), "the harness's stdout is relayed")
 					rec, err := l.record(ctx, l.rec)
 					Expect(err).NotTo(HaveOccurred())
@@ -630,9 +630,9 @@ func ctrLease(ctx context.Context, l *ctrLaunch) {
 	// docker exec can take over a second, and a 1 s lease lapsed before
 	// the first renewal landed (seen twice with certify runs beside the
 	// suite).
-	Eventually(ctx, countRenewals).WithTimeout(60*time.Second).Should(BeNumerically(">=", 20), "renewals warden accepted%s", l.diagnose(ctx))
+	Eventually(ctx, countRenewals).WithTimeout(60*time.Second).Should(BeNumerically(">=", 20), "renewals warden accepted%s", lazy(func() string { return l.diagnose(ctx) }))
 	_, ok := l.b.ReadFile(ctx, l.state+"/"+witness.ReceiptFile)
-	Expect(ok).To(BeFalse(), "the launch ended while the host renewed it%s", l.diagnose(ctx))
+	Expect(ok).To(BeFalse(), "the launch ended while the host renewed it%s", lazy(func() string { return l.diagnose(ctx) }))
 	group := func() ([]witness.Stat, error) {
 		table, err := witness.Proc.Table()
 		var in []witness.Stat
@@ -658,7 +658,7 @@ func ctrLease(ctx context.Context, l *ctrLaunch) {
 	Eventually(ctx, func() bool {
 		_, ok := l.b.ReadFile(ctx, l.state+"/"+witness.ReceiptFile)
 		return ok
-	}).WithTimeout(30*time.Second).WithPolling(250*time.Millisecond).Should(BeTrue(), "no receipt after the host vanished%s", l.diagnose(ctx))
+	}).WithTimeout(30*time.Second).WithPolling(250*time.Millisecond).Should(BeTrue(), "no receipt after the host vanished%s", lazy(func() string { return l.diagnose(ctx) }))
 	r := l.waitReceipt(ctx)
 	ctrOutcome(r, "lease", 143, "TERM")
 	var ps []witness.Line
