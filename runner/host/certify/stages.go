@@ -174,6 +174,10 @@ func (cr *caseRun) setup(ctx context.Context) error {
 		cr.actx.RuntimeDir = adapter.RuntimeMountDir(m.Name)
 		vols = append(vols, provider.VolumeMount{Volume: v, Target: cr.actx.RuntimeDir})
 	}
+	if v := r.layerVol[c.rt]; v != "" {
+		vols = append(vols, provider.VolumeMount{Volume: v, Target: adapter.GlibcLayerMountDir})
+		cr.actx.RuntimeEnv = map[string]string{"LD_LIBRARY_PATH": adapter.GlibcLayerMountDir}
+	}
 	err := cr.stage(reports.StageSetup, func() error {
 		sb, err := r.prov.Create(ctx, provider.CreateSpec{
 			Image: c.image.Ref, Network: r.opts.Network, Volumes: vols, Expire: 30 * time.Minute,

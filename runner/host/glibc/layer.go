@@ -171,6 +171,7 @@ func (l *Layer) Has(name string) bool {
 func Build(o Options) (*Layer, error) {
 	loader := path.Join(o.SandboxDir, LoaderName)
 	var exes, libs []string
+	machine := map[string]elf.Machine{}
 	hostInterp := ""
 	err := filepath.WalkDir(o.Root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || !d.Type().IsRegular() {
@@ -181,6 +182,7 @@ func Build(o Options) (*Layer, error) {
 			return nil // not an ELF file
 		}
 		defer f.Close()
+		machine[p] = f.Machine
 		interp := ""
 		for _, prog := range f.Progs {
 			if prog.Type == elf.PT_INTERP {
@@ -220,6 +222,9 @@ func Build(o Options) (*Layer, error) {
 		}
 	}
 	for _, s := range libs {
+		if machine[s] != machine[exes[0]] {
+			continue // another arch's addon, never loaded here
+		}
 		sub := &resolver{dirs: r.dirs, seen: maps.Clone(r.seen)}
 		if sub.closure(s) == nil {
 			r.seen = sub.seen
