@@ -81,6 +81,8 @@ func TestNpmBlockErrorsNameTheLine(t *testing.T) {
 			`x.yaml:14: runtime.prepare.with.tree_sha256: bad sha256 "abc"`},
 		{"missing lock", goodWith + "      lock: nope.json\n",
 			`x.yaml:14: runtime.prepare.with.lock: open `},
+		{"glibc_layer not a bool", goodWith + "      glibc_layer: yes\n",
+			`x.yaml:14: runtime.prepare.with.glibc_layer: want true or false, got "yes"`},
 		{"empty with", "", `x.yaml:9: runtime.prepare.with: want a mapping, got nothing`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
