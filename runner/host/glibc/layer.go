@@ -10,8 +10,9 @@
 // (`ld.so ./opencode`) would make /proc/self/exe the loader, and a
 // Bun-compiled binary finds its payload through /proc/self/exe. The
 // libraries are found through LD_LIBRARY_PATH=LibDir in the harness's
-// environment (musl programs the harness runs look for musl's sonames,
-// which the layer does not hold).
+// environment: musl programs the harness runs look for musl's libc, which
+// the layer does not hold (one linking libstdc++.so.6 would find the
+// layer's glibc build first: docs/adapters.md says so).
 package glibc
 
 import (
