@@ -55,104 +55,127 @@ type Result struct {
 // A lock file per recipe keeps two concurrent builds from doing the work
 // twice.
 func Build(ctx context.Context, e Engine, r Recipe, o BuildOptions) (Result, error) {
-	start := time.Now()
 	if o.Mirror == "" {
 		o.Mirror = DefaultMirror
 	}
 	if o.WorkDir == "" {
 		o.WorkDir = "/var/tmp"
 	}
-	log := o.Log
-	if log == nil {
-		log = io.Discard
+	b := &build{start: time.Now(), e: e, r: r, o: o, log: o.Log, res: Result{Name: r.Name, Ref: r.Ref()}}
+	if b.log == nil {
+		b.log = io.Discard
 	}
-	res := Result{Name: r.Name, Ref: r.Ref()}
-	step := func(name string, f func() error) error {
-		t := time.Now()
-		fmt.Fprintf(log, "images: %s: %s ...\n", r.Name, name)
-		err := f()
-		s := Step{Name: name, Seconds: time.Since(t).Seconds()}
-		res.Steps = append(res.Steps, s)
-		if err != nil {
-			fmt.Fprintf(log, "images: %s: %s failed after %.1fs\n", r.Name, name, s.Seconds)
-			return err
-		}
-		fmt.Fprintf(log, "images: %s: %s done in %.1fs\n", r.Name, name, s.Seconds)
-		return nil
-	}
-	finish := func() Result {
-		res.Seconds = time.Since(start).Seconds()
-		return res
-	}
-
-	prev, found, err := e.Inspect(ctx, res.Ref)
+	prev, found, err := e.Inspect(ctx, b.res.Ref)
 	if err != nil {
-		return finish(), fmt.Errorf("build image %q: %w", r.Name, err)
+		return b.fail(err)
 	}
 	if found && !o.Force {
-		res.ID = prev.ID
-		fmt.Fprintf(log, "images: %s: %s is up to date (%.1fs)\n", r.Name, res.Ref, time.Since(start).Seconds())
-		return finish(), nil
+		b.res.ID = prev.ID
+		fmt.Fprintf(b.log, "images: %s: %s is up to date (%.1fs)\n", r.Name, b.res.Ref, time.Since(b.start).Seconds())
+		return b.finish(), nil
 	}
-
 	unlock, err := lockFile(ctx, filepath.Join(o.WorkDir, "sandproof-image-"+r.Name+".lock"))
 	if err != nil {
-		return finish(), fmt.Errorf("build image %q: %w", r.Name, err)
+		return b.fail(err)
 	}
 	defer unlock()
 	if !o.Force {
 		// Another build may have finished while this one waited for the lock.
-		if info, found, err := e.Inspect(ctx, res.Ref); err == nil && found {
-			res.ID = info.ID
-			fmt.Fprintf(log, "images: %s: %s was built meanwhile\n", r.Name, res.Ref)
-			return finish(), nil
+		if info, found, err := e.Inspect(ctx, b.res.Ref); err == nil && found {
+			b.res.ID = info.ID
+			fmt.Fprintf(b.log, "images: %s: %s was built meanwhile\n", r.Name, b.res.Ref)
+			return b.finish(), nil
 		}
 	}
-
-	work, err := os.MkdirTemp(o.WorkDir, "sandproof-image-"+r.Name+"-")
+	if err := b.make(ctx); err != nil {
+		return b.fail(err)
+	}
+	info, _, err := e.Inspect(ctx, b.res.Ref)
 	if err != nil {
-		return finish(), fmt.Errorf("build image %q: %w", r.Name, err)
+		return b.fail(err)
+	}
+	b.res.ID, b.res.Built = info.ID, true
+	if prev.ID != "" && prev.ID != info.ID {
+		// A forced rebuild leaves the old image untagged; drop it unless a
+		// container still uses it (then the engine refuses, which is fine).
+		_ = e.RemoveImageID(ctx, prev.ID)
+	}
+	out := b.finish()
+	fmt.Fprintf(b.log, "images: %s: built %s in %.1fs (%s)\n", r.Name, b.res.Ref, out.Seconds, HumanSize(info.Size))
+	return out, nil
+}
+
+// build is one Build under way: its result so far, timed from start.
+type build struct {
+	start time.Time
+	e     Engine
+	r     Recipe
+	o     BuildOptions
+	log   io.Writer
+	res   Result
+}
+
+// finish is the result, timed to now.
+func (b *build) finish() Result {
+	b.res.Seconds = time.Since(b.start).Seconds()
+	return b.res
+}
+
+// fail is the result with err, wrapped with the recipe's name.
+func (b *build) fail(err error) (Result, error) {
+	return b.finish(), fmt.Errorf("build image %q: %w", b.r.Name, err)
+}
+
+// step runs f as the named step, timed and logged.
+func (b *build) step(name string, f func() error) error {
+	t := time.Now()
+	fmt.Fprintf(b.log, "images: %s: %s ...\n", b.r.Name, name)
+	err := f()
+	s := Step{Name: name, Seconds: time.Since(t).Seconds()}
+	b.res.Steps = append(b.res.Steps, s)
+	if err != nil {
+		fmt.Fprintf(b.log, "images: %s: %s failed after %.1fs\n", b.r.Name, name, s.Seconds)
+		return err
+	}
+	fmt.Fprintf(b.log, "images: %s: %s done in %.1fs\n", b.r.Name, name, s.Seconds)
+	return nil
+}
+
+// make runs the build's steps in a scratch dir: the rootfs tar, its
+// import, and the look inside, which removes an image that does not match
+// its recipe.
+func (b *build) make(ctx context.Context) error {
+	work, err := os.MkdirTemp(b.o.WorkDir, "sandproof-image-"+b.r.Name+"-")
+	if err != nil {
+		return err
 	}
 	defer os.RemoveAll(work)
 	tarPath := filepath.Join(work, "rootfs.tar")
-
-	if err := step("rootfs", func() error { return runScript(ctx, r, work, tarPath, o.Mirror) }); err != nil {
-		return finish(), fmt.Errorf("build image %q: %w", r.Name, err)
+	if err := b.step("rootfs", func() error { return runScript(ctx, b.r, work, tarPath, b.o.Mirror) }); err != nil {
+		return err
 	}
-	if err := step("import", func() error { return importTar(ctx, e, r, tarPath) }); err != nil {
-		return finish(), fmt.Errorf("build image %q: %w", r.Name, err)
+	if err := b.step("import", func() error { return importTar(ctx, b.e, b.r, tarPath) }); err != nil {
+		return err
 	}
-	err = step("verify", func() error {
-		paths := append(append([]string{}, r.Expect.Absent...), r.Expect.Present...)
-		f, err := e.Facts(ctx, res.Ref, paths...)
+	err = b.step("verify", func() error {
+		paths := append(append([]string{}, b.r.Expect.Absent...), b.r.Expect.Present...)
+		f, err := b.e.Facts(ctx, b.res.Ref, paths...)
 		if err != nil {
 			return err
 		}
-		if bad := r.Expect.check(f); len(bad) > 0 {
+		if bad := b.r.Expect.check(f); len(bad) > 0 {
 			return fmt.Errorf("image does not match its recipe: %s", strings.Join(bad, "; "))
 		}
 		return nil
 	})
 	if err != nil {
 		// A tag that exists means "built and good": never leave a bad one.
-		if rmErr := e.RemoveImage(context.WithoutCancel(ctx), res.Ref); rmErr != nil {
-			fmt.Fprintf(log, "images: %s: remove bad image: %v\n", r.Name, rmErr)
+		if rmErr := b.e.RemoveImage(context.WithoutCancel(ctx), b.res.Ref); rmErr != nil {
+			fmt.Fprintf(b.log, "images: %s: remove bad image: %v\n", b.r.Name, rmErr)
 		}
-		return finish(), fmt.Errorf("build image %q: %w", r.Name, err)
+		return err
 	}
-	info, _, err := e.Inspect(ctx, res.Ref)
-	if err != nil {
-		return finish(), fmt.Errorf("build image %q: %w", r.Name, err)
-	}
-	res.ID, res.Built = info.ID, true
-	if prev.ID != "" && prev.ID != info.ID {
-		// A forced rebuild leaves the old image untagged; drop it unless a
-		// container still uses it (then the engine refuses, which is fine).
-		_ = e.RemoveImageID(ctx, prev.ID)
-	}
-	out := finish()
-	fmt.Fprintf(log, "images: %s: built %s in %.1fs (%s)\n", r.Name, res.Ref, out.Seconds, HumanSize(info.Size))
-	return out, nil
+	return nil
 }
 
 // debianArch maps GOARCH to the Debian architecture the images are built

@@ -236,55 +236,26 @@ func (d *decoder) errf(n *yaml.Node, key, format string, args ...any) {
 	d.errs = append(d.errs, fmt.Errorf("%s:%d: %s", d.file, line, msg))
 }
 
-// fields walks a mapping node: each key must be known; required keys must
-// be present. It returns false when n is not a mapping.
+// fields walks a mapping node (WalkMapping): each key must be known;
+// required keys must be present. It returns false when n is not a
+// mapping.
 func (d *decoder) fields(n *yaml.Node, where string, required []string, handlers map[string]func(key string, v *yaml.Node)) bool {
-	if n.Kind != yaml.MappingNode {
-		d.errf(n, where, "want a mapping, got %s", kindName(n))
-		return false
+	in := where
+	if in == "" {
+		in = "manifest"
 	}
-	seen := map[string]bool{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		key := join(where, k.Value)
-		h, ok := handlers[k.Value]
-		if !ok {
-			known := make([]string, 0, len(handlers))
-			for name := range handlers {
-				known = append(known, name)
-			}
-			slices.Sort(known)
-			in := where
-			if in == "" {
-				in = "manifest"
-			}
-			d.errf(k, "", "unknown key %q in %s (known: %s)", k.Value, in, strings.Join(known, ", "))
-			continue
+	return WalkMapping(n, where, required, handlers, func(is MappingIssue) {
+		switch is.Kind {
+		case NotMapping:
+			d.errf(n, where, "want a mapping, got %s", kindName(n))
+		case UnknownKey:
+			d.errf(is.Node, "", "unknown key %q in %s (known: %s)", is.Name, in, strings.Join(is.Known, ", "))
+		case GivenTwice:
+			d.errf(is.Node, is.Path, "given twice")
+		case MissingKey:
+			d.errf(n, "", "missing required key %q in %s", is.Path, in)
 		}
-		if seen[k.Value] {
-			d.errf(k, key, "given twice")
-			continue
-		}
-		seen[k.Value] = true
-		h(key, v)
-	}
-	for _, r := range required {
-		if !seen[r] {
-			in := where
-			if in == "" {
-				in = "manifest"
-			}
-			d.errf(n, "", "missing required key %q in %s", join(where, r), in)
-		}
-	}
-	return true
-}
-
-func join(where, key string) string {
-	if where == "" {
-		return key
-	}
-	return where + "." + key
+	})
 }
 
 // KindName says what a YAML node is, for errors ("a mapping", "a list",
@@ -407,18 +378,7 @@ func (d *decoder) manifest(n *yaml.Node, m *Manifest) {
 		"version":     func(k string, v *yaml.Node) { m.Version = d.str(k, v) },
 		"description": func(k string, v *yaml.Node) { m.Description = d.str(k, v) },
 		"runtime":     func(k string, v *yaml.Node) { d.runtime(k, v, m) },
-		"requires": func(k string, v *yaml.Node) {
-			d.list(k, v, func(k string, v *yaml.Node) {
-				r := d.str(k, v)
-				if r != "" && !slices.Contains(Requirements, r) {
-					d.errf(v, k, "unknown requirement %q (known: %s)", r, strings.Join(Requirements, ", "))
-					return
-				}
-				if !slices.Contains(m.Requires, r) {
-					m.Requires = append(m.Requires, r)
-				}
-			})
-		},
+		"requires":    func(k string, v *yaml.Node) { d.requires(k, v, m) },
 		"api_key_env": func(k string, v *yaml.Node) {
 			m.APIKeyEnv = d.str(k, v)
 			if !envNameRe.MatchString(m.APIKeyEnv) {
@@ -439,19 +399,7 @@ func (d *decoder) manifest(n *yaml.Node, m *Manifest) {
 		"state":        func(k string, v *yaml.Node) { stateNode = v; d.state(k, v, m) },
 		"captures":     func(k string, v *yaml.Node) { d.captures(k, v, m) },
 		"result":       func(k string, v *yaml.Node) { d.result(k, v, m) },
-		"relay": func(k string, v *yaml.Node) {
-			d.fields(v, k, nil, map[string]func(string, *yaml.Node){
-				"request_bytes": func(k string, v *yaml.Node) {
-					s := d.str(k, v)
-					n, err := strconv.ParseInt(s, 10, 64)
-					if err != nil || n < 1 || n > MaxRelayRequestBytes {
-						d.errf(v, k, "bad byte count %q (want an integer 1..%d)", s, MaxRelayRequestBytes)
-						return
-					}
-					m.Relay.RequestBytes = n
-				},
-			})
-		},
+		"relay":        func(k string, v *yaml.Node) { d.relay(k, v, m) },
 	})
 	if stateNode == nil {
 		m.State = DefaultState()
@@ -500,6 +448,35 @@ func (d *decoder) env(k string, v *yaml.Node) map[string]string {
 	return e
 }
 
+// requires reads `requires`: known requirements, each once.
+func (d *decoder) requires(k string, v *yaml.Node, m *Manifest) {
+	d.list(k, v, func(k string, v *yaml.Node) {
+		r := d.str(k, v)
+		if r != "" && !slices.Contains(Requirements, r) {
+			d.errf(v, k, "unknown requirement %q (known: %s)", r, strings.Join(Requirements, ", "))
+			return
+		}
+		if !slices.Contains(m.Requires, r) {
+			m.Requires = append(m.Requires, r)
+		}
+	})
+}
+
+// relay reads `relay`: the model relay's per-manifest limits.
+func (d *decoder) relay(k string, v *yaml.Node, m *Manifest) {
+	d.fields(v, k, nil, map[string]func(string, *yaml.Node){
+		"request_bytes": func(k string, v *yaml.Node) {
+			s := d.str(k, v)
+			n, err := strconv.ParseInt(s, 10, 64)
+			if err != nil || n < 1 || n > MaxRelayRequestBytes {
+				d.errf(v, k, "bad byte count %q (want an integer 1..%d)", s, MaxRelayRequestBytes)
+				return
+			}
+			m.Relay.RequestBytes = n
+		},
+	})
+}
+
 func (d *decoder) runtime(k string, v *yaml.Node, m *Manifest) {
 	m.Runtime.Delivery = DeliveryUpload
 	d.fields(v, k, nil, map[string]func(string, *yaml.Node){
@@ -510,77 +487,86 @@ func (d *decoder) runtime(k string, v *yaml.Node, m *Manifest) {
 			}
 		},
 		"files": func(k string, v *yaml.Node) {
-			d.list(k, v, func(k string, v *yaml.Node) {
-				var f RuntimeFile
-				d.fields(v, k, []string{"src"}, map[string]func(string, *yaml.Node){
-					"src": func(k string, v *yaml.Node) {
-						s := d.str(k, v)
-						if s != "" && !filepath.IsAbs(s) {
-							s = filepath.Join(m.Dir, s)
-						}
-						f.Src = s
-					},
-					"dst": func(k string, v *yaml.Node) {
-						f.Dst = d.str(k, v)
-						if f.Dst != "" && (filepath.IsAbs(f.Dst) || strings.HasPrefix(filepath.Clean(f.Dst), "..")) {
-							d.errf(v, k, "%q leaves the runtime dir (want a relative path inside it)", f.Dst)
-						}
-					},
-					"mode": func(k string, v *yaml.Node) {
-						s := d.str(k, v)
-						mode, err := strconv.ParseUint(s, 8, 32)
-						if err != nil || mode > 0o7777 {
-							d.errf(v, k, "bad mode %q (want an octal string such as \"0755\")", s)
-						}
-						f.Mode = os.FileMode(mode)
-					},
-				})
-				if f.Dst == "" {
-					f.Dst = filepath.Base(f.Src)
-					// A src of "/" (or ".") has no usable base name.
-					if f.Dst == "/" || f.Dst == "." || f.Dst == ".." {
-						d.errf(v, k, "src %q gives no file name to put in the runtime dir (set dst)", f.Src)
-					}
-				}
-				m.Runtime.Files = append(m.Runtime.Files, f)
-			})
+			d.list(k, v, func(k string, v *yaml.Node) { m.Runtime.Files = append(m.Runtime.Files, d.runtimeFile(k, v, m.Dir)) })
 		},
-		"prepare": func(k string, v *yaml.Node) {
-			p := &Prepare{Line: v.Line}
-			var spec PreparerSpec
-			known := false
-			var withKey string
-			d.fields(v, k, []string{"name"}, map[string]func(string, *yaml.Node){
-				"name": func(k string, v *yaml.Node) {
-					p.Name = d.str(k, v)
-					if p.Name == "" {
-						return
-					}
-					if spec, known = lookupPreparer(p.Name); !known {
-						d.errf(v, k, "no preparer %q is registered (known: %s)", p.Name, strings.Join(preparerNames(), ", "))
-					}
-				},
-				"with": func(k string, v *yaml.Node) { p.Node = v; withKey = k },
-			})
-			if p.Node != nil {
-				if known && spec.Check != nil {
-					// A structured block: the preparer validates it
-					// (nested values allowed); With keeps its scalars.
-					p.With = scalars(p.Node)
-					for _, e := range spec.Check(m.Dir, p.Node) {
-						d.errs = append(d.errs, fmt.Errorf("%s:%d: %s: %s", d.file, e.Line, e.Key, e.Msg))
-					}
-				} else {
-					p.With = d.stringMap(withKey, p.Node, false, nil)
-				}
-			} else if known && spec.Check != nil {
-				for _, e := range spec.Check(m.Dir, nil) {
-					d.errs = append(d.errs, fmt.Errorf("%s:%d: %s: %s", d.file, v.Line, e.Key, e.Msg))
-				}
+		"prepare": func(k string, v *yaml.Node) { m.Runtime.Prepare = d.prepare(k, v, m.Dir) },
+	})
+}
+
+// runtimeFile reads one of `runtime.files`; a relative src is below dir
+// (the manifest's), and dst defaults to src's base name.
+func (d *decoder) runtimeFile(k string, v *yaml.Node, dir string) RuntimeFile {
+	var f RuntimeFile
+	d.fields(v, k, []string{"src"}, map[string]func(string, *yaml.Node){
+		"src": func(k string, v *yaml.Node) {
+			s := d.str(k, v)
+			if s != "" && !filepath.IsAbs(s) {
+				s = filepath.Join(dir, s)
 			}
-			m.Runtime.Prepare = p
+			f.Src = s
+		},
+		"dst": func(k string, v *yaml.Node) {
+			f.Dst = d.str(k, v)
+			if f.Dst != "" && (filepath.IsAbs(f.Dst) || strings.HasPrefix(filepath.Clean(f.Dst), "..")) {
+				d.errf(v, k, "%q leaves the runtime dir (want a relative path inside it)", f.Dst)
+			}
+		},
+		"mode": func(k string, v *yaml.Node) {
+			s := d.str(k, v)
+			mode, err := strconv.ParseUint(s, 8, 32)
+			if err != nil || mode > 0o7777 {
+				d.errf(v, k, "bad mode %q (want an octal string such as \"0755\")", s)
+			}
+			f.Mode = os.FileMode(mode)
 		},
 	})
+	if f.Dst == "" {
+		f.Dst = filepath.Base(f.Src)
+		// A src of "/" (or ".") has no usable base name.
+		if f.Dst == "/" || f.Dst == "." || f.Dst == ".." {
+			d.errf(v, k, "src %q gives no file name to put in the runtime dir (set dst)", f.Src)
+		}
+	}
+	return f
+}
+
+// prepare reads `runtime.prepare`: a registered preparer's name and its
+// `with` block, which the preparer checks itself when it has a Check
+// (dir resolves its relative paths).
+func (d *decoder) prepare(k string, v *yaml.Node, dir string) *Prepare {
+	p := &Prepare{Line: v.Line}
+	var spec PreparerSpec
+	known := false
+	var withKey string
+	d.fields(v, k, []string{"name"}, map[string]func(string, *yaml.Node){
+		"name": func(k string, v *yaml.Node) {
+			p.Name = d.str(k, v)
+			if p.Name == "" {
+				return
+			}
+			if spec, known = lookupPreparer(p.Name); !known {
+				d.errf(v, k, "no preparer %q is registered (known: %s)", p.Name, strings.Join(preparerNames(), ", "))
+			}
+		},
+		"with": func(k string, v *yaml.Node) { p.Node = v; withKey = k },
+	})
+	if p.Node != nil {
+		if known && spec.Check != nil {
+			// A structured block: the preparer validates it
+			// (nested values allowed); With keeps its scalars.
+			p.With = scalars(p.Node)
+			for _, e := range spec.Check(dir, p.Node) {
+				d.errs = append(d.errs, fmt.Errorf("%s:%d: %s: %s", d.file, e.Line, e.Key, e.Msg))
+			}
+		} else {
+			p.With = d.stringMap(withKey, p.Node, false, nil)
+		}
+	} else if known && spec.Check != nil {
+		for _, e := range spec.Check(dir, nil) {
+			d.errs = append(d.errs, fmt.Errorf("%s:%d: %s: %s", d.file, v.Line, e.Key, e.Msg))
+		}
+	}
+	return p
 }
 
 // scalars returns the scalar values of a mapping node (nested ones left

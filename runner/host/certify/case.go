@@ -61,61 +61,93 @@ var requirementPaths = map[string][]string{
 	"sh": {"/bin/sh"},
 }
 
-// caseRun is one case in progress: what its stages (stages.go) share.
+// caseRun is one case in progress: what it is (its spec, its dirs, the
+// owner's paths, the session's names, all fixed when it starts) and what
+// it has recorded (its evidence and its clock). Nothing a stage finds in
+// the sandbox is kept here: each stage (stages.go) returns it as a value
+// that the next one takes, as containerd's shim returns a task's state
+// (`ss, err := manager.Stop(ctx, id)`).
 type caseRun struct {
-	r       *runner
-	c       caseSpec
-	ev      *reports.Evidence
-	timing  CaseTiming
-	dir     string // host dir of the case's files
-	stopped bool   // a provider error ended the case
-	cut     int    // capture files cut at a cap, downloads stopped
-	// interrupted says why the run's interrupt reached the case before
-	// its verdict ("SIGINT during seed"); "" when it did not.
-	interrupted string
-	// activated is set once the activation was launched: close.receipts
-	// then requires its receipt.
-	activated bool
-	// where records the stages for the interrupt's reason: the one
-	// running, the last one ended, and where the interrupt found the case
-	// (written by the interrupt's own goroutine, hence the lock).
-	where struct {
-		sync.Mutex
-		running, ended, interruptAt string
-	}
-	// skip says why the case does not run (from planning, or the
-	// requirements setup found missing); "" runs it.
-	skip string
+	r      *runner
+	c      caseSpec
+	ev     *reports.Evidence
+	timing CaseTiming
+	dir    string // host dir of the case's files
+	owner  ownerPaths
+	sess   sessionPaths
+	intr   interruptWatch
+}
 
-	// The task user and the owner's markers.
+// ownerPaths are the task user and the owner's markers in the sandbox.
+type ownerPaths struct {
 	uid, gid   int
 	home       string
 	markers    []string // the four XDG markers
 	reqPaths   []string // the files the declared requirements look for
 	allMarkers []string
+}
 
-	// The model side: the scripted model (nil for a real one) behind the
-	// case's recording relay.
+// sessionPaths name the adapter's session in the sandbox.
+type sessionPaths struct {
+	id, dir, home string
+}
+
+// modelSide is the model side of a case (startModel): the scripted
+// model (nil for a real one) behind the case's recording relay, the
+// challenge, and the adapter's context naming the relay.
+type modelSide struct {
 	srv       *model.Server
 	rel       *relay.Relay
 	modelName string
 	challenge string
 	actx      adapter.Context
+}
 
-	// The sandbox, the probe's baseline, and the adapter's session. asb
-	// is the sandbox as the session sees it: over the session agent's
-	// channel (agent), whose stderr is kept for errors.
-	sb                   provider.Sandbox
-	asb                  provider.Sandbox
-	agent                *agent.Sandbox
-	agentStderr          hostfile.HeadBuffer
-	before               probe.Snapshot
-	sess                 *session.Session
-	sessID, sessDir      string
-	sessHome             string
-	actRes, versionRes   *session.Result
-	versionErr, closeErr error
-	closeRes             *session.CloseResult
+// sandboxed is what setup leaves: the sandbox, the session agent over
+// which the adapter's side reaches it, the probe's baseline, the adapter
+// context with the runtime's mount, and the requirements the image
+// lacks ("" when none). A setup that failed returns what it got so far
+// (the sandbox for teardown).
+type sandboxed struct {
+	sb     provider.Sandbox
+	agent  *sessionAgent
+	before probe.Snapshot
+	actx   adapter.Context
+	lacks  string
+}
+
+// sessionAgent is the session agent's channel, the sandbox as the
+// session sees it, with its stderr kept for errors; closed once.
+type sessionAgent struct {
+	sb     *agent.Sandbox
+	stderr *hostfile.HeadBuffer
+}
+
+// activationResult is what the activation stage leaves: whether the launch was
+// started (close.receipts then requires its receipt), its result, and the
+// CLI's version launch after it.
+type activationResult struct {
+	launched   bool
+	res        *session.Result
+	version    *session.Result
+	versionErr error
+}
+
+// closed is what close leaves: the session's close result and error.
+type closed struct {
+	res *session.CloseResult
+	err error
+}
+
+// interruptWatch is where the run's interrupt found the case: the stage
+// running, the last one ended, and where the interrupt came (written by
+// the interrupt's own goroutine, hence the lock); reason is set the first
+// time the case learns of it ("SIGINT during seed").
+type interruptWatch struct {
+	ic                          context.Context // nil: the run has no interrupt
+	mu                          sync.Mutex
+	running, ended, interruptAt string
+	reason                      string
 }
 
 // interruptReached reports whether the run's interrupt has reached the
@@ -123,67 +155,64 @@ type caseRun struct {
 // Asked before a stage, true means that stage and every later one but
 // close and teardown do not run; asked at the verdict, it makes the case
 // unknown (contract §8 attempts and interrupts).
-func (cr *caseRun) interruptReached() bool {
-	if cr.interrupted != "" {
+func (w *interruptWatch) interruptReached() bool {
+	if w.reason != "" {
 		return true
 	}
-	ic := cr.r.opts.Interrupt
-	if ic == nil || ic.Err() == nil {
+	if w.ic == nil || w.ic.Err() == nil {
 		return false
 	}
-	cr.interrupted = interruptCause(ic) + " " + cr.interruptAt()
+	w.reason = interruptCause(w.ic) + " " + w.at()
 	return true
 }
 
-// watchInterrupt notes where the run's interrupt finds the case, for its
-// reason; the returned func ends the watch.
-func (cr *caseRun) watchInterrupt() (stop func() bool) {
-	ic := cr.r.opts.Interrupt
-	if ic == nil {
+// watch notes where the run's interrupt finds the case, for its reason;
+// the returned func ends the watch.
+func (w *interruptWatch) watch() (stop func() bool) {
+	if w.ic == nil {
 		return func() bool { return true }
 	}
-	return context.AfterFunc(ic, func() {
-		cr.where.Lock()
-		defer cr.where.Unlock()
-		if cr.where.interruptAt == "" {
-			cr.where.interruptAt = cr.whereLocked()
+	return context.AfterFunc(w.ic, func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.interruptAt == "" {
+			w.interruptAt = w.whereLocked()
 		}
 	})
 }
 
-// interruptAt is where the interrupt found the case ("during seed",
-// "after activation"), or where the case is now if the watch has not
-// run yet.
-func (cr *caseRun) interruptAt() string {
-	cr.where.Lock()
-	defer cr.where.Unlock()
-	if cr.where.interruptAt != "" {
-		return cr.where.interruptAt
+// at is where the interrupt found the case ("during seed", "after
+// activation"), or where the case is now if the watch has not run yet.
+func (w *interruptWatch) at() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.interruptAt != "" {
+		return w.interruptAt
 	}
-	return cr.whereLocked()
+	return w.whereLocked()
 }
 
-func (cr *caseRun) whereLocked() string {
+func (w *interruptWatch) whereLocked() string {
 	switch {
-	case cr.where.running != "":
-		return "during " + cr.where.running
-	case cr.where.ended != "":
-		return "after " + cr.where.ended
+	case w.running != "":
+		return "during " + w.running
+	case w.ended != "":
+		return "after " + w.ended
 	}
 	return "before " + reports.StageSetup
 }
 
 // stageBegins and stageEnds keep where for the interrupt's reason.
-func (cr *caseRun) stageBegins(name string) {
-	cr.where.Lock()
-	cr.where.running = name
-	cr.where.Unlock()
+func (w *interruptWatch) stageBegins(name string) {
+	w.mu.Lock()
+	w.running = name
+	w.mu.Unlock()
 }
 
-func (cr *caseRun) stageEnds(name string) {
-	cr.where.Lock()
-	cr.where.running, cr.where.ended = "", name
-	cr.where.Unlock()
+func (w *interruptWatch) stageEnds(name string) {
+	w.mu.Lock()
+	w.running, w.ended = "", name
+	w.mu.Unlock()
 }
 
 // interruptCause is the reason the interrupt context carries ("SIGINT").
@@ -194,39 +223,50 @@ func interruptCause(ic context.Context) string {
 	return "interrupted"
 }
 
-func (cr *caseRun) check(id, clause string, ok bool, detail string, args ...any) bool {
+// newCheck is a check that passed or failed.
+func newCheck(id, clause string, ok bool, detail string, args ...any) reports.Check {
 	st := reports.StatusPassed
 	if !ok {
 		st = reports.StatusFailed
 	}
-	cr.ev.Checks = append(cr.ev.Checks, reports.Check{ID: id, Status: st, Clause: clause, Detail: fmt.Sprintf(detail, args...)})
+	return reports.Check{ID: id, Status: st, Clause: clause, Detail: fmt.Sprintf(detail, args...)}
+}
+
+// check records a check that passed or failed and reports whether it
+// passed.
+func (cr *caseRun) check(id, clause string, ok bool, detail string, args ...any) bool {
+	cr.ev.Checks = append(cr.ev.Checks, newCheck(id, clause, ok, detail, args...))
 	return ok
 }
 
-func (cr *caseRun) errType(t string) {
-	if cr.ev.ErrorType == nil {
-		cr.ev.ErrorType = &t
+func (cr *caseRun) errType(t string) { setErrType(cr.ev, t) }
+
+// setErrType keeps the first error type a case met.
+func setErrType(ev *reports.Evidence, t string) {
+	if ev.ErrorType == nil {
+		ev.ErrorType = &t
 	}
 }
 
+// stopsCase says whether a stage's error stops the case: a provider
+// error does (the later stages but teardown do not run: an answer from a
+// dead sandbox proves nothing).
+func stopsCase(err error) bool { return provider.IsProviderError(err) }
+
 // stage runs fn as one stage of the protocol, timing it and printing its
-// progress. A provider error stops the case (the later stages but teardown
-// do not run: an answer from a dead sandbox proves nothing).
+// progress. A provider error is recorded as the stage's failed check;
+// the caller, seeing stopsCase, runs no later stage but teardown.
 func (cr *caseRun) stage(name string, fn func() error) error {
-	if cr.stopped && name != reports.StageTeardown {
-		return errors.New("case stopped")
-	}
 	t := time.Now()
-	cr.stageBegins(name)
+	cr.intr.stageBegins(name)
 	cr.r.progress("%s: %s ...", cr.c.id, name)
 	err := fn()
-	cr.stageEnds(name)
+	cr.intr.stageEnds(name)
 	secs := time.Since(t).Seconds()
 	cr.ev.Stages = append(cr.ev.Stages, reports.Stage{Name: name, StartedAt: t.UTC(), Seconds: secs})
 	if err != nil {
 		cr.r.progress("%s: %s failed after %.2fs: %v", cr.c.id, name, secs, redact(err.Error(), cr.r.key))
-		if provider.IsProviderError(err) {
-			cr.stopped = true
+		if stopsCase(err) {
 			cr.errType("provider_error")
 			cr.check(name+".provider", clauseFor(name), false, "provider error, case stopped: %s", redact(err.Error(), cr.r.key))
 		}
@@ -323,29 +363,36 @@ func receiptText(res *session.Result, err error, key string) string {
 }
 
 // finish sets the verdict: a skipped case stays skipped; otherwise passed
-// is the conjunction of the checks, and no checks is unknown.
+// is the conjunction of the checks, and no checks is unknown. A case the
+// run's interrupt reached at any point before this verdict, whatever
+// stage it was in (verify and teardown included, which it does not cut
+// short), is unknown unless a check failed on its own: --resume runs it
+// again.
 func (cr *caseRun) finish() {
-	cr.judge()
+	cr.verdict()
 	if cr.r != nil {
 		cr.causes()
 	}
 }
 
-// judge sets the case's status from its checks. A case the run's
-// interrupt reached at any point before this verdict, whatever stage it
-// was in (verify and teardown included, which it does not cut short), is
-// unknown unless a check failed on its own: --resume runs it again.
-func (cr *caseRun) judge() {
-	ev := cr.ev
-	if cr.r != nil && ev.Status != reports.StatusSkipped {
-		cr.interruptReached()
+// verdict asks the interrupt a last time (a skipped case stays skipped)
+// and judges the case.
+func (cr *caseRun) verdict() {
+	if cr.ev.Status != reports.StatusSkipped {
+		cr.intr.interruptReached()
 	}
-	if cr.interrupted != "" && ev.Status != reports.StatusSkipped {
+	judge(cr.ev, cr.intr.reason)
+}
+
+// judge sets a case's status from its checks and the interrupt's reason
+// ("" when the interrupt did not reach it).
+func judge(ev *reports.Evidence, interrupted string) {
+	if interrupted != "" && ev.Status != reports.StatusSkipped {
 		// What the interrupt cut short proves nothing either way; a
 		// check that failed on its own still fails the case.
-		ev.Interrupted = cr.interrupted
+		ev.Interrupted = interrupted
 		ev.Checks = append(ev.Checks, reports.Check{ID: "interrupt", Status: reports.StatusUnknown, Clause: clauseInterrupt,
-			Detail: cr.interrupted + "; the running launch was stopped through the session (receipts kept); --resume runs the case again"})
+			Detail: interrupted + "; the running launch was stopped through the session (receipts kept); --resume runs the case again"})
 	}
 	if ev.Status == reports.StatusSkipped {
 		ev.Passed = false
@@ -363,9 +410,9 @@ func (cr *caseRun) judge() {
 		failed = failed || c.Status == reports.StatusFailed
 	}
 	ev.Passed = pass
-	if !failed && cr.interrupted != "" {
+	if !failed && interrupted != "" {
 		ev.Status = reports.StatusUnknown
-		cr.errType("interrupted")
+		setErrType(ev, "interrupted")
 		return
 	}
 	if pass {
@@ -373,7 +420,7 @@ func (cr *caseRun) judge() {
 		ev.ErrorType = nil
 	} else {
 		ev.Status = reports.StatusFailed
-		cr.errType("check_failed")
+		setErrType(ev, "check_failed")
 	}
 }
 
@@ -463,10 +510,9 @@ func cutFirst(w provider.Withheld) int {
 // are data (recorded, never followed) and pass; a file cut at a cap or a
 // download stopped fails the case, since its result was judged on part of
 // the data.
-func (cr *caseRun) checkCaptures() {
+func (cr *caseRun) checkCaptures(cut int) {
 	ev := cr.ev
 	var notes []string
-	cut := cr.cut
 	for _, w := range ev.CapturesWithheld {
 		switch w.Kind {
 		case provider.WithheldSymlink, provider.WithheldHardlink:

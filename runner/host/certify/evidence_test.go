@@ -102,7 +102,7 @@ func TestFinishUnknownWithoutChecks(t *testing.T) {
 // An interrupted case is unknown, with the reason and an unknown check,
 // unless a check failed on its own.
 func TestFinishInterrupted(t *testing.T) {
-	cr := &caseRun{interrupted: "SIGINT during activation", ev: &reports.Evidence{Status: reports.StatusUnknown,
+	cr := &caseRun{intr: interruptWatch{reason: "SIGINT during activation"}, ev: &reports.Evidence{Status: reports.StatusUnknown,
 		Checks: []reports.Check{{ID: "setup", Status: reports.StatusPassed}}}}
 	cr.finish()
 	if cr.ev.Status != reports.StatusUnknown || cr.ev.Interrupted != "SIGINT during activation" || checkOf(cr.ev, "interrupt") != reports.StatusUnknown {
@@ -111,7 +111,7 @@ func TestFinishInterrupted(t *testing.T) {
 	if st, _ := reports.Judge(cr.ev); st != reports.StatusUnknown {
 		t.Fatalf("the report judges it %s, want unknown", st)
 	}
-	cr = &caseRun{interrupted: "SIGTERM before verify", ev: &reports.Evidence{Status: reports.StatusUnknown,
+	cr = &caseRun{intr: interruptWatch{reason: "SIGTERM before verify"}, ev: &reports.Evidence{Status: reports.StatusUnknown,
 		Checks: []reports.Check{{ID: "setup", Status: reports.StatusFailed}}}}
 	cr.finish()
 	if cr.ev.Status != reports.StatusFailed {

@@ -18,15 +18,15 @@ import (
 // The rules of contract §8 attempts and interrupts on the judge's path,
 // without an engine: each test builds the caseRun a stage would leave.
 
-// interruptedRun is a runner whose interrupt came (cause SIGINT), or has
-// not come when sig is false.
-func interruptedRun(t *testing.T, sig bool) *runner {
+// interruptedRun is the watch of a run whose interrupt came (cause
+// SIGINT), or has not come when sig is false.
+func interruptedRun(t *testing.T, sig bool) interruptWatch {
 	ic, cancel := context.WithCancelCause(context.Background())
 	t.Cleanup(func() { cancel(nil) })
 	if sig {
 		cancel(errors.New("SIGINT"))
 	}
-	return &runner{opts: Options{Interrupt: ic}}
+	return interruptWatch{ic: ic}
 }
 
 // interruptNow sends the case's run its interrupt (cause SIGINT) and
@@ -36,9 +36,9 @@ func interruptNow(t *testing.T, cr *caseRun, cancel context.CancelCauseFunc) {
 	cancel(errors.New("SIGINT"))
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		cr.where.Lock()
-		at := cr.where.interruptAt
-		cr.where.Unlock()
+		cr.intr.mu.Lock()
+		at := cr.intr.interruptAt
+		cr.intr.mu.Unlock()
 		if at != "" {
 			return
 		}
@@ -63,10 +63,10 @@ func passedChecks(ids ...string) []reports.Check {
 // (the positive control).
 func TestJudgeInterruptReachedInVerifyIsUnknown(t *testing.T) {
 	for _, sig := range []bool{false, true} {
-		cr := &caseRun{r: interruptedRun(t, sig), ev: &reports.Evidence{Status: reports.StatusUnknown,
+		cr := &caseRun{intr: interruptedRun(t, sig), ev: &reports.Evidence{Status: reports.StatusUnknown,
 			Checks: passedChecks("setup", "seed", "activation.receipt", "close.receipts", "verify.deliverable")}}
-		cr.stageBegins(reports.StageVerify)
-		cr.judge()
+		cr.intr.stageBegins(reports.StageVerify)
+		cr.verdict()
 		want, why := reports.StatusPassed, ""
 		if sig {
 			want, why = reports.StatusUnknown, "SIGINT during verify"
@@ -83,9 +83,9 @@ func TestJudgeInterruptReachedInVerifyIsUnknown(t *testing.T) {
 // A skipped case stays skipped (final) when the interrupt comes after
 // setup found the requirement missing.
 func TestJudgeInterruptKeepsSkipped(t *testing.T) {
-	cr := &caseRun{r: interruptedRun(t, true), ev: &reports.Evidence{Status: reports.StatusSkipped,
+	cr := &caseRun{intr: interruptedRun(t, true), ev: &reports.Evidence{Status: reports.StatusSkipped,
 		Checks: []reports.Check{{ID: "requirements", Status: reports.StatusSkipped}}}}
-	cr.judge()
+	cr.verdict()
 	if cr.ev.Status != reports.StatusSkipped || cr.ev.Interrupted != "" {
 		t.Errorf("skipped case: status %s, interrupted %q; want skipped, no reason", cr.ev.Status, cr.ev.Interrupted)
 	}
@@ -100,20 +100,20 @@ func TestInterruptReasonNamesTheStage(t *testing.T) {
 		before func(cr *caseRun)
 		want   string
 	}{
-		{"during seed", func(cr *caseRun) { cr.stageBegins(reports.StageSeed) }, "SIGINT during seed"},
-		{"between stages", func(cr *caseRun) { cr.stageBegins(reports.StageSeed); cr.stageEnds(reports.StageSeed) }, "SIGINT after seed"},
+		{"during seed", func(cr *caseRun) { cr.intr.stageBegins(reports.StageSeed) }, "SIGINT during seed"},
+		{"between stages", func(cr *caseRun) { cr.intr.stageBegins(reports.StageSeed); cr.intr.stageEnds(reports.StageSeed) }, "SIGINT after seed"},
 		{"before any", func(*caseRun) {}, "SIGINT before setup"},
 	} {
 		ic, cancel := context.WithCancelCause(context.Background())
-		cr := &caseRun{r: &runner{opts: Options{Interrupt: ic}}, ev: &reports.Evidence{}}
-		stop := cr.watchInterrupt()
+		cr := &caseRun{intr: interruptWatch{ic: ic}, ev: &reports.Evidence{}}
+		stop := cr.intr.watch()
 		tc.before(cr)
 		interruptNow(t, cr, cancel)
 		// The case moves on before it looks: the reason keeps where the
 		// interrupt found it.
-		cr.stageBegins(reports.StageActivation)
-		if !cr.interruptReached() || cr.interrupted != tc.want {
-			t.Errorf("%s: interrupted %q, want %q", tc.name, cr.interrupted, tc.want)
+		cr.intr.stageBegins(reports.StageActivation)
+		if !cr.intr.interruptReached() || cr.intr.reason != tc.want {
+			t.Errorf("%s: interrupted %q, want %q", tc.name, cr.intr.reason, tc.want)
 		}
 		stop()
 	}
@@ -126,22 +126,22 @@ func TestInterruptReasonNamesTheStage(t *testing.T) {
 func TestInterruptInSeedIsUnknownNotFailed(t *testing.T) {
 	ic, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
-	cr := &caseRun{r: &runner{opts: Options{Interrupt: ic}}, c: caseSpec{adapter: &adapter.Manifest{}},
+	cr := &caseRun{r: &runner{opts: Options{Interrupt: ic}}, c: caseSpec{adapter: &adapter.Manifest{}}, intr: interruptWatch{ic: ic},
 		ev: &reports.Evidence{Status: reports.StatusUnknown, Checks: passedChecks("setup", "seed")}}
-	defer cr.watchInterrupt()()
-	cr.stageBegins(reports.StageSeed)
+	defer cr.intr.watch()()
+	cr.intr.stageBegins(reports.StageSeed)
 	interruptNow(t, cr, cancel)
-	cr.stageEnds(reports.StageSeed)
-	cr.activate(context.Background()) // returns before the session: none is set
-	if cr.activated || cr.actRes != nil || checkOf(cr.ev, "activation.receipt") != "" {
-		t.Fatalf("activate after the interrupt: activated %t, result %+v, checks %+v; want nothing launched or judged", cr.activated, cr.actRes, cr.ev.Checks)
+	cr.intr.stageEnds(reports.StageSeed)
+	act, err := cr.activate(context.Background(), nil) // returns before the session: none is used
+	if err != nil || act.launched || act.res != nil || checkOf(cr.ev, "activation.receipt") != "" {
+		t.Fatalf("activate after the interrupt: %v, launched %t, result %+v, checks %+v; want nothing launched or judged", err, act.launched, act.res, cr.ev.Checks)
 	}
-	cr.closeRes = &session.CloseResult{Receipts: map[string]*receipt.Receipt{}}
-	cr.closeReceipts()
+	c, _ := closeReceipts(act.launched, closed{res: &session.CloseResult{Receipts: map[string]*receipt.Receipt{}}}, nil, cr.intr.reason, "")
+	cr.ev.Checks = append(cr.ev.Checks, c)
 	if st, d := checkOf(cr.ev, "close.receipts"), checkDetail(cr.ev, "close.receipts"); st != reports.StatusUnknown || !strings.Contains(d, "no launch ran") || !strings.Contains(d, "SIGINT during seed") {
 		t.Errorf("close.receipts: %s %q; want unknown, saying no launch ran and why", st, d)
 	}
-	cr.judge()
+	cr.verdict()
 	if cr.ev.Status != reports.StatusUnknown || cr.ev.Interrupted != "SIGINT during seed" {
 		t.Errorf("case: status %s, interrupted %q; want unknown, SIGINT during seed", cr.ev.Status, cr.ev.Interrupted)
 	}
@@ -175,14 +175,14 @@ func TestCloseReceiptsJudgesTheLaunchesThatRan(t *testing.T) {
 		{"capture not there and a receipt not confirmed, interrupted", true, map[string]*receipt.Receipt{"activation": confirmed},
 			fmt.Errorf("close session c-1: %w", errors.Join(errors.New("close launch \"install\": not confirmed"), missingCapture())), "SIGINT during activation", reports.StatusFailed, []string{"/s/db"}},
 	} {
-		cr := &caseRun{r: &runner{}, activated: tc.activated, interrupted: tc.interrupted, closeErr: tc.closeErr,
-			closeRes: &session.CloseResult{Receipts: tc.receipts, Missing: tc.missing}, ev: &reports.Evidence{}}
+		var closeReceipt *reports.Receipt
 		if rec, ok := tc.receipts[activation]; ok {
-			cr.ev.CloseReceipt = receiptOf(rec)
+			closeReceipt = receiptOf(rec)
 		}
-		cr.closeReceipts()
-		if st := checkOf(cr.ev, "close.receipts"); st != tc.want {
-			t.Errorf("%s: close.receipts %s (%s), want %s", tc.name, st, checkDetail(cr.ev, "close.receipts"), tc.want)
+		c, _ := closeReceipts(tc.activated, closed{res: &session.CloseResult{Receipts: tc.receipts, Missing: tc.missing}, err: tc.closeErr},
+			closeReceipt, tc.interrupted, "")
+		if c.Status != tc.want {
+			t.Errorf("%s: close.receipts %s (%s), want %s", tc.name, c.Status, c.Detail, tc.want)
 		}
 	}
 }

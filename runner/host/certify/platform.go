@@ -58,6 +58,40 @@ func (r *runner) imageLibc(ctx context.Context, ref, name string) (string, error
 // skips its cases with the preparer's reason; any other error stops the
 // run.
 func (r *runner) prepareRuntimes(ctx context.Context, work, arch string, cases []caseSpec) error {
+	if err := r.keyRuntimes(ctx, cases); err != nil {
+		return err
+	}
+	manifests, order := runtimeOrder(cases)
+	results, err := prepareAll(ctx, work, arch, manifests, order)
+	if err != nil {
+		return err
+	}
+	prepared, skips, err := r.collectRuntimes(manifests, order, results)
+	if err != nil {
+		return err
+	}
+	// A runtime the manifest mounts goes into a volume once per engine.
+	r.rtVol = map[rtKey]string{}
+	for _, k := range order {
+		if rt := prepared[k]; rt != nil && rt.Dir != "" && manifests[k.adapter].Runtime.Delivery == adapter.DeliveryMount {
+			name, err := r.volume(ctx, "runtime-"+k.adapter, rt.Dir)
+			if err != nil {
+				return err
+			}
+			r.rtVol[k] = name
+		}
+		if err := r.layerVolume(ctx, k, prepared, skips, manifests[k.adapter]); err != nil {
+			return err
+		}
+	}
+	applyRuntimes(cases, prepared, skips)
+	return nil
+}
+
+// keyRuntimes gives each case its runtime's key and its adapter's
+// requirements; a per-platform runtime's key has the image's libc, probed
+// once per image.
+func (r *runner) keyRuntimes(ctx context.Context, cases []caseSpec) error {
 	libcOf := map[string]string{} // image name -> libc, probed when a runtime depends on it
 	for i := range cases {
 		c := &cases[i]
@@ -78,47 +112,64 @@ func (r *runner) prepareRuntimes(ctx context.Context, work, arch string, cases [
 		}
 		c.rt.libc = libc
 	}
+	return nil
+}
+
+// runtimeOrder is each adapter's manifest by name and the runtimes the
+// cases need, each once, sorted by adapter and libc.
+func runtimeOrder(cases []caseSpec) (map[string]*adapter.Manifest, []rtKey) {
 	manifests := map[string]*adapter.Manifest{}
 	keys := map[rtKey]bool{}
 	for _, c := range cases {
 		manifests[c.adapter.Name] = c.adapter
 		keys[c.rt] = true
 	}
-	order := slices.SortedFunc(maps.Keys(keys), func(a, b rtKey) int {
+	return manifests, slices.SortedFunc(maps.Keys(keys), func(a, b rtKey) int {
 		return strings.Compare(a.adapter+"/"+a.libc, b.adapter+"/"+b.libc)
 	})
-	type result struct {
-		rt   *adapter.Prepared
-		err  error
-		took time.Duration
-	}
-	results := make([]result, len(order))
-	// A runtime that cannot be made for any reason but its platform or
-	// its source's absence stops the run: it cancels the others at once.
+}
+
+// runtimeResult is one runtime's preparation, as long as it took.
+type runtimeResult struct {
+	rt   *adapter.Prepared
+	err  error
+	took time.Duration
+}
+
+// prepareAll prepares the runtimes of order side by side, one per CPU at
+// most, each result at its key's index. A runtime that cannot be made for
+// any reason but its platform or its source's absence stops the run: it
+// cancels the others at once.
+func prepareAll(ctx context.Context, work, arch string, manifests map[string]*adapter.Manifest, order []rtKey) ([]runtimeResult, error) {
+	results := make([]runtimeResult, len(order))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(1, runtime.NumCPU()))
 	for i, k := range order {
 		g.Go(func() error {
 			t := time.Now()
 			rt, err := manifests[k.adapter].PrepareFor(gctx, work, arch, k.libc)
-			results[i] = result{rt, err, time.Since(t)}
+			results[i] = runtimeResult{rt, err, time.Since(t)}
 			if err != nil && !errors.Is(err, adapter.ErrPlatform) && !errors.Is(err, adapter.ErrUnavailable) {
 				return fmt.Errorf("certify: %w", err)
 			}
 			return nil
 		})
 	}
-	if err := g.Wait(); err != nil {
-		return err
-	}
-	prepared := map[rtKey]*adapter.Prepared{}
+	return results, g.Wait()
+}
+
+// collectRuntimes sorts the results, in order, into the runtimes prepared
+// (each with its provenance in r.harness) and the skip reasons of those
+// whose platform is not covered or whose source did not answer.
+func (r *runner) collectRuntimes(manifests map[string]*adapter.Manifest, order []rtKey, results []runtimeResult) (map[rtKey]*adapter.Prepared, map[rtKey]string, error) {
+	ready := map[rtKey]*adapter.Prepared{}
 	skips := map[rtKey]string{}
 	r.harness = map[rtKey]*reports.HarnessRuntime{}
 	for i, k := range order {
 		res := results[i]
 		switch {
 		case res.err == nil:
-			prepared[k] = res.rt
+			ready[k] = res.rt
 			name := k.adapter
 			if res.rt.Platform != "" {
 				name += " (" + res.rt.Platform + ")"
@@ -127,7 +178,7 @@ func (r *runner) prepareRuntimes(ctx context.Context, work, arch string, cases [
 			t := time.Now()
 			h, err := runtimeProvenance(manifests[k.adapter], res.rt)
 			if err != nil {
-				return fmt.Errorf("certify: adapter %s: %w", k.adapter, err)
+				return nil, nil, fmt.Errorf("certify: adapter %s: %w", k.adapter, err)
 			}
 			r.harness[k] = h
 			r.progress("adapter %s: runtime tree %s (%d files) hashed in %.1fs", name, h.TreeSHA256, h.TreeFiles, time.Since(t).Seconds())
@@ -135,26 +186,18 @@ func (r *runner) prepareRuntimes(ctx context.Context, work, arch string, cases [
 			skips[k] = "runtime not prepared: " + res.err.Error()
 			r.progress("adapter %s: %s", k.adapter, skips[k])
 		default:
-			return fmt.Errorf("certify: %w", res.err)
+			return nil, nil, fmt.Errorf("certify: %w", res.err)
 		}
 	}
-	// A runtime the manifest mounts goes into a volume once per engine.
-	r.rtVol = map[rtKey]string{}
-	for _, k := range order {
-		if rt := prepared[k]; rt != nil && rt.Dir != "" && manifests[k.adapter].Runtime.Delivery == adapter.DeliveryMount {
-			name, err := r.volume(ctx, "runtime-"+k.adapter, rt.Dir)
-			if err != nil {
-				return err
-			}
-			r.rtVol[k] = name
-		}
-		if err := r.layerVolume(ctx, k, prepared, skips, manifests[k.adapter]); err != nil {
-			return err
-		}
-	}
+	return ready, skips, nil
+}
+
+// applyRuntimes gives each case its runtime's dir, the requirements its
+// runtime adds (each once, after the adapter's) and its skip reason.
+func applyRuntimes(cases []caseSpec, ready map[rtKey]*adapter.Prepared, skips map[rtKey]string) {
 	for i := range cases {
 		c := &cases[i]
-		if rt := prepared[c.rt]; rt != nil {
+		if rt := ready[c.rt]; rt != nil {
 			c.runtime = rt.Dir
 			for _, q := range rt.Requires {
 				if !slices.Contains(c.requires, q) {
@@ -165,7 +208,6 @@ func (r *runner) prepareRuntimes(ctx context.Context, work, arch string, cases [
 		}
 		c.skip = skips[c.rt]
 	}
-	return nil
 }
 
 // layerVolume puts a runtime's glibc layer (its glibc/ dir) into a volume

@@ -86,9 +86,18 @@ type asked struct {
 func analyse(calls []relay.Call, challenge, derived, modelName string) loopProof {
 	sort.SliceStable(calls, func(i, j int) bool { return calls[i].Seq < calls[j].Seq })
 	st := &reports.ModelSteps{Model: modelName, SandboxAuth: map[string]int{}, Steps: []reports.ModelStep{}}
-	p := loopProof{steps: st}
-	// The first answer to ask for each id, to name a result that came
-	// before it.
+	cr := chainReader{p: loopProof{steps: st}, challenge: challenge, derived: derived, firstAsk: firstAsks(calls)}
+	for _, c := range calls {
+		if c.Seq != 0 {
+			cr.read(c)
+		}
+	}
+	return cr.finish()
+}
+
+// firstAsks maps each tool call id to the first answer that asked for
+// it, to name a result that came before it.
+func firstAsks(calls []relay.Call) map[string]int {
 	firstAsk := map[string]int{}
 	for _, c := range calls {
 		for _, tc := range c.ToolCalls {
@@ -97,113 +106,145 @@ func analyse(calls []relay.Call, challenge, derived, modelName string) loopProof
 			}
 		}
 	}
+	return firstAsk
+}
+
+// chainReader is analyse's walk over the calls in order.
+type chainReader struct {
+	p                  loopProof
+	challenge, derived string
+	firstAsk           map[string]int
 	// answered holds the tool calls of the answers before the request
 	// being read: a request is sent before its own answer, so only those
 	// can be what its results answer.
-	var answered []asked
-	firstBack, anyAsk := 0, 0
-	for _, c := range calls {
-		if c.Seq == 0 {
-			continue
-		}
-		p.calls++
-		st.SandboxAuth[c.Auth]++
-		step := reports.ModelStep{Seq: c.Seq, Status: c.Status, Stream: c.Stream, ToolResults: len(c.ToolResults)}
-		p.results += len(c.ToolResults)
-		if len(c.Text) > 80 {
-			step.Text = c.Text[:80] + "…"
-		} else {
-			step.Text = c.Text
-		}
-		if c.Usage != nil {
-			step.InputTokens, step.OutputTokens = c.Usage.Input, c.Usage.Output
-		}
-		// A result without an id answers the claimed call without one at
-		// the same place: the k-th such result the k-th such call.
-		var idless []relay.ToolCall
-		for _, tc := range c.ClaimedToolCalls {
-			if tc.ID == "" {
-				idless = append(idless, tc)
-			}
-		}
-		k := 0
-		for i, r := range c.ToolResults {
-			id := ""
-			if i < len(c.ToolResultIDs) {
-				id = c.ToolResultIDs[i]
-			}
-			var claim *relay.ToolCall
-			if id == "" {
-				if k < len(idless) {
-					claim = &idless[k]
-				}
-				k++
-			} else if j := slices.IndexFunc(c.ClaimedToolCalls, func(tc relay.ToolCall) bool { return tc.ID == id }); j >= 0 {
-				claim = &c.ClaimedToolCalls[j]
-			}
-			if challenge == "" || !strings.Contains(r, challenge) {
-				continue
-			}
-			step.ChallengeBack = true
-			if firstBack == 0 {
-				firstBack = c.Seq
-			}
-			a, why := chainLink(c.Seq, id, claim, answered, firstAsk)
-			if why != "" {
-				if p.broken == "" {
-					p.broken = why
-				}
-				continue
-			}
-			if st.ResultCall == 0 {
-				st.ResultCall, st.AskCall, st.AskID, p.ask = c.Seq, a.seq, a.tc.ID, a.tc
-			}
-		}
-		if slices.ContainsFunc(c.ToolResultIDs, func(id string) bool { return id != "" }) {
-			step.ToolResultIDs = c.ToolResultIDs
-		}
-		for _, tc := range c.ToolCalls {
-			step.ToolCalls = append(step.ToolCalls, tc.Name)
-			step.ToolCallIDs = append(step.ToolCallIDs, tc.ID)
-			answered = append(answered, asked{seq: c.Seq, tc: tc})
-		}
-		if !slices.ContainsFunc(step.ToolCallIDs, func(id string) bool { return id != "" }) {
-			step.ToolCallIDs = nil
-		}
-		if anyAsk == 0 && firstBack == 0 && len(c.ToolCalls) > 0 {
-			anyAsk = c.Seq
-		}
-		if st.ResultCall != 0 && st.WriteCall == 0 {
-			for _, tc := range c.ToolCalls {
-				content, hasContent := writeContent(tc.Arguments)
-				switch {
-				case derived != "" && !strings.Contains(tc.Arguments, derived):
-					continue
-				case hasContent:
-					p.want = content
-				case derived != "":
-					p.want = derived
-				case strings.TrimSpace(tc.Arguments) != "":
-					p.wantIn = tc.Arguments
-				default:
-					continue
-				}
-				st.WriteCall, p.writeTool = c.Seq, tc.Name
-				step.WritesDeliverable = true
-				break
-			}
-		}
-		if len(st.Steps) < reports.MaxModelSteps {
-			st.Steps = append(st.Steps, step)
-		} else {
-			st.Dropped++
+	answered []asked
+	// firstBack is the first call whose request carried the challenge
+	// back, anyAsk the first answer before it that asked for any tool.
+	firstBack, anyAsk int
+}
+
+// read takes one model call: its step, the results its request carries,
+// the tool calls its answer makes, and the write among them.
+func (r *chainReader) read(c relay.Call) {
+	p, st := &r.p, r.p.steps
+	p.calls++
+	st.SandboxAuth[c.Auth]++
+	step := reports.ModelStep{Seq: c.Seq, Status: c.Status, Stream: c.Stream, ToolResults: len(c.ToolResults)}
+	p.results += len(c.ToolResults)
+	if len(c.Text) > 80 {
+		step.Text = c.Text[:80] + "…"
+	} else {
+		step.Text = c.Text
+	}
+	if c.Usage != nil {
+		step.InputTokens, step.OutputTokens = c.Usage.Input, c.Usage.Output
+	}
+	r.results(c, &step)
+	if slices.ContainsFunc(c.ToolResultIDs, func(id string) bool { return id != "" }) {
+		step.ToolResultIDs = c.ToolResultIDs
+	}
+	for _, tc := range c.ToolCalls {
+		step.ToolCalls = append(step.ToolCalls, tc.Name)
+		step.ToolCallIDs = append(step.ToolCallIDs, tc.ID)
+		r.answered = append(r.answered, asked{seq: c.Seq, tc: tc})
+	}
+	if !slices.ContainsFunc(step.ToolCallIDs, func(id string) bool { return id != "" }) {
+		step.ToolCallIDs = nil
+	}
+	if r.anyAsk == 0 && r.firstBack == 0 && len(c.ToolCalls) > 0 {
+		r.anyAsk = c.Seq
+	}
+	if st.ResultCall != 0 && st.WriteCall == 0 {
+		r.write(c, &step)
+	}
+	if len(st.Steps) < reports.MaxModelSteps {
+		st.Steps = append(st.Steps, step)
+	} else {
+		st.Dropped++
+	}
+}
+
+// results links each tool result of call c's request that holds the
+// challenge to the model's call it answers, or notes why the chain
+// breaks there. A result without an id answers the claimed call without
+// one at the same place: the k-th such result the k-th such call.
+func (r *chainReader) results(c relay.Call, step *reports.ModelStep) {
+	p, st := &r.p, r.p.steps
+	var idless []relay.ToolCall
+	for _, tc := range c.ClaimedToolCalls {
+		if tc.ID == "" {
+			idless = append(idless, tc)
 		}
 	}
+	k := 0
+	for i, res := range c.ToolResults {
+		id := ""
+		if i < len(c.ToolResultIDs) {
+			id = c.ToolResultIDs[i]
+		}
+		var claim *relay.ToolCall
+		if id == "" {
+			if k < len(idless) {
+				claim = &idless[k]
+			}
+			k++
+		} else if j := slices.IndexFunc(c.ClaimedToolCalls, func(tc relay.ToolCall) bool { return tc.ID == id }); j >= 0 {
+			claim = &c.ClaimedToolCalls[j]
+		}
+		if r.challenge == "" || !strings.Contains(res, r.challenge) {
+			continue
+		}
+		step.ChallengeBack = true
+		if r.firstBack == 0 {
+			r.firstBack = c.Seq
+		}
+		a, why := chainLink(c.Seq, id, claim, r.answered, r.firstAsk)
+		if why != "" {
+			if p.broken == "" {
+				p.broken = why
+			}
+			continue
+		}
+		if st.ResultCall == 0 {
+			st.ResultCall, st.AskCall, st.AskID, p.ask = c.Seq, a.seq, a.tc.ID, a.tc
+		}
+	}
+}
+
+// write finds, once the challenge came back, the first of call c's tool
+// calls that writes the deliverable: one carrying the derived token when
+// there is one, else one with a content argument, else a command whose
+// arguments must contain it.
+func (r *chainReader) write(c relay.Call, step *reports.ModelStep) {
+	p, st := &r.p, r.p.steps
+	for _, tc := range c.ToolCalls {
+		content, hasContent := writeContent(tc.Arguments)
+		switch {
+		case r.derived != "" && !strings.Contains(tc.Arguments, r.derived):
+			continue
+		case hasContent:
+			p.want = content
+		case r.derived != "":
+			p.want = r.derived
+		case strings.TrimSpace(tc.Arguments) != "":
+			p.wantIn = tc.Arguments
+		default:
+			continue
+		}
+		st.WriteCall, p.writeTool = c.Seq, tc.Name
+		step.WritesDeliverable = true
+		return
+	}
+}
+
+// finish names the chain's first missing link.
+func (r *chainReader) finish() loopProof {
+	p, st := r.p, r.p.steps
 	if st.AskCall == 0 {
 		// No chain: the first answer that asked for any tool call before
 		// the challenge came back, so the round trip's check can say the
 		// harness did not run it.
-		st.AskCall = anyAsk
+		st.AskCall = r.anyAsk
 	}
 	st.Broken = p.broken
 	switch {

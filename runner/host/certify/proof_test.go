@@ -332,6 +332,13 @@ func TestLoopProofOrderAndIDlessCalls(t *testing.T) {
 			call(1, nil, nil, read, write),
 			call(2, result("call_a"), []relay.ToolCall{read})},
 			want: map[string]string{"verify.write_after_challenge": "no model answer after the challenge came back wrote the deliverable"}},
+		// With the scripted model's token only the call carrying it is the
+		// write, not an earlier one in the same answer; without one, any
+		// write after the challenge is.
+		{name: "a scratch write before the token's", ask: 1, calls: []relay.Call{
+			call(1, nil, nil, read),
+			call(2, result("call_a"), []relay.ToolCall{read},
+				relay.ToolCall{ID: "call_s", Name: "write", Arguments: `{"path":"/task/notes.txt","content":"notes"}`}, write)}},
 		{name: "no ids, same tool and arguments", ask: 1, calls: []relay.Call{
 			call(1, nil, nil, noID(read)),
 			call(2, result(""), []relay.ToolCall{{Name: "read", Arguments: `{ "path": "/task/challenge.txt" }`}}, noID(write))}},

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/sandproof/sandproof/runner/host/hostfile"
 	"net/url"
 	"os"
 	"path"
@@ -17,6 +16,7 @@ import (
 	"github.com/sandproof/sandproof/reports"
 	"github.com/sandproof/sandproof/runner/agent"
 	"github.com/sandproof/sandproof/runner/host/adapter"
+	"github.com/sandproof/sandproof/runner/host/hostfile"
 	"github.com/sandproof/sandproof/runner/host/provider"
 	"github.com/sandproof/sandproof/runner/host/relay"
 	"github.com/sandproof/sandproof/runner/host/session"
@@ -24,12 +24,13 @@ import (
 )
 
 // runCase runs one case through the protocol of contract §7, one method
-// per stage: setup (owner), seed and activation (adapter), close, verify
-// (owner), teardown (owner). Whatever happens, the case ends with an
-// evidence record and its container removed.
+// per stage, each taking what the one before returned: setup (owner),
+// seed and activation (adapter), close, verify (owner), teardown
+// (owner). Whatever happens, the case ends with an evidence record and
+// its container removed.
 func (r *runner) runCase(ctx context.Context, c caseSpec) (_ *reports.Evidence, timing CaseTiming) {
 	cr := r.newCase(c)
-	defer cr.watchInterrupt()()
+	defer cr.intr.watch()()
 	start := time.Now()
 	defer func() {
 		cr.endTiming(start)
@@ -40,35 +41,65 @@ func (r *runner) runCase(ctx context.Context, c caseSpec) (_ *reports.Evidence, 
 		cr.finish()
 		return cr.ev, cr.timing
 	}
-	if !cr.startModel() {
+	ms, ok := cr.startModel()
+	if !ok {
 		cr.finish()
 		return cr.ev, cr.timing
 	}
-	defer cr.stopModel()
+	defer stopModel(ms)
 
-	setupErr := cr.setup(ctx)
+	bx, setupErr := cr.setup(ctx, ms)
+	skip := joinSkip(c.skip, bx.lacks)
 	switch {
 	case setupErr != nil:
-	case cr.skip != "":
-		cr.skipCase()
-	case !cr.interruptReached():
-		if cr.seed(ctx) == nil {
-			cr.activate(ctx)
-		}
-		cr.closeSession(ctx)
-		// The agent is gone before the owner looks: verify sees no
-		// process of the adapter's side, the agent included.
-		cr.stopAgent()
-		cr.verifyCase(ctx)
+	case skip != "":
+		cr.skipCase(skip)
+	case !cr.intr.interruptReached():
+		cr.runSession(ctx, ms, bx)
 	}
-	cr.rel.Close()
-	cr.ev.ModelCalls = cr.rel.ModelCalls()
-	cr.teardown()
-	bounds := cr.rel.Bounds()
+	ms.rel.Close()
+	cr.ev.ModelCalls = ms.rel.ModelCalls()
+	cr.teardown(bx)
+	bounds := ms.rel.Bounds()
 	cr.checkRelay(bounds)
 	cr.checkCanary(bounds)
 	cr.finish()
 	return cr.ev, cr.timing
+}
+
+// runSession is the adapter's part of a set-up case and the owner's
+// verify after it: seed, the activation, close, verify. A stage whose
+// error stops the case (stopsCase) ends it there; close runs whenever a
+// session exists and nothing stopped the case.
+func (cr *caseRun) runSession(ctx context.Context, ms modelSide, bx sandboxed) {
+	sess, err := cr.seed(ctx, bx)
+	var act activationResult
+	if err == nil {
+		act, err = cr.activate(ctx, sess)
+	}
+	var cl closed
+	if sess != nil && !stopsCase(err) {
+		cl, err = cr.closeSession(ctx, sess, bx.actx, act)
+	}
+	// The agent is gone before the owner looks: verify sees no process
+	// of the adapter's side, the agent included.
+	cr.stopAgent(bx.agent)
+	if stopsCase(err) || cl.res == nil || cr.intr.interruptReached() {
+		return
+	}
+	cr.verifyCase(ctx, ms, bx)
+}
+
+// joinSkip joins why planning skips a case and what setup found the
+// image lacks.
+func joinSkip(planned, lacks string) string {
+	switch {
+	case lacks == "":
+		return planned
+	case planned == "":
+		return lacks
+	}
+	return planned + "; " + lacks
 }
 
 // newCase makes the case's evidence record and derives what its stages
@@ -84,26 +115,34 @@ func (r *runner) newCase(c caseSpec) *caseRun {
 		CaseDir: path.Join("cases", caseDirName(c.id)),
 	}
 	cr := &caseRun{r: r, c: c, ev: ev, dir: filepath.Join(r.opts.Out, "cases", caseDirName(c.id)),
-		timing: CaseTiming{CaseID: c.id, Image: c.image.Name}, skip: c.skip, agentStderr: hostfile.HeadBuffer{Max: 64 << 10}, uid: 1000, gid: 1000, home: r.opts.TaskHome}
-	if u, g, ok := strings.Cut(r.opts.User, ":"); ok {
-		cr.uid, _ = strconv.Atoi(u)
-		cr.gid, _ = strconv.Atoi(g)
-	}
-	for _, d := range []string{cr.home + "/.config", cr.home + "/.local/share", cr.home + "/.cache", cr.home + "/.local/state"} {
-		cr.markers = append(cr.markers, d+"/sandproof-owner/marker")
-	}
-	for _, q := range c.requires {
-		cr.reqPaths = append(cr.reqPaths, requirementPaths[q]...)
-	}
-	cr.allMarkers = append(slices.Clone(cr.markers), cr.reqPaths...)
-	cr.sessID = "c-" + randomHex(6)
-	cr.sessDir = path.Join(BaseDir, cr.sessID)
-	cr.sessHome = path.Join(cr.sessDir, "home")
+		timing: CaseTiming{CaseID: c.id, Image: c.image.Name}, owner: ownerPathsFor(r.opts, c.requires),
+		intr: interruptWatch{ic: r.opts.Interrupt}}
+	id := "c-" + randomHex(6)
+	cr.sess = sessionPaths{id: id, dir: path.Join(BaseDir, id), home: path.Join(BaseDir, id, "home")}
 	if h := r.harness[c.rt]; h != nil {
 		hc := *h
 		ev.HarnessRuntime = &hc
 	}
 	return cr
+}
+
+// ownerPathsFor is the task user (opts.User, 1000:1000 unless set), its
+// home, the four XDG markers under it and the files the declared
+// requirements look for.
+func ownerPathsFor(opts Options, requires []string) ownerPaths {
+	o := ownerPaths{uid: 1000, gid: 1000, home: opts.TaskHome}
+	if u, g, ok := strings.Cut(opts.User, ":"); ok {
+		o.uid, _ = strconv.Atoi(u)
+		o.gid, _ = strconv.Atoi(g)
+	}
+	for _, d := range []string{o.home + "/.config", o.home + "/.local/share", o.home + "/.cache", o.home + "/.local/state"} {
+		o.markers = append(o.markers, d+"/sandproof-owner/marker")
+	}
+	for _, q := range requires {
+		o.reqPaths = append(o.reqPaths, requirementPaths[q]...)
+	}
+	o.allMarkers = append(slices.Clone(o.markers), o.reqPaths...)
+	return o
 }
 
 // endTiming closes the case's clock: its whole time, and what sandproof
@@ -122,299 +161,348 @@ func (cr *caseRun) endTiming(start time.Time) {
 // unless the run has a real one, and the case's recording relay in front
 // of it, which holds the canary in and the upstream key out. It reports
 // false, with a failed check, when either cannot start.
-func (cr *caseRun) startModel() bool {
+func (cr *caseRun) startModel() (modelSide, bool) {
 	r := cr.r
+	var ms modelSide
 	upstream, modelName := r.opts.ModelURL, r.opts.ModelURL
 	if upstream == "" {
 		srv, err := model.Start(model.Options{Addr: "127.0.0.1:0", APIKey: r.upstreamKey, LogPath: filepath.Join(cr.dir, "model_calls.jsonl")})
 		if err != nil {
 			cr.check("setup.model", clauseSetup, false, "start the scripted model: %v", err)
-			return false
+			return ms, false
 		}
-		cr.srv = srv
+		ms.srv = srv
 		upstream, modelName = srv.URL(), "scripted"
 	}
-	lim := r.opts.Relay
-	// The adapter may need larger bodies than the run's cap (its
-	// manifest's relay.request_bytes); it never lowers it.
-	if n := cr.c.adapter.Relay.RequestBytes; n > 0 {
+	rel, err := startRelay(upstream, r.key, r.upstreamKey, filepath.Join(cr.dir, "model_relay.jsonl"), relayLimits(r.opts.Relay, cr.c.adapter))
+	if err != nil {
+		cr.check("setup.relay", clauseSetup, false, "start the model relay: %v", err)
+		if ms.srv != nil {
+			ms.srv.Close()
+		}
+		return ms, false
+	}
+	ms.rel, ms.modelName = rel, modelName
+	ms.challenge = model.ChallengePrefix + randomHex(16)
+	ms.actx = adapter.Context{ModelURL: rel.URL(), Model: r.opts.ModelName, TaskDir: TaskDir, RuntimeHostDir: cr.c.runtime}
+	return ms, true
+}
+
+// relayLimits are the run's relay limits for an adapter: it may need
+// larger bodies than the run's cap (its manifest's relay.request_bytes);
+// it never lowers it.
+func relayLimits(lim relay.Limits, m *adapter.Manifest) relay.Limits {
+	if n := m.Relay.RequestBytes; n > 0 {
 		if lim.RequestBytes == 0 {
 			lim.RequestBytes = relay.DefaultLimits.RequestBytes
 		}
 		lim.RequestBytes = max(n, lim.RequestBytes)
 	}
-	rel, err := startRelay(upstream, r.key, r.upstreamKey, filepath.Join(cr.dir, "model_relay.jsonl"), lim)
-	if err != nil {
-		cr.check("setup.relay", clauseSetup, false, "start the model relay: %v", err)
-		if cr.srv != nil {
-			cr.srv.Close()
-		}
-		return false
-	}
-	cr.rel, cr.modelName = rel, modelName
-	cr.challenge = model.ChallengePrefix + randomHex(16)
-	cr.actx = adapter.Context{ModelURL: rel.URL(), Model: r.opts.ModelName, TaskDir: TaskDir, RuntimeHostDir: cr.c.runtime}
-	return true
+	return lim
 }
 
-func (cr *caseRun) stopModel() {
-	cr.rel.Close()
-	if cr.srv != nil {
-		cr.srv.Close()
+func stopModel(ms modelSide) {
+	ms.rel.Close()
+	if ms.srv != nil {
+		ms.srv.Close()
 	}
 }
 
 // setup is stage 1 (owner): the container, /task, the markers and the
 // probe's baseline, the challenge; it finds the requirements the image
 // lacks, which skip the case.
-func (cr *caseRun) setup(ctx context.Context) error {
-	r, c, m, ev := cr.r, cr.c, cr.c.adapter, cr.ev
+func (cr *caseRun) setup(ctx context.Context, ms modelSide) (sandboxed, error) {
+	r, c, m := cr.r, cr.c, cr.c.adapter
+	bx := sandboxed{actx: ms.actx}
 	vols := []provider.VolumeMount{{Volume: r.ownerVol, Target: ownerDir}}
 	if v := r.rtVol[c.rt]; v != "" && m.Runtime.Delivery == adapter.DeliveryMount {
-		cr.actx.RuntimeDir = adapter.RuntimeMountDir(m.Name)
-		vols = append(vols, provider.VolumeMount{Volume: v, Target: cr.actx.RuntimeDir})
+		bx.actx.RuntimeDir = adapter.RuntimeMountDir(m.Name)
+		vols = append(vols, provider.VolumeMount{Volume: v, Target: bx.actx.RuntimeDir})
 	}
 	if v := r.layerVol[c.rt]; v != "" {
 		vols = append(vols, provider.VolumeMount{Volume: v, Target: adapter.GlibcLayerMountDir})
-		cr.actx.RuntimeEnv = map[string]string{"LD_LIBRARY_PATH": adapter.GlibcLayerMountDir}
+		bx.actx.RuntimeEnv = map[string]string{"LD_LIBRARY_PATH": adapter.GlibcLayerMountDir}
 	}
 	err := cr.stage(reports.StageSetup, func() error {
-		sb, err := r.prov.Create(ctx, provider.CreateSpec{
-			Image: c.image.Ref, Network: r.opts.Network, Volumes: vols, Expire: 30 * time.Minute,
-			Labels: map[string]string{provider.LabelRun: r.runID, "sandproof.case": caseDirName(c.id)},
-			Limits: r.opts.Limits,
-			// The key reaches the harness only through the environment.
-			Env: []string{m.APIKeyEnv + "=" + r.key},
-		})
+		sb, err := cr.createSandbox(ctx, vols)
 		if err != nil {
 			return err
 		}
-		if os.Getenv("SANDPROOF_TRACE") != "" {
-			sb = provider.Trace(sb, func(format string, args ...any) { r.progress(c.id+": "+format, args...) })
-		}
-		cr.sb = sb
-		info, err := sb.Inspect(ctx)
-		if err != nil {
+		bx.sb = sb
+		if err := cr.inspectSandbox(ctx, sb); err != nil {
 			return err
 		}
-		ev.ImageID = info.ImageID
-		// What the engine applies, read back, not what was asked for.
-		ev.Sandbox = &reports.Sandbox{Network: r.opts.Network, Provider: r.prov.Name(), Engine: info.Engine}
-		if info.Network != "" {
-			ev.Sandbox.Network = info.Network
-		}
-		if l := info.Limits; l != nil {
-			ev.Sandbox.PidsLimit, ev.Sandbox.MemoryBytes, ev.Sandbox.CPUShares, ev.Sandbox.OOMScoreAdj = l.PidsLimit, l.MemoryBytes, l.CPUShares, l.OOMScoreAdj
-		}
-		// One probe run makes /task, the marker dirs and markers (owned
-		// by the task user) and takes the baseline right after.
-		dirs := []string{TaskDir, cr.home + "/.local"}
-		for _, mk := range cr.markers {
-			dirs = append(dirs, path.Dir(path.Dir(mk)), path.Dir(mk))
-		}
-		argv := []string{probePath, "setup", "--owner", fmt.Sprintf("%d:%d", cr.uid, cr.gid),
-			"--dirs", strings.Join(dirs, ","), "--write-markers", strings.Join(cr.markers, ",")}
-		if len(cr.reqPaths) > 0 {
-			argv = append(argv, "--markers", strings.Join(cr.reqPaths, ","))
-		}
-		if cr.before, err = probeRun(ctx, sb, argv); err != nil {
+		if bx.before, err = probeRun(ctx, sb, cr.setupArgv()); err != nil {
 			return err
 		}
 		// The session agent starts after the baseline, never in it: an
 		// agent that outlived its stop is a new process to verify.
-		if err := cr.startAgent(ctx); err != nil {
+		if bx.agent, err = cr.startAgent(ctx, sb, ms.rel); err != nil {
 			return err
 		}
-		ev.Before = beforeOf(cr.before, cr.markers)
+		cr.ev.Before = beforeOf(bx.before, cr.owner.markers)
 		// The challenge, readable by the harness user only; never in
 		// the prompt, unknown to the adapter.
-		if err := provider.UploadBytes(ctx, sb, []byte(cr.challenge+"\n"), ChallengeFile, 0o400, cr.uid, cr.gid); err != nil {
+		if err := provider.UploadBytes(ctx, sb, []byte(ms.challenge+"\n"), ChallengeFile, 0o400, cr.owner.uid, cr.owner.gid); err != nil {
 			return err
 		}
-		if missing := missingRequirements(cr.c.requires, cr.before, r.opts.Bash != ""); len(missing) > 0 {
-			if cr.skip != "" {
-				cr.skip += "; "
-			}
-			cr.skip += fmt.Sprintf("image %s lacks %s", c.image.Name, strings.Join(missing, "; "))
+		if missing := missingRequirements(c.requires, bx.before, r.opts.Bash != ""); len(missing) > 0 {
+			bx.lacks = fmt.Sprintf("image %s lacks %s", c.image.Name, strings.Join(missing, "; "))
 		}
 		return nil
 	})
 	cr.check("setup", clauseSetup, err == nil, "container, /task, the challenge, four XDG markers, probe baseline: %s", errText(err, r.key))
-	return err
+	return bx, err
+}
+
+// createSandbox creates the case's container with the owner's volumes.
+func (cr *caseRun) createSandbox(ctx context.Context, vols []provider.VolumeMount) (provider.Sandbox, error) {
+	r, c, m := cr.r, cr.c, cr.c.adapter
+	sb, err := r.prov.Create(ctx, provider.CreateSpec{
+		Image: c.image.Ref, Network: r.opts.Network, Volumes: vols, Expire: 30 * time.Minute,
+		Labels: map[string]string{provider.LabelRun: r.runID, "sandproof.case": caseDirName(c.id)},
+		Limits: r.opts.Limits,
+		// The key reaches the harness only through the environment.
+		Env: []string{m.APIKeyEnv + "=" + r.key},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if os.Getenv("SANDPROOF_TRACE") != "" {
+		sb = provider.Trace(sb, func(format string, args ...any) { r.progress(c.id+": "+format, args...) })
+	}
+	return sb, nil
+}
+
+// inspectSandbox records what the engine applies, read back, not what
+// was asked for.
+func (cr *caseRun) inspectSandbox(ctx context.Context, sb provider.Sandbox) error {
+	r, ev := cr.r, cr.ev
+	info, err := sb.Inspect(ctx)
+	if err != nil {
+		return err
+	}
+	ev.ImageID = info.ImageID
+	ev.Sandbox = &reports.Sandbox{Network: r.opts.Network, Provider: r.prov.Name(), Engine: info.Engine}
+	if info.Network != "" {
+		ev.Sandbox.Network = info.Network
+	}
+	if l := info.Limits; l != nil {
+		ev.Sandbox.PidsLimit, ev.Sandbox.MemoryBytes, ev.Sandbox.CPUShares, ev.Sandbox.OOMScoreAdj = l.PidsLimit, l.MemoryBytes, l.CPUShares, l.OOMScoreAdj
+	}
+	return nil
+}
+
+// setupArgv is the one probe run that makes /task, the marker dirs and
+// markers (owned by the task user) and takes the baseline right after.
+func (cr *caseRun) setupArgv() []string {
+	o := cr.owner
+	dirs := []string{TaskDir, o.home + "/.local"}
+	for _, mk := range o.markers {
+		dirs = append(dirs, path.Dir(path.Dir(mk)), path.Dir(mk))
+	}
+	argv := []string{probePath, "setup", "--owner", fmt.Sprintf("%d:%d", o.uid, o.gid),
+		"--dirs", strings.Join(dirs, ","), "--write-markers", strings.Join(o.markers, ",")}
+	if len(o.reqPaths) > 0 {
+		argv = append(argv, "--markers", strings.Join(o.reqPaths, ","))
+	}
+	return argv
 }
 
 // skipCase records a case that setup found it cannot run.
-func (cr *caseRun) skipCase() {
+func (cr *caseRun) skipCase(skip string) {
 	cr.ev.Status = reports.StatusSkipped
-	cr.ev.SkipReason = cr.skip
-	cr.ev.Checks = append(cr.ev.Checks, reports.Check{ID: "requirements", Status: reports.StatusSkipped, Clause: clauseSkip, Detail: cr.skip})
-	cr.r.progress("%s: skipped: %s", cr.c.id, cr.skip)
+	cr.ev.SkipReason = skip
+	cr.ev.Checks = append(cr.ev.Checks, reports.Check{ID: "requirements", Status: reports.StatusSkipped, Clause: clauseSkip, Detail: skip})
+	cr.r.progress("%s: skipped: %s", cr.c.id, skip)
 }
 
 // seed is stage 2a (adapter): the session's private dirs, warden, the
-// runtime and the install.
-func (cr *caseRun) seed(ctx context.Context) error {
-	r, m := cr.r, cr.c.adapter
+// runtime and the install. It returns the session once made, also when
+// its seed failed (close then stops what ran).
+func (cr *caseRun) seed(ctx context.Context, bx sandboxed) (*session.Session, error) {
+	var sess *session.Session
 	err := cr.stage(reports.StageSeed, func() error {
-		ad, err := m.Session(cr.actx)
-		if err != nil {
+		var err error
+		if sess, err = cr.newSession(bx); err != nil {
 			return err
 		}
-		// Private state dirs, owned by the harness user, made in seed's
-		// one transfer.
-		dirs, err := m.StateDirs(cr.actx, cr.sessDir, cr.sessHome)
-		if err != nil {
-			return err
-		}
-		for _, d := range dirs {
-			if rel := strings.TrimPrefix(d, cr.sessHome+"/"); rel != d {
-				ad.Dirs = append(ad.Dirs, path.Join("home", rel))
-			}
-		}
-		// The captures are confined reads (session.Config's default)
-		// over the session agent: no link followed at any component, the
-		// harness's files read with its ids.
-		cr.sess, err = session.New(cr.asb, ad, session.Config{ID: cr.sessID, User: r.opts.User, Binaries: r.bins,
-			CaptureDir:    filepath.Join(cr.dir, "capture"),
-			CaptureLimits: provider.FetchLimits{Entries: provider.NewBudget(int64(r.captureEntries()))}})
-		if err != nil {
-			return err
-		}
-		err = cr.sess.Seed(ctx)
-		cr.ev.SeedSeconds = cr.sess.SeedDuration().Seconds()
+		err = sess.Seed(ctx)
+		cr.ev.SeedSeconds = sess.SeedDuration().Seconds()
 		return err
 	})
 	var re *session.ReceiptError
 	if errors.As(err, &re) {
 		cr.timing.Install = launchSeconds(re.Receipt)
 	}
-	if !cr.stopped {
-		cr.check("seed", clauseSeed, err == nil, "warden uploaded and verified, runtime and install: %s", errText(err, r.key))
+	if !stopsCase(err) {
+		cr.check("seed", clauseSeed, err == nil, "warden uploaded and verified, runtime and install: %s", errText(err, cr.r.key))
 	}
 	if err != nil {
 		cr.errType("seed_failed")
 	}
-	return err
+	return sess, err
+}
+
+// newSession makes the adapter's session over the session agent, with
+// its private state dirs, owned by the harness user, made in seed's one
+// transfer. The captures are confined reads (session.Config's default)
+// over the session agent: no link followed at any component, the
+// harness's files read with its ids.
+func (cr *caseRun) newSession(bx sandboxed) (*session.Session, error) {
+	r, m, sp := cr.r, cr.c.adapter, cr.sess
+	ad, err := m.Session(bx.actx)
+	if err != nil {
+		return nil, err
+	}
+	dirs, err := m.StateDirs(bx.actx, sp.dir, sp.home)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range dirs {
+		if rel := strings.TrimPrefix(d, sp.home+"/"); rel != d {
+			ad.Dirs = append(ad.Dirs, path.Join("home", rel))
+		}
+	}
+	return session.New(bx.agent.sb, ad, session.Config{ID: sp.id, User: r.opts.User, Binaries: r.bins,
+		CaptureDir:    filepath.Join(cr.dir, "capture"),
+		CaptureLimits: provider.FetchLimits{Entries: provider.NewBudget(int64(r.captureEntries()))}})
 }
 
 // activate is stage 2b (adapter): the one activation, then the CLI's own
 // version (under warden with a deadline, after the activation so it
 // cannot help it; its output is read after close from the captured run
-// dir).
-func (cr *caseRun) activate(ctx context.Context) {
-	r, m := cr.r, cr.c.adapter
-	if !cr.interruptReached() {
-		err := cr.stage(reports.StageActivation, func() error {
+// dir). The error is the activation stage's.
+func (cr *caseRun) activate(ctx context.Context, sess *session.Session) (activationResult, error) {
+	var act activationResult
+	var err error
+	m := cr.c.adapter
+	if !cr.intr.interruptReached() {
+		err = cr.stage(reports.StageActivation, func() error {
 			// The run's interrupt ends the wait, not the launch: close
 			// stops it through the session, so its receipt is kept.
-			wctx, cancel := interruptible(ctx, r.opts.Interrupt)
+			wctx, cancel := interruptible(ctx, cr.r.opts.Interrupt)
 			defer cancel()
 			var err error
-			cr.activated = true
-			cr.actRes, err = cr.sess.Activate(wctx, activation, model.ChallengePrompt(ChallengeFile, Deliverable), m.Launch.Deadline)
-			if err != nil && cr.actRes == nil && ctx.Err() == nil && wctx.Err() != nil {
-				cr.interruptReached()
+			act.launched = true
+			act.res, err = sess.Activate(wctx, activation, model.ChallengePrompt(ChallengeFile, Deliverable), m.Launch.Deadline)
+			if err != nil && act.res == nil && ctx.Err() == nil && wctx.Err() != nil {
+				cr.intr.interruptReached()
 				return nil
 			}
 			return err
 		})
-		if cr.actRes != nil {
-			cr.ev.ActivationReceipt = receiptSummary(cr.actRes.ReceiptJSON)
-			cr.timing.Harness = launchSeconds(cr.actRes.Receipt)
+		if act.res != nil {
+			cr.ev.ActivationReceipt = receiptSummary(act.res.ReceiptJSON)
+			cr.timing.Harness = launchSeconds(act.res.Receipt)
 		}
-		if !cr.stopped && cr.interrupted == "" {
-			ok := err == nil && cr.actRes != nil && cr.actRes.Receipt.CleanupConfirmed
-			cr.check("activation.receipt", clauseSeed, ok, "activation receipt: %s", receiptText(cr.actRes, err, r.key))
+		if !stopsCase(err) && cr.intr.reason == "" {
+			cr.ev.Checks = append(cr.ev.Checks, activationReceiptCheck(act.res, err, cr.r.key))
 		}
 	}
-	if !cr.stopped && cr.interrupted == "" && len(m.VersionArgv) > 0 {
-		cr.versionRes, cr.versionErr = cr.sess.Activate(ctx, adapter.VersionLaunchID, "", versionDeadline)
+	if !stopsCase(err) && cr.intr.reason == "" && len(m.VersionArgv) > 0 {
+		act.version, act.versionErr = sess.Activate(ctx, adapter.VersionLaunchID, "", versionDeadline)
 	}
+	return act, err
+}
+
+// activationReceiptCheck is activation.receipt: the activation ended
+// without an error, with a receipt whose cleanup is confirmed.
+func activationReceiptCheck(res *session.Result, err error, key string) reports.Check {
+	ok := err == nil && res != nil && res.Receipt.CleanupConfirmed
+	return newCheck("activation.receipt", clauseSeed, ok, "activation receipt: %s", receiptText(res, err, key))
 }
 
 // closeSession is stage 3: always, once a session exists, so what ran is
-// stopped and captured; then the captures are judged.
-func (cr *caseRun) closeSession(ctx context.Context) {
+// stopped and captured; then the captures are judged. The error is
+// close's.
+func (cr *caseRun) closeSession(ctx context.Context, sess *session.Session, actx adapter.Context, act activationResult) (closed, error) {
 	m, ev := cr.c.adapter, cr.ev
-	if cr.sess == nil {
-		return
+	var cl closed
+	err := cr.stage(reports.StageClose, func() error {
+		cl.res, cl.err = sess.Close(ctx)
+		return cl.err
+	})
+	if cl.res != nil {
+		ev.SessionClosed = cl.err == nil
+		closeEvidence(ev, cl.res)
 	}
-	if !cr.stopped {
-		cr.stage(reports.StageClose, func() error {
-			cr.closeRes, cr.closeErr = cr.sess.Close(ctx)
-			return cr.closeErr
-		})
+	if stopsCase(err) {
+		return cl, err
 	}
-	if res := cr.closeRes; res != nil {
-		ev.SessionClosed = cr.closeErr == nil
-		if rec, ok := res.Receipts[activation]; ok {
-			ev.CloseReceipt = receiptOf(rec)
-		}
-		ev.AdapterSessionDirRemoved = res.SessionDirRemoved
-		ev.CaptureBytes = res.CaptureBytes
-		ev.CaptureEntries = res.CaptureEntries
-		// The evidence line stays small: the cut entries first, then the
-		// rest, 100 at most.
-		ws := slices.Clone(res.Withheld)
-		slices.SortStableFunc(ws, func(a, b provider.Withheld) int { return cutFirst(a) - cutFirst(b) })
-		for _, w := range ws {
-			if len(ev.CapturesWithheld) == maxWithheldEvidence {
-				ev.CapturesWithheldOmitted++
-				continue
-			}
-			ev.CapturesWithheld = append(ev.CapturesWithheld, reports.Withheld(w))
-		}
-		ev.CapturesWithheldOmitted += res.WithheldOmitted
-		cr.cut = res.CaptureCut
-	}
-	if cr.stopped {
-		return
-	}
-	if cr.closeReceipts() {
+	c, closeFailed := closeReceipts(act.launched, cl, ev.CloseReceipt, cr.intr.reason, cr.r.key)
+	ev.Checks = append(ev.Checks, c)
+	if closeFailed {
 		cr.errType("close_failed")
 	}
-	cr.checkCaptures()
-	if cr.interrupted == "" {
-		captures, _ := m.CapturePaths(cr.actx, cr.sessDir, cr.sessHome)
-		cr.readCaptures(cr.actRes, captures)
+	cut := 0
+	if cl.res != nil {
+		cut = cl.res.CaptureCut
+	}
+	cr.checkCaptures(cut)
+	if cr.intr.reason == "" {
+		captures, _ := m.CapturePaths(actx, cr.sess.dir, cr.sess.home)
+		cr.readCaptures(act.res, captures)
 	}
 	if len(m.VersionArgv) > 0 && ev.HarnessRuntime != nil {
-		ev.HarnessRuntime.CLIVersion, ev.HarnessRuntime.CLIVersionError = cr.readVersion(cr.versionRes, cr.versionErr)
+		ev.HarnessRuntime.CLIVersion, ev.HarnessRuntime.CLIVersionError = cr.readVersion(act.version, act.versionErr)
 	}
+	return cl, err
+}
+
+// closeEvidence records what close returned: the activation's receipt,
+// the session dir, the captures' sizes and what they withheld. The
+// evidence line stays small: the cut entries first, then the rest, 100
+// at most.
+func closeEvidence(ev *reports.Evidence, res *session.CloseResult) {
+	if rec, ok := res.Receipts[activation]; ok {
+		ev.CloseReceipt = receiptOf(rec)
+	}
+	ev.AdapterSessionDirRemoved = res.SessionDirRemoved
+	ev.CaptureBytes = res.CaptureBytes
+	ev.CaptureEntries = res.CaptureEntries
+	ws := slices.Clone(res.Withheld)
+	slices.SortStableFunc(ws, func(a, b provider.Withheld) int { return cutFirst(a) - cutFirst(b) })
+	for _, w := range ws {
+		if len(ev.CapturesWithheld) == maxWithheldEvidence {
+			ev.CapturesWithheldOmitted++
+			continue
+		}
+		ev.CapturesWithheld = append(ev.CapturesWithheld, reports.Withheld(w))
+	}
+	ev.CapturesWithheldOmitted += res.WithheldOmitted
 }
 
 // verifyCase is stage 4 (owner), only after close. The relay and the model
 // are closed first: Close waits for calls in flight, so the transcript is
 // whole.
-func (cr *caseRun) verifyCase(ctx context.Context) {
-	if cr.stopped || cr.closeRes == nil || cr.interruptReached() {
-		return
-	}
+func (cr *caseRun) verifyCase(ctx context.Context, ms modelSide, bx sandboxed) {
 	cr.stage(reports.StageVerify, func() error {
-		cr.rel.Close()
+		ms.rel.Close()
 		derived := ""
-		if cr.srv != nil {
-			cr.srv.Close()
-			derived = cr.srv.Token(cr.challenge)
+		if ms.srv != nil {
+			ms.srv.Close()
+			derived = ms.srv.Token(ms.challenge)
 		}
-		cr.ev.ModelCalls = cr.rel.ModelCalls()
-		proof := analyse(cr.rel.Calls(), cr.challenge, derived, cr.modelName)
+		cr.ev.ModelCalls = ms.rel.ModelCalls()
+		proof := analyse(ms.rel.Calls(), ms.challenge, derived, ms.modelName)
 		cr.loopChecks(proof, derived)
-		return cr.verify(ctx, cr.sb, cr.before, cr.allMarkers, cr.markers, proof, cr.sessDir)
+		return cr.verify(ctx, bx.sb, verifyInput{before: bx.before, allMarkers: cr.owner.allMarkers, markers: cr.owner.markers,
+			sessDir: cr.sess.dir, proof: proof, allowed: cr.allowed(), key: cr.r.key})
 	})
 }
 
 // teardown is stage 5 (owner), whatever happened: the container removed
 // and unknown to the engine.
-func (cr *caseRun) teardown() {
-	sb := cr.sb
+func (cr *caseRun) teardown(bx sandboxed) {
+	sb := bx.sb
 	if sb == nil {
 		return
 	}
 	tctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	err := cr.stage(reports.StageTeardown, func() error {
-		cr.stopAgent()
+		cr.stopAgent(bx.agent)
 		if err := sb.Destroy(tctx); err != nil {
 			return err
 		}
@@ -471,34 +559,34 @@ func (cr *caseRun) checkRelay(b relay.Bounds) {
 // the sandbox names. The adapter's side of the session (warden's
 // commands, uploads, downloads) goes over the same channel; the owner's
 // probe never does.
-func (cr *caseRun) startAgent(ctx context.Context) error {
-	relayAddr, err := hostPort(cr.rel.URL())
+func (cr *caseRun) startAgent(ctx context.Context, sb provider.Sandbox, rel *relay.Relay) (*sessionAgent, error) {
+	relayAddr, err := hostPort(rel.URL())
 	if err != nil {
-		return err
+		return nil, err
 	}
 	argv := []string{agentPath, "serve"}
 	if cr.r.opts.Network == provider.NetworkNone {
 		argv = append(argv, "--listen", relayAddr)
 	}
-	asb, err := agent.Start(ctx, cr.sb, argv, &cr.agentStderr, agent.HostOptions{Target: relayAddr})
+	stderr := &hostfile.HeadBuffer{Max: 64 << 10}
+	asb, err := agent.Start(ctx, sb, argv, stderr, agent.HostOptions{Target: relayAddr})
 	if err != nil {
-		return fmt.Errorf("start the session agent: %w%s", err, stderrNote(cr.agentStderr.String()))
+		return nil, fmt.Errorf("start the session agent: %w%s", err, stderrNote(stderr.String()))
 	}
-	cr.asb, cr.agent = asb, asb
-	return nil
+	return &sessionAgent{sb: asb, stderr: stderr}, nil
 }
 
-// stopAgent ends the agent's channel; the agent exits on its stdin's EOF.
-// A status other than 0 is noted in the progress, not judged: the case's
-// checks read the sandbox through the owner's probe.
-func (cr *caseRun) stopAgent() {
-	if cr.agent == nil {
+// stopAgent ends the agent's channel, once; the agent exits on its
+// stdin's EOF. A status other than 0 is noted in the progress, not
+// judged: the case's checks read the sandbox through the owner's probe.
+func (cr *caseRun) stopAgent(a *sessionAgent) {
+	if a == nil || a.sb == nil {
 		return
 	}
-	code, err := cr.agent.Close()
-	cr.agent = nil
+	code, err := a.sb.Close()
+	a.sb = nil
 	if err != nil || code != 0 {
-		cr.r.progress("%s: session agent ended with status %d: %v%s", cr.c.id, code, err, stderrNote(cr.agentStderr.String()))
+		cr.r.progress("%s: session agent ended with status %d: %v%s", cr.c.id, code, err, stderrNote(a.stderr.String()))
 	}
 }
 
@@ -526,45 +614,44 @@ func stderrNote(s string) string {
 // failed: a session in which no launch ran (the interrupt came before the
 // activation, and the adapter has no install step), and declared
 // captures that are not there because the interrupt cut the harness short
-// or kept it from starting. It reports whether close itself failed.
-func (cr *caseRun) closeReceipts() (closeFailed bool) {
-	ev, key := cr.ev, cr.r.key
+// or kept it from starting. launched says the activation was launched,
+// closeReceipt is its receipt as close recorded it, interrupted the
+// interrupt's reason ("" when none). It reports whether close itself
+// failed.
+func closeReceipts(launched bool, cl closed, closeReceipt *reports.Receipt, interrupted, key string) (_ reports.Check, closeFailed bool) {
 	var launches, notThere []string
-	if cr.closeRes != nil {
-		for id := range cr.closeRes.Receipts {
+	if cl.res != nil {
+		for id := range cl.res.Receipts {
 			launches = append(launches, id)
 		}
 		slices.Sort(launches)
 	}
-	closeErr := cr.closeErr
-	if closeErr != nil && cr.interrupted != "" && cr.closeRes != nil && onlyNotFound(closeErr) {
-		closeErr, notThere = nil, cr.closeRes.Missing
+	closeErr := cl.err
+	if closeErr != nil && interrupted != "" && cl.res != nil && onlyNotFound(closeErr) {
+		closeErr, notThere = nil, cl.res.Missing
 	}
 	const id = "close.receipts"
-	unknown := func(detail string) {
-		ev.Checks = append(ev.Checks, reports.Check{ID: id, Status: reports.StatusUnknown, Clause: clauseClose, Detail: detail})
+	unknown := func(detail string) reports.Check {
+		return reports.Check{ID: id, Status: reports.StatusUnknown, Clause: clauseClose, Detail: detail}
 	}
 	switch {
 	case closeErr != nil:
-		cr.check(id, clauseClose, false, "every launch stopped with a confirmed receipt, captures downloaded: %s", errText(closeErr, key))
-		return true
-	case cr.activated && ev.CloseReceipt == nil:
-		cr.check(id, clauseClose, false, "every launch stopped with a confirmed receipt, captures downloaded: ok, but the activation's stop left no receipt")
-	case cr.activated && !ev.CloseReceipt.CleanupConfirmed:
-		cr.check(id, clauseClose, false, "every launch stopped with a confirmed receipt, captures downloaded: ok, but the activation's receipt is not confirmed")
+		return newCheck(id, clauseClose, false, "every launch stopped with a confirmed receipt, captures downloaded: %s", errText(closeErr, key)), true
+	case launched && closeReceipt == nil:
+		return newCheck(id, clauseClose, false, "every launch stopped with a confirmed receipt, captures downloaded: ok, but the activation's stop left no receipt"), false
+	case launched && !closeReceipt.CleanupConfirmed:
+		return newCheck(id, clauseClose, false, "every launch stopped with a confirmed receipt, captures downloaded: ok, but the activation's receipt is not confirmed"), false
 	case len(launches) == 0:
 		why := "the activation never launched"
-		if cr.interrupted != "" {
-			why += " (" + cr.interrupted + ")"
+		if interrupted != "" {
+			why += " (" + interrupted + ")"
 		}
-		unknown("no launch ran, so no receipt to judge: " + why + "; captures downloaded: " + notThereText(notThere))
+		return unknown("no launch ran, so no receipt to judge: " + why + "; captures downloaded: " + notThereText(notThere)), false
 	case len(notThere) > 0:
-		unknown(fmt.Sprintf("every launch stopped with a confirmed receipt (%s); captures downloaded: %s, not judged: the harness was cut short (%s)",
-			strings.Join(launches, ", "), notThereText(notThere), cr.interrupted))
-	default:
-		cr.check(id, clauseClose, true, "every launch stopped with a confirmed receipt (%s), captures downloaded: ok", strings.Join(launches, ", "))
+		return unknown(fmt.Sprintf("every launch stopped with a confirmed receipt (%s); captures downloaded: %s, not judged: the harness was cut short (%s)",
+			strings.Join(launches, ", "), notThereText(notThere), interrupted)), false
 	}
-	return false
+	return newCheck(id, clauseClose, true, "every launch stopped with a confirmed receipt (%s), captures downloaded: ok", strings.Join(launches, ", ")), false
 }
 
 func notThereText(ps []string) string {

@@ -2,11 +2,8 @@ package certify
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
-	"io"
-	"os"
+	"errors"
+	"slices"
 	"testing"
 
 	"github.com/sandproof/sandproof/reports"
@@ -15,59 +12,19 @@ import (
 	"github.com/sandproof/sandproof/runner/witness"
 )
 
-// The verdict rules of verify and the judge, without an engine: a fake
-// sandbox answers the probe's snapshot, the deliverable's download and the
-// filesystem diff, so each rule can be broken on its own and the check it
-// guards seen failing (the host-path mutants, docs/mutation.md).
-
-// fakeSandbox is what verify reads after close.
-type fakeSandbox struct {
-	after   probe.Snapshot
-	files   map[string]string // sandbox path -> content, for downloads
-	changes []provider.Change
-}
-
-func (f *fakeSandbox) ID() string { return "fake" }
-
-func (f *fakeSandbox) Exec(_ context.Context, spec provider.ExecSpec) (provider.ExecResult, error) {
-	if len(spec.Argv) < 2 || spec.Argv[0] != probePath || spec.Argv[1] != "snapshot" {
-		return provider.ExecResult{ExitCode: 127, Stderr: []byte("fake sandbox: only the probe's snapshot runs here")}, nil
-	}
-	out, err := json.Marshal(f.after)
-	return provider.ExecResult{Stdout: out}, err
-}
-
-func (f *fakeSandbox) Fetch(_ context.Context, p, hostPath string, _ provider.FetchLimits) (provider.Fetched, error) {
-	data, ok := f.files[p]
-	if !ok {
-		return provider.Fetched{}, provider.ErrPathNotFound
-	}
-	return provider.Fetched{}, os.WriteFile(hostPath, []byte(data), 0o600)
-}
-
-func (f *fakeSandbox) Upload(context.Context, string, io.Reader, int64, os.FileMode, int, int) error {
-	return nil
-}
-func (f *fakeSandbox) Mkdir(context.Context, string, os.FileMode, int, int) error { return nil }
-func (f *fakeSandbox) Download(context.Context, string, string) error {
-	return provider.ErrPathNotFound
-}
-func (f *fakeSandbox) Inspect(context.Context) (provider.Info, error) {
-	return provider.Info{ID: "fake", Exists: true, Running: true}, nil
-}
-func (f *fakeSandbox) Destroy(context.Context) error { return nil }
-
-// differSandbox is a fakeSandbox that can report its filesystem changes.
-type differSandbox struct{ *fakeSandbox }
-
-func (d differSandbox) Changes(context.Context) ([]provider.Change, string, error) {
-	return d.changes, "fake", nil
-}
+// The verdict rules of verify and the judge, without an engine: the
+// in-memory sandbox (memsandbox_test.go) holds the case's files and
+// process table after close and answers the probe's snapshot, the
+// deliverable's download and the filesystem diff from them, so each rule
+// can be broken on its own, by changing the sandbox as a harness would,
+// and the check it guards seen failing (the host-path mutants,
+// docs/mutation.md).
 
 const (
 	ruleHome    = "/home/task"
 	ruleSession = "/var/lib/sandproof/s1"
 	ruleWant    = "proof-sandproof-challenge-0123456789"
+	ruleReq     = "/etc/requirement"
 )
 
 var ruleMarkers = []string{
@@ -78,46 +35,33 @@ var ruleMarkers = []string{
 }
 
 // world is a clean case after close: every verify check passes on it.
+// before is the probe's baseline, taken from the sandbox as setup takes
+// it; the harness then wrote the deliverable, and its session dir is gone.
 type world struct {
 	before probe.Snapshot
-	sb     *fakeSandbox
+	sb     *memSandbox
 	proof  loopProof
 	differ bool
 }
 
-func cleanWorld() *world {
-	markers := func() []probe.Marker {
-		var ms []probe.Marker
-		for _, m := range ruleMarkers {
-			ms = append(ms, probe.Marker{Path: m, SHA256: "aa", Size: 2})
-		}
-		return ms
+func cleanWorld(t *testing.T) *world {
+	t.Helper()
+	files := map[string]string{ruleReq: "lib"}
+	for _, m := range ruleMarkers {
+		files[m] = "aa"
 	}
-	procs := []probe.Process{{PID: 1, StartTime: 10, Comm: "init", State: "S"}}
-	bash := probe.Tool{Path: "/bin/bash", Resolved: "/usr/bin/bash", Version: "GNU bash 5.2", SHA256: "bb"}
-	before := probe.Snapshot{OS: "debian-12", Bash: bash, Markers: markers(), Processes: procs, Self: witness.ID{PID: 50, StartTime: 100}}
-	sum := sha256.Sum256([]byte(ruleWant))
-	after := probe.Snapshot{OS: "debian-12", Bash: bash, Self: witness.ID{PID: 90, StartTime: 900},
-		Processes: append(append([]probe.Process(nil), procs...), probe.Process{PID: 90, StartTime: 900, Comm: "probe", State: "R"}),
-		Markers: append(markers(),
-			probe.Marker{Path: Deliverable, SHA256: hex.EncodeToString(sum[:]), Size: int64(len(ruleWant))},
-			probe.Marker{Path: ruleSession, Missing: true})}
-	return &world{
-		before: before,
-		sb:     &fakeSandbox{after: after, files: map[string]string{Deliverable: ruleWant}},
-		proof:  loopProof{want: ruleWant},
-		differ: true,
+	sb := newMemSandbox(files)
+	sb.os = "debian-12"
+	sb.bash = probe.Tool{Path: "/bin/bash", Resolved: "/usr/bin/bash", Version: "GNU bash 5.2", SHA256: "bb"}
+	sb.procs = []probe.Process{{PID: 1, StartTime: 10, Comm: "init", State: "S"}}
+	sb.self = witness.ID{PID: 50, StartTime: 100}
+	before, err := snapshot(context.Background(), sb, append(slices.Clone(ruleMarkers), ruleReq))
+	if err != nil {
+		t.Fatalf("baseline: %v", err)
 	}
-}
-
-// marker returns the after snapshot's entry for path.
-func (w *world) marker(path string) *probe.Marker {
-	for i := range w.sb.after.Markers {
-		if w.sb.after.Markers[i].Path == path {
-			return &w.sb.after.Markers[i]
-		}
-	}
-	return nil
+	sb.self = witness.ID{PID: 90, StartTime: 900} // the probe after close is a new process
+	sb.write(Deliverable, ruleWant)
+	return &world{before: before, sb: sb, proof: loopProof{want: ruleWant}, differ: true}
 }
 
 func (w *world) verify(t *testing.T) *reports.Evidence {
@@ -125,10 +69,11 @@ func (w *world) verify(t *testing.T) *reports.Evidence {
 	cr := &caseRun{r: &runner{opts: Options{TaskHome: ruleHome}}, ev: &reports.Evidence{Status: reports.StatusUnknown}}
 	var sb provider.Sandbox = w.sb
 	if w.differ {
-		sb = differSandbox{w.sb}
+		sb = memDiffer{w.sb}
 	}
-	all := append(append([]string(nil), ruleMarkers...), "/etc/requirement")
-	if err := cr.verify(context.Background(), sb, w.before, all, ruleMarkers, w.proof, ruleSession); err != nil {
+	in := verifyInput{before: w.before, allMarkers: append(slices.Clone(ruleMarkers), ruleReq), markers: ruleMarkers,
+		sessDir: ruleSession, proof: w.proof, allowed: cr.allowed()}
+	if err := cr.verify(context.Background(), sb, in); err != nil {
 		t.Fatalf("verify: %v", err)
 	}
 	return cr.ev
@@ -146,7 +91,7 @@ func statusOf(ev *reports.Evidence, id string) (reports.Status, string) {
 // Every verify check passes on the clean world: the positive control of
 // each rule below, which changes one thing and sees one check fail.
 func TestVerifyCleanWorldPasses(t *testing.T) {
-	ev := cleanWorld().verify(t)
+	ev := cleanWorld(t).verify(t)
 	for _, id := range []string{"verify.deliverable", "verify.markers", "verify.session_dir_removed", "verify.no_new_processes", "verify.tools_unchanged", "verify.fs_diff"} {
 		if st, detail := statusOf(ev, id); st != reports.StatusPassed {
 			t.Errorf("%s: %s (%s), want passed on a clean world", id, st, detail)
@@ -164,49 +109,55 @@ func TestVerifyRules(t *testing.T) {
 		bend  func(w *world)
 	}{
 		{"a new process left stopped (state T)", "verify.no_new_processes", func(w *world) {
-			w.sb.after.Processes = append(w.sb.after.Processes, probe.Process{PID: 300, StartTime: 3000, Comm: "held", State: "T"})
+			w.sb.spawn(probe.Process{PID: 300, StartTime: 3000, Comm: "held", State: "T"})
 		}},
 		{"one new sleeping process", "verify.no_new_processes", func(w *world) {
-			w.sb.after.Processes = append(w.sb.after.Processes, probe.Process{PID: 301, StartTime: 3001, Comm: "daemon", State: "S"})
+			w.sb.spawn(probe.Process{PID: 301, StartTime: 3001, Comm: "daemon", State: "S"})
 		}},
-		{"a marker rewritten", "verify.markers", func(w *world) { w.marker(ruleMarkers[0]).SHA256 = "cc" }},
+		{"a marker rewritten", "verify.markers", func(w *world) { w.sb.write(ruleMarkers[0], "cc") }},
 		{"a marker the snapshot does not report", "verify.markers", func(w *world) {
-			w.sb.after.Markers = w.sb.after.Markers[1:]
+			w.sb.unreported[ruleMarkers[0]] = true
 		}},
-		{"a marker that cannot be read", "verify.markers", func(w *world) { w.marker(ruleMarkers[1]).Error = "permission denied" }},
-		{"the session dir still there", "verify.session_dir_removed", func(w *world) { w.marker(ruleSession).Missing = false }},
-		{"the session dir not reported on", "verify.session_dir_removed", func(w *world) {
-			ms := w.sb.after.Markers[:0]
-			for _, m := range w.sb.after.Markers {
-				if m.Path != ruleSession {
-					ms = append(ms, m)
+		{"a marker that cannot be read", "verify.markers", func(w *world) { w.sb.unreadable[ruleMarkers[1]] = "permission denied" }},
+		// The probe reports an error instead of a hash: a marker it could
+		// not read at the baseline either would have two empty hashes.
+		{"a marker unreadable at the baseline and after close", "verify.markers", func(w *world) {
+			w.sb.unreadable[ruleMarkers[1]] = "permission denied"
+			for i := range w.before.Markers {
+				if w.before.Markers[i].Path == ruleMarkers[1] {
+					w.before.Markers[i] = probe.Marker{Path: ruleMarkers[1], Error: "permission denied"}
 				}
 			}
-			w.sb.after.Markers = ms
 		}},
-		{"a changed os-release", "verify.tools_unchanged", func(w *world) { w.sb.after.OS = "debian-13" }},
+		{"the session dir still there", "verify.session_dir_removed", func(w *world) { w.sb.write(ruleSession, "") }},
+		{"the session dir not reported on", "verify.session_dir_removed", func(w *world) {
+			w.sb.unreported[ruleSession] = true
+		}},
+		{"a changed os-release", "verify.tools_unchanged", func(w *world) { w.sb.os = "debian-13" }},
 		{"a path beside /task", "verify.fs_diff", func(w *world) {
-			w.sb.changes = []provider.Change{{Path: "/task2/x", Kind: provider.ChangeAdded}}
+			w.sb.write("/task2/x", "x")
 		}},
 		{"a deleted directory above an allowed path", "verify.fs_diff", func(w *world) {
-			w.sb.changes = []provider.Change{{Path: "/home/task/.config", Kind: provider.ChangeDeleted}}
+			w.sb.extraChanges = []provider.Change{{Path: "/home/task/.config", Kind: provider.ChangeDeleted}}
 		}},
 		{"a path sharing an allowed path's prefix", "verify.fs_diff", func(w *world) {
-			w.sb.changes = []provider.Change{{Path: ruleHome + "/.conf", Kind: provider.ChangeAdded}}
+			w.sb.write(ruleHome+"/.conf", "x")
 		}},
+		{"the deliverable holds other content than the write call's", "verify.deliverable", func(w *world) {
+			w.sb.write(Deliverable, "proof-sandproof-challenge-forged")
+		}},
+		{"no deliverable", "verify.deliverable", func(w *world) { w.sb.remove(Deliverable) }},
 		{"an empty deliverable after a shell write", "verify.deliverable", func(w *world) {
 			w.proof = loopProof{wantIn: `{"command":"printf %s ` + ruleWant + ` > /task/deliverable.txt"}`}
-			w.marker(Deliverable).SHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
-			w.sb.files[Deliverable] = ""
+			w.sb.write(Deliverable, "")
 		}},
 		{"a 7-byte deliverable after a shell write", "verify.deliverable", func(w *world) {
 			w.proof = loopProof{wantIn: `{"command":"printf %s ` + ruleWant + ` > /task/deliverable.txt"}`}
-			w.marker(Deliverable).SHA256 = "00"
-			w.sb.files[Deliverable] = "printf "
+			w.sb.write(Deliverable, "printf ")
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w := cleanWorld()
+			w := cleanWorld(t)
 			tc.bend(w)
 			ev := w.verify(t)
 			for _, c := range ev.Checks {
@@ -228,9 +179,10 @@ func TestVerifyRules(t *testing.T) {
 // A shell write: the file's content, found in the command the model
 // issued, is the deliverable (the positive control of the two rules above).
 func TestVerifyShellWriteFoundInCommand(t *testing.T) {
-	w := cleanWorld()
+	w := cleanWorld(t)
 	w.proof = loopProof{wantIn: `{"command":"printf %s ` + ruleWant + ` > /task/deliverable.txt"}`}
-	w.marker(Deliverable).SHA256 = "00" // not the hash of a write call's content: downloaded
+	// Not the content of a write call: the file is downloaded and found
+	// in the command.
 	ev := w.verify(t)
 	if st, detail := statusOf(ev, "verify.deliverable"); st != reports.StatusPassed {
 		t.Fatalf("verify.deliverable %s (%s), want passed: %q is in the command", st, detail, ruleWant)
@@ -240,10 +192,31 @@ func TestVerifyShellWriteFoundInCommand(t *testing.T) {
 	}
 }
 
+// A diff that could not be read ends verify with its error: the checks
+// before it are recorded, verify.fs_diff is not, and verifier_passed is
+// not set (the stage's provider check fails the case).
+func TestVerifyDiffErrorIsNotPassed(t *testing.T) {
+	w := cleanWorld(t)
+	w.sb.diffErr = provider.Errorf("diff", "mem", provider.ErrGone)
+	cr := &caseRun{r: &runner{opts: Options{TaskHome: ruleHome}}, ev: &reports.Evidence{Status: reports.StatusUnknown}}
+	in := verifyInput{before: w.before, allMarkers: append(slices.Clone(ruleMarkers), ruleReq), markers: ruleMarkers,
+		sessDir: ruleSession, proof: w.proof, allowed: cr.allowed()}
+	err := cr.verify(context.Background(), memDiffer{w.sb}, in)
+	if !errors.Is(err, provider.ErrGone) {
+		t.Fatalf("verify: %v, want the diff's error", err)
+	}
+	if st, _ := statusOf(cr.ev, "verify.fs_diff"); st != "" || cr.ev.VerifierPassed {
+		t.Fatalf("verify.fs_diff %q, verifier_passed %t after the diff failed; want no check, false", st, cr.ev.VerifierPassed)
+	}
+	if st, _ := statusOf(cr.ev, "verify.tools_unchanged"); st != reports.StatusPassed {
+		t.Fatalf("verify.tools_unchanged %q: the checks before the diff are recorded", st)
+	}
+}
+
 // Without a provider.Differ the diff is unknown, and a case whose other
 // checks all passed is not passed (the judge, below, on the real checks).
 func TestVerifyWithoutDifferIsNotPassed(t *testing.T) {
-	w := cleanWorld()
+	w := cleanWorld(t)
 	w.differ = false
 	ev := w.verify(t)
 	if st, _ := statusOf(ev, "verify.fs_diff"); st != reports.StatusUnknown {

@@ -18,71 +18,156 @@ import (
 // maxDeliverable caps the deliverable's download (the token is short).
 const maxDeliverable = 64 << 10
 
-// verify runs the owner's checks after close (contract §7.4).
-// Processes come from the probe's process table, never from warden.
-func (cr *caseRun) verify(ctx context.Context, sb provider.Sandbox, before probe.Snapshot, allMarkers, markers []string, proof loopProof, sessDir string) error {
-	ev, key := cr.ev, cr.r.key
-	after := &reports.After{MarkersKept: []string{}, MarkersLost: []string{}, HarnessProcesses: []reports.Process{}}
-	ev.After = after
-	var failed bool
-	check := func(id string, ok bool, detail string, args ...any) {
-		if !cr.check(id, clauseVerify, ok, detail, args...) {
-			failed = true
-		}
-	}
+// verifyInput is what the owner's checks after close are judged against:
+// the probe's baseline, the paths it looks at, the loop proof and the
+// diff's allow-list. Every field is a value the earlier stages returned.
+type verifyInput struct {
+	before     probe.Snapshot
+	allMarkers []string // the markers and the requirement paths
+	markers    []string // the four XDG markers
+	sessDir    string
+	proof      loopProof
+	allowed    []string // the fs diff's allow-list (caseRun.allowed)
+	key        string   // redacted from the details
+}
 
-	// Every read below happens after close and none depends on another.
-	// One probe snapshot also hashes the deliverable and looks for the
-	// session dir, so neither needs a download (each engine round trip
-	// costs more than the reads themselves); the filesystem diff runs
-	// beside it.
+// afterClose is what verify read in the sandbox after close: the probe's
+// snapshot (markers, the deliverable's hash, the session dir, the
+// process table, the tools) and, where the provider can, the
+// filesystem's changes outside the allow-list.
+type afterClose struct {
+	snap    probe.Snapshot
+	seen    map[string]probe.Marker // snap.Markers by path
+	canDiff bool
+	extra   []string // changes outside the allow-list
+	diffHow string
+	diffErr error
+}
+
+// readAfterClose takes the probe's snapshot and the filesystem diff side
+// by side. Every read happens after close and none depends on another.
+// One probe snapshot also hashes the deliverable and looks for the
+// session dir, so neither needs a download (each engine round trip costs
+// more than the reads themselves).
+func readAfterClose(ctx context.Context, sb provider.Sandbox, in verifyInput) (afterClose, error) {
 	var (
-		wg               sync.WaitGroup
-		snap             probe.Snapshot
-		snapErr, diffErr error
-		extra            []string
-		diffHow          string
-		differ, canDiff  = provider.As[provider.Differ](sb)
+		wg              sync.WaitGroup
+		a               afterClose
+		snapErr         error
+		differ, canDiff = provider.As[provider.Differ](sb)
 	)
+	a.canDiff = canDiff
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		snap, snapErr = snapshot(ctx, sb, append(slices.Clone(allMarkers), Deliverable, sessDir))
+		a.snap, snapErr = snapshot(ctx, sb, append(slices.Clone(in.allMarkers), Deliverable, in.sessDir))
 	}()
 	if canDiff {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			extra, diffHow, diffErr = fsDiff(ctx, differ, cr.allowed())
+			a.extra, a.diffHow, a.diffErr = fsDiff(ctx, differ, in.allowed)
 		}()
 	}
 	wg.Wait()
 	if snapErr != nil {
-		return snapErr
+		return a, snapErr
 	}
-	seen := map[string]probe.Marker{}
-	for _, m := range snap.Markers {
-		seen[m.Path] = m
+	a.seen = map[string]probe.Marker{}
+	for _, m := range a.snap.Markers {
+		a.seen[m.Path] = m
 	}
+	return a, nil
+}
 
-	// The deliverable: its sha256 against the content the model's write
-	// call carried; only a mismatch (or a shell write, whose content is
-	// somewhere in its command) is downloaded, so the evidence can say
-	// what the file held.
+// verify runs the owner's checks after close (contract §7.4), each a
+// function of its own returning its check, and records them in the
+// evidence in their order. Processes come from the probe's process
+// table, never from warden. A provider error ends it where it happened,
+// with the checks before it recorded.
+func (cr *caseRun) verify(ctx context.Context, sb provider.Sandbox, in verifyInput) error {
+	ev := cr.ev
+	after := &reports.After{MarkersKept: []string{}, MarkersLost: []string{}, HarnessProcesses: []reports.Process{}}
+	ev.After = after
+	var failed bool
+	add := func(c reports.Check) {
+		ev.Checks = append(ev.Checks, c)
+		failed = failed || c.Status == reports.StatusFailed
+	}
+	a, err := readAfterClose(ctx, sb, in)
+	if err != nil {
+		return err
+	}
+	dc, err := checkDeliverable(ctx, sb, a.seen, in.proof, in.key)
+	if err != nil {
+		return err
+	}
+	after.Deliverable = dc.content
+	add(dc.check)
+
+	diff := probe.Diff(in.before, a.snap)
+	after.Python3, after.Bash = toolText(a.snap.Python3), toolText(a.snap.Bash)
+	mc := checkMarkers(in.before, a.snap, in.markers)
+	after.MarkersKept, after.MarkersLost = mc.kept, mc.lost
+	add(mc.check)
+
+	sc := checkSessionDir(a.seen, in.sessDir)
+	ev.AdapterSessionDirRemoved = sc.gone
+	add(sc.check)
+
+	pc := checkNewProcesses(diff)
+	after.HarnessProcesses = append(after.HarnessProcesses, pc.procs...)
+	add(pc.check)
+
+	add(checkTools(diff, after.Python3, after.Bash))
+
+	if a.canDiff && a.diffErr != nil {
+		return a.diffErr
+	}
+	add(checkFSDiff(a))
+	ev.VerifierPassed = !failed
+	if failed {
+		cr.errType("verify_failed")
+	}
+	return nil
+}
+
+// verifyCheck is one verify check's verdict, passed or failed.
+func verifyCheck(id string, ok bool, detail string, args ...any) reports.Check {
+	st := reports.StatusPassed
+	if !ok {
+		st = reports.StatusFailed
+	}
+	return reports.Check{ID: id, Status: st, Clause: clauseVerify, Detail: fmt.Sprintf(detail, args...)}
+}
+
+// deliverableCheck is verify.deliverable and what the file held.
+type deliverableCheck struct {
+	check   reports.Check
+	content string
+}
+
+// checkDeliverable is verify.deliverable: the deliverable's sha256
+// against the content the model's write call carried; only a mismatch (or
+// a shell write, whose content is somewhere in its command) is
+// downloaded, so the evidence can say what the file held. It returns an
+// error only for a provider error on that download.
+func checkDeliverable(ctx context.Context, sb provider.Sandbox, seen map[string]probe.Marker, proof loopProof, key string) (deliverableCheck, error) {
+	var out deliverableCheck
 	want := sha256.Sum256([]byte(proof.want))
 	dm, ok := seen[Deliverable]
 	present := ok && !dm.Missing && dm.Error == ""
 	delivered := present && proof.want != "" && dm.SHA256 == hex.EncodeToString(want[:])
 	var detailErr error
 	if delivered {
-		after.Deliverable = proof.want
+		out.content = proof.want
 	} else {
 		// A no-follow, capped read: a link is named, never followed.
 		got, err := provider.DownloadFile(ctx, sb, Deliverable, maxDeliverable)
 		if provider.IsProviderError(err) {
-			return err
+			return out, err
 		}
-		after.Deliverable, detailErr = string(got), err
+		out.content, detailErr = string(got), err
 		// A shell write: the file's content, at least 8 bytes, is in the
 		// command the model issued.
 		if present && err == nil && proof.want == "" && proof.wantIn != "" && len(got) >= 8 && strings.Contains(proof.wantIn, string(got)) {
@@ -96,73 +181,101 @@ func (cr *caseRun) verify(ctx context.Context, sb provider.Sandbox, before probe
 	case proof.want == "":
 		wantText = "the content of a write call, but the transcript holds none"
 	}
-	check("verify.deliverable", delivered,
-		"%s holds %q, want %s (%s)", Deliverable, truncate(after.Deliverable, 80), wantText, errText(detailErr, key))
+	out.check = verifyCheck("verify.deliverable", delivered,
+		"%s holds %q, want %s (%s)", Deliverable, truncate(out.content, 80), wantText, errText(detailErr, key))
+	return out, nil
+}
 
-	diff := probe.Diff(before, snap)
-	after.Python3, after.Bash = toolText(snap.Python3), toolText(snap.Bash)
+// markersCheck is verify.markers and the markers kept and lost.
+type markersCheck struct {
+	check      reports.Check
+	kept, lost []string
+}
+
+// checkMarkers is verify.markers: every XDG marker the owner wrote is
+// there after close with the content it had in the baseline; one the
+// snapshot does not report, or could not read, is not kept.
+func checkMarkers(before, after probe.Snapshot, markers []string) markersCheck {
+	out := markersCheck{kept: []string{}, lost: []string{}}
 	beforeMarkers := map[string]probe.Marker{}
 	for _, m := range before.Markers {
 		beforeMarkers[m.Path] = m
 	}
-	for _, m := range snap.Markers {
+	for _, m := range after.Markers {
 		if !slices.Contains(markers, m.Path) {
 			continue
 		}
 		b := beforeMarkers[m.Path]
 		if !m.Missing && m.Error == "" && m.SHA256 == b.SHA256 && !b.Missing {
-			after.MarkersKept = append(after.MarkersKept, m.Path)
+			out.kept = append(out.kept, m.Path)
 		} else {
-			after.MarkersLost = append(after.MarkersLost, m.Path)
+			out.lost = append(out.lost, m.Path)
 		}
 	}
-	check("verify.markers", len(after.MarkersKept) == len(markers) && len(after.MarkersLost) == 0,
-		"%d of %d XDG markers kept unchanged; lost: %v", len(after.MarkersKept), len(markers), after.MarkersLost)
+	out.check = verifyCheck("verify.markers", len(out.kept) == len(markers) && len(out.lost) == 0,
+		"%d of %d XDG markers kept unchanged; lost: %v", len(out.kept), len(markers), out.lost)
+	return out
+}
 
-	// The session dir.
+// sessionDirCheck is verify.session_dir_removed and its finding.
+type sessionDirCheck struct {
+	check reports.Check
+	gone  bool
+}
+
+// checkSessionDir is verify.session_dir_removed: the probe reported the
+// session dir, and missing.
+func checkSessionDir(seen map[string]probe.Marker, sessDir string) sessionDirCheck {
 	sm, ok := seen[sessDir]
 	gone := ok && sm.Missing
-	ev.AdapterSessionDirRemoved = gone
-	check("verify.session_dir_removed", gone, "%s gone after close: %t", sessDir, gone)
+	return sessionDirCheck{gone: gone, check: verifyCheck("verify.session_dir_removed", gone, "%s gone after close: %t", sessDir, gone)}
+}
 
-	// No process that was not in the baseline.
+// processesCheck is verify.no_new_processes and the processes it found.
+type processesCheck struct {
+	check reports.Check
+	procs []reports.Process
+}
+
+// checkNewProcesses is verify.no_new_processes: no live process that was
+// not in the baseline (a new zombie is dead: named, not failed).
+func checkNewProcesses(diff probe.Report) processesCheck {
+	var out processesCheck
 	for _, p := range diff.NewProcesses {
-		after.HarnessProcesses = append(after.HarnessProcesses, reports.Process{PID: p.PID, StartTime: p.StartTime, Comm: p.Comm})
+		out.procs = append(out.procs, reports.Process{PID: p.PID, StartTime: p.StartTime, Comm: p.Comm})
 	}
 	var zombies []string
 	for _, z := range diff.NewZombies {
 		zombies = append(zombies, fmt.Sprintf("%d %s", z.PID, z.Comm))
 	}
-	check("verify.no_new_processes", len(diff.NewProcesses) == 0,
+	out.check = verifyCheck("verify.no_new_processes", len(diff.NewProcesses) == 0,
 		"probe process table: %d process(es) alive that were not in the baseline %v; new zombies (dead): %v",
 		len(diff.NewProcesses), procNames(diff.NewProcesses), zombies)
+	return out
+}
 
-	// python3 and bash.
+// checkTools is verify.tools_unchanged: python3, bash and the os-release
+// as the baseline found them.
+func checkTools(diff probe.Report, python3, bash string) reports.Check {
 	var toolChanges []string
 	for _, c := range diff.Changes {
 		if c.What == "python3" || c.What == "bash" || c.What == "os" {
 			toolChanges = append(toolChanges, fmt.Sprintf("%s: %s -> %s", c.What, c.Before, c.After))
 		}
 	}
-	check("verify.tools_unchanged", len(toolChanges) == 0, "python3 %s, bash %s; changes: %v", after.Python3, after.Bash, toolChanges)
+	return verifyCheck("verify.tools_unchanged", len(toolChanges) == 0, "python3 %s, bash %s; changes: %v", python3, bash, toolChanges)
+}
 
-	// The filesystem diff.
-	if canDiff {
-		if diffErr != nil {
-			return diffErr
-		}
-		check("verify.fs_diff", len(extra) == 0, "container filesystem changes outside /task, %s and the allow-list (diff read from the %s): %v", BaseDir, diffHow, truncList(extra, 20))
-	} else {
-		// A diff nobody read proves nothing either way: the case cannot
-		// pass on the other checks alone.
-		ev.Checks = append(ev.Checks, reports.Check{ID: "verify.fs_diff", Status: reports.StatusUnknown, Clause: clauseVerify,
-			Detail: "the provider cannot report the sandbox's filesystem changes (no provider.Differ)"})
+// checkFSDiff is verify.fs_diff: no filesystem change outside the
+// allow-list. A diff nobody read proves nothing either way: without a
+// provider.Differ it is unknown, so the case cannot pass on the other
+// checks alone.
+func checkFSDiff(a afterClose) reports.Check {
+	if !a.canDiff {
+		return reports.Check{ID: "verify.fs_diff", Status: reports.StatusUnknown, Clause: clauseVerify,
+			Detail: "the provider cannot report the sandbox's filesystem changes (no provider.Differ)"}
 	}
-	ev.VerifierPassed = !failed
-	if failed {
-		cr.errType("verify_failed")
-	}
-	return nil
+	return verifyCheck("verify.fs_diff", len(a.extra) == 0, "container filesystem changes outside /task, %s and the allow-list (diff read from the %s): %v", BaseDir, a.diffHow, truncList(a.extra, 20))
 }
 
 func procNames(ps []probe.Process) []string {

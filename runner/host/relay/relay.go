@@ -584,6 +584,16 @@ func (b *bodyReader) read(w http.ResponseWriter, req *http.Request) (string, err
 	}
 }
 
+// handle answers one request of the sandbox: refused in the relay (not an
+// endpoint, not the case's key, over a limit, carrying the canary) or
+// forwarded upstream, and recorded either way.
+//
+// It is not an httputil.ReverseProxy on purpose: a ReverseProxy passes an
+// Upgrade (and a 101 answer's raw tunnel) and 1xx answers on, forwards
+// trailers, sends no User-Agent where the client sent none, drops query
+// parameters it cannot parse, and aborts the connection (ErrAbortHandler)
+// when the upstream fails mid-answer, where the relay ends the answer and
+// records why. Each of those would change what the harness sees.
 func (r *Relay) handle(w http.ResponseWriter, req *http.Request) {
 	c := Call{Method: req.Method, Path: req.URL.Path, Time: time.Now(), Auth: r.auth(req.Header)}
 	defer func() { r.record(c) }()
@@ -592,23 +602,11 @@ func (r *Relay) handle(w http.ResponseWriter, req *http.Request) {
 		refuse(w, &c, http.StatusNotFound, RefusedRoute, "not a model API endpoint of this relay")
 		return
 	}
-	// A model request is a POST; Anthropic's count_tokens is a POST that
-	// asks for no answer, so it is not counted (the scripted model does
-	// not count it either).
-	if req.Method == http.MethodPost && !strings.HasSuffix(upPath, "/count_tokens") {
-		r.mu.Lock()
-		r.seq++
-		c.Seq = r.seq
-		r.mu.Unlock()
-	}
+	r.sequence(&c, req, upPath)
 	if c.Auth == "wrong" || c.Auth == "missing" {
 		// The sandbox's key is the canary: anything else is refused
 		// here, never passed on.
-		c.Status = http.StatusUnauthorized
-		dropBody(w)
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(c.Status)
-		io.WriteString(w, `{"error":{"message":"sandproof relay: the key is not this case's","type":"invalid_request_error","code":"invalid_api_key"}}`)
+		refuseKey(w, &c)
 		return
 	}
 	select {
@@ -618,40 +616,13 @@ func (r *Relay) handle(w http.ResponseWriter, req *http.Request) {
 		refuse(w, &c, http.StatusTooManyRequests, RefusedBusy, fmt.Sprintf("more than %d requests at once", r.lim.Concurrent))
 		return
 	}
-	if req.ContentLength > r.lim.RequestBytes {
-		c.RequestBytes = req.ContentLength
-		refuse(w, &c, http.StatusRequestEntityTooLarge, RefusedTooLarge, fmt.Sprintf("a request body is at most %d bytes; this one says %d", r.lim.RequestBytes, req.ContentLength))
-		return
-	}
 	br := &bodyReader{r: r}
 	defer func() { r.release(br.held) }()
-	reason, err := br.read(w, req)
-	body := br.buf
-	c.RequestBytes = int64(len(body))
-	switch {
-	case reason == RefusedTooLarge:
-		refuse(w, &c, http.StatusRequestEntityTooLarge, reason, fmt.Sprintf("a request body is at most %d bytes", r.lim.RequestBytes))
-		return
-	case reason == RefusedHeld:
-		refuse(w, &c, http.StatusServiceUnavailable, reason, err.Error())
-		return
-	case reason == RefusedBodyTimeout:
-		refuse(w, &c, http.StatusRequestTimeout, reason, err.Error())
-		return
-	case err != nil:
-		c.Error = err.Error()
-		dropBody(w)
-		http.Error(w, "read request", http.StatusBadRequest)
-		c.Status = http.StatusBadRequest
+	body, ok := r.readBody(w, req, &c, br)
+	if !ok {
 		return
 	}
-	fwd := http.Header{}
-	for k, vs := range req.Header {
-		fwd[k] = vs
-	}
-	for _, h := range hopHeaders {
-		fwd.Del(h)
-	}
+	fwd := forwardHeaders(req.Header)
 	if where := r.scanCanary(req, fwd, body); where != "" {
 		r.mu.Lock()
 		if len(r.bounds.Canary) < 20 {
@@ -662,7 +633,79 @@ func (r *Relay) handle(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	r.parseRequest(&c, body)
+	r.forward(w, req, &c, upPath, fwd, body)
+}
 
+// sequence numbers a model request. A model request is a POST;
+// Anthropic's count_tokens is a POST that asks for no answer, so it is not
+// counted (the scripted model does not count it either).
+func (r *Relay) sequence(c *Call, req *http.Request, upPath string) {
+	if req.Method == http.MethodPost && !strings.HasSuffix(upPath, "/count_tokens") {
+		r.mu.Lock()
+		r.seq++
+		c.Seq = r.seq
+		r.mu.Unlock()
+	}
+}
+
+// refuseKey answers a request without the case's key as the model API
+// would (401, invalid_api_key).
+func refuseKey(w http.ResponseWriter, c *Call) {
+	c.Status = http.StatusUnauthorized
+	dropBody(w)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(c.Status)
+	io.WriteString(w, `{"error":{"message":"sandproof relay: the key is not this case's","type":"invalid_request_error","code":"invalid_api_key"}}`)
+}
+
+// readBody reads the request's body within the limits through br (whose
+// hold the caller releases); a body over one is answered here and ok is
+// false.
+func (r *Relay) readBody(w http.ResponseWriter, req *http.Request, c *Call, br *bodyReader) (body []byte, ok bool) {
+	if req.ContentLength > r.lim.RequestBytes {
+		c.RequestBytes = req.ContentLength
+		refuse(w, c, http.StatusRequestEntityTooLarge, RefusedTooLarge, fmt.Sprintf("a request body is at most %d bytes; this one says %d", r.lim.RequestBytes, req.ContentLength))
+		return nil, false
+	}
+	reason, err := br.read(w, req)
+	body = br.buf
+	c.RequestBytes = int64(len(body))
+	switch {
+	case reason == RefusedTooLarge:
+		refuse(w, c, http.StatusRequestEntityTooLarge, reason, fmt.Sprintf("a request body is at most %d bytes", r.lim.RequestBytes))
+		return nil, false
+	case reason == RefusedHeld:
+		refuse(w, c, http.StatusServiceUnavailable, reason, err.Error())
+		return nil, false
+	case reason == RefusedBodyTimeout:
+		refuse(w, c, http.StatusRequestTimeout, reason, err.Error())
+		return nil, false
+	case err != nil:
+		c.Error = err.Error()
+		dropBody(w)
+		http.Error(w, "read request", http.StatusBadRequest)
+		c.Status = http.StatusBadRequest
+		return nil, false
+	}
+	return body, true
+}
+
+// forwardHeaders are the request's headers without the hop-by-hop ones
+// and the keys.
+func forwardHeaders(h http.Header) http.Header {
+	fwd := http.Header{}
+	for k, vs := range h {
+		fwd[k] = vs
+	}
+	for _, h := range hopHeaders {
+		fwd.Del(h)
+	}
+	return fwd
+}
+
+// forward sends the request upstream with the upstream key in the header
+// the sandbox's came in, and passes the answer on as it arrives.
+func (r *Relay) forward(w http.ResponseWriter, req *http.Request, c *Call, upPath string, fwd http.Header, body []byte) {
 	// The upstream path: the relay's own path with the upstream's base in
 	// place of the relay's (which is the same).
 	target := *r.upstream
@@ -693,6 +736,12 @@ func (r *Relay) handle(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	defer resp.Body.Close()
+	r.relayAnswer(w, resp, c)
+}
+
+// relayAnswer passes the upstream's answer on chunk by chunk, keeping up
+// to MaxBody of it to parse into the call once it ends.
+func (r *Relay) relayAnswer(w http.ResponseWriter, resp *http.Response, c *Call) {
 	for k, vs := range resp.Header {
 		w.Header()[k] = vs
 	}
@@ -730,9 +779,9 @@ func (r *Relay) handle(w http.ResponseWriter, req *http.Request) {
 	}
 	c.Truncated = kept.over
 	if sse {
-		r.parseSSE(&c, kept.b.Bytes())
+		r.parseSSE(c, kept.b.Bytes())
 	} else {
-		r.parseJSON(&c, kept.b.Bytes())
+		r.parseJSON(c, kept.b.Bytes())
 	}
 }
 

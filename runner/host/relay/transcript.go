@@ -11,34 +11,41 @@ import (
 // request carries the whole conversation, so they grow with every turn).
 const MaxClaimed = 64
 
+// request is the part of a Chat Completions, Responses or Anthropic
+// Messages request the relay reads.
+type request struct {
+	Model    string           `json:"model"`
+	Stream   bool             `json:"stream"`
+	Messages []requestMessage `json:"messages"`
+	Input    json.RawMessage  `json:"input"`
+	Tools    []struct {
+		Name     string `json:"name"`
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	} `json:"tools"`
+}
+
+// requestMessage is one message of a request's history.
+type requestMessage struct {
+	Role       string          `json:"role"`
+	Content    json.RawMessage `json:"content"`
+	ToolCallID string          `json:"tool_call_id"`
+	// Chat Completions: the assistant's calls; function_call is the
+	// API's older form, which has no id.
+	ToolCalls []struct {
+		ID       string       `json:"id"`
+		Function functionCall `json:"function"`
+	} `json:"tool_calls"`
+	FunctionCall *functionCall `json:"function_call"`
+}
+
 // parseRequest reads the model, stream flag, declared tools, the tool
 // results (each with the id of the call it answers) and the assistant tool
 // calls the history claims of a Chat Completions, Responses or Anthropic
 // Messages request.
 func (r *Relay) parseRequest(c *Call, body []byte) {
-	var q struct {
-		Model    string `json:"model"`
-		Stream   bool   `json:"stream"`
-		Messages []struct {
-			Role       string          `json:"role"`
-			Content    json.RawMessage `json:"content"`
-			ToolCallID string          `json:"tool_call_id"`
-			// Chat Completions: the assistant's calls; function_call is
-			// the API's older form, which has no id.
-			ToolCalls []struct {
-				ID       string       `json:"id"`
-				Function functionCall `json:"function"`
-			} `json:"tool_calls"`
-			FunctionCall *functionCall `json:"function_call"`
-		} `json:"messages"`
-		Input json.RawMessage `json:"input"`
-		Tools []struct {
-			Name     string `json:"name"`
-			Function struct {
-				Name string `json:"name"`
-			} `json:"function"`
-		} `json:"tools"`
-	}
+	var q request
 	if json.Unmarshal(body, &q) != nil {
 		return
 	}
@@ -52,50 +59,71 @@ func (r *Relay) parseRequest(c *Call, body []byte) {
 			c.Tools = append(c.Tools, r.text(n))
 		}
 	}
-	result := func(id, text string) {
-		c.ToolResults = append(c.ToolResults, r.text(text))
-		c.ToolResultIDs = append(c.ToolResultIDs, r.text(id))
-	}
-	claim := func(id, name, args string) {
-		if len(c.ClaimedToolCalls) < MaxClaimed {
-			c.ClaimedToolCalls = append(c.ClaimedToolCalls, ToolCall{ID: r.text(id), Name: r.text(name), Arguments: r.text(args)})
-		}
-	}
+	h := history{r: r, c: c}
 	for _, m := range q.Messages {
-		switch m.Role {
-		case "tool":
-			result(m.ToolCallID, contentText(m.Content))
-		case "function":
-			result("", contentText(m.Content))
-		case "assistant":
-			for _, tc := range m.ToolCalls {
-				claim(tc.ID, tc.Function.Name, tc.Function.Arguments)
-			}
-			if f := m.FunctionCall; f != nil {
-				claim("", f.Name, f.Arguments)
-			}
+		h.message(m)
+	}
+	h.responsesInput(q.Input)
+}
+
+// history records a request's tool results and claimed tool calls into
+// its call, each text capped.
+type history struct {
+	r *Relay
+	c *Call
+}
+
+func (h history) result(id, text string) {
+	h.c.ToolResults = append(h.c.ToolResults, h.r.text(text))
+	h.c.ToolResultIDs = append(h.c.ToolResultIDs, h.r.text(id))
+}
+
+func (h history) claim(id, name, args string) {
+	if len(h.c.ClaimedToolCalls) < MaxClaimed {
+		h.c.ClaimedToolCalls = append(h.c.ClaimedToolCalls, ToolCall{ID: h.r.text(id), Name: h.r.text(name), Arguments: h.r.text(args)})
+	}
+}
+
+// message reads one message: Chat Completions' tool and function results
+// and assistant calls, then Anthropic Messages' content blocks (a user
+// message's tool_result blocks, an assistant message's tool_use blocks).
+func (h history) message(m requestMessage) {
+	switch m.Role {
+	case "tool":
+		h.result(m.ToolCallID, contentText(m.Content))
+	case "function":
+		h.result("", contentText(m.Content))
+	case "assistant":
+		for _, tc := range m.ToolCalls {
+			h.claim(tc.ID, tc.Function.Name, tc.Function.Arguments)
 		}
-		// Anthropic Messages: a user message's tool_result blocks, an
-		// assistant message's tool_use blocks.
-		var blocks []struct {
-			Type      string          `json:"type"`
-			Content   json.RawMessage `json:"content"`
-			ToolUseID string          `json:"tool_use_id"`
-			ID        string          `json:"id"`
-			Name      string          `json:"name"`
-			Input     json.RawMessage `json:"input"`
+		if f := m.FunctionCall; f != nil {
+			h.claim("", f.Name, f.Arguments)
 		}
-		if (m.Role == "user" || m.Role == "assistant") && json.Unmarshal(m.Content, &blocks) == nil {
-			for _, b := range blocks {
-				switch {
-				case m.Role == "user" && b.Type == "tool_result":
-					result(b.ToolUseID, contentText(b.Content))
-				case m.Role == "assistant" && b.Type == "tool_use":
-					claim(b.ID, b.Name, string(b.Input))
-				}
+	}
+	var blocks []struct {
+		Type      string          `json:"type"`
+		Content   json.RawMessage `json:"content"`
+		ToolUseID string          `json:"tool_use_id"`
+		ID        string          `json:"id"`
+		Name      string          `json:"name"`
+		Input     json.RawMessage `json:"input"`
+	}
+	if (m.Role == "user" || m.Role == "assistant") && json.Unmarshal(m.Content, &blocks) == nil {
+		for _, b := range blocks {
+			switch {
+			case m.Role == "user" && b.Type == "tool_result":
+				h.result(b.ToolUseID, contentText(b.Content))
+			case m.Role == "assistant" && b.Type == "tool_use":
+				h.claim(b.ID, b.Name, string(b.Input))
 			}
 		}
 	}
+}
+
+// responsesInput reads a Responses request's input items: the call
+// outputs and the calls they answer.
+func (h history) responsesInput(input json.RawMessage) {
 	var items []struct {
 		Type      string          `json:"type"`
 		Output    json.RawMessage `json:"output"`
@@ -104,15 +132,15 @@ func (r *Relay) parseRequest(c *Call, body []byte) {
 		Arguments string          `json:"arguments"`
 		Input     string          `json:"input"`
 	}
-	if len(q.Input) > 0 && json.Unmarshal(q.Input, &items) == nil {
+	if len(input) > 0 && json.Unmarshal(input, &items) == nil {
 		for _, it := range items {
 			switch it.Type {
 			case "function_call_output", "custom_tool_call_output":
-				result(it.CallID, contentText(it.Output))
+				h.result(it.CallID, contentText(it.Output))
 			case "function_call":
-				claim(it.CallID, it.Name, it.Arguments)
+				h.claim(it.CallID, it.Name, it.Arguments)
 			case "custom_tool_call":
-				claim(it.CallID, it.Name, it.Input)
+				h.claim(it.CallID, it.Name, it.Input)
 			}
 		}
 	}
@@ -282,13 +310,7 @@ func (r *Relay) responsesItems(c *Call, items []responsesItem, text *strings.Bui
 // (tool_use blocks whose input arrives as input_json_delta pieces, by
 // block index; input tokens in message_start, output in message_delta).
 func (r *Relay) parseSSE(c *Call, body []byte) {
-	type acc struct {
-		id, name string
-		args     strings.Builder
-	}
-	var calls []*acc
-	var blocks []*acc // Anthropic tool_use blocks by index
-	var text strings.Builder
+	st := &sseState{r: r, c: c}
 	sc := bufio.NewScanner(bytes.NewReader(body))
 	sc.Buffer(make([]byte, 64<<10), len(body)+1)
 	for sc.Scan() {
@@ -305,85 +327,116 @@ func (r *Relay) parseSSE(c *Call, body []byte) {
 		if json.Unmarshal([]byte(d), &a) != nil {
 			continue
 		}
-		for _, ch := range a.Choices {
-			if ch.Delta == nil {
-				continue
-			}
-			text.WriteString(ch.Delta.Content)
-			for _, tc := range ch.Delta.ToolCalls {
-				for len(calls) <= tc.Index && tc.Index < 64 {
-					calls = append(calls, &acc{})
-				}
-				if tc.Index >= len(calls) {
-					continue
-				}
-				if tc.Function.Name != "" {
-					calls[tc.Index].name = tc.Function.Name
-				}
-				// The id comes with the call's first chunk; some servers
-				// repeat it in every one.
-				if tc.ID != "" && calls[tc.Index].id == "" {
-					calls[tc.Index].id = tc.ID
-				}
-				if calls[tc.Index].args.Len() < r.opts.MaxBody {
-					calls[tc.Index].args.WriteString(tc.Function.Arguments)
-				}
-			}
-		}
-		switch a.Type {
-		case "message_start":
-			if a.Message != nil && a.Message.Usage != nil {
-				c.Usage = &Usage{Input: a.Message.Usage.InputTokens, Output: a.Message.Usage.OutputTokens}
-			}
-			continue
-		case "content_block_start":
-			if b := a.ContentBlock; b != nil && b.Type == "tool_use" && a.Index >= 0 && a.Index < 64 {
-				for len(blocks) <= a.Index {
-					blocks = append(blocks, nil)
-				}
-				blocks[a.Index] = &acc{id: b.ID, name: b.Name}
-			}
-			continue
-		case "content_block_delta":
-			var d struct {
-				Text        string `json:"text"`
-				PartialJSON string `json:"partial_json"`
-			}
-			if json.Unmarshal(a.Delta, &d) == nil {
-				text.WriteString(d.Text)
-				if a.Index >= 0 && a.Index < len(blocks) && blocks[a.Index] != nil && blocks[a.Index].args.Len() < r.opts.MaxBody {
-					blocks[a.Index].args.WriteString(d.PartialJSON)
-				}
-			}
-			continue
-		case "message_delta":
-			if a.Usage != nil {
-				if c.Usage == nil {
-					c.Usage = &Usage{}
-				}
-				c.Usage.Output = a.Usage.OutputTokens
-			}
+		st.chatDeltas(a)
+		if st.messagesEvent(a) {
 			continue
 		}
 		if a.Usage != nil {
 			c.Usage = &Usage{Input: a.Usage.PromptTokens + a.Usage.InputTokens, Output: a.Usage.CompletionTokens + a.Usage.OutputTokens}
 		}
 		if a.Type == "response.completed" && a.Response != nil {
-			r.responsesItems(c, a.Response.Output, &text)
+			r.responsesItems(c, a.Response.Output, &st.text)
 			if u := a.Response.Usage; u != nil {
 				c.Usage = &Usage{Input: u.InputTokens, Output: u.OutputTokens}
 			}
 		}
 	}
-	for _, a := range calls {
+	for _, a := range st.calls {
 		c.ToolCalls = append(c.ToolCalls, r.toolCall(a.id, a.name, a.args.String()))
 	}
-	for _, a := range blocks {
+	for _, a := range st.blocks {
 		if a != nil {
 			c.ToolCalls = append(c.ToolCalls, r.toolCall(a.id, a.name, a.args.String()))
 		}
 	}
-	c.Text = r.text(text.String())
+	c.Text = r.text(st.text.String())
+}
+
+// sseState is what a stream's events build up before the call is
+// recorded: Chat Completions calls and Anthropic tool_use blocks by index
+// (at most 64 of each), and the answer's text.
+type sseState struct {
+	r      *Relay
+	c      *Call
+	calls  []*toolAcc
+	blocks []*toolAcc
+	text   strings.Builder
+}
+
+// toolAcc is one streamed tool call, its arguments arriving in pieces.
+type toolAcc struct {
+	id, name string
+	args     strings.Builder
+}
+
+// chatDeltas adds a Chat Completions chunk's text and tool call pieces.
+func (st *sseState) chatDeltas(a answer) {
+	for _, ch := range a.Choices {
+		if ch.Delta == nil {
+			continue
+		}
+		st.text.WriteString(ch.Delta.Content)
+		for _, tc := range ch.Delta.ToolCalls {
+			for len(st.calls) <= tc.Index && tc.Index < 64 {
+				st.calls = append(st.calls, &toolAcc{})
+			}
+			if tc.Index >= len(st.calls) {
+				continue
+			}
+			call := st.calls[tc.Index]
+			if tc.Function.Name != "" {
+				call.name = tc.Function.Name
+			}
+			// The id comes with the call's first chunk; some servers
+			// repeat it in every one.
+			if tc.ID != "" && call.id == "" {
+				call.id = tc.ID
+			}
+			if call.args.Len() < st.r.opts.MaxBody {
+				call.args.WriteString(tc.Function.Arguments)
+			}
+		}
+	}
+}
+
+// messagesEvent reads an Anthropic Messages event; it reports whether a
+// was one (the rest of the event's reading is then skipped).
+func (st *sseState) messagesEvent(a answer) bool {
+	c := st.c
+	switch a.Type {
+	case "message_start":
+		if a.Message != nil && a.Message.Usage != nil {
+			c.Usage = &Usage{Input: a.Message.Usage.InputTokens, Output: a.Message.Usage.OutputTokens}
+		}
+	case "content_block_start":
+		if b := a.ContentBlock; b != nil && b.Type == "tool_use" && a.Index >= 0 && a.Index < 64 {
+			for len(st.blocks) <= a.Index {
+				st.blocks = append(st.blocks, nil)
+			}
+			st.blocks[a.Index] = &toolAcc{id: b.ID, name: b.Name}
+		}
+	case "content_block_delta":
+		var d struct {
+			Text        string `json:"text"`
+			PartialJSON string `json:"partial_json"`
+		}
+		if json.Unmarshal(a.Delta, &d) == nil {
+			st.text.WriteString(d.Text)
+			if a.Index >= 0 && a.Index < len(st.blocks) && st.blocks[a.Index] != nil && st.blocks[a.Index].args.Len() < st.r.opts.MaxBody {
+				st.blocks[a.Index].args.WriteString(d.PartialJSON)
+			}
+		}
+	case "message_delta":
+		if a.Usage != nil {
+			if c.Usage == nil {
+				c.Usage = &Usage{}
+			}
+			c.Usage.Output = a.Usage.OutputTokens
+		}
+	default:
+		return false
+	}
+	return true
 }
 
 // toolCall records one tool call, each text capped.

@@ -96,38 +96,22 @@ func (p *cfgParser) str(key string, n *yaml.Node) string {
 	return n.Value
 }
 
-// mapping walks a mapping node with one handler per known key; unknown and
-// repeated keys and missing required ones are errors.
+// mapping walks a mapping node with one handler per known key
+// (adapter.WalkMapping); unknown and repeated keys and missing required
+// ones are errors.
 func (p *cfgParser) mapping(key string, n *yaml.Node, required []string, h map[string]func(k string, v *yaml.Node)) {
-	if n.Kind != yaml.MappingNode {
-		p.errf(n, key, "want a mapping, got %s", adapter.KindName(n))
-		return
-	}
-	seen := map[string]bool{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		fn, ok := h[k.Value]
-		if !ok {
-			var known []string
-			for name := range h {
-				known = append(known, name)
-			}
-			slices.Sort(known)
-			p.errf(k, key, "unknown key %q (known: %s)", k.Value, strings.Join(known, ", "))
-			continue
+	adapter.WalkMapping(n, key, required, h, func(is adapter.MappingIssue) {
+		switch is.Kind {
+		case adapter.NotMapping:
+			p.errf(n, key, "want a mapping, got %s", adapter.KindName(n))
+		case adapter.UnknownKey:
+			p.errf(is.Node, key, "unknown key %q (known: %s)", is.Name, strings.Join(is.Known, ", "))
+		case adapter.GivenTwice:
+			p.errf(is.Node, is.Path, "given twice")
+		case adapter.MissingKey:
+			p.errf(n, key, "missing required key %q", is.Name)
 		}
-		if seen[k.Value] {
-			p.errf(k, key+"."+k.Value, "given twice")
-			continue
-		}
-		seen[k.Value] = true
-		fn(key+"."+k.Value, v)
-	}
-	for _, r := range required {
-		if !seen[r] {
-			p.errf(n, key, "missing required key %q", r)
-		}
-	}
+	})
 }
 
 func (p *cfgParser) pkg(key string, n *yaml.Node) string {
@@ -217,20 +201,7 @@ func ParseConfig(dir string, n *yaml.Node) (Config, []adapter.FieldError) {
 		"integrity": func(k string, v *yaml.Node) { c.Integrity = p.integrity(k, v) },
 		"lock": func(k string, v *yaml.Node) {
 			lockNode = v
-			s := p.str(k, v)
-			if s == "" {
-				return
-			}
-			if !filepath.IsAbs(s) {
-				s = filepath.Join(dir, s)
-			}
-			c.Lock = s
-			b, err := os.ReadFile(s)
-			if err != nil {
-				p.errf(v, k, "%v", err)
-				return
-			}
-			c.LockData = b
+			p.lock(k, v, &c)
 		},
 		"keep": func(k string, v *yaml.Node) { c.Keep = p.paths(k, v) },
 		"entry": func(k string, v *yaml.Node) {
@@ -246,103 +217,155 @@ func ParseConfig(dir string, n *yaml.Node) (Config, []adapter.FieldError) {
 				p.errf(v, k, "bad Node version %q (want x.y.z)", c.MinNode)
 			}
 		},
-		"version_args": func(k string, v *yaml.Node) {
-			if v.Kind != yaml.SequenceNode {
-				p.errf(v, k, "want a list, got %s", adapter.KindName(v))
-				return
-			}
-			c.VersionArgs = []string{}
-			for i, a := range v.Content {
-				c.VersionArgs = append(c.VersionArgs, p.str(fmt.Sprintf("%s[%d]", k, i), a))
-			}
-		},
-		"version_env": func(k string, v *yaml.Node) {
-			if v.Kind != yaml.MappingNode {
-				p.errf(v, k, "want a mapping, got %s", adapter.KindName(v))
-				return
-			}
-			c.VersionEnv = map[string]string{}
-			for i := 0; i+1 < len(v.Content); i += 2 {
-				name := v.Content[i].Value
-				if !envRe.MatchString(name) {
-					p.errf(v.Content[i], k, "bad variable name %q", name)
-				}
-				c.VersionEnv[name] = p.str(k+"."+name, v.Content[i+1])
-			}
-		},
-		"tree_sha256": func(k string, v *yaml.Node) { c.TreeSHA256 = p.sha(k, v) },
-		"glibc_layer": func(k string, v *yaml.Node) { c.GlibcLayer = p.boolean(k, v) },
-		"platforms": func(k string, v *yaml.Node) {
-			if v.Kind != yaml.SequenceNode {
-				p.errf(v, k, "want a list, got %s", adapter.KindName(v))
-				return
-			}
-			if len(v.Content) == 0 {
-				p.errf(v, k, "empty (leave platforms out when the package is the same everywhere)")
-			}
-			seen := map[Target]bool{}
-			for i, e := range v.Content {
-				pk := fmt.Sprintf("%s[%d]", k, i)
-				var pl Platform
-				p.mapping(pk, e, []string{"arch", "libc", "package", "integrity"}, map[string]func(string, *yaml.Node){
-					"arch": func(k string, v *yaml.Node) {
-						pl.Arch = p.str(k, v)
-						if pl.Arch != "" && pl.Arch != "amd64" && pl.Arch != "arm64" {
-							p.errf(v, k, "bad arch %q (want amd64 or arm64)", pl.Arch)
-						}
-					},
-					"libc": func(k string, v *yaml.Node) {
-						pl.Libc = p.str(k, v)
-						if pl.Libc != "" && pl.Libc != "glibc" && pl.Libc != "musl" {
-							p.errf(v, k, "bad libc %q (want glibc or musl)", pl.Libc)
-						}
-					},
-					"cpu": func(k string, v *yaml.Node) {
-						s := p.str(k, v)
-						if s != "baseline" {
-							p.errf(v, k, "bad cpu %q (want baseline, or leave it out)", s)
-						}
-						pl.Baseline = true
-					},
-					"package":     func(k string, v *yaml.Node) { pl.Package = p.pkg(k, v) },
-					"version":     func(k string, v *yaml.Node) { pl.Version = p.version(k, v) },
-					"integrity":   func(k string, v *yaml.Node) { pl.Integrity = p.integrity(k, v) },
-					"keep":        func(k string, v *yaml.Node) { pl.Keep = p.paths(k, v) },
-					"tree_sha256": func(k string, v *yaml.Node) { pl.TreeSHA256 = p.sha(k, v) },
-					"requires": func(k string, v *yaml.Node) {
-						if v.Kind != yaml.SequenceNode {
-							p.errf(v, k, "want a list, got %s", adapter.KindName(v))
-							return
-						}
-						pl.Requires = []string{}
-						for i, r := range v.Content {
-							name := p.str(fmt.Sprintf("%s[%d]", k, i), r)
-							if name != "" && !slices.Contains(PlatformRequirements, name) {
-								p.errf(r, fmt.Sprintf("%s[%d]", k, i), "%q is not a requirement of one build (known: %s; the rest goes in the manifest's requires)", name, strings.Join(PlatformRequirements, ", "))
-								continue
-							}
-							if !slices.Contains(pl.Requires, name) {
-								pl.Requires = append(pl.Requires, name)
-							}
-						}
-					},
-				})
-				if pl.Baseline && pl.Arch == "arm64" {
-					p.errf(e, pk, "cpu: baseline is an x86-64 variant, not for arm64")
-				}
-				if t := pl.Target(); pl.Arch != "" && pl.Libc != "" {
-					if seen[t] {
-						p.errf(e, pk, "platform %s listed twice", t)
-					}
-					seen[t] = true
-				}
-				if pl.Package != "" && pl.Package == c.Package {
-					p.errf(e, pk+".package", "%q is the main package (a platform package has its own name)", pl.Package)
-				}
-				c.Platforms = append(c.Platforms, pl)
-			}
-		},
+		"version_args": func(k string, v *yaml.Node) { c.VersionArgs = p.versionArgs(k, v) },
+		"version_env":  func(k string, v *yaml.Node) { c.VersionEnv = p.versionEnv(k, v) },
+		"tree_sha256":  func(k string, v *yaml.Node) { c.TreeSHA256 = p.sha(k, v) },
+		"glibc_layer":  func(k string, v *yaml.Node) { c.GlibcLayer = p.boolean(k, v) },
+		"platforms":    func(k string, v *yaml.Node) { p.platforms(k, v, &c) },
 	})
+	p.crossCheck(n, entryNode, lockNode, &c)
+	return c, p.errs
+}
+
+// lock reads the lock file the `lock` key names (relative to the
+// manifest's dir) into c.
+func (p *cfgParser) lock(k string, v *yaml.Node, c *Config) {
+	s := p.str(k, v)
+	if s == "" {
+		return
+	}
+	if !filepath.IsAbs(s) {
+		s = filepath.Join(p.dir, s)
+	}
+	c.Lock = s
+	b, err := os.ReadFile(s)
+	if err != nil {
+		p.errf(v, k, "%v", err)
+		return
+	}
+	c.LockData = b
+}
+
+// versionArgs reads `version_args`, a list of strings; nil when it is not
+// a list.
+func (p *cfgParser) versionArgs(k string, v *yaml.Node) []string {
+	if v.Kind != yaml.SequenceNode {
+		p.errf(v, k, "want a list, got %s", adapter.KindName(v))
+		return nil
+	}
+	args := []string{}
+	for i, a := range v.Content {
+		args = append(args, p.str(fmt.Sprintf("%s[%d]", k, i), a))
+	}
+	return args
+}
+
+// versionEnv reads `version_env`, a mapping of variable names to strings;
+// nil when it is not a mapping.
+func (p *cfgParser) versionEnv(k string, v *yaml.Node) map[string]string {
+	if v.Kind != yaml.MappingNode {
+		p.errf(v, k, "want a mapping, got %s", adapter.KindName(v))
+		return nil
+	}
+	env := map[string]string{}
+	for i := 0; i+1 < len(v.Content); i += 2 {
+		name := v.Content[i].Value
+		if !envRe.MatchString(name) {
+			p.errf(v.Content[i], k, "bad variable name %q", name)
+		}
+		env[name] = p.str(k+"."+name, v.Content[i+1])
+	}
+	return env
+}
+
+// platforms reads `platforms`, each entry a platform build; a platform is
+// listed once and never under the main package's name.
+func (p *cfgParser) platforms(k string, v *yaml.Node, c *Config) {
+	if v.Kind != yaml.SequenceNode {
+		p.errf(v, k, "want a list, got %s", adapter.KindName(v))
+		return
+	}
+	if len(v.Content) == 0 {
+		p.errf(v, k, "empty (leave platforms out when the package is the same everywhere)")
+	}
+	seen := map[Target]bool{}
+	for i, e := range v.Content {
+		pk := fmt.Sprintf("%s[%d]", k, i)
+		pl := p.platform(pk, e)
+		if t := pl.Target(); pl.Arch != "" && pl.Libc != "" {
+			if seen[t] {
+				p.errf(e, pk, "platform %s listed twice", t)
+			}
+			seen[t] = true
+		}
+		if pl.Package != "" && pl.Package == c.Package {
+			p.errf(e, pk+".package", "%q is the main package (a platform package has its own name)", pl.Package)
+		}
+		c.Platforms = append(c.Platforms, pl)
+	}
+}
+
+// platform reads one entry of `platforms`.
+func (p *cfgParser) platform(pk string, e *yaml.Node) Platform {
+	var pl Platform
+	p.mapping(pk, e, []string{"arch", "libc", "package", "integrity"}, map[string]func(string, *yaml.Node){
+		"arch": func(k string, v *yaml.Node) {
+			pl.Arch = p.str(k, v)
+			if pl.Arch != "" && pl.Arch != "amd64" && pl.Arch != "arm64" {
+				p.errf(v, k, "bad arch %q (want amd64 or arm64)", pl.Arch)
+			}
+		},
+		"libc": func(k string, v *yaml.Node) {
+			pl.Libc = p.str(k, v)
+			if pl.Libc != "" && pl.Libc != "glibc" && pl.Libc != "musl" {
+				p.errf(v, k, "bad libc %q (want glibc or musl)", pl.Libc)
+			}
+		},
+		"cpu": func(k string, v *yaml.Node) {
+			s := p.str(k, v)
+			if s != "baseline" {
+				p.errf(v, k, "bad cpu %q (want baseline, or leave it out)", s)
+			}
+			pl.Baseline = true
+		},
+		"package":     func(k string, v *yaml.Node) { pl.Package = p.pkg(k, v) },
+		"version":     func(k string, v *yaml.Node) { pl.Version = p.version(k, v) },
+		"integrity":   func(k string, v *yaml.Node) { pl.Integrity = p.integrity(k, v) },
+		"keep":        func(k string, v *yaml.Node) { pl.Keep = p.paths(k, v) },
+		"tree_sha256": func(k string, v *yaml.Node) { pl.TreeSHA256 = p.sha(k, v) },
+		"requires":    func(k string, v *yaml.Node) { pl.Requires = p.platformRequires(k, v) },
+	})
+	if pl.Baseline && pl.Arch == "arm64" {
+		p.errf(e, pk, "cpu: baseline is an x86-64 variant, not for arm64")
+	}
+	return pl
+}
+
+// platformRequires reads a platform's `requires`: only what one build
+// needs (PlatformRequirements), each once; nil when it is not a list.
+func (p *cfgParser) platformRequires(k string, v *yaml.Node) []string {
+	if v.Kind != yaml.SequenceNode {
+		p.errf(v, k, "want a list, got %s", adapter.KindName(v))
+		return nil
+	}
+	reqs := []string{}
+	for i, r := range v.Content {
+		name := p.str(fmt.Sprintf("%s[%d]", k, i), r)
+		if name != "" && !slices.Contains(PlatformRequirements, name) {
+			p.errf(r, fmt.Sprintf("%s[%d]", k, i), "%q is not a requirement of one build (known: %s; the rest goes in the manifest's requires)", name, strings.Join(PlatformRequirements, ", "))
+			continue
+		}
+		if !slices.Contains(reqs, name) {
+			reqs = append(reqs, name)
+		}
+	}
+	return reqs
+}
+
+// crossCheck is what holds between keys: exactly one entry, node only with
+// a JS entry, a platform's version defaulting to the main one, and the
+// lock pinning what the manifest pins.
+func (p *cfgParser) crossCheck(n, entryNode, lockNode *yaml.Node, c *Config) {
 	if entryNode != nil && (c.EntryNode == "") == (c.EntryBin == "") && entryNode.Kind == yaml.MappingNode {
 		p.errf(entryNode, withKey+".entry", "want exactly one of node (a JS file run with the private Node) or bin (a native binary)")
 	}
@@ -359,7 +382,6 @@ func ParseConfig(dir string, n *yaml.Node) (Config, []adapter.FieldError) {
 			p.errf(lockNode, withKey+".lock", "%v", err)
 		}
 	}
-	return c, p.errs
 }
 
 // checkLock makes sure the lock file pins the same package, version and

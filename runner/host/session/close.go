@@ -95,24 +95,8 @@ func (s *Session) close(ctx context.Context, res *CloseResult) error {
 	}
 	// Stop first, capture second: a harness still writing would make the
 	// captures a moving target, and the receipt is what says it stopped.
-	// The launches are independent: stop them side by side, then judge the
-	// answers in id order.
-	type stopped struct {
-		code int
-		rec  *receipt.Receipt
-		err  error
-	}
-	answers := make([]stopped, len(ids))
-	var wg sync.WaitGroup
-	for i, id := range ids {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			a := &answers[i]
-			a.code, a.rec, _, a.err = s.stopWait(ctx, path.Join(s.dir, "state", id))
-		}()
-	}
-	wg.Wait()
+	// The answers are judged in id order.
+	answers := s.stopAll(ctx, ids)
 	for i, id := range ids {
 		code, rec, err := answers[i].code, answers[i].rec, answers[i].err
 		if fail(err) {
@@ -143,6 +127,31 @@ func (s *Session) close(ctx context.Context, res *CloseResult) error {
 		return fmt.Errorf("close session %s: %w", s.id, errors.Join(errs...))
 	}
 	return nil
+}
+
+// stopped is warden stop's answer for one launch.
+type stopped struct {
+	code int
+	rec  *receipt.Receipt
+	err  error
+}
+
+// stopAll stops the launches of ids and waits for their receipts; the
+// launches are independent, so they are stopped side by side. The answers
+// are in ids' order.
+func (s *Session) stopAll(ctx context.Context, ids []string) []stopped {
+	answers := make([]stopped, len(ids))
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a := &answers[i]
+			a.code, a.rec, _, a.err = s.stopWait(ctx, path.Join(s.dir, "state", id))
+		}()
+	}
+	wg.Wait()
+	return answers
 }
 
 // launchIDs lists the launches in the session dir, so launches started by
@@ -188,20 +197,47 @@ func (s *Session) launchIDs(ctx context.Context) ([]string, error) {
 // and run dirs (params, events, stderr), then the adapter's declared files.
 // A missing capture is recorded and never stops the others.
 func (s *Session) capture(ctx context.Context, res *CloseResult) error {
-	type job struct {
-		p, dst   string
-		optional bool
-		user     string // whose ids the read has ("" the provider's)
-		own      bool   // the session's state or run dir
-		got      provider.Fetched
-		err      error
-	}
 	lim := s.cfg.CaptureLimits.WithDefaults()
 	lim.Confined = !s.cfg.UnconfinedCaptures
 	lim.User = ""
-	var jobs []*job
+	jobs := s.captureJobs()
+	covering := coveringJobs(jobs)
+	// The state and run dirs first: the receipts and events the case is
+	// judged on are never starved of the shared budgets by a flood in a
+	// declared capture.
+	var own, first []*captureJob
+	for i, j := range jobs {
+		switch {
+		case covering[i] != nil:
+		case j.own:
+			own = append(own, j)
+		default:
+			first = append(first, j)
+		}
+	}
+	s.download(ctx, lim, own)
+	s.download(ctx, lim, first)
+	s.download(ctx, lim, settleCovered(jobs, covering))
+	return recordCaptures(res, jobs)
+}
+
+// captureJob is one download of close.
+type captureJob struct {
+	p, dst   string
+	optional bool
+	user     string // whose ids the read has ("" the provider's)
+	own      bool   // the session's state or run dir
+	got      provider.Fetched
+	err      error
+}
+
+// captureJobs are close's downloads, in the order they are recorded: the
+// session's state and run dirs, then the adapter's declared captures (a
+// database with its journal files).
+func (s *Session) captureJobs() []*captureJob {
+	var jobs []*captureJob
 	add := func(p, dst string, optional bool, user string) {
-		jobs = append(jobs, &job{p: p, dst: dst, optional: optional, user: user})
+		jobs = append(jobs, &captureJob{p: p, dst: dst, optional: optional, user: user})
 	}
 	// The state dirs are warden's (root's); the run dirs and the
 	// declared captures are what the harness wrote, read with its ids:
@@ -224,12 +260,16 @@ func (s *Session) capture(ctx context.Context, res *CloseResult) error {
 			}
 		}
 	}
-	// A capture inside another one's path comes with that download (a
-	// database declared inside a captured dir, with its journal files):
-	// one round trip instead of several, and the files come from one
-	// tar stream. It is downloaded on its own only when the enclosing
-	// download failed for another reason than a missing path.
-	covering := make([]*job, len(jobs))
+	return jobs
+}
+
+// coveringJobs says, for each job, the outermost other job whose download
+// brings it along (nil for none): a capture inside another one's path, read
+// with the same ids and landing where that download puts it (a database
+// declared inside a captured dir, with its journal files). That is one
+// round trip instead of several, and the files come from one tar stream.
+func coveringJobs(jobs []*captureJob) []*captureJob {
+	covering := make([]*captureJob, len(jobs))
 	for i, j := range jobs {
 		for _, k := range jobs {
 			if k != j && k.user == j.user && strings.HasPrefix(j.p, k.p+"/") &&
@@ -239,41 +279,14 @@ func (s *Session) capture(ctx context.Context, res *CloseResult) error {
 			}
 		}
 	}
-	// The downloads are independent (everything is stopped by now): run
-	// them side by side, then record them in order.
-	download := func(js []*job) {
-		var wg sync.WaitGroup
-		sem := make(chan struct{}, 4)
-		for _, j := range js {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				sem <- struct{}{}
-				defer func() { <-sem }()
-				l := lim
-				if l.Confined {
-					l.User = j.user
-				}
-				j.got, j.err = provider.Fetch(ctx, s.sb, j.p, j.dst, l)
-			}()
-		}
-		wg.Wait()
-	}
-	// The state and run dirs first: the receipts and events the case is
-	// judged on are never starved of the shared budgets by a flood in a
-	// declared capture.
-	var own, first, again []*job
-	for i, j := range jobs {
-		switch {
-		case covering[i] != nil:
-		case j.own:
-			own = append(own, j)
-		default:
-			first = append(first, j)
-		}
-	}
-	download(own)
-	download(first)
+	return covering
+}
+
+// settleCovered gives each covered job its outcome from the download that
+// covered it, and returns those to download on their own: the ones whose
+// enclosing download failed for another reason than a missing path.
+func settleCovered(jobs, covering []*captureJob) []*captureJob {
+	var again []*captureJob
 	for i, j := range jobs {
 		k := covering[i]
 		switch {
@@ -290,7 +303,35 @@ func (s *Session) capture(ctx context.Context, res *CloseResult) error {
 			again = append(again, j)
 		}
 	}
-	download(again)
+	return again
+}
+
+// download fetches js within lim, each with its job's ids when confined.
+// The downloads are independent (everything is stopped by now): they run
+// side by side, four at a time, and are recorded in order afterwards.
+func (s *Session) download(ctx context.Context, lim provider.FetchLimits, js []*captureJob) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 4)
+	for _, j := range js {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			l := lim
+			if l.Confined {
+				l.User = j.user
+			}
+			j.got, j.err = provider.Fetch(ctx, s.sb, j.p, j.dst, l)
+		}()
+	}
+	wg.Wait()
+}
+
+// recordCaptures adds the jobs' outcomes to res in order: a missing
+// capture fails close unless optional, a provider failure is returned
+// alone, any other failure joins the rest.
+func recordCaptures(res *CloseResult, jobs []*captureJob) error {
 	var errs []error
 	for _, j := range jobs {
 		res.Withheld = append(res.Withheld, j.got.Withheld...)

@@ -346,55 +346,201 @@ func (s *Session) Seed(ctx context.Context) (err error) {
 		s.phase = phaseSeeded
 	}()
 	s.seededHere = true
+	return s.seed(ctx)
+}
 
-	info, err := s.sb.Inspect(ctx)
+// seed is Seed's steps in order: upload the tree, verify what was
+// uploaded, run the install, write the seeded marker last.
+func (s *Session) seed(ctx context.Context) error {
+	wardenHost, err := s.inspectSandbox(ctx)
 	if err != nil {
 		return err
 	}
-	if !info.Exists || !info.Running {
-		return provider.Errorf("seed", s.sb.ID(), provider.ErrGone)
-	}
-	s.arch, s.prefix = info.Arch, info.PathPrefix
-	pick := func(what string, m map[string]string) (string, error) {
-		if p, ok := m[s.arch]; ok {
-			return p, nil
-		}
-		return "", fmt.Errorf("pick %s for arch %q: %w", what, s.arch, ErrNoBinary)
-	}
-	wardenHost, err := pick("warden", s.cfg.Binaries.Warden)
-	if err != nil {
-		return err
-	}
-	if s.wardenSHA, err = hashHostFile(wardenHost); err != nil {
-		return err
-	}
-
 	// One transfer for the whole tree: the dirs, warden, the probe, the
 	// removal helper and the adapter's files. Every round trip to the
 	// engine costs more than the bytes.
+	entries, probePath := seedTree{
+		dir: s.dir, uid: s.uid, gid: s.gid, arch: s.arch, warden: wardenHost,
+		bins: s.cfg.Binaries, dirs: s.adapter.Dirs, files: s.adapter.Files,
+	}.entries()
+	// The install step's run dir and params go in the same transfer (one
+	// round trip less); they are made again if bash has to be provided,
+	// which changes the params' path_prefix.
+	install, pe, err := s.installEntries()
+	if err != nil {
+		return err
+	}
+	entries = append(entries, pe...)
+	if err := provider.Put(ctx, s.sb, entries); err != nil {
+		return fmt.Errorf("upload the session tree: %w", err)
+	}
 	wardenPath := path.Join(s.dir, "bin", "warden")
-	entries := []provider.Entry{{Path: s.dir, Dir: true, Mode: 0o755}}
+	expect := map[string]string{wardenPath: s.wardenSHA}
+
+	// One probe run both tells whether the image has bash and hashes
+	// warden; a second one only when bash had to be provided.
+	snap, err := s.inspectImage(ctx, probePath, wardenPath)
+	if err != nil {
+		return err
+	}
+	if s.adapter.NeedsBash && !snap.hasBash {
+		if install, err = s.provideBash(ctx, expect); err != nil {
+			return err
+		}
+	}
+	if err := s.verify(ctx, snap, expect); err != nil {
+		return err
+	}
+	if res, err := s.warden(ctx, "--version"); err != nil {
+		return err
+	} else if res.ExitCode != 0 {
+		return fmt.Errorf("run warden --version in the sandbox: exit %d: %s", res.ExitCode, firstLine(res.Stderr))
+	}
+	if err := s.runInstall(ctx, install); err != nil {
+		return err
+	}
+	marker, _ := json.Marshal(map[string]string{"session": s.id, "adapter": s.adapter.Name, "warden_sha256": s.wardenSHA})
+	return provider.UploadBytes(ctx, s.sb, marker, path.Join(s.dir, "seeded"), 0o644, 0, 0)
+}
+
+// inspectSandbox learns the sandbox's arch and path prefix, and picks and
+// hashes the warden build for that arch; it returns warden's host path.
+func (s *Session) inspectSandbox(ctx context.Context) (string, error) {
+	info, err := s.sb.Inspect(ctx)
+	if err != nil {
+		return "", err
+	}
+	if !info.Exists || !info.Running {
+		return "", provider.Errorf("seed", s.sb.ID(), provider.ErrGone)
+	}
+	s.arch, s.prefix = info.Arch, info.PathPrefix
+	wardenHost, err := s.pick("warden", s.cfg.Binaries.Warden)
+	if err != nil {
+		return "", err
+	}
+	if s.wardenSHA, err = hashHostFile(wardenHost); err != nil {
+		return "", err
+	}
+	return wardenHost, nil
+}
+
+// pick is the build for the sandbox's arch in m.
+func (s *Session) pick(what string, m map[string]string) (string, error) {
+	if p, ok := m[s.arch]; ok {
+		return p, nil
+	}
+	return "", fmt.Errorf("pick %s for arch %q: %w", what, s.arch, ErrNoBinary)
+}
+
+// installEntries builds the adapter's install step (none without an
+// Install) and the entries of its run dir and params.
+func (s *Session) installEntries() (Step, []provider.Entry, error) {
+	if s.adapter.Install == nil {
+		return Step{}, nil, nil
+	}
+	installRun := path.Join(s.dir, "run", "install")
+	install, err := s.adapter.Install(s.env(installRun, ""))
+	if err != nil {
+		return Step{}, nil, fmt.Errorf("build install step of %q: %w", s.adapter.Name, err)
+	}
+	pe, err := s.paramsEntries("install", installRun, install.Params)
+	return install, pe, err
+}
+
+// provideBash uploads the static bash for an adapter that needs bash in
+// an image without one, with the install step rebuilt for it (returned),
+// and adds its sha256 to expect.
+func (s *Session) provideBash(ctx context.Context, expect map[string]string) (Step, error) {
+	bashHost, err := s.pick("bash", s.cfg.Binaries.Bash)
+	if err != nil {
+		return Step{}, fmt.Errorf("adapter %q needs bash and the image has none: %w", s.adapter.Name, err)
+	}
+	bashPath := path.Join(s.dir, "bin", "bash")
+	s.bashProvided = true
+	install, pe, err := s.installEntries()
+	if err != nil {
+		return Step{}, err
+	}
+	put := append([]provider.Entry{{Path: bashPath, HostPath: bashHost, Mode: 0o755}}, pe...)
+	if err := provider.Put(ctx, s.sb, put); err != nil {
+		return Step{}, err
+	}
+	sum, err := hashHostFile(bashHost)
+	if err != nil {
+		return Step{}, err
+	}
+	expect[bashPath] = sum
+	return install, nil
+}
+
+// runInstall runs the adapter's install step under warden, when it has
+// one; anything but a confirmed exit 0 fails the seed.
+func (s *Session) runInstall(ctx context.Context, install Step) error {
+	if s.adapter.Install == nil {
+		return nil
+	}
+	s.installRan = true
+	r, err := s.launch(ctx, "install", install.Params, install.Deadline, true)
+	if err != nil {
+		return fmt.Errorf("install %q: %w", s.adapter.Name, err)
+	}
+	if !r.Receipt.CleanupConfirmed || r.Receipt.ReturnCode == nil || *r.Receipt.ReturnCode != 0 {
+		// Say why when warden's runner says it (a CLI that could not
+		// be started, say): one download, on the failure path only.
+		return &ReceiptError{Launch: "install", Receipt: r.Receipt, Err: ErrInstallFailed,
+			Said: s.runnerSaid(ctx, path.Join(s.dir, "state", "install"))}
+	}
+	return nil
+}
+
+// seedTree is what the session tree is built from: the session dir, the
+// harness user's ids, the sandbox's arch, warden's host path (picked for
+// that arch), the other builds by arch and the adapter's dirs and files.
+type seedTree struct {
+	dir      string
+	uid, gid int
+	arch     string
+	warden   string
+	bins     Binaries
+	dirs     []string
+	files    map[string]File
+}
+
+// entries is the tree as one transfer, in the order it is made: the
+// session's own dirs, warden, the probe and the removal helper when there
+// is a build for the arch, each adapter dir with its missing parents
+// (once each), then the adapter's files sorted by path. probe is the
+// probe's sandbox path, "" when none is uploaded.
+func (t seedTree) entries() (entries []provider.Entry, probe string) {
+	entries = []provider.Entry{{Path: t.dir, Dir: true, Mode: 0o755}}
 	for _, d := range []string{"bin", "tools", "state", "run"} {
-		entries = append(entries, provider.Entry{Path: path.Join(s.dir, d), Dir: true, Mode: 0o755})
+		entries = append(entries, provider.Entry{Path: path.Join(t.dir, d), Dir: true, Mode: 0o755})
 	}
 	entries = append(entries,
-		provider.Entry{Path: path.Join(s.dir, "home"), Dir: true, Mode: 0o700, UID: s.uid, GID: s.gid},
-		provider.Entry{Path: wardenPath, HostPath: wardenHost, Mode: 0o755})
-	var probePath string
-	if probeHost, ok := s.cfg.Binaries.Probe[s.arch]; ok {
-		probePath = path.Join(s.dir, "tools", "probe")
-		entries = append(entries, provider.Entry{Path: probePath, HostPath: probeHost, Mode: 0o755})
+		provider.Entry{Path: path.Join(t.dir, "home"), Dir: true, Mode: 0o700, UID: t.uid, GID: t.gid},
+		provider.Entry{Path: path.Join(t.dir, "bin", "warden"), HostPath: t.warden, Mode: 0o755})
+	if probeHost, ok := t.bins.Probe[t.arch]; ok {
+		probe = path.Join(t.dir, "tools", "probe")
+		entries = append(entries, provider.Entry{Path: probe, HostPath: probeHost, Mode: 0o755})
 	}
-	if rm, ok := s.cfg.Binaries.Rmtree[s.arch]; ok {
-		entries = append(entries, provider.Entry{Path: path.Join(s.dir, "bin", "rmtree"), HostPath: rm, Mode: 0o755})
+	if rm, ok := t.bins.Rmtree[t.arch]; ok {
+		entries = append(entries, provider.Entry{Path: path.Join(t.dir, "bin", "rmtree"), HostPath: rm, Mode: 0o755})
 	}
+	entries = t.adapterDirs(entries)
+	return append(entries, t.adapterFiles()...), probe
+}
+
+// adapterDirs appends each adapter dir below the session dir, and each of
+// its parents not already in entries, owned by the harness user, 0700.
+// A dir is cleaned as if absolute, so ".." never climbs out.
+func (t seedTree) adapterDirs(entries []provider.Entry) []provider.Entry {
 	made := map[string]bool{}
 	for _, e := range entries {
 		made[e.Path] = true
 	}
-	for _, d := range s.adapter.Dirs {
+	for _, d := range t.dirs {
 		rel := path.Clean("/" + d)
-		p := s.dir
+		p := t.dir
 		for _, part := range strings.Split(strings.TrimPrefix(rel, "/"), "/") {
 			if part == "" {
 				continue
@@ -402,22 +548,30 @@ func (s *Session) Seed(ctx context.Context) (err error) {
 			p = path.Join(p, part)
 			if !made[p] {
 				made[p] = true
-				entries = append(entries, provider.Entry{Path: p, Dir: true, Mode: 0o700, UID: s.uid, GID: s.gid})
+				entries = append(entries, provider.Entry{Path: p, Dir: true, Mode: 0o700, UID: t.uid, GID: t.gid})
 			}
 		}
 	}
-	rels := make([]string, 0, len(s.adapter.Files))
-	for rel := range s.adapter.Files {
+	return entries
+}
+
+// adapterFiles are the adapter's files below the session dir, sorted by
+// path, owned by the harness user; a zero mode is 0644, and a file given
+// neither a host path nor data is empty.
+func (t seedTree) adapterFiles() []provider.Entry {
+	rels := make([]string, 0, len(t.files))
+	for rel := range t.files {
 		rels = append(rels, rel)
 	}
 	slices.Sort(rels)
+	var entries []provider.Entry
 	for _, rel := range rels {
-		f := s.adapter.Files[rel]
+		f := t.files[rel]
 		mode := f.Mode
 		if mode == 0 {
 			mode = 0o644
 		}
-		e := provider.Entry{Path: path.Join(s.dir, path.Clean("/"+rel)), Mode: mode, UID: s.uid, GID: s.gid}
+		e := provider.Entry{Path: path.Join(t.dir, path.Clean("/"+rel)), Mode: mode, UID: t.uid, GID: t.gid}
 		if f.HostPath != "" {
 			e.HostPath = f.HostPath
 		} else {
@@ -428,83 +582,7 @@ func (s *Session) Seed(ctx context.Context) (err error) {
 		}
 		entries = append(entries, e)
 	}
-	// The install step's run dir and params go in the same transfer (one
-	// round trip less); they are made again below if bash has to be
-	// provided, which changes the params' path_prefix.
-	installRun := path.Join(s.dir, "run", "install")
-	var install Step
-	installEntries := func() ([]provider.Entry, error) {
-		if s.adapter.Install == nil {
-			return nil, nil
-		}
-		var err error
-		if install, err = s.adapter.Install(s.env(installRun, "")); err != nil {
-			return nil, fmt.Errorf("build install step of %q: %w", s.adapter.Name, err)
-		}
-		return s.paramsEntries("install", installRun, install.Params)
-	}
-	pe, err := installEntries()
-	if err != nil {
-		return err
-	}
-	entries = append(entries, pe...)
-	if err := provider.Put(ctx, s.sb, entries); err != nil {
-		return fmt.Errorf("upload the session tree: %w", err)
-	}
-	expect := map[string]string{wardenPath: s.wardenSHA}
-
-	// One probe run both tells whether the image has bash and hashes
-	// warden; a second one only when bash had to be provided.
-	snap, err := s.inspectImage(ctx, probePath, wardenPath)
-	if err != nil {
-		return err
-	}
-	if s.adapter.NeedsBash && !snap.hasBash {
-		bashHost, err := pick("bash", s.cfg.Binaries.Bash)
-		if err != nil {
-			return fmt.Errorf("adapter %q needs bash and the image has none: %w", s.adapter.Name, err)
-		}
-		bashPath := path.Join(s.dir, "bin", "bash")
-		s.bashProvided = true
-		pe, err := installEntries()
-		if err != nil {
-			return err
-		}
-		put := append([]provider.Entry{{Path: bashPath, HostPath: bashHost, Mode: 0o755}}, pe...)
-		if err := provider.Put(ctx, s.sb, put); err != nil {
-			return err
-		}
-		sum, err := hashHostFile(bashHost)
-		if err != nil {
-			return err
-		}
-		expect[bashPath] = sum
-	}
-	if err := s.verify(ctx, snap, expect); err != nil {
-		return err
-	}
-	if res, err := s.warden(ctx, "--version"); err != nil {
-		return err
-	} else if res.ExitCode != 0 {
-		return fmt.Errorf("run warden --version in the sandbox: exit %d: %s", res.ExitCode, firstLine(res.Stderr))
-	}
-
-	if s.adapter.Install != nil {
-		s.installRan = true
-		r, err := s.launch(ctx, "install", install.Params, install.Deadline, true)
-		if err != nil {
-			return fmt.Errorf("install %q: %w", s.adapter.Name, err)
-		}
-		if !r.Receipt.CleanupConfirmed || r.Receipt.ReturnCode == nil || *r.Receipt.ReturnCode != 0 {
-			// Say why when warden's runner says it (a CLI that could not
-			// be started, say): one download, on the failure path only.
-			return &ReceiptError{Launch: "install", Receipt: r.Receipt, Err: ErrInstallFailed,
-				Said: s.runnerSaid(ctx, path.Join(s.dir, "state", "install"))}
-		}
-	}
-
-	marker, _ := json.Marshal(map[string]string{"session": s.id, "adapter": s.adapter.Name, "warden_sha256": s.wardenSHA})
-	return provider.UploadBytes(ctx, s.sb, marker, path.Join(s.dir, "seeded"), 0o644, 0, 0)
+	return entries
 }
 
 // imageFacts is what seed learns from the probe.

@@ -255,21 +255,7 @@ func (s *Summary) Write(w io.Writer) {
 // than left to whatever runs as pid 1. The error is for a soak that could
 // not run at all; what the cycles found is in the Summary.
 func Run(ctx context.Context, cfg Config) (*Summary, error) {
-	if cfg.Cycles <= 0 {
-		cfg.Cycles = 1000
-	}
-	if cfg.Parallel <= 0 {
-		cfg.Parallel = 4
-	}
-	if cfg.Scenarios == nil {
-		cfg.Scenarios = Scenarios
-	}
-	if cfg.ReadyTimeout <= 0 {
-		cfg.ReadyTimeout = 30 * time.Second
-	}
-	if cfg.Progress == nil {
-		cfg.Progress = io.Discard
-	}
+	cfg = cfg.withDefaults()
 	for _, bin := range []string{cfg.Warden, cfg.Adversary} {
 		if fi, err := os.Stat(bin); err != nil || fi.IsDir() {
 			return nil, fmt.Errorf("binary %q: not a file (%v)", bin, err)
@@ -288,50 +274,44 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	}
 
 	start := time.Now()
-	sum := &Summary{Cycles: cfg.Cycles, PerScenario: map[string]Percentiles{}, Leftovers: []Leftover{}, Errors: []string{}, Tiers: map[string]int{}}
-	var (
-		mu         sync.Mutex
-		lat, stops []time.Duration
-		byCycle    = map[int]time.Duration{}
-		byScenario = map[string][]time.Duration{}
-		lastPrint  time.Time
-		kept       bool
-	)
-	record := func(c *Cycle) {
-		mu.Lock()
-		defer mu.Unlock()
-		sum.Completed++
-		sum.Checked += c.Checked
-		sum.Leftovers = append(sum.Leftovers, c.Leftovers...)
-		if c.Tier != "" {
-			sum.Tiers[c.Tier]++
-		}
-		switch c.Receipt {
-		case "missing":
-			sum.Missing++
-		case "unconfirmed":
-			sum.Unconfirmed++
-		case "confirmed":
-			lat = append(lat, c.Latency)
-			byCycle[c.N] = c.Latency
-			stops = append(stops, time.Duration(c.StopSeconds*float64(time.Second)))
-			byScenario[c.Scenario] = append(byScenario[c.Scenario], c.Latency)
-		}
-		if c.Err != "" {
-			sum.Errors = append(sum.Errors, fmt.Sprintf("cycle %d (%s): %s", c.N, c.Scenario, c.Err))
-		}
-		if !c.clean() {
-			kept = true
-			fmt.Fprintf(cfg.Progress, "soak: cycle %d (%s) FAILED: receipt %q, %d leftovers, error %q; dir %s\n",
-				c.N, c.Scenario, c.Receipt, len(c.Leftovers), c.Err, c.Dir)
-		}
-		if now := time.Now(); now.Sub(lastPrint) >= time.Second || sum.Completed == cfg.Cycles {
-			lastPrint = now
-			fmt.Fprintf(cfg.Progress, "soak: %d/%d cycles, %d leftovers, %d missing, %d unconfirmed, %d errors; stop %s\n",
-				sum.Completed, cfg.Cycles, len(sum.Leftovers), sum.Missing, sum.Unconfirmed, len(sum.Errors), percentiles(lat))
-		}
+	t := newTally(cfg)
+	runCycles(ctx, cfg, t.record)
+	sum := t.summary(time.Since(start))
+	if t.kept {
+		sum.KeptDir = cfg.Dir
+	} else if ownDir {
+		os.RemoveAll(cfg.Dir)
 	}
+	if ctx.Err() != nil && sum.Completed < sum.Cycles {
+		sum.Errors = append(sum.Errors, fmt.Sprintf("interrupted after %d cycles: %v", sum.Completed, ctx.Err()))
+	}
+	return sum, nil
+}
 
+// withDefaults fills the zero fields Config documents.
+func (cfg Config) withDefaults() Config {
+	if cfg.Cycles <= 0 {
+		cfg.Cycles = 1000
+	}
+	if cfg.Parallel <= 0 {
+		cfg.Parallel = 4
+	}
+	if cfg.Scenarios == nil {
+		cfg.Scenarios = Scenarios
+	}
+	if cfg.ReadyTimeout <= 0 {
+		cfg.ReadyTimeout = 30 * time.Second
+	}
+	if cfg.Progress == nil {
+		cfg.Progress = io.Discard
+	}
+	return cfg
+}
+
+// runCycles runs the cycles, cfg.Parallel at a time, each with its
+// scenario in rotation, until all ran or ctx ends; a clean cycle's dir is
+// removed before it is recorded.
+func runCycles(ctx context.Context, cfg Config, record func(*Cycle)) {
 	next := make(chan int)
 	var wg sync.WaitGroup
 	for w := 0; w < cfg.Parallel; w++ {
@@ -359,49 +339,109 @@ feed:
 	}
 	close(next)
 	wg.Wait()
+}
 
-	sum.Wall = time.Since(start)
-	sum.Latency = percentiles(lat)
-	sum.ReceiptStop = percentiles(stops)
-	for n, ds := range byScenario {
+// tally is the soak's running count, which the cycles record into as they
+// end, with the latencies the summary's percentiles are taken from.
+type tally struct {
+	cfg        Config
+	mu         sync.Mutex
+	sum        *Summary
+	lat, stops []time.Duration
+	byCycle    map[int]time.Duration
+	byScenario map[string][]time.Duration
+	lastPrint  time.Time
+	kept       bool // a cycle failed: its dir is kept
+}
+
+func newTally(cfg Config) *tally {
+	return &tally{cfg: cfg, byCycle: map[int]time.Duration{}, byScenario: map[string][]time.Duration{},
+		sum: &Summary{Cycles: cfg.Cycles, PerScenario: map[string]Percentiles{}, Leftovers: []Leftover{}, Errors: []string{}, Tiers: map[string]int{}}}
+}
+
+// record counts one cycle and prints progress at most once a second (and
+// for the last cycle), and at once for a failed one.
+func (t *tally) record(c *Cycle) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	sum, cfg := t.sum, t.cfg
+	sum.Completed++
+	sum.Checked += c.Checked
+	sum.Leftovers = append(sum.Leftovers, c.Leftovers...)
+	if c.Tier != "" {
+		sum.Tiers[c.Tier]++
+	}
+	switch c.Receipt {
+	case "missing":
+		sum.Missing++
+	case "unconfirmed":
+		sum.Unconfirmed++
+	case "confirmed":
+		t.lat = append(t.lat, c.Latency)
+		t.byCycle[c.N] = c.Latency
+		t.stops = append(t.stops, time.Duration(c.StopSeconds*float64(time.Second)))
+		t.byScenario[c.Scenario] = append(t.byScenario[c.Scenario], c.Latency)
+	}
+	if c.Err != "" {
+		sum.Errors = append(sum.Errors, fmt.Sprintf("cycle %d (%s): %s", c.N, c.Scenario, c.Err))
+	}
+	if !c.clean() {
+		t.kept = true
+		fmt.Fprintf(cfg.Progress, "soak: cycle %d (%s) FAILED: receipt %q, %d leftovers, error %q; dir %s\n",
+			c.N, c.Scenario, c.Receipt, len(c.Leftovers), c.Err, c.Dir)
+	}
+	if now := time.Now(); now.Sub(t.lastPrint) >= time.Second || sum.Completed == cfg.Cycles {
+		t.lastPrint = now
+		fmt.Fprintf(cfg.Progress, "soak: %d/%d cycles, %d leftovers, %d missing, %d unconfirmed, %d errors; stop %s\n",
+			sum.Completed, cfg.Cycles, len(sum.Leftovers), sum.Missing, sum.Unconfirmed, len(sum.Errors), percentiles(t.lat))
+	}
+}
+
+// summary is the tally's Summary once every cycle has ended, wall long.
+func (t *tally) summary(wall time.Duration) *Summary {
+	sum := t.sum
+	sum.Wall = wall
+	sum.Latency = percentiles(t.lat)
+	sum.ReceiptStop = percentiles(t.stops)
+	for n, ds := range t.byScenario {
 		sum.PerScenario[n] = percentiles(ds)
 	}
-	var first, last []time.Duration
-	win := DriftWindow(cfg.Cycles)
-	for n := 0; n < cfg.Cycles; n++ {
+	sum.First, sum.Last, sum.Tenths = drift(t.byCycle, t.cfg.Cycles)
+	if sum.First.P50 > 0 {
+		sum.Drift = float64(sum.Last.P50) / float64(sum.First.P50)
+	}
+	return sum
+}
+
+// drift is what the latency drift is read from, by cycle number: the
+// first and the last DriftWindow cycles' percentiles and, from 10 cycles
+// on, each tenth's p50. Cycles without a confirmed receipt (absent from
+// byCycle) are left out.
+func drift(byCycle map[int]time.Duration, cycles int) (first, last Percentiles, tenths []time.Duration) {
+	var fs, ls []time.Duration
+	win := DriftWindow(cycles)
+	for n := 0; n < cycles; n++ {
 		d, ok := byCycle[n]
 		switch {
 		case !ok:
 		case n < win:
-			first = append(first, d)
-		case n >= cfg.Cycles-win:
-			last = append(last, d)
+			fs = append(fs, d)
+		case n >= cycles-win:
+			ls = append(ls, d)
 		}
 	}
-	sum.First, sum.Last = percentiles(first), percentiles(last)
-	if cfg.Cycles >= 10 {
+	if cycles >= 10 {
 		for t := 0; t < 10; t++ {
 			var part []time.Duration
-			for n := t * cfg.Cycles / 10; n < (t+1)*cfg.Cycles/10; n++ {
+			for n := t * cycles / 10; n < (t+1)*cycles/10; n++ {
 				if d, ok := byCycle[n]; ok {
 					part = append(part, d)
 				}
 			}
-			sum.Tenths = append(sum.Tenths, percentiles(part).P50)
+			tenths = append(tenths, percentiles(part).P50)
 		}
 	}
-	if sum.First.P50 > 0 {
-		sum.Drift = float64(sum.Last.P50) / float64(sum.First.P50)
-	}
-	if kept {
-		sum.KeptDir = cfg.Dir
-	} else if ownDir {
-		os.RemoveAll(cfg.Dir)
-	}
-	if ctx.Err() != nil && sum.Completed < sum.Cycles {
-		sum.Errors = append(sum.Errors, fmt.Sprintf("interrupted after %d cycles: %v", sum.Completed, ctx.Err()))
-	}
-	return sum, nil
+	return percentiles(fs), percentiles(ls), tenths
 }
 
 // commandTimeout bounds every warden command a cycle runs.
@@ -484,119 +524,21 @@ func runCycle(ctx context.Context, cfg Config, n int, sc Scenario) *Cycle {
 		c.Err = err.Error()
 		return c
 	}
-	args := []string{"supervise", "--state", state, "--deadline", "600", "--grace", strconv.FormatFloat(cfg.Grace, 'f', -1, 64),
-		"--detach"}
-	if cfg.Tier != "" {
-		args = append(args, "--tier", cfg.Tier)
-	}
-	args = append(args, "--", cfg.Adversary, "--record", rec)
 	// A hopper is known by its name alone (its pids do not last): one
 	// name per cycle, so a leftover can be told from another cycle's.
 	hopName := fmt.Sprintf("hop%d", n%100000)
-	code, stdout, stderr, err := wardenCmdEnv(ctx, []string{"ADVERSARY_HOP_NAME=" + hopName}, cfg.Warden, c.Dir, append(args, sc.Roles...)...)
-	if err != nil || code != 0 {
-		c.Err = fmt.Sprintf("supervise --detach: exit %d, %v, stderr %q", code, err, stderr)
-		// Whatever it may have started is still checked below.
-	}
-	var sup witness.ID
-	if err == nil && code == 0 {
-		if d, derr := witness.ParseDetached(stdout); derr != nil {
-			c.Err = derr.Error()
-		} else if st, serr := witness.Proc.ReadStat(d.SupervisorPID); serr == nil {
-			sup = st.ID()
-		} else {
-			c.Err = fmt.Sprintf("supervisor %d is not in /proc right after --detach: %v", d.SupervisorPID, serr)
-		}
-	}
+	sup := c.launch(ctx, cfg, sc, state, rec, hopName)
 	if c.Err == "" {
 		c.Err = awaitReady(ctx, cfg, rec, state)
 	}
-	// The positive control: every process that should run at ready is
-	// alive and visible under its recorded name.
 	if c.Err == "" {
-		r, err := witness.ReadRecord(rec)
-		if err != nil {
-			c.Err = err.Error()
-		} else {
-			for _, p := range r.Procs {
-				if _, exited := r.Exits[p.PID]; exited || exitByDesign[p.Role] {
-					continue
-				}
-				st, err := witness.Proc.Lookup(p.ID())
-				if err != nil || st.Comm != p.Comm || st.Dead() {
-					c.Err = fmt.Sprintf("positive control: %s %d@%d not alive and visible at ready (%+v, %v)", p.Role, p.PID, p.StartTime, st, err)
-					break
-				}
-			}
-		}
+		c.Err = positiveControl(rec)
 	}
-
-	// Always stop, even after an error or an interrupt, so that nothing
-	// this cycle started is left running; time it only when the launch got
-	// to ready.
-	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commandTimeout)
-	defer cancel()
-	t0 := time.Now()
-	code, _, stderr, err = wardenCmd(stopCtx, cfg.Warden, c.Dir, "stop", "--state", state, "--wait", "60")
-	c.Latency = time.Since(t0)
-	c.StopExit = code
-	if err != nil && c.Err == "" {
-		c.Err = err.Error()
-	}
-	c.judgeReceipt(state, code, stderr)
-
-	// Every recorded process, read again: a TERM handler may have
-	// started more during the stop.
-	r, rerr := witness.ReadRecord(rec)
-	if rerr != nil && !os.IsNotExist(rerr) && c.Err == "" {
-		c.Err = rerr.Error()
-	}
-	var leftovers []witness.ID
-	if r != nil {
-		seen := map[witness.ID]bool{}
-		for _, p := range append(append([]witness.Line{}, r.Procs...), r.Spawned...) {
-			id := p.ID()
-			if seen[id] {
-				continue
-			}
-			seen[id] = true
-			c.Checked++
-			if st, err := witness.Proc.Lookup(id); running(id) {
-				c.Leftovers = append(c.Leftovers, Leftover{Cycle: n, Scenario: sc.Name, Role: p.Role, ID: id, Comm: st.Comm, State: describe(st, err)})
-				leftovers = append(leftovers, id)
-			}
-		}
-	}
-	// A hopper leaves no pid to look up: each incarnation writes its pid to
-	// the heartbeat file as it starts. A hopper alive after the receipt
-	// keeps writing (about once a millisecond): watch the file a while.
-	if hb := rec + ".hops"; slices.Contains(sc.Roles, "hopper") {
-		if lines := countLines(hb); lines == 0 && c.Err == "" {
-			c.Err = "positive control: the hopper never wrote its heartbeat"
-		} else {
-			c.Checked++
-			for deadline := time.Now().Add(30 * time.Millisecond); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
-				if now := countLines(hb); now != lines {
-					c.Leftovers = append(c.Leftovers, Leftover{Cycle: n, Scenario: sc.Name, Role: "hopper", Comm: hopName,
-						State: fmt.Sprintf("heartbeat went on after the receipt: %d -> %d lines", lines, now)})
-					killNamed(hopName)
-					break
-				}
-			}
-		}
-	}
-	// The supervisor has nothing left to do once its receipt is written
-	// (no services here): it must exit too.
-	if sup.PID != 0 {
-		deadline := time.Now().Add(10 * time.Second)
-		for running(sup) && time.Now().Before(deadline) {
-			time.Sleep(5 * time.Millisecond)
-		}
-		if running(sup) {
-			st, err := witness.Proc.Lookup(sup)
-			c.Leftovers = append(c.Leftovers, Leftover{Cycle: n, Scenario: sc.Name, Role: "supervisor", ID: sup, Comm: st.Comm, State: describe(st, err)})
-			leftovers = append(leftovers, sup)
-		}
+	c.stop(ctx, cfg, state)
+	leftovers := c.checkRecorded(rec)
+	c.checkHopper(sc, rec, hopName)
+	if sup.PID != 0 && c.supervisorLeft(sup) {
+		leftovers = append(leftovers, sup)
 	}
 	// Leftovers are reported above; now end them, by identity only.
 	for _, id := range leftovers {
@@ -615,6 +557,139 @@ func runCycle(ctx context.Context, cfg Config, n int, sc Scenario) *Cycle {
 		reapZombie(sup)
 	}
 	return c
+}
+
+// launch starts the adversary under `warden supervise --detach` with the
+// scenario's roles and returns the supervisor's identity (zero when the
+// launch failed or it could not be read: whatever it may have started is
+// still checked by the cycle).
+func (c *Cycle) launch(ctx context.Context, cfg Config, sc Scenario, state, rec, hopName string) witness.ID {
+	args := []string{"supervise", "--state", state, "--deadline", "600", "--grace", strconv.FormatFloat(cfg.Grace, 'f', -1, 64),
+		"--detach"}
+	if cfg.Tier != "" {
+		args = append(args, "--tier", cfg.Tier)
+	}
+	args = append(args, "--", cfg.Adversary, "--record", rec)
+	code, stdout, stderr, err := wardenCmdEnv(ctx, []string{"ADVERSARY_HOP_NAME=" + hopName}, cfg.Warden, c.Dir, append(args, sc.Roles...)...)
+	if err != nil || code != 0 {
+		c.Err = fmt.Sprintf("supervise --detach: exit %d, %v, stderr %q", code, err, stderr)
+		return witness.ID{}
+	}
+	d, err := witness.ParseDetached(stdout)
+	if err != nil {
+		c.Err = err.Error()
+		return witness.ID{}
+	}
+	st, err := witness.Proc.ReadStat(d.SupervisorPID)
+	if err != nil {
+		c.Err = fmt.Sprintf("supervisor %d is not in /proc right after --detach: %v", d.SupervisorPID, err)
+		return witness.ID{}
+	}
+	return st.ID()
+}
+
+// positiveControl checks that every process that should run at ready is
+// alive and visible under its recorded name; "" when they all are.
+func positiveControl(rec string) string {
+	r, err := witness.ReadRecord(rec)
+	if err != nil {
+		return err.Error()
+	}
+	for _, p := range r.Procs {
+		if _, exited := r.Exits[p.PID]; exited || exitByDesign[p.Role] {
+			continue
+		}
+		st, err := witness.Proc.Lookup(p.ID())
+		if err != nil || st.Comm != p.Comm || st.Dead() {
+			return fmt.Sprintf("positive control: %s %d@%d not alive and visible at ready (%+v, %v)", p.Role, p.PID, p.StartTime, st, err)
+		}
+	}
+	return ""
+}
+
+// stop runs `warden stop --wait` and judges its receipt. It always runs,
+// even after an error or an interrupt, so that nothing this cycle started
+// is left running; its latency counts only when the launch got to ready.
+func (c *Cycle) stop(ctx context.Context, cfg Config, state string) {
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commandTimeout)
+	defer cancel()
+	t0 := time.Now()
+	code, _, stderr, err := wardenCmd(stopCtx, cfg.Warden, c.Dir, "stop", "--state", state, "--wait", "60")
+	c.Latency = time.Since(t0)
+	c.StopExit = code
+	if err != nil && c.Err == "" {
+		c.Err = err.Error()
+	}
+	c.judgeReceipt(state, code, stderr)
+}
+
+// checkRecorded looks up every process the fixture recorded, read again
+// (a TERM handler may have started more during the stop), and returns
+// those still running after the receipt, each recorded as a leftover.
+func (c *Cycle) checkRecorded(rec string) []witness.ID {
+	r, rerr := witness.ReadRecord(rec)
+	if rerr != nil && !os.IsNotExist(rerr) && c.Err == "" {
+		c.Err = rerr.Error()
+	}
+	if r == nil {
+		return nil
+	}
+	var leftovers []witness.ID
+	seen := map[witness.ID]bool{}
+	for _, p := range append(append([]witness.Line{}, r.Procs...), r.Spawned...) {
+		id := p.ID()
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		c.Checked++
+		if st, err := witness.Proc.Lookup(id); running(id) {
+			c.Leftovers = append(c.Leftovers, Leftover{Cycle: c.N, Scenario: c.Scenario, Role: p.Role, ID: id, Comm: st.Comm, State: describe(st, err)})
+			leftovers = append(leftovers, id)
+		}
+	}
+	return leftovers
+}
+
+// checkHopper watches a hopper's heartbeat file: a hopper leaves no pid to
+// look up, each incarnation writes its pid there as it starts, and one
+// alive after the receipt keeps writing (about once a millisecond). An
+// escaped hopper is a leftover, ended by its name.
+func (c *Cycle) checkHopper(sc Scenario, rec, hopName string) {
+	hb := rec + ".hops"
+	if !slices.Contains(sc.Roles, "hopper") {
+		return
+	}
+	lines := countLines(hb)
+	if lines == 0 && c.Err == "" {
+		c.Err = "positive control: the hopper never wrote its heartbeat"
+		return
+	}
+	c.Checked++
+	for deadline := time.Now().Add(30 * time.Millisecond); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+		if now := countLines(hb); now != lines {
+			c.Leftovers = append(c.Leftovers, Leftover{Cycle: c.N, Scenario: c.Scenario, Role: "hopper", Comm: hopName,
+				State: fmt.Sprintf("heartbeat went on after the receipt: %d -> %d lines", lines, now)})
+			killNamed(hopName)
+			return
+		}
+	}
+}
+
+// supervisorLeft reports whether the supervisor outlived its receipt by
+// 10 s, recording it as a leftover: with its receipt written it has
+// nothing left to do (no services here), so it must exit too.
+func (c *Cycle) supervisorLeft(sup witness.ID) bool {
+	deadline := time.Now().Add(10 * time.Second)
+	for running(sup) && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !running(sup) {
+		return false
+	}
+	st, err := witness.Proc.Lookup(sup)
+	c.Leftovers = append(c.Leftovers, Leftover{Cycle: c.N, Scenario: c.Scenario, Role: "supervisor", ID: sup, Comm: st.Comm, State: describe(st, err)})
+	return true
 }
 
 // killNamed ends an escaped hopper (its name is unique to its cycle): the

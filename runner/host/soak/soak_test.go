@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -146,4 +147,45 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(string(p))
 	return len(p), nil
+}
+
+// The drift compares the first and last DriftWindow cycles and shows each
+// tenth's p50; a cycle without a confirmed receipt is in neither.
+func TestDriftWindows(t *testing.T) {
+	const cycles = 20
+	byCycle := map[int]time.Duration{}
+	for n := 0; n < cycles; n++ {
+		if n != 3 { // cycle 3 had no confirmed receipt
+			byCycle[n] = time.Duration(n+1) * time.Millisecond
+		}
+	}
+	first, last, tenths := drift(byCycle, cycles)
+	ms := func(ns ...int) []time.Duration {
+		var ds []time.Duration
+		for _, n := range ns {
+			ds = append(ds, time.Duration(n)*time.Millisecond)
+		}
+		return ds
+	}
+	if want := percentiles(ms(1, 2, 3, 5, 6, 7, 8, 9, 10)); first != want {
+		t.Errorf("first window %+v, want %+v (cycles 0-9 but 3)", first, want)
+	}
+	if want := percentiles(ms(11, 12, 13, 14, 15, 16, 17, 18, 19, 20)); last != want {
+		t.Errorf("last window %+v, want %+v (cycles 10-19)", last, want)
+	}
+	var want []time.Duration
+	for _, pair := range [][]int{{1, 2}, {3}, {5, 6}, {7, 8}, {9, 10}, {11, 12}, {13, 14}, {15, 16}, {17, 18}, {19, 20}} {
+		want = append(want, percentiles(ms(pair...)).P50)
+	}
+	if !slices.Equal(tenths, want) {
+		t.Errorf("tenths %v, want %v", tenths, want)
+	}
+	// With an odd count the middle cycle is in neither window.
+	byCycle[20] = 21 * time.Millisecond
+	if _, last, _ := drift(byCycle, 21); last != percentiles(ms(12, 13, 14, 15, 16, 17, 18, 19, 20, 21)) {
+		t.Errorf("last window of 21 cycles %+v, want cycles 11-20", last)
+	}
+	if _, _, tenths := drift(byCycle, 9); tenths != nil {
+		t.Errorf("tenths of 9 cycles %v, want none", tenths)
+	}
 }
