@@ -218,11 +218,41 @@ type HarnessRuntime struct {
 	// npm preparer), left out of TreeSHA256 so the tree hashes the same on
 	// every host.
 	Node *HostBinary `json:"node,omitempty"`
+	// GlibcLayer is the host's glibc the runtime carried into an image
+	// without glibc (absent when it carried none).
+	GlibcLayer *GlibcLayer `json:"glibc_layer,omitempty"`
 	// CLIVersion is the first line of the CLI's own version output, run
 	// under warden with a deadline; empty when not run.
 	CLIVersion string `json:"cli_version,omitempty"`
 	// CLIVersionError says why the version output is missing.
 	CLIVersionError string `json:"cli_version_error,omitempty"`
+}
+
+// GlibcLayer is a runtime's glibc layer: the loader written into its
+// executables' PT_INTERP and the dir given as LD_LIBRARY_PATH (sandbox
+// paths), each file copied from the host with its sha256, and each
+// executable whose interpreter was rewritten, hashed after the edit.
+type GlibcLayer struct {
+	Loader  string            `json:"loader"`
+	LibDir  string            `json:"lib_dir"`
+	Files   []GlibcLayerFile  `json:"files"`
+	Patched []GlibcLayerPatch `json:"patched"`
+}
+
+// GlibcLayerFile is a file of a glibc layer: its path in the runtime tree,
+// the host file it came from, and its sha256.
+type GlibcLayerFile struct {
+	Path   string `json:"path"`
+	Source string `json:"source"`
+	SHA256 string `json:"sha256"`
+}
+
+// GlibcLayerPatch is an executable of the runtime whose interpreter was
+// rewritten in place: what it was, and the file's sha256 after.
+type GlibcLayerPatch struct {
+	Path      string `json:"path"`
+	OldInterp string `json:"old_interp"`
+	SHA256    string `json:"sha256"`
 }
 
 // HostBinary is a binary of the runtime tree taken from the host.

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/sandproof/sandproof/runner/host/glibc"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -51,6 +52,14 @@ type Prepared struct {
 	// the manifest's requires (a platform's own requires); nil adds
 	// nothing.
 	Requires []string
+	// GlibcLayer is the glibc the runtime carries for an image without
+	// one (nil: none). It is in the tree's glibc/ dir; its executables'
+	// loader is GlibcLayerMountDir/ld.so, where the case mounts that dir,
+	// and they need LD_LIBRARY_PATH=GlibcLayerMountDir.
+	GlibcLayer *glibc.Layer
+	// Provides are requirements the runtime meets itself (the layer's
+	// glibc, libstdc++, libgcc): not asked of the image.
+	Provides []string
 }
 
 // HostPart is a file of the runtime tree that came from the host.

@@ -3,6 +3,7 @@ package adapter
 import (
 	"fmt"
 	"io/fs"
+	"maps"
 	"net/url"
 	"path"
 	"path/filepath"
@@ -24,12 +25,20 @@ type Context struct {
 	RuntimeDir string
 	// NeedsBash overrides the manifest's `requires: [bash]` when set.
 	NeedsBash bool
+	// RuntimeEnv is set in every step's environment over the manifest's
+	// (a glibc layer's LD_LIBRARY_PATH); nil sets nothing.
+	RuntimeEnv map[string]string
 }
 
 // RuntimeMountDir is where a mounted runtime appears in the sandbox.
 func RuntimeMountDir(name string) string {
 	return session.DefaultBaseDir + "/runtime/" + name
 }
+
+// GlibcLayerMountDir is where a runtime's glibc layer is mounted in the
+// sandbox: short, so its loader's path (26 bytes) fits in the PT_INTERP
+// of an x86-64 or arm64 glibc executable (27 and 26 bytes) edited in place.
+const GlibcLayerMountDir = "/var/lib/sandproof/g"
 
 // Values returns the placeholder values for a session env.
 func (m *Manifest) Values(c Context, sessionDir, home, prompt string) map[string]string {
@@ -112,6 +121,7 @@ func (m *Manifest) params(c Context, s Step, e session.Env, extraEnv map[string]
 	if err := expandMap(s.Env, vals, env); err != nil {
 		return harness.Params{}, fmt.Errorf("env: %w", err)
 	}
+	maps.Copy(env, c.RuntimeEnv)
 	return harness.Params{Argv: argv, Env: env, InheritEnv: []string{m.APIKeyEnv}}, nil
 }
 

@@ -191,6 +191,7 @@ type runner struct {
 	// agent (ownerDir in every sandbox); rtVol holds each mounted runtime.
 	ownerVol string
 	rtVol    map[rtKey]string
+	layerVol map[rtKey]string // a runtime's glibc layer, mounted at adapter.GlibcLayerMountDir
 	ev       *evidenceFile
 	progMu   sync.Mutex
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"path"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -77,6 +79,9 @@ func (r *runner) prepareRuntimes(ctx context.Context, work, arch string, cases [
 				return err
 			}
 			r.rtVol[k] = name
+		}
+		if err := r.layerVolume(ctx, k, prepared, skips, manifests[k.adapter]); err != nil {
+			return err
 		}
 	}
 	applyRuntimes(cases, prepared, skips)
@@ -199,7 +204,36 @@ func applyRuntimes(cases []caseSpec, ready map[rtKey]*adapter.Prepared, skips ma
 					c.requires = append(c.requires, q)
 				}
 			}
+			c.requires = slices.DeleteFunc(c.requires, func(q string) bool { return slices.Contains(rt.Provides, q) })
 		}
 		c.skip = skips[c.rt]
 	}
+}
+
+// layerVolume puts a runtime's glibc layer (its glibc/ dir) into a volume
+// of its own, mounted at adapter.GlibcLayerMountDir, the short path its
+// executables' interpreter names. Only a mounted runtime can have one: an
+// uploaded runtime lives in the session dir, whose path is too long for a
+// PT_INTERP, and its cases are skipped, named.
+func (r *runner) layerVolume(ctx context.Context, k rtKey, prepared map[rtKey]*adapter.Prepared, skips map[rtKey]string, m *adapter.Manifest) error {
+	rt := prepared[k]
+	if rt == nil || rt.GlibcLayer == nil {
+		return nil
+	}
+	if r.layerVol == nil {
+		r.layerVol = map[rtKey]string{}
+	}
+	if m.Runtime.Delivery != adapter.DeliveryMount {
+		delete(prepared, k)
+		skips[k] = "runtime not prepared: a glibc layer needs runtime.delivery: mount"
+		r.progress("adapter %s: %s", k.adapter, skips[k])
+		return nil
+	}
+	name, err := r.volume(ctx, "glibc-"+k.adapter, filepath.Join(rt.Dir, path.Dir(rt.GlibcLayer.Files[0].Path)))
+	if err != nil {
+		return err
+	}
+	r.layerVol[k] = name
+	r.progress("adapter %s: glibc layer (%d files) for %s", k.adapter, len(rt.GlibcLayer.Files), rt.Platform)
+	return nil
 }

@@ -441,6 +441,18 @@ func runtimeProvenance(m *adapter.Manifest, rt *adapter.Prepared) (*reports.Harn
 			h.Node = &reports.HostBinary{Path: x.Path, Version: x.Version, SHA256: x.SHA256}
 		}
 	}
+	if l := rt.GlibcLayer; l != nil {
+		// The layer is the host's too: recorded file by file, out of the
+		// tree's digest (the patched executables stay in it).
+		h.GlibcLayer = &reports.GlibcLayer{Loader: l.Loader, LibDir: l.LibDir}
+		for _, f := range l.Files {
+			h.GlibcLayer.Files = append(h.GlibcLayer.Files, reports.GlibcLayerFile{Path: f.Path, Source: f.Source, SHA256: f.SHA256})
+			exclude = append(exclude, filepath.FromSlash(f.Path), filepath.Dir(filepath.FromSlash(f.Path)))
+		}
+		for _, p := range l.Patched {
+			h.GlibcLayer.Patched = append(h.GlibcLayer.Patched, reports.GlibcLayerPatch{Path: p.Path, OldInterp: p.OldInterp, SHA256: p.SHA256})
+		}
+	}
 	if rt.Dir != "" && (m.Runtime.Prepare != nil || len(m.Runtime.Files) > 0) {
 		var err error
 		if h.TreeSHA256, h.TreeFiles, err = treeHash(rt.Dir, exclude...); err != nil {

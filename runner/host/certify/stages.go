@@ -217,6 +217,10 @@ func (cr *caseRun) setup(ctx context.Context, ms modelSide) (sandboxed, error) {
 		bx.actx.RuntimeDir = adapter.RuntimeMountDir(m.Name)
 		vols = append(vols, provider.VolumeMount{Volume: v, Target: bx.actx.RuntimeDir})
 	}
+	if v := r.layerVol[c.rt]; v != "" {
+		vols = append(vols, provider.VolumeMount{Volume: v, Target: adapter.GlibcLayerMountDir})
+		bx.actx.RuntimeEnv = map[string]string{"LD_LIBRARY_PATH": adapter.GlibcLayerMountDir}
+	}
 	err := cr.stage(reports.StageSetup, func() error {
 		sb, err := cr.createSandbox(ctx, vols)
 		if err != nil {

@@ -35,6 +35,10 @@ type Config struct {
 	VersionEnv  map[string]string
 	TreeSHA256  string
 	Platforms   []Platform
+	// GlibcLayer lets an image without glibc run the glibc build, with the
+	// host's glibc carried in the runtime (package glibc), when no platform
+	// entry is for the image's libc.
+	GlibcLayer bool
 }
 
 // Platform is one per-platform package.
@@ -174,6 +178,14 @@ func (p *cfgParser) sha(key string, n *yaml.Node) string {
 	return s
 }
 
+func (p *cfgParser) boolean(key string, n *yaml.Node) bool {
+	s := p.str(key, n)
+	if s != "" && s != "true" && s != "false" {
+		p.errf(n, key, "want true or false, got %q", s)
+	}
+	return s == "true"
+}
+
 // ParseConfig reads and validates a `with` node; dir resolves `lock`.
 func ParseConfig(dir string, n *yaml.Node) (Config, []adapter.FieldError) {
 	p := &cfgParser{dir: dir}
@@ -208,6 +220,7 @@ func ParseConfig(dir string, n *yaml.Node) (Config, []adapter.FieldError) {
 		"version_args": func(k string, v *yaml.Node) { c.VersionArgs = p.versionArgs(k, v) },
 		"version_env":  func(k string, v *yaml.Node) { c.VersionEnv = p.versionEnv(k, v) },
 		"tree_sha256":  func(k string, v *yaml.Node) { c.TreeSHA256 = p.sha(k, v) },
+		"glibc_layer":  func(k string, v *yaml.Node) { c.GlibcLayer = p.boolean(k, v) },
 		"platforms":    func(k string, v *yaml.Node) { p.platforms(k, v, &c) },
 	})
 	p.crossCheck(n, entryNode, lockNode, &c)

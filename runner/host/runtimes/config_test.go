@@ -81,6 +81,8 @@ func TestNpmBlockErrorsNameTheLine(t *testing.T) {
 			`x.yaml:14: runtime.prepare.with.tree_sha256: bad sha256 "abc"`},
 		{"missing lock", goodWith + "      lock: nope.json\n",
 			`x.yaml:14: runtime.prepare.with.lock: open `},
+		{"glibc_layer not a bool", goodWith + "      glibc_layer: yes\n",
+			`x.yaml:14: runtime.prepare.with.glibc_layer: want true or false, got "yes"`},
 		{"empty with", "", `x.yaml:9: runtime.prepare.with: want a mapping, got nothing`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -143,11 +145,11 @@ func TestPlatformChoice(t *testing.T) {
 		t    Target
 		want string
 	}{
-		{Target{"amd64", "glibc", false}, "plain"},
-		{Target{"amd64", "glibc", true}, "baseline"},
+		{Target{Arch: "amd64", Libc: "glibc", Baseline: false}, "plain"},
+		{Target{Arch: "amd64", Libc: "glibc", Baseline: true}, "baseline"},
 		// A baseline build runs on every x86-64: used when it is the only one.
-		{Target{"amd64", "musl", false}, "musl-baseline"},
-		{Target{"arm64", "glibc", false}, ""},
+		{Target{Arch: "amd64", Libc: "musl", Baseline: false}, "musl-baseline"},
+		{Target{Arch: "arm64", Libc: "glibc", Baseline: false}, ""},
 	} {
 		p, ok := c.platformFor(tc.t)
 		if p.Package != tc.want || ok != (tc.want != "") {
@@ -156,10 +158,10 @@ func TestPlatformChoice(t *testing.T) {
 	}
 	// No plain build for a CPU without AVX2: the platform is not covered.
 	c.Platforms = c.Platforms[:1]
-	if _, ok := c.platformFor(Target{"amd64", "glibc", true}); ok {
+	if _, ok := c.platformFor(Target{Arch: "amd64", Libc: "glibc", Baseline: true}); ok {
 		t.Error("a plain build chosen for a CPU without AVX2")
 	}
-	_, err := SpecFor(Config{Package: "p", Version: "1.0.0", EntryBin: "bin/p", Platforms: c.Platforms}, Target{"amd64", "musl", false})
+	_, err := SpecFor(Config{Package: "p", Version: "1.0.0", EntryBin: "bin/p", Platforms: c.Platforms}, Target{Arch: "amd64", Libc: "musl", Baseline: false})
 	if !errors.Is(err, adapter.ErrPlatform) || !strings.Contains(err.Error(), "platform linux-x64-musl is not in the manifest's platforms (linux-x64)") {
 		t.Errorf("uncovered platform: %v", err)
 	}

@@ -71,6 +71,9 @@ func SpecFor(c Config, target Target) (Spec, error) {
 		s.PackagesSHA256 = p.TreeSHA256
 	}
 	s.Hash = c.contentHash(pl)
+	if target.GlibcLayer {
+		s.GlibcLayer = adapter.GlibcLayerMountDir
+	}
 	switch {
 	case c.EntryNode != "":
 		// The host's Node decides which platforms a JS entry can have:
@@ -337,6 +340,10 @@ func Preparer(ctx context.Context, req adapter.PrepareRequest) error {
 		return fmt.Errorf("%w: the image has neither a glibc nor a musl loader (libc %q)", adapter.ErrPlatform, req.Libc)
 	}
 	target := HostTargetFor(req.GOARCH, req.Libc)
+	if _, native := c.platformFor(target); c.GlibcLayer && target.Libc == "musl" && !native {
+		// No build of the image's own libc: the glibc one, carrying glibc.
+		target.Libc, target.GlibcLayer = "glibc", true
+	}
 	spec, err := SpecFor(c, target)
 	if err != nil {
 		return err
@@ -355,6 +362,17 @@ func Preparer(ctx context.Context, req adapter.PrepareRequest) error {
 		req.Out.Platform = target.String()
 		if pl, ok := c.platformFor(target); ok {
 			req.Out.Requires = slices.Clone(pl.Requires)
+		}
+		if l := rt.GlibcLayer; l != nil {
+			req.Out.GlibcLayer = l
+			// What the layer holds is met by the runtime, not the image.
+			req.Out.Provides = []string{"glibc"}
+			for q, so := range map[string]string{"libstdc++": "libstdc++.so.6", "libgcc": "libgcc_s.so.1"} {
+				if l.Has(so) {
+					req.Out.Provides = append(req.Out.Provides, q)
+				}
+			}
+			slices.Sort(req.Out.Provides)
 		}
 		if c.EntryNode != "" {
 			req.Out.Host = append(req.Out.Host, adapter.HostPart{Path: "bin/node", Name: "node",

@@ -7,12 +7,14 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/sandproof/sandproof/internal/testsupport/testenv"
 	"github.com/sandproof/sandproof/runner/host/adapter"
+	"github.com/sandproof/sandproof/runner/host/glibc"
 )
 
 // fakeNpmCI puts an `npm` first on PATH whose `ci` makes the tree npm ci
@@ -325,5 +327,80 @@ func TestPlatformRequiresAreThatBuildsOwn(t *testing.T) {
 	bad := strings.Replace(doc, "requires: [glibc]", "requires: [glibc, bash]", 1)
 	if _, err := adapter.Parse("x.yaml", t.TempDir(), []byte(bad)); err == nil || !strings.Contains(err.Error(), `"bash" is not a requirement of one build`) {
 		t.Fatalf("bash in a platform's requires: %v", err)
+	}
+}
+
+// With glibc_layer, an image without glibc (musl) gets the glibc build
+// carrying the host's glibc: the layer's files in glibc/, the binary's
+// interpreter rewritten to the layer's mount, glibc provided by the
+// runtime. Without it the same image is a skipped platform, as on main
+// (where glibc_layer was an unknown key).
+func TestGlibcLayerCarriesGlibcForAMuslImage(t *testing.T) {
+	cat, err := os.ReadFile("/bin/cat")
+	if err != nil {
+		testenv.Missing(t, "/bin/cat", "install Debian's coreutils")
+	}
+	wrapper := writeTgz(t, []tarEntry{{name: "package/package.json", typ: tar.TypeReg, mode: 0o644, body: `{"name": "@scope/tool", "version": "1.2.3"}`}})
+	build := writeTgz(t, []tarEntry{{name: "package/bin/tool", typ: tar.TypeReg, mode: 0o755, body: string(cat)}})
+	wi, err := integrity(wrapper)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bi, err := integrity(build)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fakeNpmPack(t, map[string]string{"@scope/tool@1.2.3": wrapper, "tool-linux-glibc@1.2.3": build})
+	t.Setenv(CacheEnv, t.TempDir())
+	arch := HostTarget().Arch
+	doc := npmManifest(`      package: "@scope/tool"
+      version: "1.2.3"
+      integrity: "` + wi + `"
+      entry: {bin: bin/tool}
+      glibc_layer: true
+      platforms:
+        - {arch: ` + arch + `, libc: glibc, package: tool-linux-glibc, integrity: "` + bi + `", requires: [glibc]}
+`)
+	m, err := adapter.Parse("x.yaml", t.TempDir(), []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := m.PrepareFor(context.Background(), t.TempDir(), arch, "musl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.GlibcLayer == nil || !strings.HasSuffix(p.Platform, "-glibc-layer") || !slices.Contains(p.Provides, "glibc") {
+		t.Fatalf("musl image: platform %q layer %+v provides %v; want the glibc build with a layer that provides glibc", p.Platform, p.GlibcLayer, p.Provides)
+	}
+	if got, err := glibc.Interp(filepath.Join(p.Dir, "bin", "tool")); err != nil || got != adapter.GlibcLayerMountDir+"/ld.so" {
+		t.Errorf("bin/tool's interpreter %q (%v), want the layer's loader", got, err)
+	}
+	for _, f := range p.GlibcLayer.Files {
+		if _, err := os.Stat(filepath.Join(p.Dir, f.Path)); err != nil || len(f.SHA256) != 64 {
+			t.Errorf("layer file %+v: %v", f, err)
+		}
+	}
+	if !p.GlibcLayer.Has("libc.so.6") {
+		t.Errorf("layer %+v has no libc.so.6", p.GlibcLayer.Files)
+	}
+
+	// The glibc image's build is untouched.
+	g, err := m.PrepareFor(context.Background(), t.TempDir(), arch, "glibc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.GlibcLayer != nil || g.Provides != nil {
+		t.Errorf("glibc image got a layer: %+v %v", g.GlibcLayer, g.Provides)
+	}
+	if got, _ := glibc.Interp(filepath.Join(g.Dir, "bin", "tool")); strings.HasPrefix(got, adapter.GlibcLayerMountDir) {
+		t.Errorf("glibc build's interpreter is the layer's: %q", got)
+	}
+
+	without, err := adapter.Parse("x.yaml", t.TempDir(), []byte(strings.Replace(doc, "      glibc_layer: true\n", "", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := without.PrepareFor(context.Background(), t.TempDir(), arch, "musl"); !errors.Is(err, adapter.ErrPlatform) {
+		t.Fatalf("musl image without glibc_layer: %v, want ErrPlatform", err)
 	}
 }

@@ -44,6 +44,7 @@ import (
 	"time"
 
 	"github.com/sandproof/sandproof/runner/host/adapter"
+	"github.com/sandproof/sandproof/runner/host/glibc"
 	"github.com/sandproof/sandproof/runner/warden/atomicfile"
 )
 
@@ -60,6 +61,9 @@ var (
 	ErrUnsupported = errors.New("target not supported on this host")
 )
 
+// LayerDir is where a glibc layer is in the runtime tree.
+const LayerDir = "glibc"
+
 // StampFile is the name of the stamp inside a prepared runtime. It is not
 // part of the tree sum.
 const StampFile = ".sandproof-runtime.json"
@@ -72,6 +76,10 @@ type Target struct {
 	Libc string `json:"libc"`
 	// Baseline selects x86-64 builds that do not need AVX2.
 	Baseline bool `json:"baseline,omitempty"`
+	// GlibcLayer is a glibc build for an image without glibc: the runtime
+	// carries the host's glibc (package glibc) and its executables' loader
+	// is a sandbox path, so the host cannot start them.
+	GlibcLayer bool `json:"glibc_layer,omitempty"`
 }
 
 // String is the npm platform suffix: "linux-x64", "linux-x64-baseline-musl".
@@ -88,6 +96,9 @@ func (t Target) String() string {
 	if t.Libc == "musl" {
 		s += "-musl"
 	}
+	if t.GlibcLayer {
+		s += "-glibc-layer"
+	}
 	return s
 }
 
@@ -100,6 +111,9 @@ func (t Target) valid() error {
 	}
 	if t.Baseline && t.Arch != "amd64" {
 		return fmt.Errorf("baseline is an x86-64 variant, not %q", t.Arch)
+	}
+	if t.GlibcLayer && t.Libc != "glibc" {
+		return fmt.Errorf("a glibc layer carries glibc, not %q", t.Libc)
 	}
 	return nil
 }
@@ -124,7 +138,7 @@ func HostTarget() Target {
 // canRun reports whether the host can execute a binary built for t, for the
 // version check.
 func canRun(t Target) bool {
-	if t.Arch != runtime.GOARCH {
+	if t.Arch != runtime.GOARCH || t.GlibcLayer {
 		return false
 	}
 	h := HostTarget()
@@ -167,6 +181,11 @@ type Spec struct {
 	// Stage fills dir (an empty directory) with the runtime. It reports
 	// facts for the stamp in info (free-form).
 	Stage func(ctx context.Context, dir string, info map[string]any) error
+	// GlibcLayer, when set, is the sandbox dir of a glibc layer built
+	// into the tree's glibc/ after the npm part's pin is checked
+	// (glibc.Build: the host's loader and libraries, the executables'
+	// interpreter rewritten to GlibcLayer/ld.so).
+	GlibcLayer string
 	// Hash, when set, names the content (a hash of every pin that shapes
 	// the tree): a changed pin gets a cache entry of its own.
 	Hash string
@@ -198,6 +217,8 @@ type Runtime struct {
 	TreeSHA256     string `json:"tree_sha256"`
 	Files          int    `json:"files"`
 	Bytes          int64  `json:"bytes"`
+	// GlibcLayer is the layer built into the tree (nil for none).
+	GlibcLayer *glibc.Layer `json:"glibc_layer,omitempty"`
 	// Info holds what Stage reported (node version and sha256, platform
 	// package, ...).
 	Info map[string]any `json:"info,omitempty"`
@@ -351,6 +372,14 @@ func build(ctx context.Context, spec Spec, dir string) (*Runtime, error) {
 	if spec.PackagesSHA256 != "" && pkgSum != spec.PackagesSHA256 {
 		return nil, fmt.Errorf("%w: npm tree of %s is sha256:%s, pinned sha256:%s", ErrChecksum, spec.Key(), pkgSum, spec.PackagesSHA256)
 	}
+	var layer *glibc.Layer
+	if spec.GlibcLayer != "" {
+		// After the pin: the layer comes from the host, and the edit of
+		// an npm binary's interpreter is no part of what npm served.
+		if layer, err = glibc.Build(glibc.Options{Root: dir, Dir: LayerDir, SandboxDir: spec.GlibcLayer, LibDirs: glibc.HostLibDirs(spec.Target.Arch)}); err != nil {
+			return nil, err
+		}
+	}
 	sum, files, size, err := TreeSum(dir, []string{StampFile})
 	if err != nil {
 		return nil, err
@@ -358,7 +387,7 @@ func build(ctx context.Context, spec Spec, dir string) (*Runtime, error) {
 	rt := &Runtime{
 		Name: spec.Name, Version: spec.Version, Target: spec.Target, Dir: dir, Entry: spec.Entry,
 		Package: spec.Package, Integrity: spec.Integrity, PackagesSHA256: pkgSum, TreeSHA256: sum,
-		Files: files, Bytes: size, Info: info,
+		Files: files, Bytes: size, Info: info, GlibcLayer: layer,
 	}
 	if err := checkVersion(ctx, spec, rt); err != nil {
 		return nil, err

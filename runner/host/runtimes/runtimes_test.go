@@ -226,12 +226,13 @@ func TestTargetNames(t *testing.T) {
 		t    Target
 		want string
 	}{
-		{Target{"amd64", "glibc", false}, "linux-x64"},
-		{Target{"amd64", "glibc", true}, "linux-x64-baseline"},
-		{Target{"amd64", "musl", false}, "linux-x64-musl"},
-		{Target{"amd64", "musl", true}, "linux-x64-baseline-musl"},
-		{Target{"arm64", "glibc", false}, "linux-arm64"},
-		{Target{"arm64", "musl", false}, "linux-arm64-musl"},
+		{Target{Arch: "amd64", Libc: "glibc", Baseline: false}, "linux-x64"},
+		{Target{Arch: "amd64", Libc: "glibc", Baseline: true}, "linux-x64-baseline"},
+		{Target{Arch: "amd64", Libc: "musl", Baseline: false}, "linux-x64-musl"},
+		{Target{Arch: "amd64", Libc: "musl", Baseline: true}, "linux-x64-baseline-musl"},
+		{Target{Arch: "arm64", Libc: "glibc", Baseline: false}, "linux-arm64"},
+		{Target{Arch: "arm64", Libc: "musl", Baseline: false}, "linux-arm64-musl"},
+		{Target{Arch: "amd64", Libc: "glibc", GlibcLayer: true}, "linux-x64-glibc-layer"},
 	} {
 		if got := c.t.String(); got != c.want {
 			t.Errorf("%+v: %q, want %q", c.t, got, c.want)
