@@ -322,8 +322,11 @@ var _ = Describe("warden supervise, sharing a pids limit with a fork bomb,", fra
 				// GOMAXPROCS=32 is a host with 32 CPUs and no CPU limit, as
 				// a Go supervisor sees it: the threads its parallel paths
 				// need there must exist before the bomb takes the rest.
+				// The harness (a Go program too) gets the host's own: with 32
+				// Ps it would need threads the bomb leaves it none of, and
+				// exit before the deadline.
 				args := append([]string{"-c", `echo $$ > "$0/cgroup.procs" && GOMAXPROCS=32 exec "$@"`, cg, framework.Bin.Warden},
-					l.superviseArgs(flags, []string{bin, "--record", l.record, "fork-bomb"})...)
+					l.superviseArgs(flags, []string{"/usr/bin/env", "-u", "GOMAXPROCS", bin, "--record", l.record, "fork-bomb"})...)
 				res := procs.Warden(ctx, "/bin/sh", l.cwd, args...)
 				Expect(res.Code).To(Equal(0), "%s", res)
 				d, err := witness.ParseDetached(res.Stdout)
