@@ -3,12 +3,15 @@ package glibc
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/sandproof/sandproof/internal/testsupport/testenv"
 )
 
 // hostBinary copies a dynamically linked host binary (Debian's coreutils)
@@ -17,7 +20,8 @@ func hostBinary(t *testing.T, name, dst string) {
 	t.Helper()
 	src := "/bin/" + name
 	if in, err := Interp(src); err != nil || in == "" || strings.Contains(in, "musl") {
-		t.Skipf("%s is not a glibc dynamic executable here (%q, %v)", src, in, err)
+		testenv.Missing(t, fmt.Sprintf("a glibc dynamic executable at %s (interpreter %q, %v)", src, in, err),
+			"these tests need a glibc host such as Debian's coreutils; it cannot be installed on a musl host")
 	}
 	b, err := os.ReadFile(src)
 	if err != nil {
