@@ -293,6 +293,13 @@ func (r *resolver) closure(p string) error {
 		if _, ok := r.seen[n]; ok {
 			continue
 		}
+		// A soname is a file name. The runtime's ELF files are the
+		// harness's, so a name with a slash ("../../etc/x") would have the
+		// host copy a file from outside its library dirs into the layer,
+		// and write it outside the layer's dir.
+		if n == "" || n == "." || n == ".." || strings.ContainsRune(n, '/') {
+			return fmt.Errorf("%s needs %q, which is not a library file name", p, n)
+		}
 		src := ""
 		for _, d := range r.dirs {
 			if fi, err := os.Stat(filepath.Join(d, n)); err == nil && fi.Mode().IsRegular() {

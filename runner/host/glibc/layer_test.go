@@ -164,3 +164,47 @@ func TestBuildNamesAMissingLibrary(t *testing.T) {
 		t.Fatalf("Build with empty lib dirs = %v, want it to name libc.so.6", err)
 	}
 }
+
+// A DT_NEEDED name with a slash would reach a host file outside the
+// library dirs: the closure refuses it, naming it, before it looks.
+func TestClosureRefusesANeededNameThatIsAPath(t *testing.T) {
+	root := shortDir(t)
+	exe := filepath.Join(root, "bin", "cat")
+	hostBinary(t, "cat", exe)
+	b, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Same length as libc.so.6, so dynstr keeps its layout.
+	const crafted = "../libc.6"
+	i := bytes.Index(b, []byte("\x00libc.so.6\x00"))
+	if i < 0 {
+		t.Fatal("positive control: the host's cat names libc.so.6 in its dynamic strings")
+	}
+	copy(b[i+1:], crafted)
+	if err := os.WriteFile(exe, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// What the name reaches from the lib dir: an ELF file with no needs
+	// of its own (the host's loader), so only the name check can refuse.
+	libs := filepath.Join(root, "lib")
+	if err := os.MkdirAll(libs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	loader, err := Interp("/bin/cat")
+	if err != nil || loader == "" {
+		t.Fatalf("read the host's interpreter: %q, %v", loader, err)
+	}
+	ld, err := os.ReadFile(loader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "libc.6"), ld, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := &resolver{dirs: []string{libs}, seen: map[string]string{}}
+	err = r.closure(exe)
+	if err == nil || !strings.Contains(err.Error(), `"../libc.6"`) {
+		t.Fatalf("closure of a binary needing %q = %v (resolved %v), want it refused by name", crafted, err, r.seen)
+	}
+}
