@@ -87,7 +87,13 @@ type Evidence struct {
 	MatrixCases  int    `json:"matrix_cases,omitempty"`
 	Harness      string `json:"harness"`
 	Image        string `json:"image"`
-	ImageID      string `json:"image_id"`
+	// Scenario names the flow the case drove the harness through
+	// (contract §8 scenarios: "challenge", "timeout", "cancel",
+	// "model-429", "model-400", "borrowed"). Empty, in a record written
+	// before the field, means "challenge"; the challenge case keeps the
+	// case id it had before scenarios, so histories continue (added to v1).
+	Scenario string `json:"scenario,omitempty"`
+	ImageID  string `json:"image_id"`
 
 	// Status is what the writer concluded; the report recomputes it from the
 	// checks and never trusts a "passed" without them.
@@ -582,4 +588,17 @@ func (e *Evidence) Validate() error {
 		}
 	}
 	return nil
+}
+
+// ScenarioChallenge is the scenario of every case written before
+// scenarios existed, and of a record whose scenario field is empty.
+const ScenarioChallenge = "challenge"
+
+// ScenarioName gives the case's scenario, reading an empty field (a record
+// written before the field) as ScenarioChallenge.
+func (e *Evidence) ScenarioName() string {
+	if e.Scenario == "" {
+		return ScenarioChallenge
+	}
+	return e.Scenario
 }
