@@ -88,7 +88,7 @@ type Evidence struct {
 	Harness      string `json:"harness"`
 	Image        string `json:"image"`
 	// Scenario names the flow the case drove the harness through
-	// (contract §8 scenarios: "challenge", "timeout", "cancel",
+	// (contract §7.6 scenarios: "challenge", "timeout", "cancel",
 	// "model-429", "model-400", "borrowed"). Empty, in a record written
 	// before the field, means "challenge"; the challenge case keeps the
 	// case id it had before scenarios, so histories continue (added to v1).
