@@ -307,3 +307,44 @@ func TestDockerNegotiatesTheAPIVersion(t *testing.T) {
 	}
 	t.Logf("engine API %s, client default %s, speaking %s", sv.APIVersion, api.DefaultVersion, p.Client.ClientVersion())
 }
+
+// TestDockerExpiryNeverSignalsPidOne: the expiry's stop request reaches
+// pid 1 at once, when pid 1 may still be runc's init (a Go program that
+// exits on a TERM) rather than the sleep. So its signal must be one pid 1
+// does not act on. Pid 1 here traps TERM (exit 2, as the Go runtime
+// would) and records a WINCH: the record proves the expiry's signal
+// arrived (the positive control), and the sandbox must still run after it.
+func TestDockerExpiryNeverSignalsPidOne(t *testing.T) {
+	p := engine(t)
+	ctx := context.Background()
+	sb, err := p.Create(ctx, provider.CreateSpec{Image: busyboxImage, Labels: map[string]string{"test": t.Name()}, Expire: 10 * time.Minute,
+		Command: []string{"sh", "-c", `trap 'exit 2' TERM; trap 'echo got >> /tmp/winch' WINCH; : > /tmp/ready; while :; do sleep 0.05; done`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sb.Destroy(context.Background()) })
+	read := func(path string) string {
+		res, err := sb.Exec(ctx, provider.ExecSpec{Argv: []string{"cat", path}})
+		if err != nil || res.ExitCode != 0 {
+			return ""
+		}
+		return string(res.Stdout)
+	}
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); !ok(); time.Sleep(50 * time.Millisecond) {
+			if info, _ := sb.Inspect(ctx); !info.Running || time.Now().After(deadline) {
+				t.Fatalf("%s: not seen (sandbox running: %v)", what, info.Running)
+			}
+		}
+	}
+	waitFor("pid 1's traps set", func() bool {
+		res, err := sb.Exec(ctx, provider.ExecSpec{Argv: []string{"sh", "-c", "[ -e /tmp/ready ]"}})
+		return err == nil && res.ExitCode == 0
+	})
+	docker.Expire(p, sb.ID(), 10*time.Minute)
+	waitFor("the expiry's signal reaching pid 1", func() bool { return strings.Contains(read("/tmp/winch"), "got") })
+	if info, err := sb.Inspect(ctx); err != nil || !info.Running {
+		t.Fatalf("after the expiry's signal the sandbox is not running (%+v, %v): pid 1 acted on it", info, err)
+	}
+}
