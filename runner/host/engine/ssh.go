@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -74,13 +75,21 @@ func dialCommand(ctx context.Context, name string, args ...string) (net.Conn, er
 	if err != nil {
 		return nil, err
 	}
-	stdout, err := cmd.StdoutPipe()
+	// Not cmd.StdoutPipe: Wait, which runs as soon as the helper exits,
+	// closes that pipe's read end, and a read racing it lost the rest of
+	// the stream to "file already closed" (1 in 6 streamed execs over ssh
+	// on a loaded host). Our own pipe stays open until Close.
+	stdout, w, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
+	cmd.Stdout = w
 	c := &cmdConn{cmd: cmd, stdin: stdin, stdout: stdout, exited: make(chan struct{}), stderr: hostfile.HeadBuffer{Max: 64 << 10}}
 	cmd.Stderr = &c.stderr
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	w.Close() // the helper holds its own copy
+	if err != nil {
+		stdout.Close()
 		return nil, fmt.Errorf("connection helper %s: %w", strings.Join(cmd.Args, " "), err)
 	}
 	go func() {
@@ -109,20 +118,36 @@ type cmdConn struct {
 func (c *cmdConn) Read(p []byte) (int, error) {
 	n, err := c.stdout.Read(p)
 	if err == io.EOF {
-		select {
-		case <-c.exited:
-		case <-time.After(2 * time.Second):
-			// stdout closed but the helper lingers: report EOF.
-			return n, err
-		}
-		if c.waitErr != nil {
-			return n, fmt.Errorf("connection helper %q: %v: %s", strings.Join(c.cmd.Args, " "), c.waitErr, strings.TrimSpace(c.stderr.String()))
-		}
+		return n, c.helperErr(err)
 	}
 	return n, err
 }
 
-func (c *cmdConn) Write(p []byte) (int, error) { return c.stdin.Write(p) }
+// Write writes to the helper's stdin. A helper that exited before the
+// request was written (an ssh refusing at once) breaks the pipe: that too
+// is the helper's error, quoting its stderr, not a bare "broken pipe".
+func (c *cmdConn) Write(p []byte) (int, error) {
+	n, err := c.stdin.Write(p)
+	if err != nil {
+		return n, c.helperErr(err)
+	}
+	return n, nil
+}
+
+// helperErr gives, for err at the end of the helper's pipes, the helper's
+// own failure once it has exited (within 2 s), else err.
+func (c *cmdConn) helperErr(err error) error {
+	select {
+	case <-c.exited:
+	case <-time.After(2 * time.Second):
+		// the pipe ended but the helper lingers: report err as it is.
+		return err
+	}
+	if c.waitErr != nil {
+		return fmt.Errorf("connection helper %q: %v: %s", strings.Join(c.cmd.Args, " "), c.waitErr, strings.TrimSpace(c.stderr.String()))
+	}
+	return err
+}
 
 // CloseWrite sends EOF to the helper: the hijacked exec streams use it to
 // end a command's stdin.
@@ -138,6 +163,7 @@ func (c *cmdConn) Close() error {
 			c.cmd.Process.Kill()
 			<-c.exited
 		}
+		c.stdout.Close()
 	})
 	return nil
 }
