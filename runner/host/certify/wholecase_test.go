@@ -236,6 +236,14 @@ func TestWholeCaseBrokenRuleFailsItsCheck(t *testing.T) {
 				panic(err)
 			}
 		}},
+		{"the image's os-release changed", "verify.tools_unchanged", nil, func(w *wholeCase) {
+			goodHarness(w)
+			w.sb.os = "debian-13"
+		}},
+		{"bash replaced", "verify.tools_unchanged", nil, func(w *wholeCase) {
+			goodHarness(w)
+			w.sb.bash.SHA256 = "cc"
+		}},
 		{"the engine keeps the container", "teardown.container_removed", func(w *wholeCase) { w.kept = true }, goodHarness},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -249,6 +257,9 @@ func TestWholeCaseBrokenRuleFailsItsCheck(t *testing.T) {
 			}
 			if ev.Status != reports.StatusFailed || ev.Passed || ev.ErrorType == nil {
 				t.Errorf("status %s, passed %t, error_type %v; want failed", ev.Status, ev.Passed, ev.ErrorType)
+			}
+			if verifyRule := strings.HasPrefix(tc.check, "verify."); ev.VerifierPassed == verifyRule {
+				t.Errorf("verifier_passed %t with %s failed", ev.VerifierPassed, tc.check)
 			}
 		})
 	}
