@@ -3,8 +3,11 @@
 // long-lived exec whose stdin and stdout are the channel. Over it the host
 // runs commands, puts and gets archives, and receives the connections
 // accepted on --listen (the sandbox's loopback, its only network), which
-// it forwards where it chooses. It is neither warden nor the probe and
-// shares no code with them; runner/agent says how the channel works.
+// it forwards where it chooses. It is neither warden nor the probe: of
+// their code it links only warden's version stamp (runner/warden/version),
+// and nothing of the host (runner/host/agenthost is the host's end of the
+// channel; runner/layers_test.go checks what this binary links).
+// runner/agent says how the channel works.
 //
 //	sandagent serve [--listen 127.0.0.1:PORT] [--root DIR] [--window BYTES]
 //	sandagent version

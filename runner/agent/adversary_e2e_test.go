@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/sandproof/sandproof/internal/testsupport/local"
-	"github.com/sandproof/sandproof/runner/agent"
+	"github.com/sandproof/sandproof/runner/host/agenthost"
 	"github.com/sandproof/sandproof/runner/host/provider"
 )
 
@@ -45,7 +45,7 @@ func TestTunnelFloodNeverReadEnds(t *testing.T) {
 	defer srv.Close()
 	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	const maxTunnels = 64
-	sb, _ := start(t, agent.HostOptions{Target: l.Addr().String(), MaxTunnels: maxTunnels}, "--listen", listen)
+	sb, _ := start(t, agenthost.Options{Target: l.Addr().String(), MaxTunnels: maxTunnels}, "--listen", listen)
 	var conns []net.Conn
 	defer func() {
 		for _, c := range conns {
@@ -116,7 +116,7 @@ func TestAgentStopEndsItsCommands(t *testing.T) {
 		}
 		lsb := under.(*local.Sandbox)
 		var stderr syncBuffer
-		sb, err := agent.Start(context.Background(), lsb, []string{sandagent, "serve", "--root", lsb.Root()}, &stderr, agent.HostOptions{})
+		sb, err := agenthost.Start(context.Background(), lsb, []string{sandagent, "serve", "--root", lsb.Root()}, &stderr, agenthost.Options{})
 		if err != nil {
 			t.Fatalf("start: %v (stderr %q)", err, stderr.String())
 		}

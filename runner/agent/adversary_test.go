@@ -1,9 +1,11 @@
-package agent
+package agent_test
 
 import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/sandproof/sandproof/runner/agent"
+	"github.com/sandproof/sandproof/runner/host/agenthost"
 	"io"
 	"net"
 	"os"
@@ -42,14 +44,14 @@ func withoutResets(t *testing.T, b []byte) []byte {
 	t.Helper()
 	var out []byte
 	for len(b) > 0 {
-		if len(b) < headerLen {
+		if len(b) < agent.HeaderLen {
 			t.Fatalf("a torn frame header: %d bytes", len(b))
 		}
-		n := headerLen + int(beUint32(b[5:9]))
+		n := agent.HeaderLen + int(agent.BeUint32(b[5:9]))
 		if n > len(b) {
 			t.Fatalf("a torn frame: %d of %d bytes", len(b), n)
 		}
-		if b[0] != frameReset {
+		if b[0] != agent.FrameReset {
 			out = append(out, b[:n]...)
 		}
 		b = b[n:]
@@ -85,13 +87,13 @@ func TestTunnelDoesNotSpeakTheProtocol(t *testing.T) {
 	hr, aw := io.Pipe()
 	served := make(chan error, 1)
 	go func() {
-		served <- Serve(ar, aw, ServeOptions{Root: dir})
+		served <- agent.Serve(ar, aw, agent.ServeOptions{Root: dir})
 		aw.Close()
 	}()
 	tee := &teeWriter{w: hw}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	h, err := NewHost(ctx, hr, tee, HostOptions{})
+	h, err := agenthost.NewHost(ctx, hr, tee, agenthost.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +109,7 @@ func TestTunnelDoesNotSpeakTheProtocol(t *testing.T) {
 	// could end the stream before the command started.
 	recorded := withoutResets(t, tee.bytes())
 	attack := bytes.ReplaceAll(recorded, []byte(markerA), []byte(markerB))
-	if bytes.Equal(attack, recorded) || !bytes.HasPrefix(attack, []byte{frameHello}) {
+	if bytes.Equal(attack, recorded) || !bytes.HasPrefix(attack, []byte{agent.FrameHello}) {
 		t.Fatalf("the recorded host bytes hold no exec of %s (%d bytes)", markerA, len(attack))
 	}
 
@@ -138,10 +140,10 @@ func TestTunnelDoesNotSpeakTheProtocol(t *testing.T) {
 	hr2, aw2 := io.Pipe()
 	served2 := make(chan error, 1)
 	go func() {
-		served2 <- Serve(ar2, aw2, ServeOptions{Root: dir, Listener: tl})
+		served2 <- agent.Serve(ar2, aw2, agent.ServeOptions{Root: dir, Listener: tl})
 		aw2.Close()
 	}()
-	h2, err := NewHost(ctx, hr2, hw2, HostOptions{Target: sink.Addr().String()})
+	h2, err := agenthost.NewHost(ctx, hr2, hw2, agenthost.Options{Target: sink.Addr().String()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +179,7 @@ func TestTunnelDoesNotSpeakTheProtocol(t *testing.T) {
 	hr3, aw3 := io.Pipe()
 	served3 := make(chan error, 1)
 	go func() {
-		served3 <- Serve(ar3, aw3, ServeOptions{Root: dir})
+		served3 <- agent.Serve(ar3, aw3, agent.ServeOptions{Root: dir})
 		aw3.Close()
 	}()
 	go io.Copy(io.Discard, hr3)
@@ -199,18 +201,18 @@ func TestHelloBeforeTheFirstOpen(t *testing.T) {
 	for i := range 3000 {
 		ar, hw := io.Pipe()
 		hr, aw := io.Pipe()
-		ag := newConn(ar, aw, false, 0, aw, ar)
-		host := newConn(hr, hw, true, 0, hw, hr)
+		ag := agent.NewConn(ar, aw, false, 0, aw, ar)
+		host := agent.NewConn(hr, hw, true, 0, hw, hr)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		if err := host.waitHello(ctx); err != nil {
+		if err := host.WaitHello(ctx); err != nil {
 			t.Fatalf("round %d: host hello: %v", i, err)
 		}
-		if _, err := host.open(nil); err != nil {
+		if _, err := host.Open(nil); err != nil {
 			t.Fatalf("round %d: open: %v", i, err)
 		}
 		accepted := make(chan error, 1)
 		go func() {
-			_, err := ag.acceptStream()
+			_, err := ag.Accept()
 			accepted <- err
 		}()
 		select {

@@ -1,8 +1,9 @@
-package agent
+package agent_test
 
 import (
 	"bytes"
 	"context"
+	"github.com/sandproof/sandproof/runner/agent"
 	"io/fs"
 	"os"
 	"path"
@@ -71,9 +72,9 @@ func bothResolvers(t *testing.T, f func(t *testing.T)) {
 			name = "walk"
 		}
 		t.Run(name, func(t *testing.T) {
-			was := openat2Missing.Load()
-			openat2Missing.Store(walk)
-			t.Cleanup(func() { openat2Missing.Store(was) })
+			was := (*agent.Openat2Missing).Load()
+			(*agent.Openat2Missing).Store(walk)
+			t.Cleanup(func() { (*agent.Openat2Missing).Store(was) })
 			f(t)
 		})
 	}
@@ -162,16 +163,16 @@ func TestGetSwappedForALinkMidWalk(t *testing.T) {
 			}
 		}
 	}
-	t.Cleanup(func() { stepHook = nil })
+	t.Cleanup(func() { (*agent.StepHook) = nil })
 
 	// The walk to the path: a/b swapped once a is open.
-	was := openat2Missing.Load()
-	openat2Missing.Store(true)
+	was := (*agent.Openat2Missing).Load()
+	(*agent.Openat2Missing).Store(true)
 	inside(t, root)
-	stepHook = swapAt("a", "a/b")
+	(*agent.StepHook) = swapAt("a", "a/b")
 	dst := filepath.Join(t.TempDir(), "x")
 	got, err := h.Fetch(ctx, "/a/b/c/file", dst, provider.FetchLimits{}.WithDefaults())
-	openat2Missing.Store(was)
+	(*agent.Openat2Missing).Store(was)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,10 +185,10 @@ func TestGetSwappedForALinkMidWalk(t *testing.T) {
 
 	// The tree: a/b/c/sub swapped between its stat and its open.
 	inside(t, root)
-	stepHook = swapAt("c/sub", "a/b/c/sub") // the tree's names start at its top, c
+	(*agent.StepHook) = swapAt("c/sub", "a/b/c/sub") // the tree's names start at its top, c
 	dst = filepath.Join(t.TempDir(), "c")
 	got, err = h.Fetch(ctx, "/a/b/c", dst, provider.FetchLimits{}.WithDefaults())
-	stepHook = nil
+	(*agent.StepHook) = nil
 	if err != nil {
 		t.Fatal(err)
 	}

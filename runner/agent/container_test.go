@@ -14,14 +14,14 @@ import (
 
 	"github.com/sandproof/sandproof/images"
 	"github.com/sandproof/sandproof/internal/testsupport/testenv"
-	"github.com/sandproof/sandproof/runner/agent"
+	"github.com/sandproof/sandproof/runner/host/agenthost"
 	"github.com/sandproof/sandproof/runner/host/provider"
 )
 
 // startContainer runs the agent in a container of the debian-12 test
 // image with no network (docker run -i, removed at the end) and returns
 // the host end and the container's name.
-func startContainer(tb testing.TB, target string) (*agent.Host, string) {
+func startContainer(tb testing.TB, target string) (*agenthost.Host, string) {
 	tb.Helper()
 	testenv.Docker(tb)
 	docker, err := exec.LookPath("docker")
@@ -47,7 +47,7 @@ func startContainer(tb testing.TB, target string) (*agent.Host, string) {
 	if err := cmd.Start(); err != nil {
 		tb.Fatal(err)
 	}
-	h, err := agent.NewHost(context.Background(), stdout, stdin, agent.HostOptions{Target: target, HelloTimeout: 60 * time.Second})
+	h, err := agenthost.NewHost(context.Background(), stdout, stdin, agenthost.Options{Target: target, HelloTimeout: 60 * time.Second})
 	tb.Cleanup(func() {
 		if h != nil {
 			h.Close()

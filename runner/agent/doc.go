@@ -1,10 +1,14 @@
-// Package agent is the session agent's channel: the in-sandbox end
-// (Serve, run by cmd/sandagent) and the host end (Host, and Sandbox, a
-// provider.Sandbox over it).
+// Package agent is the session agent's channel (frames, streams, the
+// operations' requests and records, Conn.Call and ReadResults for the
+// end that opens operations) and its in-sandbox end, Serve, which
+// cmd/sandagent runs. The host's end, which speaks the provider's types,
+// is runner/host/agenthost; this package imports nothing of the host, so
+// the agent binary links none of it (runner/layers_test.go holds it to
+// that).
 //
 // Design. The host starts `sandagent serve` in the sandbox as one
-// long-lived, non-TTY exec (provider.Streamer); its stdin and stdout are
-// one channel. Frames have a 9-byte header (type, stream id, length) and at
+// long-lived, non-TTY exec (a provider's streamed exec); its stdin and
+// stdout are one channel. Frames have a 9-byte header (type, stream id, length) and at
 // most MaxPayload bytes; both ends send a hello with the protocol Version
 // first and refuse another. Many streams share the channel: the host opens
 // odd ids (exec, put, get), the agent even ones (one per connection
@@ -22,10 +26,9 @@
 // harness may be too). So the host end trusts nothing it reads: frame and
 // record lengths are capped before anything is allocated, a sender past
 // its window breaks the channel, archives are unpacked by the same
-// host-side consumer the providers use (provider.Untar: entries leaving
-// the destination refused, links recorded and never created, files cut at
-// the caps) and exit statuses are data. The tunnel's destination is the
-// host's choice (HostOptions.Target, the recording model relay): a tunnel
+// host-side consumer the providers use (runner/host/agenthost says how)
+// and exit statuses are data. The tunnel's destination is the host's
+// choice (agenthost.Options.Target, the recording model relay): a tunnel
 // stream's request names nothing, so a hostile agent can reach only that
 // relay, never the host's other services. The agent itself works only
 // inside the sandbox (paths under its --root) and needs no network but

@@ -21,7 +21,7 @@ import (
 
 	"github.com/sandproof/sandproof/internal/testsupport/local"
 	"github.com/sandproof/sandproof/internal/testsupport/testenv"
-	"github.com/sandproof/sandproof/runner/agent"
+	"github.com/sandproof/sandproof/runner/host/agenthost"
 	"github.com/sandproof/sandproof/runner/host/hostfile"
 	"github.com/sandproof/sandproof/runner/host/provider"
 )
@@ -50,7 +50,7 @@ func TestMain(m *testing.M) {
 
 // start makes a local sandbox and starts the agent in it (confined to its
 // root), wrapped as a provider.Sandbox.
-func start(t testing.TB, opt agent.HostOptions, extra ...string) (*agent.Sandbox, *local.Sandbox) {
+func start(t testing.TB, opt agenthost.Options, extra ...string) (*agenthost.Sandbox, *local.Sandbox) {
 	t.Helper()
 	if euid := os.Geteuid(); euid != 0 {
 		// It sets owners and runs commands as other users.
@@ -64,7 +64,7 @@ func start(t testing.TB, opt agent.HostOptions, extra ...string) (*agent.Sandbox
 	lsb := under.(*local.Sandbox)
 	argv := append([]string{sandagent, "serve", "--root", lsb.Root()}, extra...)
 	var stderr syncBuffer
-	sb, err := agent.Start(ctx, lsb, argv, &stderr, opt)
+	sb, err := agenthost.Start(ctx, lsb, argv, &stderr, opt)
 	if err != nil {
 		t.Fatalf("start: %v (stderr %q)", err, stderr.String())
 	}
@@ -94,7 +94,7 @@ func (s *syncBuffer) String() string {
 // download; put with modes and owners.
 func TestAgentExecUploadDownload(t *testing.T) {
 	ctx := context.Background()
-	sb, lsb := start(t, agent.HostOptions{})
+	sb, lsb := start(t, agenthost.Options{})
 	res, err := sb.Exec(ctx, provider.ExecSpec{Argv: []string{"sh", "-c", "echo out; echo err >&2; cat; exit 3"}, Stdin: strings.NewReader("in\n")})
 	if err != nil {
 		t.Fatal(err)
@@ -165,7 +165,7 @@ func checkOwner(t *testing.T, p string, mode fs.FileMode, uid, gid uint32) {
 // run, 128+N for a signal; the user, HOME from passwd, env and workdir.
 func TestAgentExecStatusUserEnv(t *testing.T) {
 	ctx := context.Background()
-	sb, lsb := start(t, agent.HostOptions{})
+	sb, lsb := start(t, agenthost.Options{})
 	run := func(spec provider.ExecSpec) provider.ExecResult {
 		t.Helper()
 		res, err := sb.Exec(ctx, spec)
@@ -236,7 +236,7 @@ func homeOf(t *testing.T, uid string) string {
 // MaxWithheld entries listed; a hard link recorded.
 func TestAgentFetchCapturesAreData(t *testing.T) {
 	ctx := context.Background()
-	sb, lsb := start(t, agent.HostOptions{})
+	sb, lsb := start(t, agenthost.Options{})
 	root := filepath.Join(lsb.Root(), "cap")
 	hostFile := filepath.Join(t.TempDir(), "host-secret")
 	os.WriteFile(hostFile, []byte("host-marker-agent"), 0o600)
@@ -285,7 +285,7 @@ func TestAgentFetchCapturesAreData(t *testing.T) {
 // Put refuses what provider.Put never sends: "..", links, specials.
 func TestAgentPutRefuses(t *testing.T) {
 	ctx := context.Background()
-	sb, lsb := start(t, agent.HostOptions{})
+	sb, lsb := start(t, agenthost.Options{})
 	if err := provider.UploadBytes(ctx, sb, []byte("x"), "/a/../../escape", 0o644, 0, 0); err == nil {
 		// path.Clean makes it /escape, inside the root: that is fine.
 		if _, err := os.Stat(filepath.Join(lsb.Root(), "escape")); err != nil {
@@ -330,7 +330,7 @@ func TestTunnelHTTP(t *testing.T) {
 	defer srv.Close()
 	port := freePort(t)
 	listen := fmt.Sprintf("127.0.0.1:%d", port)
-	start(t, agent.HostOptions{Target: l.Addr().String()}, "--listen", listen)
+	start(t, agenthost.Options{Target: l.Addr().String()}, "--listen", listen)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}, Timeout: 60 * time.Second}
 	defer client.CloseIdleConnections()
 	base := "http://" + listen
@@ -400,7 +400,7 @@ func TestTunnelStuckClient(t *testing.T) {
 	go srv.Serve(l)
 	defer srv.Close()
 	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	start(t, agent.HostOptions{Target: l.Addr().String()}, "--listen", listen)
+	start(t, agenthost.Options{Target: l.Addr().String()}, "--listen", listen)
 	stuck, err := net.Dial("tcp", listen)
 	if err != nil {
 		t.Fatal(err)
@@ -445,7 +445,7 @@ func TestTunnelCap(t *testing.T) {
 		}
 	}()
 	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	start(t, agent.HostOptions{Target: l.Addr().String(), MaxTunnels: 3}, "--listen", listen)
+	start(t, agenthost.Options{Target: l.Addr().String(), MaxTunnels: 3}, "--listen", listen)
 	var held, targets []net.Conn
 	for range 3 {
 		c, err := net.Dial("tcp", listen)
@@ -509,7 +509,7 @@ func freePort(t *testing.T) int {
 func TestAgentKilledMidStream(t *testing.T) {
 	ctx := context.Background()
 	before := runtime.NumGoroutine()
-	sb, lsb := start(t, agent.HostOptions{})
+	sb, lsb := start(t, agenthost.Options{})
 	pidfile := filepath.Join(lsb.Root(), "agent.pid")
 	// Positive control: the channel works and we know the agent's pid
 	// (the parent of an exec'd shell).
@@ -579,7 +579,7 @@ func TestAgentKilledMidStream(t *testing.T) {
 // without ErrGone; a channel the host closes ends the agent with status 0.
 func TestAgentEnds(t *testing.T) {
 	ctx := context.Background()
-	sb, _ := start(t, agent.HostOptions{})
+	sb, _ := start(t, agenthost.Options{})
 	if code, err := sb.Close(); code != 0 || err != nil {
 		t.Fatalf("agent after the host closed: %d %v", code, err)
 	}
@@ -587,7 +587,7 @@ func TestAgentEnds(t *testing.T) {
 		t.Fatalf("exec after close, sandbox alive: %v", err)
 	}
 	// The agent killed, its sandbox still there.
-	sb, lsb := start(t, agent.HostOptions{})
+	sb, lsb := start(t, agenthost.Options{})
 	pidfile := filepath.Join(lsb.Root(), "pid")
 	if r, err := sb.Exec(ctx, provider.ExecSpec{Argv: []string{"sh", "-c", "echo $PPID > " + pidfile}}); err != nil || r.ExitCode != 0 {
 		t.Fatalf("exec: %+v %v", r, err)
@@ -608,7 +608,7 @@ func TestAgentEnds(t *testing.T) {
 		t.Errorf("killed agent's status %d", code)
 	}
 	// Destroy goes to the wrapped sandbox; what follows is ErrGone.
-	sb, _ = start(t, agent.HostOptions{})
+	sb, _ = start(t, agenthost.Options{})
 	if info, err := sb.Inspect(ctx); err != nil || !info.Exists {
 		t.Fatalf("positive control: inspect %+v %v", info, err)
 	}
@@ -633,7 +633,7 @@ func (neverEnding) Read(p []byte) (int, error) { clear(p); return len(p), nil }
 func BenchmarkExecOverChannel(b *testing.B) {
 	ctx := context.Background()
 	b.Run("agent", func(b *testing.B) {
-		sb, _ := start(b, agent.HostOptions{})
+		sb, _ := start(b, agenthost.Options{})
 		for b.Loop() {
 			if r, err := sb.Exec(ctx, provider.ExecSpec{Argv: []string{"/bin/true"}}); err != nil || r.ExitCode != 0 {
 				b.Fatal(r, err)
@@ -660,7 +660,7 @@ func BenchmarkExecOverChannel(b *testing.B) {
 // "reset by the peer" in certify's seeds and activations).
 func TestAgentOperationEndsBeforeHostInput(t *testing.T) {
 	ctx := context.Background()
-	sb, _ := start(t, agent.HostOptions{})
+	sb, _ := start(t, agenthost.Options{})
 	big := strings.Repeat("x", 4<<20) // far past one window
 	for i := range 20 {
 		res, err := sb.Exec(ctx, provider.ExecSpec{Argv: []string{"true"}, Stdin: strings.NewReader(big)})
@@ -677,7 +677,7 @@ func TestAgentOperationEndsBeforeHostInput(t *testing.T) {
 // run them: every one gets its own result, none is reset.
 func TestAgentConcurrentOperations(t *testing.T) {
 	ctx := context.Background()
-	sb, _ := start(t, agent.HostOptions{})
+	sb, _ := start(t, agenthost.Options{})
 	var wg sync.WaitGroup
 	errs := make(chan error, 16*30)
 	for g := range 16 {

@@ -1,4 +1,4 @@
-package agent
+package agent_test
 
 import (
 	"archive/tar"
@@ -6,6 +6,8 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"github.com/sandproof/sandproof/runner/agent"
+	"github.com/sandproof/sandproof/runner/host/agenthost"
 	"io"
 	"os"
 	"path/filepath"
@@ -17,19 +19,19 @@ import (
 
 // hostileAgent is an agent end that answers every operation with answer
 // (after reading its request): what a compromised sandbox can send.
-func hostileAgent(t *testing.T, answer func(s *stream)) *Host {
+func hostileAgent(t *testing.T, answer func(s *agent.Stream)) *agenthost.Host {
 	t.Helper()
 	ar, hw := io.Pipe()
 	hr, aw := io.Pipe()
-	a := newConn(ar, aw, false, 0, aw, ar)
+	a := agent.NewConn(ar, aw, false, 0, aw, ar)
 	go func() {
 		for {
-			s, err := a.acceptStream()
+			s, err := a.Accept()
 			if err != nil {
 				return
 			}
 			go func() {
-				if _, err := readRequest(s); err == nil {
+				if _, err := agent.ReadRequest(s); err == nil {
 					answer(s)
 				}
 			}()
@@ -37,7 +39,7 @@ func hostileAgent(t *testing.T, answer func(s *stream)) *Host {
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	h, err := NewHost(ctx, hr, hw, HostOptions{})
+	h, err := agenthost.NewHost(ctx, hr, hw, agenthost.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,13 +56,13 @@ func record(kind byte, p []byte) []byte {
 // A record longer than the cap is refused before it is read: the exec
 // fails as a transport error, nothing is allocated for it.
 func TestHostileRecordLength(t *testing.T) {
-	h := hostileAgent(t, func(s *stream) {
-		hdr := []byte{recOut}
+	h := hostileAgent(t, func(s *agent.Stream) {
+		hdr := []byte{agent.RecOut}
 		s.Write(binary.BigEndian.AppendUint32(hdr, 1<<30))
 		s.Write(make([]byte, 1024))
 	})
 	_, err := h.Exec(context.Background(), provider.ExecSpec{Argv: []string{"true"}})
-	if !errors.As(err, new(*transportError)) || !errors.Is(err, errProtocol) {
+	if !agenthost.IsTransport(err) || !errors.Is(err, agent.ErrProtocol) {
 		t.Fatalf("exec answered with a 1 GiB record: %v", err)
 	}
 }
@@ -76,13 +78,13 @@ func TestHostileArchive(t *testing.T) {
 	tw.Write([]byte("evil"))
 	tw.Close()
 	arch := tb.Bytes()
-	h := hostileAgent(t, func(s *stream) {
+	h := hostileAgent(t, func(s *agent.Stream) {
 		for p := arch; len(p) > 0; {
 			n := min(len(p), 1000)
-			s.Write(record(recOut, p[:n]))
+			s.Write(record(agent.RecOut, p[:n]))
 			p = p[n:]
 		}
-		s.Write(record(recResult, []byte(`{"code":0}`)))
+		s.Write(record(agent.RecResult, []byte(`{"code":0}`)))
 		s.CloseWrite()
 	})
 	base := t.TempDir()
@@ -111,16 +113,16 @@ func TestHostileArchive(t *testing.T) {
 // sees the overrun first and breaks the channel (TestOverrunBreaksEveryStream
 // shows that one alone); it never buffers past the window.
 func TestHostileOverrun(t *testing.T) {
-	h := hostileAgent(t, func(s *stream) {
+	h := hostileAgent(t, func(s *agent.Stream) {
 		for range 20 { // 20 x 32 KiB past a 256 KiB window
-			s.c.writeFrame(frameData, s.id, make([]byte, MaxPayload))
+			s.WriteFrame(agent.FrameData, make([]byte, agent.MaxPayload))
 		}
 	})
 	_, err := h.Exec(context.Background(), provider.ExecSpec{Argv: []string{"true"}})
 	// Which of the two comes first is a race between the host's reader
 	// and its Exec; either way the answer is a transport error, never a
 	// result (1 run in ~30 ends with the agent's end already closed).
-	if !errors.As(err, new(*transportError)) {
+	if !agenthost.IsTransport(err) {
 		t.Fatalf("exec against an overrunning agent: %v", err)
 	}
 }

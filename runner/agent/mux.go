@@ -24,11 +24,11 @@ var (
 	errWriteClosed = errors.New("agent stream: write after close")
 )
 
-// conn multiplexes streams over one reader and one writer. One goroutine
+// Conn multiplexes streams over one reader and one writer. One goroutine
 // reads frames and never waits on a stream's reader: a stream's data is
 // buffered up to the window its receiver granted, and a sender that
 // overruns it breaks the channel. Writers take turns frame by frame.
-type conn struct {
+type Conn struct {
 	r       io.Reader
 	w       io.Writer
 	closer  []io.Closer
@@ -39,11 +39,11 @@ type conn struct {
 	wbuf []byte
 
 	mu       sync.Mutex
-	streams  map[uint32]*stream
+	streams  map[uint32]*Stream
 	next     uint32
 	lastPeer uint32 // the last stream id the peer opened: ids only grow
 	err      error
-	accept   chan *stream
+	accept   chan *Stream
 
 	hello chan struct{} // closed when the peer's hello arrived
 	done  chan struct{} // closed when the channel broke
@@ -51,12 +51,12 @@ type conn struct {
 
 // newConn starts the read loop and sends the hello. host ends open odd
 // stream ids, agents even ones, so the two never collide.
-func newConn(r io.Reader, w io.Writer, host bool, window uint32, closers ...io.Closer) *conn {
+func newConn(r io.Reader, w io.Writer, host bool, window uint32, closers ...io.Closer) *Conn {
 	if window == 0 {
 		window = DefaultWindow
 	}
-	c := &conn{r: r, w: w, closer: closers, window: window, streams: map[uint32]*stream{},
-		accept: make(chan *stream, 64), hello: make(chan struct{}), done: make(chan struct{})}
+	c := &Conn{r: r, w: w, closer: closers, window: window, streams: map[uint32]*Stream{},
+		accept: make(chan *Stream, 64), hello: make(chan struct{}), done: make(chan struct{})}
 	c.next = 2
 	if host {
 		c.next = 1
@@ -75,27 +75,40 @@ func newConn(r io.Reader, w io.Writer, host bool, window uint32, closers ...io.C
 	return c
 }
 
-// waitHello waits for the peer's hello.
-func (c *conn) waitHello(ctx context.Context) error {
+// NewHostConn starts the host's end of a channel over r (the agent's
+// stdout) and w (its stdin): it sends the hello and opens odd stream ids.
+// window is the credit it grants each stream (0 = DefaultWindow);
+// closers are closed when the channel ends.
+func NewHostConn(r io.Reader, w io.Writer, window uint32, closers ...io.Closer) *Conn {
+	return newConn(r, w, true, window, closers...)
+}
+
+// WaitHello waits for the peer's hello.
+func (c *Conn) WaitHello(ctx context.Context) error {
 	select {
 	case <-c.hello:
 		return nil
 	case <-c.done:
-		return c.broken()
+		return c.Err()
 	case <-ctx.Done():
 		c.fail(fmt.Errorf("no hello from the peer: %w", ctx.Err()))
-		return c.broken()
+		return c.Err()
 	}
 }
 
-func (c *conn) broken() error {
+// Err is why the channel is over (nil while it works); every error
+// after the end wraps ErrBroken.
+func (c *Conn) Err() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.err
 }
 
+// Done is closed when the channel is over.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
 // fail breaks the channel once: every stream fails, the pipes close.
-func (c *conn) fail(cause error) {
+func (c *Conn) fail(cause error) {
 	c.mu.Lock()
 	if c.err != nil {
 		c.mu.Unlock()
@@ -103,7 +116,7 @@ func (c *conn) fail(cause error) {
 	}
 	c.err = fmt.Errorf("%w: %w", ErrBroken, cause)
 	streams := c.streams
-	c.streams = map[uint32]*stream{}
+	c.streams = map[uint32]*Stream{}
 	close(c.done)
 	c.mu.Unlock()
 	for _, s := range streams {
@@ -115,31 +128,31 @@ func (c *conn) fail(cause error) {
 }
 
 // Close breaks the channel on purpose.
-func (c *conn) Close() error {
+func (c *Conn) Close() error {
 	c.fail(errors.New("closed"))
 	return nil
 }
 
-func (c *conn) writeFrame(typ byte, id uint32, payload []byte) error {
+func (c *Conn) writeFrame(typ byte, id uint32, payload []byte) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	return c.writeFrameLocked(typ, id, payload)
 }
 
 // writeFrameLocked is writeFrame with c.wmu held.
-func (c *conn) writeFrameLocked(typ byte, id uint32, payload []byte) error {
-	if err := c.broken(); err != nil {
+func (c *Conn) writeFrameLocked(typ byte, id uint32, payload []byte) error {
+	if err := c.Err(); err != nil {
 		return err
 	}
 	c.wbuf = appendFrame(c.wbuf[:0], typ, id, payload)
 	if _, err := c.w.Write(c.wbuf); err != nil {
 		c.fail(fmt.Errorf("write: %w", err))
-		return c.broken()
+		return c.Err()
 	}
 	return nil
 }
 
-func (c *conn) readLoop() {
+func (c *Conn) readLoop() {
 	buf := make([]byte, MaxPayload)
 	f, err := readFrame(c.r, buf)
 	if err != nil {
@@ -179,7 +192,7 @@ func (c *conn) readLoop() {
 	}
 }
 
-func (c *conn) dispatch(f frame) error {
+func (c *Conn) dispatch(f frame) error {
 	c.mu.Lock()
 	s := c.streams[f.id]
 	c.mu.Unlock()
@@ -220,9 +233,9 @@ func beUint32(b []byte) uint32 {
 	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
 }
 
-func (c *conn) newStream(id uint32, req []byte) *stream {
+func (c *Conn) newStream(id uint32, req []byte) *Stream {
 	c.mu.Lock()
-	s := &stream{c: c, id: id, req: req, recvLeft: c.window, sendCredit: c.peerWin, done: make(chan struct{})}
+	s := &Stream{c: c, id: id, req: req, recvLeft: c.window, sendCredit: c.peerWin, done: make(chan struct{})}
 	s.cond = sync.NewCond(&s.mu)
 	if c.err != nil {
 		s.err = c.err
@@ -234,7 +247,7 @@ func (c *conn) newStream(id uint32, req []byte) *stream {
 	return s
 }
 
-func (c *conn) forget(s *stream) {
+func (c *Conn) forget(s *Stream) {
 	c.mu.Lock()
 	if c.streams[s.id] == s {
 		delete(c.streams, s.id)
@@ -242,15 +255,15 @@ func (c *conn) forget(s *stream) {
 	c.mu.Unlock()
 }
 
-// open opens a stream carrying req (at most MaxPayload bytes).
-func (c *conn) open(req []byte) (*stream, error) {
+// Open opens a stream carrying req (at most MaxPayload bytes).
+func (c *Conn) Open(req []byte) (*Stream, error) {
 	if len(req) > MaxPayload {
 		return nil, fmt.Errorf("agent request of %d bytes (at most %d)", len(req), MaxPayload)
 	}
 	select { // a stream's credit is the peer's window, known from its hello
 	case <-c.hello:
 	case <-c.done:
-		return nil, c.broken()
+		return nil, c.Err()
 	}
 	// The id is taken and its open written under the one write lock:
 	// ids reach the peer in the order they were taken (the peer refuses
@@ -272,20 +285,20 @@ func (c *conn) open(req []byte) (*stream, error) {
 	return s, nil
 }
 
-// acceptStream returns the next stream the peer opened.
-func (c *conn) acceptStream() (*stream, error) {
+// Accept returns the next stream the peer opened.
+func (c *Conn) Accept() (*Stream, error) {
 	select {
 	case s := <-c.accept:
 		return s, nil
 	case <-c.done:
-		return nil, c.broken()
+		return nil, c.Err()
 	}
 }
 
-// stream is one bidirectional byte stream of a conn. One goroutine reads
+// Stream is one bidirectional byte stream of a Conn. One goroutine reads
 // and one writes at a time.
-type stream struct {
-	c   *conn
+type Stream struct {
+	c   *Conn
 	id  uint32
 	req []byte
 
@@ -301,7 +314,7 @@ type stream struct {
 	done       chan struct{}
 }
 
-func (s *stream) deliver(p []byte) error {
+func (s *Stream) deliver(p []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.err != nil {
@@ -316,7 +329,7 @@ func (s *stream) deliver(p []byte) error {
 	return nil
 }
 
-func (s *stream) credit(n uint32) error {
+func (s *Stream) credit(n uint32) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if uint64(s.sendCredit)+uint64(n) > 1<<31 {
@@ -327,7 +340,7 @@ func (s *stream) credit(n uint32) error {
 	return nil
 }
 
-func (s *stream) remoteClose() {
+func (s *Stream) remoteClose() {
 	s.mu.Lock()
 	s.rEOF = true
 	both := s.wClosed
@@ -340,7 +353,7 @@ func (s *stream) remoteClose() {
 
 // fail ends both directions with err; data of a direction the peer
 // completed (closed) stays readable.
-func (s *stream) fail(err error) {
+func (s *Stream) fail(err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.err != nil {
@@ -355,7 +368,7 @@ func (s *stream) fail(err error) {
 }
 
 // Read reads what the peer sent; io.EOF after its close.
-func (s *stream) Read(p []byte) (int, error) {
+func (s *Stream) Read(p []byte) (int, error) {
 	s.mu.Lock()
 	for s.rbuf.Len() == 0 && !s.rEOF && s.err == nil {
 		s.cond.Wait()
@@ -389,7 +402,7 @@ func (s *stream) Read(p []byte) (int, error) {
 }
 
 // Write sends p, waiting for credit: never more than the peer granted.
-func (s *stream) Write(p []byte) (int, error) {
+func (s *Stream) Write(p []byte) (int, error) {
 	var sent int
 	for len(p) > 0 {
 		s.mu.Lock()
@@ -417,7 +430,7 @@ func (s *stream) Write(p []byte) (int, error) {
 }
 
 // CloseWrite tells the peer this end sends no more (its Read gets EOF).
-func (s *stream) CloseWrite() error {
+func (s *Stream) CloseWrite() error {
 	s.mu.Lock()
 	if s.wClosed || s.err != nil {
 		err := s.err
@@ -436,7 +449,7 @@ func (s *stream) CloseWrite() error {
 }
 
 // Reset ends the stream in both directions at once, here and at the peer.
-func (s *stream) Reset() {
+func (s *Stream) Reset() {
 	s.mu.Lock()
 	if s.err != nil {
 		s.mu.Unlock()
@@ -453,7 +466,7 @@ func (s *stream) Reset() {
 
 // Close closes this end's direction and, when the peer's is not done,
 // resets the stream (nobody will read what it still sends).
-func (s *stream) Close() error {
+func (s *Stream) Close() error {
 	s.CloseWrite()
 	s.mu.Lock()
 	rest := !s.rEOF
@@ -464,11 +477,15 @@ func (s *stream) Close() error {
 	return nil
 }
 
+// OpenPayload is what the stream's open frame carried (a tunnel
+// stream's Request, as JSON).
+func (s *Stream) OpenPayload() []byte { return s.req }
+
 // Done is closed when the stream was reset or the channel broke.
-func (s *stream) Done() <-chan struct{} { return s.done }
+func (s *Stream) Done() <-chan struct{} { return s.done }
 
 // buffered is how many received bytes wait for the reader (tests).
-func (s *stream) buffered() int {
+func (s *Stream) buffered() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.rbuf.Len()

@@ -12,12 +12,12 @@ import (
 )
 
 // pair is two ends of a channel over in-process pipes.
-func pair(t *testing.T, window uint32) (host, agent *conn) {
+func pair(t *testing.T, window uint32) (host, agent *Conn) {
 	t.Helper()
 	return pair2(t, window, window)
 }
 
-func pair2(t *testing.T, hostWin, agentWin uint32) (host, agent *conn) {
+func pair2(t *testing.T, hostWin, agentWin uint32) (host, agent *Conn) {
 	t.Helper()
 	ar, hw := io.Pipe() // host writes, agent reads
 	hr, aw := io.Pipe() // agent writes, host reads
@@ -25,10 +25,10 @@ func pair2(t *testing.T, hostWin, agentWin uint32) (host, agent *conn) {
 	agent = newConn(ar, aw, false, agentWin, aw, ar)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := host.waitHello(ctx); err != nil {
+	if err := host.WaitHello(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := agent.waitHello(ctx); err != nil {
+	if err := agent.WaitHello(ctx); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { host.Close(); agent.Close() })
@@ -53,11 +53,11 @@ func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
 func TestSlowReaderStallsOnlyItsStream(t *testing.T) {
 	const window = 64 << 10
 	h, a := pair(t, window)
-	stuck, err := h.open([]byte("stuck"))
+	stuck, err := h.Open([]byte("stuck"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	astuck, err := a.acceptStream()
+	astuck, err := a.Accept()
 	if err != nil || string(astuck.req) != "stuck" {
 		t.Fatalf("accept: %v %q", err, astuck.req)
 	}
@@ -69,8 +69,8 @@ func TestSlowReaderStallsOnlyItsStream(t *testing.T) {
 	// The receiver fills up to the window, never past it.
 	waitFor(t, "the stuck stream's window to fill", 10*time.Second, func() bool { return astuck.buffered() == window })
 	// Another stream completes in full while the first is stuck.
-	other, _ := h.open([]byte("other"))
-	aother, _ := a.acceptStream()
+	other, _ := h.Open([]byte("other"))
+	aother, _ := a.Accept()
 	payload := bytes.Repeat([]byte("0123456789abcdef"), 4<<20/16)
 	go func() {
 		other.Write(payload)
@@ -100,8 +100,8 @@ func TestSlowReaderStallsOnlyItsStream(t *testing.T) {
 // reverse direction still flows; a reset ends both.
 func TestHalfCloseAndReset(t *testing.T) {
 	h, a := pair(t, 0)
-	s, _ := h.open([]byte("x"))
-	as, _ := a.acceptStream()
+	s, _ := h.Open([]byte("x"))
+	as, _ := a.Accept()
 	s.Write([]byte("up"))
 	s.CloseWrite()
 	if b, err := io.ReadAll(as); err != nil || string(b) != "up" {
@@ -117,8 +117,8 @@ func TestHalfCloseAndReset(t *testing.T) {
 	if _, err := s.Write([]byte("late")); !errors.Is(err, errWriteClosed) {
 		t.Fatalf("write after own close: %v", err)
 	}
-	r, _ := h.open([]byte("r"))
-	ar, _ := a.acceptStream()
+	r, _ := h.Open([]byte("r"))
+	ar, _ := a.Accept()
 	r.Reset()
 	if _, err := ar.Read(make([]byte, 1)); !errors.Is(err, ErrReset) {
 		t.Fatalf("read on a stream the peer reset: %v", err)
@@ -133,10 +133,10 @@ func TestHalfCloseAndReset(t *testing.T) {
 func TestOverrunBreaksEveryStream(t *testing.T) {
 	const window = 32 << 10
 	h, a := pair(t, window)
-	streams := make([]*stream, 3)
+	streams := make([]*Stream, 3)
 	for i := range streams {
-		streams[i], _ = h.open([]byte("s"))
-		a.acceptStream()
+		streams[i], _ = h.Open([]byte("s"))
+		a.Accept()
 	}
 	blocked := make(chan error, len(streams))
 	for _, s := range streams[1:] {
@@ -167,7 +167,7 @@ func TestOverrunBreaksEveryStream(t *testing.T) {
 	if _, err := streams[0].Write([]byte("x")); !errors.Is(err, ErrBroken) {
 		t.Fatalf("write on the overrun stream: %v", err)
 	}
-	if _, err := h.open([]byte("after")); !errors.Is(err, ErrBroken) {
+	if _, err := h.Open([]byte("after")); !errors.Is(err, ErrBroken) {
 		t.Fatalf("open on a broken channel: %v", err)
 	}
 }
@@ -176,8 +176,8 @@ func TestOverrunBreaksEveryStream(t *testing.T) {
 // different windows move a megabyte both ways without an overrun.
 func TestDifferentWindows(t *testing.T) {
 	h, a := pair2(t, 1<<20, 32<<10)
-	s, _ := h.open([]byte("x"))
-	as, _ := a.acceptStream()
+	s, _ := h.Open([]byte("x"))
+	as, _ := a.Accept()
 	big := bytes.Repeat([]byte("w"), 1<<20)
 	go func() { s.Write(big); s.CloseWrite() }()
 	go func() { as.Write(big); as.CloseWrite() }()
@@ -204,7 +204,7 @@ func TestHelloVersionMismatch(t *testing.T) {
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := h.waitHello(ctx); err == nil || !errors.Is(err, errProtocol) {
+	if err := h.WaitHello(ctx); err == nil || !errors.Is(err, errProtocol) {
 		t.Fatalf("hello of version 99: %v", err)
 	}
 }
@@ -215,8 +215,8 @@ func TestNoGoroutineLeft(t *testing.T) {
 	func() {
 		h, a := pair(t, 0)
 		for range 20 {
-			s, _ := h.open([]byte("s"))
-			as, _ := a.acceptStream()
+			s, _ := h.Open([]byte("s"))
+			as, _ := a.Accept()
 			go io.Copy(io.Discard, as)
 			go s.Write(make([]byte, 1<<20))
 		}
@@ -266,7 +266,7 @@ func TestConcurrentOpensKeepIDOrder(t *testing.T) {
 	const n = 64
 	go func() {
 		for {
-			s, err := agent.acceptStream()
+			s, err := agent.Accept()
 			if err != nil {
 				return
 			}
@@ -280,7 +280,7 @@ func TestConcurrentOpensKeepIDOrder(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if _, err := host.open([]byte("x")); err != nil {
+				if _, err := host.Open([]byte("x")); err != nil {
 					errs <- err
 				}
 			}()
@@ -290,10 +290,10 @@ func TestConcurrentOpensKeepIDOrder(t *testing.T) {
 		for err := range errs {
 			t.Fatalf("round %d: open: %v", round, err)
 		}
-		if err := host.broken(); err != nil {
+		if err := host.Err(); err != nil {
 			t.Fatalf("round %d: channel broke: %v", round, err)
 		}
-		if err := agent.broken(); err != nil {
+		if err := agent.Err(); err != nil {
 			t.Fatalf("round %d: the agent's end broke: %v", round, err)
 		}
 	}

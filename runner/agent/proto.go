@@ -11,19 +11,19 @@ import (
 
 // Operations a stream's open request names.
 const (
-	opExec   = "exec"   // host opens: run argv; stdin up, records down
-	opPut    = "put"    // host opens: a tar of entries up, a result down
-	opGet    = "get"    // host opens: nothing up, a tar of a path down
-	opTunnel = "tunnel" // agent opens: raw bytes of one accepted connection
+	OpExec   = "exec"   // host opens: run argv; stdin up, records down
+	OpPut    = "put"    // host opens: a tar of entries up, a result down
+	OpGet    = "get"    // host opens: nothing up, a tar of a path down
+	OpTunnel = "tunnel" // agent opens: raw bytes of one accepted connection
 )
 
 // maxRequest caps a request (its JSON, which leads the stream of an
 // operation the host opens, after its u32 length).
 const maxRequest = 4 << 20
 
-// request is an operation's request (JSON). A tunnel stream's open
+// Request is an operation's request (JSON). A tunnel stream's open
 // payload is one too, naming nothing but the op.
-type request struct {
+type Request struct {
 	Op      string   `json:"op"`
 	Argv    []string `json:"argv,omitempty"`
 	User    string   `json:"user,omitempty"`
@@ -33,8 +33,8 @@ type request struct {
 	Path    string   `json:"path,omitempty"`
 }
 
-// result is an operation's last record.
-type result struct {
+// Result is an operation's last record.
+type Result struct {
 	Code     int    `json:"code"`
 	Error    string `json:"error,omitempty"`
 	NotFound bool   `json:"notfound,omitempty"`
@@ -79,7 +79,7 @@ func (rw *recordWriter) write(kind byte, p []byte) error {
 	return nil
 }
 
-func (rw *recordWriter) result(r result) error {
+func (rw *recordWriter) Result(r Result) error {
 	b, _ := json.Marshal(r)
 	return rw.write(recResult, b)
 }
@@ -118,8 +118,8 @@ func readRecord(r io.Reader, buf []byte) (byte, []byte, error) {
 }
 
 // readRequest reads the request that leads a stream the host opened.
-func readRequest(r io.Reader) (request, error) {
-	var req request
+func readRequest(r io.Reader) (Request, error) {
+	var req Request
 	var h [4]byte
 	if _, err := io.ReadFull(r, h[:]); err != nil {
 		return req, err

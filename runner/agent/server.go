@@ -20,7 +20,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sandproof/sandproof/runner/host/provider"
+	"github.com/sandproof/sandproof/runner/agent/pax"
 	"golang.org/x/sys/unix"
 )
 
@@ -56,7 +56,7 @@ func Serve(r io.Reader, w io.Writer, opt ServeOptions) error {
 	}
 	srv := &server{root: filepath.Clean(root), groups: map[int]bool{}}
 	for {
-		s, err := c.acceptStream()
+		s, err := c.Accept()
 		if err != nil {
 			// Before returning, not from each exec's goroutine: the
 			// agent's process exits when Serve returns, and a kill
@@ -123,7 +123,7 @@ func (srv *server) killAll() {
 // end its direction of the stream.
 const drainTimeout = 30 * time.Second
 
-func (srv *server) handle(s *stream) {
+func (srv *server) handle(s *Stream) {
 	req, err := readRequest(s)
 	if err != nil {
 		s.Reset()
@@ -131,18 +131,18 @@ func (srv *server) handle(s *stream) {
 	}
 	defer finish(s)
 	rw := &recordWriter{w: s}
-	var res result
+	var res Result
 	switch req.Op {
-	case opExec:
+	case OpExec:
 		res = srv.exec(s, rw, req)
-	case opPut:
+	case OpPut:
 		res = srv.put(s, req)
-	case opGet:
+	case OpGet:
 		res = srv.get(rw, req)
 	default:
-		res = result{Code: -1, Error: fmt.Sprintf("unknown op %q", req.Op)}
+		res = Result{Code: -1, Error: fmt.Sprintf("unknown op %q", req.Op)}
 	}
-	rw.result(res)
+	rw.Result(res)
 }
 
 // finish ends an operation's stream once its result is sent. The host
@@ -151,7 +151,7 @@ func (srv *server) handle(s *stream) {
 // trailing blocks) is read and dropped, so the host's writes end normally
 // rather than meeting a reset that races its reading of the result. A host
 // that never ends its direction gets the reset after drainTimeout.
-func finish(s *stream) {
+func finish(s *Stream) {
 	s.CloseWrite()
 	drained := make(chan struct{})
 	go func() {
@@ -167,36 +167,36 @@ func finish(s *stream) {
 
 // tunnelListen makes every accepted connection a stream. Where its bytes
 // go is the host's choice: the request names no destination.
-func tunnelListen(c *conn, l net.Listener) {
-	req, _ := json.Marshal(request{Op: opTunnel})
+func tunnelListen(c *Conn, l net.Listener) {
+	req, _ := json.Marshal(Request{Op: OpTunnel})
 	for {
 		nc, err := l.Accept()
 		if err != nil {
 			return
 		}
-		hc, ok := nc.(halfCloser)
+		hc, ok := nc.(HalfCloser)
 		if !ok { // a listener of TCP connections gives *net.TCPConn
 			nc.Close()
 			continue
 		}
-		s, err := c.open(req)
+		s, err := c.Open(req)
 		if err != nil {
 			nc.Close()
 			return
 		}
-		go splice(hc, s)
+		go Splice(hc, s)
 	}
 }
 
-// halfCloser is a connection that can close its write direction alone.
-type halfCloser interface {
+// HalfCloser is a connection that can close its write direction alone.
+type HalfCloser interface {
 	io.ReadWriteCloser
 	CloseWrite() error
 }
 
-// splice copies both ways between a connection and a stream, passing
+// Splice copies both ways between a connection and a stream, passing
 // each direction's end on as a half-close; an error resets the stream.
-func splice(nc halfCloser, s *stream) {
+func Splice(nc HalfCloser, s *Stream) {
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() {
@@ -228,13 +228,13 @@ func splice(nc halfCloser, s *stream) {
 
 // exec runs req.Argv directly (no shell) and streams its stdout and
 // stderr as records; the result is its exit status.
-func (srv *server) exec(s *stream, rw *recordWriter, req request) result {
-	fail := func(code int, err error) result {
+func (srv *server) exec(s *Stream, rw *recordWriter, req Request) Result {
+	fail := func(code int, err error) Result {
 		kindWriter{rw, recErr}.Write([]byte(err.Error() + "\n"))
-		return result{Code: code}
+		return Result{Code: code}
 	}
 	if len(req.Argv) == 0 {
-		return result{Code: -1, Error: "exec: empty argv"}
+		return Result{Code: -1, Error: "exec: empty argv"}
 	}
 	u, err := lookupUser(req.User)
 	if err != nil {
@@ -292,9 +292,9 @@ func (srv *server) exec(s *stream, rw *recordWriter, req request) result {
 	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
 	switch {
 	case ok && ws.Signaled():
-		return result{Code: 128 + int(ws.Signal())}
+		return Result{Code: 128 + int(ws.Signal())}
 	case cmd.ProcessState != nil:
-		return result{Code: cmd.ProcessState.ExitCode()}
+		return Result{Code: cmd.ProcessState.ExitCode()}
 	default:
 		return fail(126, err)
 	}
@@ -490,23 +490,23 @@ func (srv *server) resolve(p string) (string, error) {
 	return hp, nil
 }
 
-// put extracts a tar of directories and regular files as provider.Put
+// put extracts a tar of directories and regular files as the host's Put
 // creates entries: missing parents 0755 root, then the entry with its mode
 // and owner; an existing directory is left as it is; a file replaces what
 // was there through a rename. Anything else, and any name with "..", is
 // refused.
-func (srv *server) put(s *stream, req request) result {
+func (srv *server) put(s *Stream, req Request) Result {
 	tr := tar.NewReader(s)
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
-			return result{}
+			return Result{}
 		}
 		if err != nil {
-			return result{Code: -1, Error: fmt.Sprintf("put: %v", err)}
+			return Result{Code: -1, Error: fmt.Sprintf("put: %v", err)}
 		}
 		if err := srv.putEntry(tr, h); err != nil {
-			return result{Code: -1, Error: fmt.Sprintf("put %q: %v", h.Name, err)}
+			return Result{Code: -1, Error: fmt.Sprintf("put %q: %v", h.Name, err)}
 		}
 	}
 }
@@ -590,15 +590,15 @@ func mkParents(dir string) error {
 // is the path's base name: links, hard links and specials are entries,
 // never followed. The path is resolved following no link at any of its
 // components (a link met on the way is the archive's one entry, a symlink
-// marked with provider.PAXLinkAt), the tree is walked by descriptors, and
+// marked with pax.LinkAt), the tree is walked by descriptors, and
 // everything is read with req.User's filesystem ids ("" the agent's own):
-// what that user may not read is an entry marked provider.PAXWithheld,
+// what that user may not read is an entry marked pax.Withheld,
 // never read (confine.go says why).
-func (srv *server) get(rw *recordWriter, req request) result {
+func (srv *server) get(rw *recordWriter, req Request) Result {
 	if !path.IsAbs(req.Path) {
-		return result{Code: -1, Error: fmt.Sprintf("get: path %q: not absolute", req.Path)}
+		return Result{Code: -1, Error: fmt.Sprintf("get: path %q: not absolute", req.Path)}
 	}
-	done := make(chan result, 1)
+	done := make(chan Result, 1)
 	go func() {
 		// Never unlocked: the thread takes the user's ids and retires
 		// with this goroutine (takeIDs).
@@ -607,12 +607,12 @@ func (srv *server) get(rw *recordWriter, req request) result {
 		// before they are given up.
 		root, err := unix.Open(srv.root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		if err != nil {
-			done <- result{Code: -1, Error: fmt.Sprintf("get: open the root %q: %v", srv.root, err)}
+			done <- Result{Code: -1, Error: fmt.Sprintf("get: open the root %q: %v", srv.root, err)}
 			return
 		}
 		defer unix.Close(root)
 		if err := takeIDs(req.User); err != nil {
-			done <- result{Code: -1, Error: "get: " + err.Error()}
+			done <- Result{Code: -1, Error: "get: " + err.Error()}
 			return
 		}
 		done <- srv.getAt(rw, root, req.Path)
@@ -620,15 +620,15 @@ func (srv *server) get(rw *recordWriter, req request) result {
 	return <-done
 }
 
-func (srv *server) getAt(rw *recordWriter, root int, p string) result {
+func (srv *server) getAt(rw *recordWriter, root int, p string) Result {
 	clean := path.Clean(p)
 	top := path.Base(clean)
 	if top == "/" {
 		top = "root"
 	}
 	tw := tar.NewWriter(kindWriter{rw, recOut})
-	fail := func(err error) result {
-		return result{Code: -1, Error: fmt.Sprintf("get %q: %v", p, err)}
+	fail := func(err error) Result {
+		return Result{Code: -1, Error: fmt.Sprintf("get %q: %v", p, err)}
 	}
 	dir, name, err := openParent(root, strings.TrimPrefix(clean, "/"))
 	var link *errLink
@@ -636,16 +636,16 @@ func (srv *server) getAt(rw *recordWriter, root int, p string) result {
 	case errors.As(err, &link):
 		h := header(top, tar.TypeSymlink, nil)
 		h.Linkname = link.target
-		h.PAXRecords = map[string]string{provider.PAXLinkAt: "/" + link.at}
+		h.PAXRecords = map[string]string{pax.LinkAt: "/" + link.at}
 		if err := tw.WriteHeader(h); err != nil {
 			return fail(err)
 		}
 		if err := tw.Close(); err != nil {
 			return fail(err)
 		}
-		return result{}
+		return Result{}
 	case errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR):
-		return result{NotFound: true}
+		return Result{NotFound: true}
 	case errors.Is(err, unix.EACCES):
 		if err := tw.WriteHeader(denied(top)); err != nil {
 			return fail(err)
@@ -653,14 +653,14 @@ func (srv *server) getAt(rw *recordWriter, root int, p string) result {
 		if err := tw.Close(); err != nil {
 			return fail(err)
 		}
-		return result{}
+		return Result{}
 	case err != nil:
 		return fail(err)
 	}
 	defer unix.Close(dir)
 	var st unix.Stat_t
 	if err := unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW); errors.Is(err, unix.ENOENT) {
-		return result{NotFound: true}
+		return Result{NotFound: true}
 	}
 	w := &walker{tw: tw, inodes: map[[2]uint64]string{}}
 	if err := w.entry(dir, name, top, 1); err != nil {
@@ -669,7 +669,7 @@ func (srv *server) getAt(rw *recordWriter, root int, p string) result {
 	if err := tw.Close(); err != nil {
 		return fail(err)
 	}
-	return result{}
+	return Result{}
 }
 
 // walker writes a tree as tar entries, every one opened relative to its
@@ -698,7 +698,7 @@ func header(name string, typ byte, st *unix.Stat_t) *tar.Header {
 // (nothing to read for a host that does not know the mark) with the mark.
 func denied(name string) *tar.Header {
 	h := header(name, tar.TypeFifo, nil)
-	h.PAXRecords = map[string]string{provider.PAXWithheld: provider.WithheldDenied}
+	h.PAXRecords = map[string]string{pax.Withheld: pax.Denied}
 	return h
 }
 

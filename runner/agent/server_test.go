@@ -1,4 +1,4 @@
-package agent
+package agent_test
 
 import (
 	"archive/tar"
@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sandproof/sandproof/runner/agent"
+	"github.com/sandproof/sandproof/runner/host/agenthost"
 	"io"
 	"os"
 	"path/filepath"
@@ -19,7 +21,23 @@ import (
 
 // inProcess runs Serve over pipes, confined to a temp root, and returns
 // the host end.
-func inProcess(t *testing.T) (*Host, string) {
+func inProcess(t *testing.T) (*agenthost.Host, string) {
+	t.Helper()
+	hr, hw, root := serveInProcess(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	h, err := agenthost.NewHost(ctx, hr, hw, agenthost.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() }) // runs before serveInProcess' check
+	return h, root
+}
+
+// serveInProcess runs Serve over pipes, confined to a temp root: the
+// reader and writer of the host's end, and the root. Serve must end once
+// the host's end closes.
+func serveInProcess(t *testing.T) (io.ReadCloser, io.WriteCloser, string) {
 	t.Helper()
 	if euid := os.Geteuid(); euid != 0 {
 		// Put sets owners, as the agent (root in a sandbox) does.
@@ -30,27 +48,37 @@ func inProcess(t *testing.T) (*Host, string) {
 	hr, aw := io.Pipe()
 	served := make(chan error, 1)
 	go func() {
-		served <- Serve(ar, aw, ServeOptions{Root: root})
+		served <- agent.Serve(ar, aw, agent.ServeOptions{Root: root})
 		aw.Close()
 	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	h, err := NewHost(ctx, hr, hw, HostOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() {
-		h.Close()
 		select {
 		case err := <-served:
-			if !IsEOF(err) && !errors.Is(err, io.ErrClosedPipe) {
+			if !agent.IsEOF(err) && !errors.Is(err, io.ErrClosedPipe) {
 				t.Errorf("Serve ended with %v", err)
 			}
 		case <-time.After(10 * time.Second):
 			t.Error("Serve did not end after the host closed")
 		}
 	})
-	return h, root
+	return hr, hw, root
+}
+
+// rawPut sends archive as a put over the bare protocol (no Host, whose
+// Put writes only what it means to): the agent's answer, or the
+// channel's failure.
+func rawPut(ctx context.Context, c *agent.Conn, archive io.Reader) (refused string, err error) {
+	s, done, err := c.Call(ctx, agent.Request{Op: agent.OpPut})
+	if err != nil {
+		return "", err
+	}
+	defer done()
+	if _, err := io.Copy(s, archive); err != nil {
+		return "", err
+	}
+	s.CloseWrite()
+	r, err := agent.ReadResults(s, io.Discard, io.Discard)
+	return r.Error, err
 }
 
 func tarOf(t *testing.T, hs ...*tar.Header) *io.PipeReader {
@@ -73,11 +101,17 @@ func tarOf(t *testing.T, hs ...*tar.Header) *io.PipeReader {
 // Put takes directories and regular files only, and no name with "..":
 // a hostile or broken archive creates nothing outside or odd.
 func TestPutRefusesWhatPutNeverSends(t *testing.T) {
-	h, root := inProcess(t)
-	ctx := context.Background()
+	hr, hw, root := serveInProcess(t)
+	c := agent.NewHostConn(hr, hw, 0, hw, hr)
+	t.Cleanup(func() { c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.WaitHello(ctx); err != nil {
+		t.Fatal(err)
+	}
 	// Positive control: a plain file is created.
-	if err := h.put(ctx, tarOf(t, &tar.Header{Typeflag: tar.TypeReg, Name: "ok", Size: 2, Mode: 0o644})); err != nil {
-		t.Fatalf("plain file: %v", err)
+	if refused, err := rawPut(ctx, c, tarOf(t, &tar.Header{Typeflag: tar.TypeReg, Name: "ok", Size: 2, Mode: 0o644})); refused != "" || err != nil {
+		t.Fatalf("plain file: %q, %v", refused, err)
 	}
 	if _, err := os.Stat(filepath.Join(root, "ok")); err != nil {
 		t.Fatal(err)
@@ -91,9 +125,9 @@ func TestPutRefusesWhatPutNeverSends(t *testing.T) {
 		{Typeflag: tar.TypeFifo, Name: "fifo"},
 		{Typeflag: tar.TypeChar, Name: "dev", Devmajor: 1, Devminor: 3},
 	} {
-		err := h.put(ctx, tarOf(t, hd))
-		if err == nil || errors.As(err, new(*transportError)) {
-			t.Errorf("put of %q (%c): %v, want a refusal", hd.Name, hd.Typeflag, err)
+		refused, err := rawPut(ctx, c, tarOf(t, hd))
+		if refused == "" || err != nil {
+			t.Errorf("put of %q (%c): refused %q, %v; want a refusal", hd.Name, hd.Typeflag, refused, err)
 		}
 	}
 	var left []string
@@ -135,7 +169,7 @@ func TestExecCancelKills(t *testing.T) {
 	cancel()
 	select {
 	case err := <-done:
-		if !errors.As(err, new(*transportError)) || !errors.Is(err, context.Canceled) {
+		if !agenthost.IsTransport(err) || !errors.Is(err, context.Canceled) {
 			t.Fatalf("cancelled exec: %v", err)
 		}
 	case <-time.After(10 * time.Second):

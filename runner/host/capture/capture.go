@@ -282,12 +282,23 @@ func ReadSQLiteLimit(ctx context.Context, path, query string, lim SQLiteLimits, 
 			err = fmt.Errorf("%w (time budget %s)", err, lim.Timeout)
 		}
 	}()
+	if err := checkQueryTables(ctx, db, path, query, names); err != nil {
+		return 0, err
+	}
+	return readRows(ctx, db, path, query, lim.Rows, fn)
+}
+
+// checkQueryTables refuses a query of db that reads anything but tables:
+// every name in names (the query's FROM/JOIN tables) must be one, and no
+// word of the query may name a view or a virtual table. A database
+// without a schema has no records.
+func checkQueryTables(ctx context.Context, db *sql.DB, path, query string, names []string) error {
 	var tables int
 	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema").Scan(&tables); err != nil {
-		return 0, fmt.Errorf("read captured database %q: %w", path, err)
+		return fmt.Errorf("read captured database %q: %w", path, err)
 	}
 	if tables == 0 {
-		return 0, fmt.Errorf("read captured database %q: no schema (was it copied without its -wal?): %w", path, ErrNoRecords)
+		return fmt.Errorf("read captured database %q: no schema (was it copied without its -wal?): %w", path, ErrNoRecords)
 	}
 	// Every name the query reads must be a table; and no word of the
 	// query may name a view or a virtual table (a comma join, a
@@ -295,34 +306,40 @@ func ReadSQLiteLimit(ctx context.Context, path, query string, lim SQLiteLimits, 
 	kinds := map[string]string{}
 	krs, err := db.QueryContext(ctx, "SELECT lower(name), CASE WHEN type = 'table' AND sql LIKE 'CREATE VIRTUAL%' THEN 'virtual table' ELSE type END FROM sqlite_schema WHERE type IN ('table','view')")
 	if err != nil {
-		return 0, fmt.Errorf("read captured database %q: %w", path, err)
+		return fmt.Errorf("read captured database %q: %w", path, err)
 	}
 	for krs.Next() {
 		var n, k string
 		if err := krs.Scan(&n, &k); err != nil {
 			krs.Close()
-			return 0, fmt.Errorf("read captured database %q: %w", path, err)
+			return fmt.Errorf("read captured database %q: %w", path, err)
 		}
 		kinds[n] = k
 	}
 	if err := krs.Close(); err != nil {
-		return 0, fmt.Errorf("read captured database %q: %w", path, err)
+		return fmt.Errorf("read captured database %q: %w", path, err)
 	}
 	for _, w := range queryWords.FindAllString(query, -1) {
 		w = strings.ToLower(strings.Trim(w, "\"`[]"))
 		if k := kinds[w]; k != "" && k != "table" {
-			return 0, fmt.Errorf("read captured database %q: %q is a %s, refused: %w", path, w, k, ErrNotTable)
+			return fmt.Errorf("read captured database %q: %q is a %s, refused: %w", path, w, k, ErrNotTable)
 		}
 	}
 	for _, n := range names {
 		switch k := kinds[strings.ToLower(n)]; k {
 		case "table":
 		case "":
-			return 0, fmt.Errorf("read captured database %q: %q: %w (no such table)", path, n, ErrNoRecords)
+			return fmt.Errorf("read captured database %q: %q: %w (no such table)", path, n, ErrNoRecords)
 		default:
-			return 0, fmt.Errorf("read captured database %q: %q is a %s, refused: %w", path, n, k, ErrNotTable)
+			return fmt.Errorf("read captured database %q: %q is a %s, refused: %w", path, n, k, ErrNotTable)
 		}
 	}
+	return nil
+}
+
+// readRows runs query on db and calls fn with each row's first column,
+// until fn returns false; more than maxRows rows is ErrTooLarge.
+func readRows(ctx context.Context, db *sql.DB, path, query string, maxRows int, fn func(doc string) bool) (rows int, err error) {
 	rs, err := db.QueryContext(ctx, query)
 	if err != nil {
 		return 0, fmt.Errorf("query captured database %q: %w", path, err)
@@ -339,8 +356,8 @@ func ReadSQLiteLimit(ctx context.Context, path, query string, lim SQLiteLimits, 
 		dest[i] = new(sql.RawBytes)
 	}
 	for rs.Next() {
-		if rows >= lim.Rows {
-			return rows, fmt.Errorf("read rows of %q: more than %d rows: %w", path, lim.Rows, ErrTooLarge)
+		if rows >= maxRows {
+			return rows, fmt.Errorf("read rows of %q: more than %d rows: %w", path, maxRows, ErrTooLarge)
 		}
 		if err := rs.Scan(dest...); err != nil {
 			return rows, fmt.Errorf("read row of %q: %w", path, err)

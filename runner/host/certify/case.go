@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/sandproof/sandproof/reports"
-	"github.com/sandproof/sandproof/runner/agent"
 	"github.com/sandproof/sandproof/runner/host/adapter"
+	"github.com/sandproof/sandproof/runner/host/agenthost"
 	"github.com/sandproof/sandproof/runner/host/capture"
 	"github.com/sandproof/sandproof/runner/host/hostfile"
 	"github.com/sandproof/sandproof/runner/host/provider"
@@ -119,7 +119,7 @@ type sandboxed struct {
 // sessionAgent is the session agent's channel, the sandbox as the
 // session sees it, with its stderr kept for errors; closed once.
 type sessionAgent struct {
-	sb     *agent.Sandbox
+	sb     *agenthost.Sandbox
 	stderr *hostfile.HeadBuffer
 }
 

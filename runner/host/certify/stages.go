@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/sandproof/sandproof/reports"
-	"github.com/sandproof/sandproof/runner/agent"
 	"github.com/sandproof/sandproof/runner/host/adapter"
+	"github.com/sandproof/sandproof/runner/host/agenthost"
 	"github.com/sandproof/sandproof/runner/host/hostfile"
 	"github.com/sandproof/sandproof/runner/host/provider"
 	"github.com/sandproof/sandproof/runner/host/relay"
@@ -567,7 +567,7 @@ func (cr *caseRun) startAgent(ctx context.Context, sb provider.Sandbox, rel *rel
 		argv = append(argv, "--listen", relayAddr)
 	}
 	stderr := &hostfile.HeadBuffer{Max: 64 << 10}
-	asb, err := agent.Start(ctx, sb, argv, stderr, agent.HostOptions{Target: relayAddr})
+	asb, err := agenthost.Start(ctx, sb, argv, stderr, agenthost.Options{Target: relayAddr})
 	if err != nil {
 		return nil, fmt.Errorf("start the session agent: %w%s", err, stderrNote(stderr.String()))
 	}

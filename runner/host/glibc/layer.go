@@ -170,11 +170,43 @@ func (l *Layer) Has(name string) bool {
 // the glibc runtime never loads it. Then it rewrites the executables'
 // interpreter. A tree without a glibc executable is an error.
 func Build(o Options) (*Layer, error) {
-	loader := path.Join(o.SandboxDir, LoaderName)
-	var exes, libs []string
-	machine := map[string]elf.Machine{}
-	hostInterp := ""
-	err := filepath.WalkDir(o.Root, func(p string, d fs.DirEntry, err error) error {
+	tree, err := scanTree(o.Root)
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(o.Root, filepath.FromSlash(o.Dir))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("build glibc layer: %w", err)
+	}
+	libs, err := tree.closure(o.LibDirs)
+	if err != nil {
+		return nil, err
+	}
+	l := &Layer{Loader: path.Join(o.SandboxDir, LoaderName), LibDir: o.SandboxDir}
+	if err := l.copyLibs(o, dir, tree.interp, libs); err != nil {
+		return nil, err
+	}
+	if err := l.patch(o.Root, tree.exes); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// elfTree is what a tree's ELF files say: its glibc executables (a glibc
+// interpreter), the one interpreter they share, its shared objects
+// (no interpreter) and each file's machine.
+type elfTree struct {
+	exes, libs []string
+	interp     string
+	machine    map[string]elf.Machine
+}
+
+// scanTree reads every regular file under root that is an ELF file. Two
+// glibc executables wanting different loaders, or none at all, is an
+// error.
+func scanTree(root string) (elfTree, error) {
+	t := elfTree{machine: map[string]elf.Machine{}}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || !d.Type().IsRegular() {
 			return err
 		}
@@ -183,7 +215,7 @@ func Build(o Options) (*Layer, error) {
 			return nil // not an ELF file
 		}
 		defer f.Close()
-		machine[p] = f.Machine
+		t.machine[p] = f.Machine
 		interp := ""
 		for _, prog := range f.Progs {
 			if prog.Type == elf.PT_INTERP {
@@ -193,37 +225,40 @@ func Build(o Options) (*Layer, error) {
 		}
 		switch {
 		case interp != "" && !strings.Contains(interp, "musl"):
-			if hostInterp != "" && interp != hostInterp {
-				return fmt.Errorf("build glibc layer: %s wants loader %s, another file %s", p, interp, hostInterp)
+			if t.interp != "" && interp != t.interp {
+				return fmt.Errorf("build glibc layer: %s wants loader %s, another file %s", p, interp, t.interp)
 			}
-			hostInterp = interp
-			exes = append(exes, p)
+			t.interp = interp
+			t.exes = append(t.exes, p)
 		case interp == "" && f.Type == elf.ET_DYN:
-			libs = append(libs, p)
+			t.libs = append(t.libs, p)
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return t, err
 	}
-	if len(exes) == 0 {
-		return nil, fmt.Errorf("build glibc layer: no glibc executable in %s", o.Root)
+	if len(t.exes) == 0 {
+		return t, fmt.Errorf("build glibc layer: no glibc executable in %s", root)
 	}
-	dir := filepath.Join(o.Root, filepath.FromSlash(o.Dir))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("build glibc layer: %w", err)
-	}
-	l := &Layer{Loader: loader, LibDir: o.SandboxDir}
+	return t, nil
+}
+
+// closure resolves, in libDirs, the DT_NEEDED closure of the executables
+// (each must resolve) and of each shared object of their machine whose
+// closure resolves whole: a soname to its host file, the loader's own
+// included.
+func (t elfTree) closure(libDirs []string) (map[string]string, error) {
 	// The loader is its own soname's library (libc.so.6 needs
 	// ld-linux-x86-64.so.2): rtld knows itself by it and never loads it twice.
-	r := &resolver{dirs: o.LibDirs, seen: map[string]string{path.Base(hostInterp): hostInterp}}
-	for _, e := range exes {
+	r := &resolver{dirs: libDirs, seen: map[string]string{path.Base(t.interp): t.interp}}
+	for _, e := range t.exes {
 		if err := r.closure(e); err != nil {
 			return nil, fmt.Errorf("build glibc layer: %w", err)
 		}
 	}
-	for _, s := range libs {
-		if machine[s] != machine[exes[0]] {
+	for _, s := range t.libs {
+		if t.machine[s] != t.machine[t.exes[0]] {
 			continue // another arch's addon, never loaded here
 		}
 		sub := &resolver{dirs: r.dirs, seen: maps.Clone(r.seen)}
@@ -231,6 +266,13 @@ func Build(o Options) (*Layer, error) {
 			r.seen = sub.seen
 		}
 	}
+	return r.seen, nil
+}
+
+// copyLibs copies the loader (as LoaderName) and every other library of
+// libs into dir, in name order, recording each with its source and
+// sha256.
+func (l *Layer) copyLibs(o Options, dir, interp string, libs map[string]string) error {
 	add := func(name, src string) error {
 		real, err := filepath.EvalSymlinks(src)
 		if err != nil {
@@ -243,34 +285,41 @@ func Build(o Options) (*Layer, error) {
 		l.Files = append(l.Files, File{Path: path.Join(o.Dir, name), Source: src, SHA256: sum})
 		return nil
 	}
-	if err := add(LoaderName, hostInterp); err != nil {
-		return nil, err
+	if err := add(LoaderName, interp); err != nil {
+		return err
 	}
-	names := make([]string, 0, len(r.seen))
-	for n := range r.seen {
-		if n != path.Base(hostInterp) {
+	names := make([]string, 0, len(libs))
+	for n := range libs {
+		if n != path.Base(interp) {
 			names = append(names, n)
 		}
 	}
 	slices.Sort(names)
 	for _, n := range names {
-		if err := add(n, r.seen[n]); err != nil {
-			return nil, err
+		if err := add(n, libs[n]); err != nil {
+			return err
 		}
 	}
+	return nil
+}
+
+// patch rewrites each executable's interpreter to the layer's loader,
+// recording its path under root, the interpreter it had and its new
+// sha256.
+func (l *Layer) patch(root string, exes []string) error {
 	for _, e := range exes {
-		old, err := SetInterp(e, loader)
+		old, err := SetInterp(e, l.Loader)
 		if err != nil {
-			return nil, fmt.Errorf("build glibc layer: %w", err)
+			return fmt.Errorf("build glibc layer: %w", err)
 		}
 		sum, err := hashFile(e)
 		if err != nil {
-			return nil, fmt.Errorf("build glibc layer: %w", err)
+			return fmt.Errorf("build glibc layer: %w", err)
 		}
-		rel, _ := filepath.Rel(o.Root, e)
+		rel, _ := filepath.Rel(root, e)
 		l.Patched = append(l.Patched, Patched{Path: filepath.ToSlash(rel), OldInterp: old, SHA256: sum})
 	}
-	return l, nil
+	return nil
 }
 
 // resolver walks DT_NEEDED: seen maps each soname to the host file.

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sync/atomic"
 
+	"github.com/sandproof/sandproof/runner/agent/pax"
 	"github.com/sandproof/sandproof/runner/host/hostfile"
 )
 
@@ -36,20 +37,19 @@ const (
 	WithheldSpecial   = "special"   // a device, fifo or socket: nothing to read
 	WithheldTruncated = "truncated" // cut at a cap: Written of Size bytes kept
 	WithheldStopped   = "stopped"   // the download stopped here (read cap, byte or entry budget exhausted)
-	WithheldDenied    = "denied"    // the user the read runs as may not read it: nothing read
+	WithheldDenied    = pax.Denied  // the user the read runs as may not read it: nothing read
 )
 
 // PAX records a confining reader (the session agent) puts on an entry it
-// did not read, so the host records what it met. They are data from the
-// sandbox, used for the record only.
+// did not read, so the host records what it met; runner/agent/pax owns
+// them (the agent writes them and links nothing of the host).
 const (
 	// PAXWithheld is WithheldDenied on an entry (a fifo, no content) the
 	// read's user may not read.
-	PAXWithheld = "SANDPROOF.withheld"
+	PAXWithheld = pax.Withheld
 	// PAXLinkAt is the sandbox path of a link met at a component of the
-	// asked path (not below it), on the symlink entry that stands for the
-	// whole path: the read ended there.
-	PAXLinkAt = "SANDPROOF.link_at"
+	// asked path, on the symlink entry that stands for the whole path.
+	PAXLinkAt = pax.LinkAt
 )
 
 // ErrUnconfined is a provider's refusal of a confined read (FetchLimits.

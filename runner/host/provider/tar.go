@@ -108,39 +108,8 @@ func Untar(r io.Reader, dst, sbPath string, lim FetchLimits) (Fetched, error) {
 				return got, fmt.Errorf("unpack %q: %w", h.Name, err)
 			}
 		case tar.TypeReg:
-			want := min(h.Size, lim.FileBytes)
-			n := lim.Budget.Take(want)
-			if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
-				return got, fmt.Errorf("unpack %q: %w", h.Name, err)
-			}
-			// A file from an earlier download is replaced, never
-			// written through (O_EXCL|O_NOFOLLOW after the remove).
-			if err := os.Remove(target); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return got, fmt.Errorf("unpack %q: %w", h.Name, err)
-			}
-			f, err := os.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, os.FileMode(h.Mode).Perm()|0o600)
-			if err != nil {
-				return got, fmt.Errorf("unpack %q: %w", h.Name, err)
-			}
-			w, err := io.CopyN(f, tr, n)
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-			got.Files++
-			got.Bytes += w
-			if w < h.Size {
-				kind := WithheldTruncated
-				if n < want {
-					kind = WithheldStopped // the budget ran out
-				}
-				got.Add(Withheld{Path: cur, Kind: kind, Size: h.Size, Written: w})
-			}
-			if cr.over {
-				got.Add(Withheld{Path: cur, Kind: WithheldStopped, Size: h.Size, Written: w})
-				return got, ErrReadCap
-			}
-			if err != nil {
-				return got, fmt.Errorf("unpack %q: %w", h.Name, err)
+			if err := untarFile(tr, h, target, cur, lim, cr, &got); err != nil {
+				return got, err
 			}
 		case tar.TypeSymlink:
 			at := cur
@@ -154,6 +123,48 @@ func Untar(r io.Reader, dst, sbPath string, lim FetchLimits) (Fetched, error) {
 			got.Add(Withheld{Path: cur, Kind: WithheldSpecial})
 		}
 	}
+}
+
+// untarFile writes the regular file h, tr's current entry, at target
+// (cur in the sandbox), cut at lim.FileBytes and at what is left of
+// lim.Budget, and records in got what it cut; past the read cap (cr) it
+// stops with ErrReadCap.
+func untarFile(tr *tar.Reader, h *tar.Header, target, cur string, lim FetchLimits, cr *capReader, got *Fetched) error {
+	want := min(h.Size, lim.FileBytes)
+	n := lim.Budget.Take(want)
+	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+		return fmt.Errorf("unpack %q: %w", h.Name, err)
+	}
+	// A file from an earlier download is replaced, never
+	// written through (O_EXCL|O_NOFOLLOW after the remove).
+	if err := os.Remove(target); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("unpack %q: %w", h.Name, err)
+	}
+	f, err := os.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, os.FileMode(h.Mode).Perm()|0o600)
+	if err != nil {
+		return fmt.Errorf("unpack %q: %w", h.Name, err)
+	}
+	w, err := io.CopyN(f, tr, n)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	got.Files++
+	got.Bytes += w
+	if w < h.Size {
+		kind := WithheldTruncated
+		if n < want {
+			kind = WithheldStopped // the budget ran out
+		}
+		got.Add(Withheld{Path: cur, Kind: kind, Size: h.Size, Written: w})
+	}
+	if cr.over {
+		got.Add(Withheld{Path: cur, Kind: WithheldStopped, Size: h.Size, Written: w})
+		return ErrReadCap
+	}
+	if err != nil {
+		return fmt.Errorf("unpack %q: %w", h.Name, err)
+	}
+	return nil
 }
 
 // TarEntries streams a tar of the entries in order, each as Upload or

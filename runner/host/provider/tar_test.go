@@ -75,3 +75,43 @@ func TestUntarEntryBudget(t *testing.T) {
 		t.Errorf("past the shared budget: %+v %v, %d files on the host; want 9 entries (the dir and 8 files), 1 cut", got, err, len(ents))
 	}
 }
+
+// A regular file keeps at most FileBytes bytes (the rest is truncated)
+// and at most what is left of the byte budget shared by the downloads
+// given it (the rest is stopped); either way the cut is recorded with the
+// file's size and what was written, and the unpack goes on.
+func TestUntarFileCapAndByteBudget(t *testing.T) {
+	arch := func(sizes ...int) *bytes.Buffer {
+		var b bytes.Buffer
+		tw := tar.NewWriter(&b)
+		tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: "d/", Mode: 0o755})
+		for i, n := range sizes {
+			tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "d/" + string(rune('a'+i)), Mode: 0o644, Size: int64(n)})
+			tw.Write(bytes.Repeat([]byte("x"), n))
+		}
+		tw.Close()
+		return &b
+	}
+	written := func(p string) int {
+		b, _ := os.ReadFile(p)
+		return len(b)
+	}
+	// Positive control: within both caps nothing is cut.
+	dst := filepath.Join(t.TempDir(), "d")
+	got, err := Untar(arch(10), dst, "/d", FetchLimits{FileBytes: 40})
+	if err != nil || len(got.Withheld) != 0 || got.Bytes != 10 || written(filepath.Join(dst, "a")) != 10 {
+		t.Fatalf("within the caps: %+v %v", got, err)
+	}
+	dst = filepath.Join(t.TempDir(), "d")
+	got, err = Untar(arch(100, 10), dst, "/d", FetchLimits{FileBytes: 40})
+	if err != nil || len(got.Withheld) != 1 || got.Withheld[0] != (Withheld{Path: "/d/a", Kind: WithheldTruncated, Size: 100, Written: 40}) ||
+		written(filepath.Join(dst, "a")) != 40 || written(filepath.Join(dst, "b")) != 10 {
+		t.Errorf("past the file cap: %+v %v; want /d/a truncated at 40 of 100, /d/b whole", got.Withheld, err)
+	}
+	dst = filepath.Join(t.TempDir(), "d")
+	got, err = Untar(arch(30, 30), dst, "/d", FetchLimits{FileBytes: 40, Budget: NewBudget(45)})
+	if err != nil || len(got.Withheld) != 1 || got.Withheld[0] != (Withheld{Path: "/d/b", Kind: WithheldStopped, Size: 30, Written: 15}) ||
+		written(filepath.Join(dst, "a")) != 30 || written(filepath.Join(dst, "b")) != 15 {
+		t.Errorf("past the byte budget: %+v %v; want /d/b stopped at 15 of 30", got.Withheld, err)
+	}
+}

@@ -293,35 +293,56 @@ func Prepare(ctx context.Context, spec Spec, cacheDir string) (*Runtime, error) 
 	}
 	defer release()
 
-	// Stages left by a holder that crashed: we hold the lock, nobody else
-	// is staging this key.
+	removeLeftovers(cacheDir, spec.Key())
+	if rt, reused, err := reuseCached(ctx, spec, final, start); reused || err != nil {
+		return rt, err
+	}
+	return buildIntoCache(ctx, spec, cacheDir, final, start)
+}
+
+// removeLeftovers removes the stages a holder of key's lock that crashed
+// left in cacheDir. The caller holds the lock: nobody else is staging
+// this key.
+func removeLeftovers(cacheDir, key string) {
 	for _, pat := range []string{".stage-*", ".trash-*"} {
-		old, _ := filepath.Glob(filepath.Join(cacheDir, "."+spec.Key()+pat))
+		old, _ := filepath.Glob(filepath.Join(cacheDir, "."+key+pat))
 		for _, o := range old {
 			Logf("runtimes: removing leftover %s", o)
 			_ = os.RemoveAll(o)
 		}
 	}
+}
 
-	if _, err := os.Lstat(final); err == nil {
-		rt, verr := Verify(ctx, spec, final)
-		if verr == nil {
-			rt.Cached = true
-			rt.Seconds = time.Since(start).Seconds()
-			Logf("runtimes: %s reused from cache (%.2fs)", spec.Key(), rt.Seconds)
-			return rt, nil
-		}
-		if errors.Is(verr, adapter.ErrPlatform) {
-			// The entry's sums held; only this host cannot run its check.
-			// It stays for a host that can (and for the image).
-			return nil, fmt.Errorf("prepare runtime %s: %w", spec.Key(), verr)
-		}
-		Logf("runtimes: %s in cache is unusable, rebuilding: %v", spec.Key(), verr)
-		if err := removeAside(final); err != nil {
-			return nil, fmt.Errorf("prepare runtime %s: remove broken cache entry: %w", spec.Key(), err)
-		}
+// reuseCached returns the cache entry final when it verifies (reused).
+// An entry whose sums hold but whose check this host cannot run is an
+// error (it stays, for a host that can); any other unusable entry is set
+// aside for a rebuild (not reused, no error).
+func reuseCached(ctx context.Context, spec Spec, final string, start time.Time) (_ *Runtime, reused bool, _ error) {
+	if _, err := os.Lstat(final); err != nil {
+		return nil, false, nil
 	}
+	rt, verr := Verify(ctx, spec, final)
+	if verr == nil {
+		rt.Cached = true
+		rt.Seconds = time.Since(start).Seconds()
+		Logf("runtimes: %s reused from cache (%.2fs)", spec.Key(), rt.Seconds)
+		return rt, true, nil
+	}
+	if errors.Is(verr, adapter.ErrPlatform) {
+		// The entry's sums held; only this host cannot run its check.
+		// It stays for a host that can (and for the image).
+		return nil, false, fmt.Errorf("prepare runtime %s: %w", spec.Key(), verr)
+	}
+	Logf("runtimes: %s in cache is unusable, rebuilding: %v", spec.Key(), verr)
+	if err := removeAside(final); err != nil {
+		return nil, false, fmt.Errorf("prepare runtime %s: remove broken cache entry: %w", spec.Key(), err)
+	}
+	return nil, false, nil
+}
 
+// buildIntoCache builds spec in a fresh stage dir of cacheDir, stamps it
+// and renames it to final; a stage that failed is removed.
+func buildIntoCache(ctx context.Context, spec Spec, cacheDir, final string, start time.Time) (*Runtime, error) {
 	stage, err := os.MkdirTemp(cacheDir, "."+spec.Key()+".stage-")
 	if err != nil {
 		return nil, fmt.Errorf("prepare runtime %s: %w", spec.Key(), err)

@@ -230,8 +230,12 @@ func TestLocalTimedOutRunKeepsPartialOutput(t *testing.T) {
 func TestLocalJoinAndReplay(t *testing.T) {
 	ctx := ctxT(t, 2*time.Minute)
 	capDir := t.TempDir()
-	cfg := session.Config{ID: "join", CaptureDir: capDir, UnconfinedCaptures: true}
+	// No fixed id: the session's own random one (s-<hex>), so that two
+	// runs of this test at once (packages in parallel, two checkouts) never
+	// share a session dir; the later handles open it by that id.
+	cfg := session.Config{CaptureDir: capDir, UnconfinedCaptures: true}
 	s, sb := newLocal(t, testAdapter("gate"), cfg)
+	cfg.ID = s.ID()
 	if err := s.Seed(ctx); err != nil {
 		t.Fatal(err)
 	}

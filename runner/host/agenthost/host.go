@@ -1,9 +1,8 @@
-package agent
+package agenthost
 
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,16 +12,17 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sandproof/sandproof/runner/agent"
 	"github.com/sandproof/sandproof/runner/host/provider"
 )
 
-// HostOptions configure the host's end.
-type HostOptions struct {
+// Options configure the host's end.
+type Options struct {
 	// Target is the address (host:port on this host) every tunnel
 	// stream is forwarded to: the recording model relay. "" refuses
 	// tunnel streams.
 	Target string
-	// Window is the per-stream credit (0 = DefaultWindow).
+	// Window is the per-stream credit (0 = agent.DefaultWindow).
 	Window uint32
 	// HelloTimeout bounds the wait for the agent's hello (0 = 30 s).
 	HelloTimeout time.Duration
@@ -33,7 +33,7 @@ type HostOptions struct {
 	MaxTunnels int
 }
 
-// DefaultMaxTunnels is HostOptions.MaxTunnels' default.
+// DefaultMaxTunnels is Options.MaxTunnels' default.
 const DefaultMaxTunnels = 256
 
 // Host is the host's end of a channel: it runs operations in the sandbox
@@ -41,7 +41,7 @@ const DefaultMaxTunnels = 256
 // errors; the Sandbox wrapper turns transport failures into
 // *provider.ProviderError.
 type Host struct {
-	c       *conn
+	c       *agent.Conn
 	target  string
 	tunnels chan struct{} // a slot per tunnel forwarded now
 	wg      sync.WaitGroup
@@ -49,7 +49,7 @@ type Host struct {
 
 // NewHost starts the host's end over r (the agent's stdout) and w (its
 // stdin) and waits for the agent's hello. Close ends it.
-func NewHost(ctx context.Context, r io.Reader, w io.WriteCloser, opt HostOptions) (*Host, error) {
+func NewHost(ctx context.Context, r io.Reader, w io.WriteCloser, opt Options) (*Host, error) {
 	closers := []io.Closer{w}
 	if rc, ok := r.(io.Closer); ok {
 		closers = append(closers, rc)
@@ -57,13 +57,13 @@ func NewHost(ctx context.Context, r io.Reader, w io.WriteCloser, opt HostOptions
 	if opt.MaxTunnels <= 0 {
 		opt.MaxTunnels = DefaultMaxTunnels
 	}
-	h := &Host{c: newConn(r, w, true, opt.Window, closers...), target: opt.Target, tunnels: make(chan struct{}, opt.MaxTunnels)}
+	h := &Host{c: agent.NewHostConn(r, w, opt.Window, closers...), target: opt.Target, tunnels: make(chan struct{}, opt.MaxTunnels)}
 	if opt.HelloTimeout <= 0 {
 		opt.HelloTimeout = 30 * time.Second
 	}
 	hctx, cancel := context.WithTimeout(ctx, opt.HelloTimeout)
 	defer cancel()
-	if err := h.c.waitHello(hctx); err != nil {
+	if err := h.c.WaitHello(hctx); err != nil {
 		return nil, err
 	}
 	h.wg.Add(1)
@@ -80,22 +80,22 @@ func (h *Host) Close() error {
 }
 
 // Done is closed when the channel is over.
-func (h *Host) Done() <-chan struct{} { return h.c.done }
+func (h *Host) Done() <-chan struct{} { return h.c.Done() }
 
 // Err is why the channel is over (nil while it works).
-func (h *Host) Err() error { return h.c.broken() }
+func (h *Host) Err() error { return h.c.Err() }
 
 // forward takes the agent's tunnel streams and connects each to Target.
 // The agent's request never says where: only Target is dialled.
 func (h *Host) forward() {
 	defer h.wg.Done()
 	for {
-		s, err := h.c.acceptStream()
+		s, err := h.c.Accept()
 		if err != nil {
 			return
 		}
-		var req request
-		if json.Unmarshal(s.req, &req) != nil || req.Op != opTunnel || h.target == "" {
+		var req agent.Request
+		if json.Unmarshal(s.OpenPayload(), &req) != nil || req.Op != agent.OpTunnel || h.target == "" {
 			s.Reset()
 			continue
 		}
@@ -112,63 +112,8 @@ func (h *Host) forward() {
 				s.Reset()
 				return
 			}
-			splice(nc.(*net.TCPConn), s)
+			agent.Splice(nc.(*net.TCPConn), s)
 		}()
-	}
-}
-
-// call opens a stream for req and, on ctx's end, resets it.
-func (h *Host) call(ctx context.Context, req request) (*stream, func(), error) {
-	b, err := json.Marshal(req)
-	if err != nil {
-		return nil, nil, err
-	}
-	if len(b) > maxRequest {
-		return nil, nil, fmt.Errorf("%s request of %d bytes (argv and env): at most %d", req.Op, len(b), maxRequest)
-	}
-	// The request leads the stream's data (an open frame would cap it
-	// at MaxPayload; a harness's env can be larger).
-	s, err := h.c.open(nil)
-	if err != nil {
-		return nil, nil, err
-	}
-	stop := context.AfterFunc(ctx, s.Reset)
-	if _, err := s.Write(binary.BigEndian.AppendUint32(nil, uint32(len(b)))); err == nil {
-		_, err = s.Write(b)
-	}
-	if err != nil {
-		stop()
-		s.Reset()
-		return nil, nil, err
-	}
-	return s, func() { stop(); s.Close() }, nil
-}
-
-// results reads the records of s: stdout/data to out, stderr to errw, up
-// to the result.
-func results(s *stream, out, errw io.Writer) (result, error) {
-	buf := make([]byte, maxRecord)
-	for {
-		kind, p, err := readRecord(s, buf)
-		if err != nil {
-			return result{}, err
-		}
-		switch kind {
-		case recOut:
-			if _, err := out.Write(p); err != nil {
-				return result{}, err
-			}
-		case recErr:
-			if _, err := errw.Write(p); err != nil {
-				return result{}, err
-			}
-		case recResult:
-			var r result
-			if err := json.Unmarshal(p, &r); err != nil {
-				return r, fmt.Errorf("%w: result %q: %v", errProtocol, p, err)
-			}
-			return r, nil
-		}
 	}
 }
 
@@ -178,6 +123,12 @@ type transportError struct{ err error }
 
 func (e *transportError) Error() string { return e.err.Error() }
 func (e *transportError) Unwrap() error { return e.err }
+
+// IsTransport says whether err, from a Host operation, is a failure of
+// the channel itself (a broken or hostile channel, the operation's
+// context ended) rather than the operation's own error (an exec that
+// could not start, a put the agent refused).
+func IsTransport(err error) bool { return errors.As(err, new(*transportError)) }
 
 func transport(err error) error {
 	if err == nil {
@@ -192,7 +143,7 @@ func (h *Host) Exec(ctx context.Context, spec provider.ExecSpec) (provider.ExecR
 	if len(spec.Argv) == 0 {
 		return provider.ExecResult{}, errors.New("exec: empty argv")
 	}
-	s, done, err := h.call(ctx, request{Op: opExec, Argv: spec.Argv, User: spec.User, Env: spec.Env, Workdir: spec.Workdir, Stdin: spec.Stdin != nil})
+	s, done, err := h.c.Call(ctx, agent.Request{Op: agent.OpExec, Argv: spec.Argv, User: spec.User, Env: spec.Env, Workdir: spec.Workdir, Stdin: spec.Stdin != nil})
 	if err != nil {
 		return provider.ExecResult{}, transport(err)
 	}
@@ -206,7 +157,7 @@ func (h *Host) Exec(ctx context.Context, spec provider.ExecSpec) (provider.ExecR
 		s.CloseWrite()
 	}()
 	var out, errb bytes.Buffer
-	r, err := results(s, &out, &errb)
+	r, err := agent.ReadResults(s, &out, &errb)
 	res := provider.ExecResult{ExitCode: r.Code, Stdout: out.Bytes(), Stderr: errb.Bytes()}
 	if ctx.Err() != nil {
 		return res, transport(ctx.Err())
@@ -227,7 +178,7 @@ func (h *Host) Put(ctx context.Context, entries []provider.Entry) error {
 
 func (h *Host) put(ctx context.Context, tr *io.PipeReader) error {
 	defer tr.Close()
-	s, done, err := h.call(ctx, request{Op: opPut})
+	s, done, err := h.c.Call(ctx, agent.Request{Op: agent.OpPut})
 	if err != nil {
 		return transport(err)
 	}
@@ -242,7 +193,7 @@ func (h *Host) put(ctx context.Context, tr *io.PipeReader) error {
 		}
 		sent <- err
 	}()
-	r, rerr := results(s, io.Discard, io.Discard)
+	r, rerr := agent.ReadResults(s, io.Discard, io.Discard)
 	serr := <-sent
 	switch {
 	case ctx.Err() != nil:
@@ -250,7 +201,7 @@ func (h *Host) put(ctx context.Context, tr *io.PipeReader) error {
 	case rerr == nil && r.Error != "":
 		return errors.New(r.Error)
 	case rerr != nil:
-		if serr != nil && !errors.Is(serr, ErrBroken) && !errors.Is(serr, ErrReset) {
+		if serr != nil && !errors.Is(serr, agent.ErrBroken) && !errors.Is(serr, agent.ErrReset) {
 			return serr // the host's side of the archive failed (a host file)
 		}
 		return transport(rerr)
@@ -267,7 +218,7 @@ func (h *Host) put(ctx context.Context, tr *io.PipeReader) error {
 // confined (lim.Confined or not): the agent follows no link at any
 // component and reads with lim.User's ids.
 func (h *Host) Fetch(ctx context.Context, path, hostPath string, lim provider.FetchLimits) (provider.Fetched, error) {
-	s, done, err := h.call(ctx, request{Op: opGet, Path: path, User: lim.User})
+	s, done, err := h.c.Call(ctx, agent.Request{Op: agent.OpGet, Path: path, User: lim.User})
 	if err != nil {
 		return provider.Fetched{}, transport(err)
 	}
@@ -303,7 +254,7 @@ func (h *Host) Fetch(ctx context.Context, path, hostPath string, lim provider.Fe
 		}
 		return len(p), nil
 	}
-	r, rerr := results(s, toUnpack, io.Discard)
+	r, rerr := agent.ReadResults(s, toUnpack, io.Discard)
 	pw.CloseWithError(io.ErrUnexpectedEOF)
 	if !started {
 		if rerr == nil && r.NotFound {

@@ -1,4 +1,4 @@
-package agent
+package agenthost
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sandproof/sandproof/runner/agent"
 	"github.com/sandproof/sandproof/runner/host/provider"
 )
 
@@ -35,7 +36,7 @@ var (
 // Start starts the agent in under with argv (the path of sandagent in the
 // sandbox and its `serve` arguments, run as root) over a streamed exec,
 // and attaches to it. under must be a provider.Streamer.
-func Start(ctx context.Context, under provider.Sandbox, argv []string, stderr io.Writer, opt HostOptions) (*Sandbox, error) {
+func Start(ctx context.Context, under provider.Sandbox, argv []string, stderr io.Writer, opt Options) (*Sandbox, error) {
 	st, ok := provider.As[provider.Streamer](under)
 	if !ok {
 		return nil, fmt.Errorf("agent: the %T sandbox cannot stream a command (no provider.Streamer)", under)
@@ -50,7 +51,7 @@ func Start(ctx context.Context, under provider.Sandbox, argv []string, stderr io
 }
 
 // Attach makes the wrapper over a started agent's process.
-func Attach(ctx context.Context, under provider.Sandbox, proc *provider.Process, opt HostOptions) (*Sandbox, error) {
+func Attach(ctx context.Context, under provider.Sandbox, proc *provider.Process, opt Options) (*Sandbox, error) {
 	h, err := NewHost(ctx, proc.Stdout, proc.Stdin, opt)
 	if err != nil {
 		proc.Stdin.Close()
@@ -85,10 +86,10 @@ func (s *Sandbox) transportErr(ctx context.Context, op string, err error) error 
 		return nil
 	}
 	var te *transportError
-	if !errors.As(err, &te) && !errors.Is(err, ErrBroken) {
+	if !errors.As(err, &te) && !errors.Is(err, agent.ErrBroken) {
 		return err
 	}
-	if errors.Is(err, ErrBroken) {
+	if errors.Is(err, agent.ErrBroken) {
 		ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
 		if info, ierr := s.Under.Inspect(ictx); ierr == nil && (!info.Exists || !info.Running) {
