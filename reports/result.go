@@ -301,6 +301,12 @@ func (b *Builder) Add(source string, e *Evidence) error {
 		b.runs = append(b.runs, r)
 	}
 	first := r.seen[e.CaseID]
+	if first != nil && first.Evidence.ScenarioName() != e.ScenarioName() {
+		// Each scenario's case has an id of its own (§7.6 scenarios): a
+		// later attempt of another scenario would replace a case it is not.
+		return &LineError{File: source, Line: e.Line, Err: fmt.Errorf("%w: run_id %q case_id %q is recorded as scenario %s and as %s, first at %s:%d",
+			ErrDuplicateCase, e.RunID, e.CaseID, first.Evidence.ScenarioName(), e.ScenarioName(), first.Source, first.Line)}
+	}
 	if first != nil {
 		// A later attempt of the case (--resume ran it again) replaces
 		// the earlier one in place; anything else is a duplicate.

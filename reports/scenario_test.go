@@ -384,3 +384,25 @@ func TestScenarioJSON(t *testing.T) {
 		}
 	}
 }
+
+// A report refuses one case id recorded in two scenarios, as merge does:
+// the later attempt would otherwise replace a case of another scenario.
+func TestBuilderRefusesACaseIDInTwoScenarios(t *testing.T) {
+	b := NewBuilder()
+	one := okEvidence("r", "img/a", "img", "a")
+	if err := b.Add("e.jsonl", one); err != nil {
+		t.Fatal(err)
+	}
+	again := *one
+	again.Scenario, again.Attempt = "timeout", 2
+	err := b.Add("e.jsonl", &again)
+	if !errors.Is(err, ErrDuplicateCase) || !strings.Contains(err.Error(), "scenario challenge and as timeout") {
+		t.Fatalf("a case id in two scenarios: %v", err)
+	}
+	// The same scenario's later attempt still replaces the case.
+	same := *one
+	same.Attempt = 2
+	if err := b.Add("e.jsonl", &same); err != nil {
+		t.Fatalf("a later attempt of the same scenario: %v", err)
+	}
+}
