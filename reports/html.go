@@ -302,7 +302,8 @@ type stopMark struct {
 
 // stopMarks are the moments a case's timeline marks: the launch deadline
 // (the activation receipt's started_at, else the activation stage's start,
-// plus launch_deadline_seconds) and, for a scenario other than challenge
+// plus launch_deadline_seconds; without that field, where a timed-out
+// receipt's stop began) and, for a scenario other than challenge
 // (whose close comes after the harness is done, as its bar shows), the
 // start of the close stage.
 func stopMarks(e *Evidence) []stopMark {
@@ -313,6 +314,8 @@ func stopMarks(e *Evidence) []stopMark {
 			out = append(out, stopMark{start.Add(time.Duration(d * float64(time.Second))), "deadline",
 				fmt.Sprintf("launch deadline %s after %s", FormatSeconds(d), from)})
 		}
+	} else if at, ok := deadlineStop(e.ActivationReceipt); ok {
+		out = append(out, stopMark{at, "deadline", "the deadline's stop began (the receipt's ended_at - stop_seconds)"})
 	}
 	if e.ScenarioName() != ScenarioChallenge {
 		for _, s := range e.Stages {
@@ -323,6 +326,27 @@ func stopMarks(e *Evidence) []stopMark {
 		}
 	}
 	return out
+}
+
+// deadlineStop is when the stop of a launch that timed out began, read
+// from its receipt (ended_at - stop_seconds, within the reap of the
+// harness's status after it), for a record without
+// launch_deadline_seconds; false when the receipt is not a deadline's or
+// lacks the times.
+func deadlineStop(r *Receipt) (time.Time, bool) {
+	if r == nil || !r.TimedOut {
+		return time.Time{}, false
+	}
+	var ended string
+	var stop float64
+	if json.Unmarshal(r.Extra["ended_at"], &ended) != nil || json.Unmarshal(r.Extra["stop_seconds"], &stop) != nil || stop < 0 {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339Nano, ended)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return t.Add(-time.Duration(stop * float64(time.Second))), true
 }
 
 // launchStart is when the activation launch started: the receipt's

@@ -304,6 +304,22 @@ func TestScenarioTimelineMarks(t *testing.T) {
 	if m := newTimeline(&noRC).Marks; len(m) == 0 || m[0].X != round1(tlLabelWidth+(24+8)*tlChartWidth/tl.Total) || !strings.Contains(m[0].Detail, "activation stage") {
 		t.Errorf("deadline from the activation stage: %+v", m)
 	}
+	// A record without launch_deadline_seconds (written before the field)
+	// marks where its timed-out receipt's stop began: ended_at (24.3 s +
+	// 8.9 s in) less stop_seconds (0.6 s).
+	old := *e
+	old.LaunchDeadlineSeconds = 0
+	if m := newTimeline(&old).Marks; len(m) == 0 || m[0].Label != "deadline" || m[0].X != round1(tlLabelWidth+(24+9.2-0.6)*tlChartWidth/tl.Total) {
+		t.Errorf("deadline from the receipt's stop: %+v", m)
+	}
+	notTimedOut := old
+	// The same receipt's times, but no deadline passed (a stop of cancel).
+	stopped := *e.ActivationReceipt
+	stopped.TimedOut, stopped.Cause = false, "stopped"
+	notTimedOut.ActivationReceipt = &stopped
+	if m := newTimeline(&notTimedOut).Marks; len(m) != 1 || m[0].Label != "close" {
+		t.Errorf("a receipt that did not time out marks no deadline: %+v", m)
+	}
 	svg := string(tl.SVG())
 	if strings.Count(svg, `<line class="mark"`) != 2 || !strings.Contains(svg, "launch deadline 8.0 s after the receipt") {
 		t.Errorf("timeline svg lacks its marks:\n%s", svg)
