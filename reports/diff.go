@@ -12,8 +12,10 @@ import (
 const Missing Status = "missing"
 
 // DiffResult compares two reports case by case. Cases are paired by image,
-// harness and task id, not by case_id, because two runs need not name their
-// cases alike. The lists are symmetric: swapping OLD and NEW swaps
+// harness, scenario and task id, not by case_id, because two runs need not
+// name their cases alike; a challenge case pairs as it did before scenarios
+// (an old record without the field is a challenge case), so an old
+// evidence file diffs cleanly against a new one. The lists are symmetric: swapping OLD and NEW swaps
 // regressions of passed cases that still exist with fixes, and new cases
 // with missing ones.
 type DiffResult struct {
@@ -46,9 +48,15 @@ type CaseChange struct {
 	Name    string `json:"name"`
 	Image   string `json:"image"`
 	Harness string `json:"harness"`
-	TaskID  string `json:"task_id,omitempty"`
-	Old     Status `json:"old"`
-	New     Status `json:"new"`
+	// Scenario is the case's scenario; empty for challenge.
+	Scenario string `json:"scenario,omitempty"`
+	TaskID   string `json:"task_id,omitempty"`
+	Old      Status `json:"old"`
+	New      Status `json:"new"`
+	// SkipReason is why the case is skipped on the side that skipped it
+	// (NEW's, else OLD's): a requirement the image lacks, or a scenario
+	// its manifest marks unsupported.
+	SkipReason string `json:"skip_reason,omitempty"`
 	// Checks lists the checks whose status differs, in OLD's order, then
 	// those only NEW has.
 	Checks []CheckChange `json:"checks,omitempty"`
@@ -74,7 +82,38 @@ type DiffOptions struct {
 // Regressed reports whether the diff should fail a CI gate.
 func (d *DiffResult) Regressed() bool { return len(d.Regressions) > 0 }
 
-func diffKey(c *Case) string { return c.Image + "\x00" + c.Harness + "\x00" + c.TaskID }
+// diffKey pairs cases: image, harness and task, and the scenario for every
+// scenario but challenge, so a challenge case keeps the key it had before
+// scenarios existed.
+func diffKey(c *Case) string {
+	k := c.Image + "\x00" + c.Harness + "\x00" + c.TaskID
+	if c.Scenario != "" {
+		k += "\x00" + c.Scenario
+	}
+	return k
+}
+
+// change starts the CaseChange of a case on one side (old or new may be
+// nil, the side that lacks it).
+func change(old, new *Case) CaseChange {
+	c, ch := old, CaseChange{Old: Missing, New: Missing}
+	if c == nil {
+		c = new
+	}
+	ch.Name, ch.Image, ch.Harness, ch.Scenario, ch.TaskID = c.Name, c.Image, c.Harness, c.Scenario, c.TaskID
+	for _, side := range []*Case{old, new} {
+		if side != nil && side.Evidence != nil && side.Evidence.SkipReason != "" {
+			ch.SkipReason = side.Evidence.SkipReason
+		}
+	}
+	if old != nil {
+		ch.Old = old.Status
+	}
+	if new != nil {
+		ch.New = new.Status
+	}
+	return ch
+}
 
 // index maps each case of rep by its pairing key; the same key twice (two
 // runs of the same image x harness x task in one file) cannot be paired.
@@ -119,7 +158,7 @@ func Diff(old, new *Report, opts ...DiffOptions) (*DiffResult, error) {
 	}
 	for _, oc := range oldOrder {
 		n := newIdx[diffKey(oc)]
-		ch := CaseChange{Name: oc.Name, Image: oc.Image, Harness: oc.Harness, TaskID: oc.TaskID, Old: oc.Status, New: Missing}
+		ch := change(oc, n)
 		if n == nil {
 			d.Missing = append(d.Missing, ch)
 			if oc.Status == StatusPassed && !o.AllowMissing {
@@ -127,7 +166,6 @@ func Diff(old, new *Report, opts ...DiffOptions) (*DiffResult, error) {
 			}
 			continue
 		}
-		ch.New = n.Status
 		switch {
 		case oc.Status == StatusPassed && n.Status != StatusPassed:
 			ch.Checks = checkChanges(oc, n)
@@ -144,7 +182,7 @@ func Diff(old, new *Report, opts ...DiffOptions) (*DiffResult, error) {
 	}
 	for _, n := range newOrder {
 		if oldIdx[diffKey(n)] == nil {
-			d.Added = append(d.Added, CaseChange{Name: n.Name, Image: n.Image, Harness: n.Harness, TaskID: n.TaskID, Old: Missing, New: n.Status})
+			d.Added = append(d.Added, change(nil, n))
 		}
 	}
 	return d, nil
@@ -198,6 +236,9 @@ func WriteDiff(w io.Writer, d *DiffResult) error {
 		p("\n%s: %d\n", title, len(cs))
 		for _, c := range cs {
 			p("  %s: %s -> %s\n", c.Name, c.Old, c.New)
+			if c.SkipReason != "" {
+				p("    skipped: %s\n", oneLine(c.SkipReason))
+			}
 			for _, ch := range c.Checks {
 				p("    %s (%s): %s -> %s", ch.ID, clauseOr(ch.Clause), ch.Old, ch.New)
 				if ch.Detail != "" {
@@ -273,6 +314,9 @@ func WriteDiffMarkdown(w io.Writer, d *DiffResult) error {
 					line += ": " + mdText(oneLine(ch.Detail))
 				}
 				checks = append(checks, line)
+			}
+			if c.SkipReason != "" {
+				checks = append(checks, "skipped: "+mdText(oneLine(c.SkipReason)))
 			}
 			p("| %s | %s | %s | %s |\n", mdText(c.Name), c.Old, c.New, strings.Join(checks, "<br>"))
 		}

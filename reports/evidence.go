@@ -93,7 +93,12 @@ type Evidence struct {
 	// before the field, means "challenge"; the challenge case keeps the
 	// case id it had before scenarios, so histories continue (added to v1).
 	Scenario string `json:"scenario,omitempty"`
-	ImageID  string `json:"image_id"`
+	// LaunchDeadlineSeconds is the deadline warden was given for the
+	// activation launch (the scenario's own deadline, or the adapter's),
+	// so a report can show where it fell; 0, in a record written before
+	// the field, means unknown (added to v1).
+	LaunchDeadlineSeconds float64 `json:"launch_deadline_seconds,omitempty"`
+	ImageID               string  `json:"image_id"`
 
 	// Status is what the writer concluded; the report recomputes it from the
 	// checks and never trusts a "passed" without them.
@@ -561,7 +566,7 @@ func (e *Evidence) Validate() error {
 	case e.Attempt < 0:
 		return bad("case %q: attempt %d is negative", e.CaseID, e.Attempt)
 	}
-	for name, v := range map[string]float64{"seconds": e.Seconds, "seed_seconds": e.SeedSeconds} {
+	for name, v := range map[string]float64{"seconds": e.Seconds, "seed_seconds": e.SeedSeconds, "launch_deadline_seconds": e.LaunchDeadlineSeconds} {
 		if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
 			return bad("case %q: %s %v is negative", e.CaseID, name, v)
 		}

@@ -191,7 +191,9 @@ func ticks(total, scale, x0 float64) []timelineTick {
 }
 
 // timeline is a case's stages drawn to scale: bar widths are proportional
-// to seconds, positions to start times.
+// to seconds, positions to start times. Marks are the moments the stop came
+// from outside the harness: where the launch deadline fell and, in a
+// scenario other than challenge, where the owner's close began.
 type timeline struct {
 	Width, Height float64
 	ChartX        float64 // where the time axis starts
@@ -199,6 +201,15 @@ type timeline struct {
 	Total         float64 // seconds covered by the axis
 	Bars          []timelineBar
 	Ticks         []timelineTick
+	Marks         []timelineMark
+}
+
+// timelineMark is a vertical line across the bars at X, named below the
+// axis on a row of its own.
+type timelineMark struct {
+	X      float64
+	Label  string
+	Detail string
 }
 
 type timelineBar struct {
@@ -219,11 +230,13 @@ const (
 	tlChartWidth = 520.0
 	tlRow        = 20.0
 	tlAxis       = 22.0
+	tlMarkRow    = 14.0 // below the axis: the marks' names
 )
 
-// newTimeline lays out the stages; nil when there are none. A stage without
-// a start time is placed right after the one before it.
-func newTimeline(stages []Stage) *timeline {
+// newTimeline lays out e's stages; nil when there are none. A stage
+// without a start time is placed right after the one before it.
+func newTimeline(e *Evidence) *timeline {
+	stages := e.Stages
 	if len(stages) == 0 {
 		return nil
 	}
@@ -266,7 +279,94 @@ func newTimeline(stages []Stage) *timeline {
 		})
 	}
 	tl.Ticks = ticks(total, scale, tlLabelWidth)
+	if !t0.IsZero() {
+		for _, m := range stopMarks(e) {
+			at := m.at.Sub(t0).Seconds()
+			if at < 0 || at > total {
+				continue // outside the case's stages: nothing to point at
+			}
+			tl.Marks = append(tl.Marks, timelineMark{X: round1(tlLabelWidth + at*scale), Label: m.label, Detail: m.detail})
+		}
+	}
+	// Each mark is named on a row of its own, so a deadline and a close
+	// a moment apart do not write over each other.
+	tl.Height += tlMarkRow * float64(len(tl.Marks))
 	return tl
+}
+
+// stopMark is a moment the stop came from outside the harness.
+type stopMark struct {
+	at            time.Time
+	label, detail string
+}
+
+// stopMarks are the moments a case's timeline marks: the launch deadline
+// (the activation receipt's started_at, else the activation stage's start,
+// plus launch_deadline_seconds; without that field, where a timed-out
+// receipt's stop began) and, for a scenario other than challenge
+// (whose close comes after the harness is done, as its bar shows), the
+// start of the close stage.
+func stopMarks(e *Evidence) []stopMark {
+	var out []stopMark
+	if d := e.LaunchDeadlineSeconds; d > 0 {
+		start, from := launchStart(e)
+		if !start.IsZero() {
+			out = append(out, stopMark{start.Add(time.Duration(d * float64(time.Second))), "deadline",
+				fmt.Sprintf("launch deadline %s after %s", FormatSeconds(d), from)})
+		}
+	} else if at, ok := deadlineStop(e.ActivationReceipt); ok {
+		out = append(out, stopMark{at, "deadline", "the deadline's stop began (the receipt's ended_at - stop_seconds)"})
+	}
+	if e.ScenarioName() != ScenarioChallenge {
+		for _, s := range e.Stages {
+			if s.Name == StageClose && !s.StartedAt.IsZero() {
+				out = append(out, stopMark{s.StartedAt, "close", "the owner's close began (" + e.ScenarioName() + ")"})
+				break
+			}
+		}
+	}
+	return out
+}
+
+// deadlineStop is when the stop of a launch that timed out began, read
+// from its receipt (ended_at - stop_seconds, within the reap of the
+// harness's status after it), for a record without
+// launch_deadline_seconds; false when the receipt is not a deadline's or
+// lacks the times.
+func deadlineStop(r *Receipt) (time.Time, bool) {
+	if r == nil || !r.TimedOut {
+		return time.Time{}, false
+	}
+	var ended string
+	var stop float64
+	if json.Unmarshal(r.Extra["ended_at"], &ended) != nil || json.Unmarshal(r.Extra["stop_seconds"], &stop) != nil || stop < 0 {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339Nano, ended)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return t.Add(-time.Duration(stop * float64(time.Second))), true
+}
+
+// launchStart is when the activation launch started: the receipt's
+// started_at, else the activation stage's start; zero when neither is
+// known. from says which.
+func launchStart(e *Evidence) (time.Time, string) {
+	if r := e.ActivationReceipt; r != nil {
+		var a string
+		if json.Unmarshal(r.Extra["started_at"], &a) == nil {
+			if t, err := time.Parse(time.RFC3339Nano, a); err == nil {
+				return t, "the receipt's started_at"
+			}
+		}
+	}
+	for _, s := range e.Stages {
+		if s.Name == StageActivation && !s.StartedAt.IsZero() {
+			return s.StartedAt, "the activation stage's start"
+		}
+	}
+	return time.Time{}, ""
 }
 
 // tickStep picks 1, 2 or 5 times a power of ten so the axis has at most six
@@ -295,6 +395,10 @@ func (tl *timeline) SVG() template.HTML {
 		fmt.Fprintf(&b, `<text x="4" y="%s">%s</text><rect class="bar-%s" x="%s" y="%s" width="%s" height="%s" rx="2"><title>%s: %s</title></rect><text x="%s" y="%s">%s</text>`+"\n",
 			n(r.TextY), name, name, n(r.X), n(r.Y), n(r.W), n(r.H), name, esc(r.Label), n(r.LabelX), n(r.TextY), esc(r.Label))
 	}
+	for i, m := range tl.Marks {
+		fmt.Fprintf(&b, `<line class="mark" x1="%s" y1="0" x2="%s" y2="%s"><title>%s</title></line><text class="mark" x="%s" y="%s" text-anchor="middle">%s</text>`+"\n",
+			n(m.X), n(m.X), n(tl.AxisY), esc(m.Detail), n(m.X), n(tl.AxisY+tlAxis+float64(i+1)*tlMarkRow-3), esc(m.Label))
+	}
 	b.WriteString("</svg>")
 	return template.HTML(b.String())
 }
@@ -302,14 +406,15 @@ func (tl *timeline) SVG() template.HTML {
 func svgNum(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 
 // svgOpen starts a chart: the svg element (attrs, when set, ends with a
-// space) and its time axis, a line and a label per tick.
+// space) and its time axis, a line and a label per tick (the labels in the
+// tlAxis band below axisY; a timeline's marks are named below that).
 func svgOpen(b *strings.Builder, attrs, label string, width, height, axisY float64, ticks []timelineTick) {
 	n, esc := svgNum, html.EscapeString
 	fmt.Fprintf(b, `<svg %sxmlns="http://www.w3.org/2000/svg" width="%s" height="%s" viewBox="0 0 %s %s" role="img" aria-label="%s">`+"\n",
 		attrs, n(width), n(height), n(width), n(height), esc(label))
 	for _, t := range ticks {
 		fmt.Fprintf(b, `<line class="axis" x1="%s" y1="0" x2="%s" y2="%s"/><text x="%s" y="%s" dy="-6" text-anchor="middle">%s</text>`,
-			n(t.X), n(t.X), n(axisY), n(t.X), n(height), esc(t.Label))
+			n(t.X), n(t.X), n(axisY), n(t.X), n(axisY+tlAxis), esc(t.Label))
 	}
 	b.WriteString("\n")
 }
@@ -326,7 +431,7 @@ func WriteHTML(w io.Writer, rep *Report) error {
 		for _, c := range r.Cases {
 			hc := htmlCase{
 				Case:     c,
-				Timeline: newTimeline(c.Evidence.Stages),
+				Timeline: newTimeline(c.Evidence),
 				Open:     c.Status == StatusFailed || c.Status == StatusUnknown,
 			}
 			if c.Status != StatusPassed {

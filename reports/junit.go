@@ -13,7 +13,8 @@ import (
 // names that stay the same from run to run so CI keeps each test's history
 // (contract §9 reports): one testsuite per image of a run (name = the
 // image), one testcase per case (classname "sandproof.<image>", name = the
-// adapter, and " · <task>" with a task set); the run id and the provenance
+// adapter, "/<scenario>" for every scenario but challenge, as in the case id,
+// and " · <task>" with a task set); the run id and the provenance
 // are properties. Counts are cases, as in report.md. A failed case's
 // <failure> holds its decisive lines, its <system-err> the harness's own
 // stderr tail.
@@ -70,13 +71,19 @@ type junitResult struct {
 // runs, so CI systems see the same tests each time.
 func JUnitClassname(image string) string { return "sandproof." + image }
 
-// JUnitName is a case's testcase name: the adapter, and the task when the
-// case comes from a task set.
+// JUnitName is a case's testcase name: the adapter, "/" and the scenario
+// unless it is challenge (whose cases keep the name they had before
+// scenarios, so CI keeps their history), and the task when the case comes
+// from a task set.
 func JUnitName(c *Case) string {
-	if c.TaskID != "" {
-		return c.Harness + " · " + c.TaskID
+	n := c.Harness
+	if c.Scenario != "" {
+		n += "/" + c.Scenario
 	}
-	return c.Harness
+	if c.TaskID != "" {
+		n += " · " + c.TaskID
+	}
+	return n
 }
 
 func junitSeconds(s float64) string { return strconv.FormatFloat(s, 'f', 3, 64) }

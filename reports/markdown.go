@@ -65,29 +65,49 @@ func detailed(r *Run) []*Case {
 	return out
 }
 
+// writeMarkdownMatrix draws the image x harness matrix; with scenarios,
+// the image x harness x scenario matrix, one column per harness and
+// scenario, a harness's scenarios side by side (Markdown has no column
+// spans, so each header names both: "pi · timeout").
 func writeMarkdownMatrix(p func(string, ...any), r *Run, links map[*Case]string) {
 	byAnchor := make(map[string]*Case, len(links))
 	for c := range links {
 		byAnchor[c.Anchor] = c
 	}
-	p("| image |")
+	cells := func(c Cell) []Cell { return []Cell{c} }
+	heads := []string{}
 	for _, h := range r.Harnesses {
-		p(" %s |", mdText(h))
+		if r.Scenarios == nil {
+			heads = append(heads, mdText(h))
+			continue
+		}
+		for _, sc := range r.Scenarios {
+			heads = append(heads, mdText(h+" · "+sc))
+		}
+	}
+	if r.Scenarios != nil {
+		cells = func(c Cell) []Cell { return c.Scenarios }
+	}
+	p("| image |")
+	for _, h := range heads {
+		p(" %s |", h)
 	}
 	p("\n|---|")
-	for range r.Harnesses {
+	for range heads {
 		p("---|")
 	}
 	p("\n")
 	for i, img := range r.Images {
 		p("| %s |", mdText(img))
-		for _, cell := range r.Matrix[i] {
-			slug := links[byAnchor[cell.Anchor]]
-			if cell.Anchor == "" || slug == "" {
-				p(" %s |", cell.Label)
-				continue
+		for _, group := range r.Matrix[i] {
+			for _, cell := range cells(group) {
+				slug := links[byAnchor[cell.Anchor]]
+				if cell.Anchor == "" || slug == "" {
+					p(" %s |", cell.Label)
+					continue
+				}
+				p(" [%s](#%s) |", cell.Label, slug)
 			}
-			p(" [%s](#%s) |", cell.Label, slug)
 		}
 		p("\n")
 	}

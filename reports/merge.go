@@ -72,12 +72,19 @@ type merger struct {
 }
 
 // lastAttempts is each case's last attempt in one input; an attempt
-// recorded twice is refused.
+// recorded twice, and attempts of one case id in two scenarios, are
+// refused.
 func lastAttempts(in MergeInput) (map[string]*Evidence, error) {
 	last := map[string]*Evidence{}
 	for _, e := range in.Records {
 		if prev, ok := last[e.CaseID]; ok && prev.AttemptNumber() == e.AttemptNumber() {
 			return nil, mergeErr("%s: case %s attempt %d is recorded twice", in.Name, e.CaseID, e.AttemptNumber())
+		}
+		// A case's attempts are one scenario's: an attempt of another
+		// scenario under the same id would replace a case it is not.
+		if prev, ok := last[e.CaseID]; ok && prev.ScenarioName() != e.ScenarioName() {
+			return nil, mergeErr("%s: case %s is recorded as scenario %s and as %s: each scenario's case has an id of its own (§7.6 scenarios)",
+				in.Name, e.CaseID, prev.ScenarioName(), e.ScenarioName())
 		}
 		if prev, ok := last[e.CaseID]; !ok || e.AttemptNumber() > prev.AttemptNumber() {
 			last[e.CaseID] = e

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"time"
 )
@@ -96,15 +97,22 @@ type Run struct {
 	// appearance in the evidence, which is the order certify ran them in.
 	Images    []string `json:"images"`
 	Harnesses []string `json:"harnesses"`
+	// Scenarios are the run's scenarios (contract §7.6 scenarios),
+	// challenge first, then in order of first appearance; nil when every
+	// case is a challenge case (the matrix is image x harness, as before
+	// scenarios). When set, every cell holds one sub-cell per scenario:
+	// the image x harness x scenario matrix, a column group per harness.
+	Scenarios []string `json:"scenarios,omitempty"`
 	// Matrix[i][j] is the cell of Images[i] x Harnesses[j].
 	Matrix [][]Cell `json:"matrix"`
 	Cases  []*Case  `json:"cases"`
 
-	imageRow   map[string]int
-	harnessCol map[string]int
-	seen       map[string]*Case
-	prov       provenanceSets
-	index      int // 1-based, for anchors
+	imageRow    map[string]int
+	harnessCol  map[string]int
+	scenarioCol map[string]int
+	seen        map[string]*Case
+	prov        provenanceSets
+	index       int // 1-based, for anchors
 }
 
 // NetworkFlag is what a report says beside the network mode "host": the
@@ -169,27 +177,38 @@ func (p *provenanceSets) once(key string) bool {
 	return true
 }
 
-// Cell is one image x harness square of the matrix. With a task set it
-// covers many cases; Anchor points at the one most worth reading.
+// Cell is one image x harness square of the matrix. With a task set or
+// scenarios it covers many cases; Anchor points at the one most worth
+// reading.
 type Cell struct {
 	Image   string `json:"image"`
 	Harness string `json:"harness"`
-	Status  Status `json:"status"`
-	Counts  Counts `json:"counts"`
+	// Scenario names a sub-cell's scenario; empty in a cell of the image x
+	// harness matrix.
+	Scenario string `json:"scenario,omitempty"`
+	Status   Status `json:"status"`
+	Counts   Counts `json:"counts"`
 	// Label is the cell text: "pass 51 s", "fail 12 s", "skip", "unknown",
 	// "fail 358/731 passed" for many cases, "none" for an empty cell.
 	Label string `json:"label"`
 	// Anchor is the case to link to; empty for an empty cell.
 	Anchor string `json:"anchor,omitempty"`
+	// Scenarios are the cell's sub-cells, one per Run.Scenarios entry in
+	// that order; nil when the run has no scenario but challenge.
+	Scenarios []Cell `json:"scenarios,omitempty"`
 }
 
-// Case is one image x harness [x task] case with its verdict.
+// Case is one image x harness x scenario [x task] case with its verdict.
 type Case struct {
 	ID      string `json:"case_id"`
 	Name    string `json:"name"`
 	Image   string `json:"image"`
 	Harness string `json:"harness"`
-	TaskID  string `json:"task_id,omitempty"`
+	// Scenario is the case's scenario when it is not challenge; empty for
+	// a challenge case (as in the evidence, where empty reads as
+	// challenge), so a challenge case reads as it did before scenarios.
+	Scenario string `json:"scenario,omitempty"`
+	TaskID   string `json:"task_id,omitempty"`
 	// Status is the report's verdict; RecordStatus is what the record said.
 	Status       Status `json:"status"`
 	RecordStatus Status `json:"record_status"`
@@ -277,11 +296,17 @@ func (b *Builder) Add(source string, e *Evidence) error {
 	}
 	r := b.byID[e.RunID]
 	if r == nil {
-		r = &Run{ID: e.RunID, imageRow: map[string]int{}, harnessCol: map[string]int{}, seen: map[string]*Case{}, index: len(b.runs) + 1}
+		r = &Run{ID: e.RunID, imageRow: map[string]int{}, harnessCol: map[string]int{}, scenarioCol: map[string]int{}, seen: map[string]*Case{}, index: len(b.runs) + 1}
 		b.byID[e.RunID] = r
 		b.runs = append(b.runs, r)
 	}
 	first := r.seen[e.CaseID]
+	if first != nil && first.Evidence.ScenarioName() != e.ScenarioName() {
+		// Each scenario's case has an id of its own (§7.6 scenarios): a
+		// later attempt of another scenario would replace a case it is not.
+		return &LineError{File: source, Line: e.Line, Err: fmt.Errorf("%w: run_id %q case_id %q is recorded as scenario %s and as %s, first at %s:%d",
+			ErrDuplicateCase, e.RunID, e.CaseID, first.Evidence.ScenarioName(), e.ScenarioName(), first.Source, first.Line)}
+	}
 	if first != nil {
 		// A later attempt of the case (--resume ran it again) replaces
 		// the earlier one in place; anything else is a duplicate.
@@ -295,8 +320,8 @@ func (b *Builder) Add(source string, e *Evidence) error {
 	}
 	st, why := Judge(e)
 	c := &Case{
-		ID: e.CaseID, Name: caseName(e.Image, e.Harness, e.TaskID),
-		Image: e.Image, Harness: e.Harness, TaskID: e.TaskID,
+		ID: e.CaseID, Name: caseName(e.Image, e.Harness, caseScenario(e), e.TaskID),
+		Image: e.Image, Harness: e.Harness, Scenario: caseScenario(e), TaskID: e.TaskID,
 		Status: st, RecordStatus: e.Status, Reasons: why, Attempts: 1,
 		Anchor: fmt.Sprintf("r%d-c%d-%s", r.index, len(r.Cases)+1, slug(e.CaseID)),
 		Source: source, Line: e.Line, Evidence: e,
@@ -317,8 +342,19 @@ func (b *Builder) Add(source string, e *Evidence) error {
 		r.harnessCol[e.Harness] = len(r.Harnesses)
 		r.Harnesses = append(r.Harnesses, e.Harness)
 	}
+	if _, ok := r.scenarioCol[e.ScenarioName()]; !ok {
+		r.scenarioCol[e.ScenarioName()] = len(r.scenarioCol)
+	}
 	r.addProvenance(e)
 	return nil
+}
+
+// caseScenario is the scenario a Case names: empty for challenge.
+func caseScenario(e *Evidence) string {
+	if s := e.ScenarioName(); s != ScenarioChallenge {
+		return s
+	}
+	return ""
 }
 
 // addHarness lists a harness's runtime once per distinct runtime and CLI
@@ -435,38 +471,88 @@ func (b *Builder) Report() *Report {
 
 func (r *Run) finish() {
 	r.Counts = Counts{}
+	r.Scenarios = r.scenarioOrder()
 	r.Matrix = make([][]Cell, len(r.Images))
 	for i, img := range r.Images {
 		r.Matrix[i] = make([]Cell, len(r.Harnesses))
 		for j, h := range r.Harnesses {
 			r.Matrix[i][j] = Cell{Image: img, Harness: h}
+			for _, sc := range r.Scenarios {
+				r.Matrix[i][j].Scenarios = append(r.Matrix[i][j].Scenarios, Cell{Image: img, Harness: h, Scenario: sc})
+			}
 		}
 	}
 	// worst remembers, per cell, the case its anchor points at: the first
 	// failed case, else the first unknown, else the first case.
 	worst := make(map[*Cell]*Case)
-	for _, c := range r.Cases {
-		r.Counts.add(c.Status)
-		cell := &r.Matrix[r.imageRow[c.Image]][r.harnessCol[c.Harness]]
+	tally := func(cell *Cell, c *Case) {
 		cell.Counts.add(c.Status)
 		if w := worst[cell]; w == nil || rank(c.Status) > rank(w.Status) {
 			worst[cell] = c
 		}
 	}
+	col := make(map[string]int, len(r.Scenarios))
+	for k, sc := range r.Scenarios {
+		col[sc] = k
+	}
+	for _, c := range r.Cases {
+		r.Counts.add(c.Status)
+		cell := &r.Matrix[r.imageRow[c.Image]][r.harnessCol[c.Harness]]
+		tally(cell, c)
+		if r.Scenarios != nil {
+			tally(&cell.Scenarios[col[c.Evidence.ScenarioName()]], c)
+		}
+	}
+	label := func(cell *Cell) {
+		cell.Status = cell.Counts.Status()
+		w := worst[cell]
+		if w == nil {
+			cell.Label = "none"
+			return
+		}
+		cell.Anchor = w.Anchor
+		cell.Label = cellLabel(cell, w)
+	}
 	for i := range r.Matrix {
 		for j := range r.Matrix[i] {
-			cell := &r.Matrix[i][j]
-			cell.Status = cell.Counts.Status()
-			w := worst[cell]
-			if w == nil {
-				cell.Label = "none"
-				continue
+			label(&r.Matrix[i][j])
+			for k := range r.Matrix[i][j].Scenarios {
+				label(&r.Matrix[i][j].Scenarios[k])
 			}
-			cell.Anchor = w.Anchor
-			cell.Label = cellLabel(cell, w)
 		}
 	}
 	r.Status = r.Counts.Status()
+}
+
+// scenarioOrder lists the run's scenarios, challenge first and the others
+// in order of first appearance; nil when challenge is the only one, so a
+// run from before scenarios keeps its image x harness matrix.
+func (r *Run) scenarioOrder() []string {
+	if len(r.scenarioCol) == 0 {
+		return nil
+	}
+	if _, only := r.scenarioCol[ScenarioChallenge]; only && len(r.scenarioCol) == 1 {
+		return nil
+	}
+	out := make([]string, len(r.scenarioCol))
+	for sc, k := range r.scenarioCol {
+		out[k] = sc
+	}
+	slices.SortStableFunc(out, func(a, b string) int {
+		return cmpBool(b == ScenarioChallenge, a == ScenarioChallenge)
+	})
+	return out
+}
+
+// cmpBool orders false before true.
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
 }
 
 // rank orders statuses by how much a reader needs to see them.
@@ -517,8 +603,14 @@ func FormatSeconds(s float64) string {
 	return fmt.Sprintf("%.0f s", math.Round(s))
 }
 
-func caseName(image, harness, task string) string {
+// caseName reads as the case's place in the matrix: image × harness,
+// × scenario for every scenario but challenge (whose cases keep the name
+// they had before scenarios), then · task.
+func caseName(image, harness, scenario, task string) string {
 	n := image + " × " + harness
+	if scenario != "" {
+		n += " × " + scenario
+	}
 	if task != "" {
 		n += " · " + task
 	}

@@ -117,10 +117,18 @@ func runCertify(ctx context.Context, stdout, stderr io.Writer, opts certifyOptio
 	if err != nil {
 		return err
 	}
-	ictx, sig, stop := interruptOnSignal(stderr)
+	// On a terminal the progress lines scroll above one live status
+	// line; elsewhere they are printed plain.
+	progress := stderr
+	line, endLine := liveStatus(stderr)
+	if line != nil {
+		o.Progress, o.Watcher, progress = line, line, line
+	}
+	ictx, sig, stop := interruptOnSignal(progress)
 	defer stop()
 	o.Interrupt = ictx
 	sum, err := certify.Run(ctx, o)
+	endLine()
 	if sum != nil {
 		printSummary(stdout, sum, opts.out)
 	}

@@ -89,6 +89,9 @@ type Options struct {
 	Interrupt context.Context
 	// Progress receives one line per case and stage; nil discards.
 	Progress io.Writer
+	// Watcher is told when the cases are planned, start and end (a live
+	// status line); nil tells no one.
+	Watcher Watcher
 	// DiffAllow adds sandbox paths (and everything below them) the
 	// filesystem diff may hold.
 	DiffAllow []string
@@ -351,6 +354,7 @@ func (r *runner) plan() (*Summary, []caseSpec, error) {
 		}
 	}
 	r.progress("run %s: %d case(s) to run, %d done, parallel %d", r.runID, len(cases), sum.Resumed, o.Parallel)
+	r.watcher().Planned(len(cases))
 	return sum, cases, nil
 }
 
@@ -435,6 +439,7 @@ func (r *runner) run(ctx context.Context, cases []caseSpec, sum *Summary) error 
 				if interrupted(o.Interrupt) {
 					continue
 				}
+				r.watcher().CaseStarted(c.id)
 				ev, timing := r.runCase(ctx, c)
 				werr := r.ev.Write(ev, r.key)
 				mu.Lock()
@@ -445,6 +450,7 @@ func (r *runner) run(ctx context.Context, cases []caseSpec, sum *Summary) error 
 				}
 				mu.Unlock()
 				r.progress("%s: %s in %.1fs (overhead %.2fs)", c.id, strings.ToUpper(string(ev.Status)), ev.Seconds, timing.Overhead)
+				r.watcher().CaseEnded(c.id, ev.Status)
 			}
 		}()
 	}
