@@ -272,3 +272,34 @@ func TestNodePackageErrorsNameTheKey(t *testing.T) {
 		}
 	}
 }
+
+// A fetched Node is in the runtime's cache key, the host's is not: the
+// same manifest gets another entry on a host whose own Node fits, and a
+// changed pin gets one of its own.
+func TestFetchedNodeIsInTheCacheKey(t *testing.T) {
+	_, version := hostNodeVersion(t)
+	major, _, _ := strings.Cut(strings.TrimPrefix(version, "v"), ".")
+	spec := func(nodeIntegrity string) Spec {
+		t.Helper()
+		m := jsManifest(t, goodIntegrity, "^"+major+".0.0", nodePackageBlock(major+".0.0", nodeIntegrity))
+		c, errs := ParseConfig(m.Dir, m.Runtime.Prepare.Node)
+		if len(errs) > 0 {
+			t.Fatal(errs)
+		}
+		s, err := SpecFor(c, HostTarget())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	other := strings.Replace(goodIntegrity, "gXQh", "AAAA", 1)
+	host, hostOtherPin := spec(goodIntegrity).Key(), spec(other).Key()
+	if host != hostOtherPin {
+		t.Errorf("with the host's Node, an unused pin changed the key: %s, %s", host, hostOtherPin)
+	}
+	t.Setenv("PATH", t.TempDir()) // no node on PATH: the pin is fetched
+	fetched, fetchedOtherPin := spec(goodIntegrity).Key(), spec(other).Key()
+	if fetched == host || fetched == fetchedOtherPin {
+		t.Errorf("keys: host %s, fetched %s, fetched with another pin %s; want three", host, fetched, fetchedOtherPin)
+	}
+}
