@@ -135,7 +135,6 @@ func parseComparator(f string) (versionInterval, error) {
 		}
 		return n
 	}
-	all := versionInterval{hi: unbounded}
 	switch op {
 	case "", "=":
 		return versionInterval{lo: v, hi: next()}, nil
@@ -153,29 +152,31 @@ func parseComparator(f string) (versionInterval, error) {
 		return versionInterval{hi: v}, nil
 	case "<=":
 		return versionInterval{hi: next()}, nil
-	case "~":
-		// ~1.2.3 and ~1.2: 1.2.x from there; ~1: 1.x.
-		if given == 0 {
-			return all, nil
-		}
-		hi := [3]int{v[0] + 1, 0, 0}
-		if given >= 2 {
-			hi = [3]int{v[0], v[1] + 1, 0}
-		}
-		return versionInterval{lo: v, hi: hi}, nil
-	case "^":
-		// Up to the next change of the first non-zero part given.
-		if given == 0 {
-			return all, nil
-		}
-		switch {
-		case v[0] > 0 || given == 1:
-			return versionInterval{lo: v, hi: [3]int{v[0] + 1, 0, 0}}, nil
-		case v[1] > 0 || given == 2:
-			return versionInterval{lo: v, hi: [3]int{0, v[1] + 1, 0}}, nil
-		default:
-			return versionInterval{lo: v, hi: [3]int{0, 0, v[2] + 1}}, nil
-		}
+	case "~", "^":
+		return rangeOf(op, v, given), nil
 	}
 	return versionInterval{}, fmt.Errorf("unknown operator %q", op)
+}
+
+// rangeOf is what ~ and ^ allow from v, of which given parts were
+// written: ~ the patch releases (~1.2.3, ~1.2) or the minor ones (~1);
+// ^ up to the next change of the first non-zero part given.
+func rangeOf(op string, v [3]int, given int) versionInterval {
+	if given == 0 {
+		return versionInterval{hi: unbounded}
+	}
+	if op == "~" {
+		if given >= 2 {
+			return versionInterval{lo: v, hi: [3]int{v[0], v[1] + 1, 0}}
+		}
+		return versionInterval{lo: v, hi: [3]int{v[0] + 1, 0, 0}}
+	}
+	switch {
+	case v[0] > 0 || given == 1:
+		return versionInterval{lo: v, hi: [3]int{v[0] + 1, 0, 0}}
+	case v[1] > 0 || given == 2:
+		return versionInterval{lo: v, hi: [3]int{0, v[1] + 1, 0}}
+	default:
+		return versionInterval{lo: v, hi: [3]int{0, 0, v[2] + 1}}
+	}
 }
