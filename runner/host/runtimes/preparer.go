@@ -136,46 +136,15 @@ func stage(ctx context.Context, c Config, pl *Platform, nodeFrom nodeSource, tar
 	}
 	binFrom := pkgDir
 	if pl != nil {
-		tgz, err := npmPack(ctx, dl, pl.Package, pl.Version, pl.Integrity)
-		if err != nil {
+		var err error
+		if binFrom, err = stagePlatform(ctx, pl, dl, dir, info); err != nil {
 			return err
 		}
-		pdir := filepath.Join(dir, "node_modules", filepath.FromSlash(pl.Package))
-		if _, err := os.Stat(pdir); err == nil {
-			return fmt.Errorf("platform package %s is already in node_modules (from the lock?)", pl.Package)
-		}
-		if err := extractPackage(tgz, pdir); err != nil {
-			return err
-		}
-		if err := prune(pdir, pl.Keep); err != nil {
-			return fmt.Errorf("%s: %w", pl.Package, err)
-		}
-		binFrom = pdir
-		info["platform_package"], info["platform_integrity"] = pl.Package+"@"+pl.Version, pl.Integrity
 	}
 	if c.EntryBin != "" {
-		src := filepath.Join(binFrom, filepath.FromSlash(c.EntryBin))
-		if fi, err := os.Lstat(src); err != nil || !fi.Mode().IsRegular() {
-			return fmt.Errorf("entry.bin %s is not a file in %s", c.EntryBin, filepath.Base(binFrom))
-		}
-		if err := checkBinary(src, target); err != nil {
-			return fmt.Errorf("%w: %v", adapter.ErrPlatform, err)
-		}
-		if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o755); err != nil {
+		if err := placeEntryBin(c.EntryBin, binFrom, target, dir, info); err != nil {
 			return err
 		}
-		bin := filepath.Join(dir, "bin", path.Base(c.EntryBin))
-		if err := os.Rename(src, bin); err != nil {
-			return err
-		}
-		if err := os.Chmod(bin, 0o755); err != nil {
-			return err
-		}
-		sum, _, err := hashFile(bin)
-		if err != nil {
-			return err
-		}
-		info["binary_sha256"] = sum
 	}
 	if c.EntryNode != "" {
 		js := filepath.Join(pkgDir, filepath.FromSlash(c.EntryNode))
@@ -209,6 +178,56 @@ func putNode(ctx context.Context, from nodeSource, target Target, dir string, in
 	if node.Package != "" {
 		info["node_source"], info["node_package"], info["node_integrity"] = "npm", node.Package, node.Integrity
 	}
+	return nil
+}
+
+// stagePlatform unpacks the platform package pl (checked against its
+// pin) into dir's node_modules, keeping its keep paths; it returns the
+// package's dir, where entry.bin is.
+func stagePlatform(ctx context.Context, pl *Platform, dl, dir string, info map[string]any) (string, error) {
+	tgz, err := npmPack(ctx, dl, pl.Package, pl.Version, pl.Integrity)
+	if err != nil {
+		return "", err
+	}
+	pdir := filepath.Join(dir, "node_modules", filepath.FromSlash(pl.Package))
+	if _, err := os.Stat(pdir); err == nil {
+		return "", fmt.Errorf("platform package %s is already in node_modules (from the lock?)", pl.Package)
+	}
+	if err := extractPackage(tgz, pdir); err != nil {
+		return "", err
+	}
+	if err := prune(pdir, pl.Keep); err != nil {
+		return "", fmt.Errorf("%s: %w", pl.Package, err)
+	}
+	info["platform_package"], info["platform_integrity"] = pl.Package+"@"+pl.Version, pl.Integrity
+	return pdir, nil
+}
+
+// placeEntryBin moves entry.bin from its package (binFrom) to bin/,
+// executable, after checking it is built for target.
+func placeEntryBin(entryBin, binFrom string, target Target, dir string, info map[string]any) error {
+	src := filepath.Join(binFrom, filepath.FromSlash(entryBin))
+	if fi, err := os.Lstat(src); err != nil || !fi.Mode().IsRegular() {
+		return fmt.Errorf("entry.bin %s is not a file in %s", entryBin, filepath.Base(binFrom))
+	}
+	if err := checkBinary(src, target); err != nil {
+		return fmt.Errorf("%w: %v", adapter.ErrPlatform, err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o755); err != nil {
+		return err
+	}
+	bin := filepath.Join(dir, "bin", path.Base(entryBin))
+	if err := os.Rename(src, bin); err != nil {
+		return err
+	}
+	if err := os.Chmod(bin, 0o755); err != nil {
+		return err
+	}
+	sum, _, err := hashFile(bin)
+	if err != nil {
+		return err
+	}
+	info["binary_sha256"] = sum
 	return nil
 }
 
