@@ -486,7 +486,7 @@ func (cr *caseRun) verifyCase(ctx context.Context, ms modelSide, bx sandboxed) {
 		proof := analyse(ms.rel.Calls(), ms.challenge, derived, ms.modelName)
 		cr.loopChecks(proof, derived)
 		return cr.verify(ctx, bx.sb, verifyInput{before: bx.before, allMarkers: cr.owner.allMarkers, markers: cr.owner.markers,
-			sessDir: cr.sess.dir, proof: proof, allowed: cr.allowed(), key: cr.r.key})
+			sessDir: cr.sess.dir, proof: proof, allowed: cr.allowed(), scratch: cr.c.adapter.Scratch, key: cr.r.key})
 	})
 }
 
