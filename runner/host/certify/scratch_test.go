@@ -65,7 +65,9 @@ func TestVerifyScratchRules(t *testing.T) {
 		{"a lock file close left", "verify.adapter_scratch_removed", "/tmp/openclaw-state-locks-0/state.lock.sqlite",
 			func(w *world) { w.sb.write("/tmp/openclaw-state-locks-0/state.lock.sqlite", "") }},
 		{"the log dir close left", "verify.adapter_scratch_removed", "/tmp/openclaw",
-			func(w *world) { w.sb.extraChanges = []provider.Change{{Path: "/tmp/openclaw", Kind: provider.ChangeAdded}} }},
+			func(w *world) {
+				w.sb.extraChanges = []provider.Change{{Path: "/tmp/openclaw", Kind: provider.ChangeAdded}}
+			}},
 		{"a literal scratch path close left", "verify.adapter_scratch_removed", "/var/tmp/oc/lock",
 			func(w *world) { w.sb.write("/var/tmp/oc/lock", "1") }},
 		{"a file beside the scratch", "verify.fs_diff", "/tmp/other",
@@ -73,7 +75,9 @@ func TestVerifyScratchRules(t *testing.T) {
 		{"a name sharing the literal's prefix", "verify.fs_diff", "/var/tmp/oc/lock2",
 			func(w *world) { w.sb.write("/var/tmp/oc/lock2", "x") }},
 		{"the scratch's directory added, not modified", "verify.fs_diff", "/var/tmp/oc",
-			func(w *world) { w.sb.extraChanges = []provider.Change{{Path: "/var/tmp/oc", Kind: provider.ChangeAdded}} }},
+			func(w *world) {
+				w.sb.extraChanges = []provider.Change{{Path: "/var/tmp/oc", Kind: provider.ChangeAdded}}
+			}},
 		// Close removing a file the image had is an image change, not
 		// scratch.
 		{"an image file the scratch matches, deleted", "verify.fs_diff", "/tmp/openclaw.conf",

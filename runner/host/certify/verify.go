@@ -45,7 +45,7 @@ type afterClose struct {
 	// scratchLeft are the changes the adapter's scratch matches.
 	scratchLeft []string
 	diffHow     string
-	diffErr error
+	diffErr     error
 }
 
 // readAfterClose takes the probe's snapshot and the filesystem diff side
