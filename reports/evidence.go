@@ -220,9 +220,10 @@ type HarnessRuntime struct {
 	// Platform is what the preparer prepared for ("linux-x64"); empty
 	// when the runtime does not depend on the platform.
 	Platform string `json:"platform,omitempty"`
-	// Node is the host's Node copied into the runtime (a JS entry of the
-	// npm preparer), left out of TreeSHA256 so the tree hashes the same on
-	// every host.
+	// Node is the Node copied into the runtime (a JS entry of the npm
+	// preparer): the host's, or npm's build the manifest pins (its
+	// Source says which), left out of TreeSHA256 so the tree hashes the
+	// same on every host.
 	Node *HostBinary `json:"node,omitempty"`
 	// GlibcLayer is the host's glibc the runtime carried into an image
 	// without glibc (absent when it carried none).
@@ -261,11 +262,19 @@ type GlibcLayerPatch struct {
 	SHA256    string `json:"sha256"`
 }
 
-// HostBinary is a binary of the runtime tree taken from the host.
+// HostBinary is a binary of the runtime tree taken from outside its npm
+// tree: the host's Node, or npm's node-linux-<arch> build the manifest
+// pins (with.node_package) when the host's is not in with.node.
 type HostBinary struct {
 	Path    string `json:"path"`
 	Version string `json:"version"`
 	SHA256  string `json:"sha256"`
+	// Source is "host" (From is the host path it was copied from) or
+	// "npm" (From is PACKAGE@VERSION, Integrity the tarball's pinned
+	// sha512); empty in evidence written before it was recorded.
+	Source    string `json:"source,omitempty"`
+	From      string `json:"from,omitempty"`
+	Integrity string `json:"integrity,omitempty"`
 }
 
 // MaxModelSteps bounds ModelSteps.Steps; the rest are counted in Dropped.

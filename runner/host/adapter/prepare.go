@@ -62,12 +62,17 @@ type Prepared struct {
 	Provides []string
 }
 
-// HostPart is a file of the runtime tree that came from the host.
+// HostPart is a file of the runtime tree from outside its pinned npm tree:
+// the host's (its Node), or npm's Node package pinned apart from it.
 type HostPart struct {
 	Path    string // relative to the runtime dir, slash-separated
 	Name    string // "node"
 	Version string
 	SHA256  string
+	// Source is where the file came from: "host" (From is its host
+	// path) or "npm" (From is PACKAGE@VERSION, Integrity its pinned
+	// tarball's); "" when not said.
+	Source, From, Integrity string
 }
 
 // Preparer prepares a runtime on the host. It must not touch the network

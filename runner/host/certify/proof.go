@@ -438,7 +438,7 @@ func runtimeProvenance(m *adapter.Manifest, rt *adapter.Prepared) (*reports.Harn
 	for _, x := range rt.Host {
 		exclude = append(exclude, filepath.FromSlash(x.Path))
 		if x.Name == "node" {
-			h.Node = &reports.HostBinary{Path: x.Path, Version: x.Version, SHA256: x.SHA256}
+			h.Node = &reports.HostBinary{Path: x.Path, Version: x.Version, SHA256: x.SHA256, Source: x.Source, From: x.From, Integrity: x.Integrity}
 		}
 	}
 	if l := rt.GlibcLayer; l != nil {

