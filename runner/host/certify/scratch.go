@@ -59,11 +59,12 @@ func onTheWay(pat, p string) bool {
 // checkScratch is verify.adapter_scratch_removed: nothing a scratch
 // pattern matches is in the filesystem diff after close. Without a diff
 // it is unknown, as verify.fs_diff is.
-func checkScratch(a afterClose, scratch []string) reports.Check {
+func checkScratch(a afterClose, scratch, removed []string) reports.Check {
 	if !a.canDiff {
 		return reports.Check{ID: "verify.adapter_scratch_removed", Status: reports.StatusUnknown, Clause: clauseVerify,
 			Detail: "the provider cannot report the sandbox's filesystem changes (no provider.Differ)"}
 	}
 	return verifyCheck("verify.adapter_scratch_removed", len(a.scratchLeft) == 0,
-		"the adapter's scratch %q gone after close (diff read from the %s); left: %v", scratch, a.diffHow, truncList(a.scratchLeft, 20))
+		"the adapter's scratch %q gone after close (diff read from the %s); close removed %q; left: %v",
+		scratch, a.diffHow, truncList(removed, 20), truncList(a.scratchLeft, 20))
 }

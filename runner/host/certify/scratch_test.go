@@ -22,7 +22,7 @@ func (w *world) verifyScratch(t *testing.T, scratch []string) *reports.Evidence 
 		sb = memDiffer{w.sb}
 	}
 	in := verifyInput{before: w.before, allMarkers: append(slices.Clone(ruleMarkers), ruleReq), markers: ruleMarkers,
-		sessDir: ruleSession, proof: w.proof, allowed: cr.allowed(), scratch: scratch}
+		sessDir: ruleSession, proof: w.proof, allowed: cr.allowed(), scratch: scratch, scratchRemoved: []string{"/tmp/openclaw"}}
 	if err := cr.verify(context.Background(), sb, in); err != nil {
 		t.Fatalf("verify: %v", err)
 	}
@@ -43,6 +43,9 @@ func TestVerifyScratchRemovedPasses(t *testing.T) {
 	}
 	if !ev.VerifierPassed {
 		t.Fatalf("verifier_passed false: %+v", ev.Checks)
+	}
+	if _, detail := statusOf(ev, "verify.adapter_scratch_removed"); !strings.Contains(detail, `close removed ["/tmp/openclaw"]`) {
+		t.Errorf("the detail does not say what close removed: %s", detail)
 	}
 	// Without scratch in the manifest there is no such check, and the
 	// same modified /tmp fails fs_diff: the scratch is what allows it.

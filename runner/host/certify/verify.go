@@ -30,7 +30,9 @@ type verifyInput struct {
 	proof      loopProof
 	allowed    []string // the fs diff's allow-list (caseRun.allowed)
 	scratch    []string // the adapter's scratch (scratch.go)
-	key        string   // redacted from the details
+	// scratchRemoved are the scratch paths close removed, for the detail.
+	scratchRemoved []string
+	key            string // redacted from the details
 }
 
 // afterClose is what verify read in the sandbox after close: the probe's
@@ -129,7 +131,7 @@ func (cr *caseRun) verify(ctx context.Context, sb provider.Sandbox, in verifyInp
 		return a.diffErr
 	}
 	if len(in.scratch) > 0 {
-		add(checkScratch(a, in.scratch))
+		add(checkScratch(a, in.scratch, in.scratchRemoved))
 	}
 	add(checkFSDiff(a))
 	ev.VerifierPassed = !failed
