@@ -1,6 +1,8 @@
 // Writes OpenClaw's config for the scripted model (or any OpenAI-style
-// endpoint): one custom provider "fake" (api openai-completions) at
-// BASE_URL whose key OpenClaw reads from the variable API_KEY_ENV when it
+// endpoint with /v1/responses): one custom provider "fake" (api
+// openai-responses: over openai-completions OpenClaw rewrites every tool
+// call id to letters and digits when it sends the result back, so the
+// result answers no call the model made) at BASE_URL whose key OpenClaw reads from the variable API_KEY_ENV when it
 // loads the config (the file holds "${NAME}", never the key), the model
 // as the agents' primary, and nothing else. `agent exec --config FILE`
 // runs against exactly this file. Run by the runtime's own node:
@@ -21,7 +23,7 @@ const config = {
     providers: {
       fake: {
         baseUrl,
-        api: "openai-completions",
+        api: "openai-responses",
         apiKey: "${" + apiKeyEnv + "}",
         models: [{ id: model, name: model, reasoning: false, input: ["text"], contextWindow: 128000, maxTokens: 4096 }],
       },
