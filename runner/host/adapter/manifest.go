@@ -55,6 +55,10 @@ type Manifest struct {
 	// Relay raises the model relay's limits for this adapter's cases;
 	// zero fields keep the run's.
 	Relay Relay
+	// Scratch are the paths outside its session dir the harness writes
+	// and the adapter owns (absolute, a glob only in the last element;
+	// scratch.go): close removes them, verify checks they are gone.
+	Scratch []string
 }
 
 // Relay is what the adapter's harness needs of the model relay beyond
@@ -402,6 +406,7 @@ func (d *decoder) manifest(n *yaml.Node, m *Manifest) {
 		"captures":     func(k string, v *yaml.Node) { d.captures(k, v, m) },
 		"result":       func(k string, v *yaml.Node) { d.result(k, v, m) },
 		"relay":        func(k string, v *yaml.Node) { d.relay(k, v, m) },
+		"scratch":      func(k string, v *yaml.Node) { d.scratch(k, v, m) },
 	})
 	if stateNode == nil {
 		m.State = DefaultState()

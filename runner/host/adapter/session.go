@@ -131,7 +131,8 @@ const VersionLaunchID = "cli-version"
 
 // Session turns the manifest into the adapter a session runs.
 func (m *Manifest) Session(c Context) (session.Adapter, error) {
-	a := session.Adapter{Name: m.Name, NeedsBash: c.NeedsBash || slices.Contains(m.Requires, "bash"), Files: map[string]session.File{}}
+	a := session.Adapter{Name: m.Name, NeedsBash: c.NeedsBash || slices.Contains(m.Requires, "bash"), Files: map[string]session.File{},
+		Scratch: slices.Clone(m.Scratch)}
 	if c.RuntimeHostDir != "" && c.RuntimeDir == "" {
 		err := filepath.WalkDir(c.RuntimeHostDir, func(p string, e fs.DirEntry, err error) error {
 			if err != nil || e.IsDir() {

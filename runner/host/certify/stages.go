@@ -87,7 +87,7 @@ func (cr *caseRun) runSession(ctx context.Context, ms modelSide, bx sandboxed) {
 	if stopsCase(err) || cl.res == nil || cr.intr.interruptReached() {
 		return
 	}
-	cr.verifyCase(ctx, ms, bx)
+	cr.verifyCase(ctx, ms, bx, cl.res.ScratchRemoved)
 }
 
 // joinSkip joins why planning skips a case and what setup found the
@@ -474,7 +474,7 @@ func closeEvidence(ev *reports.Evidence, res *session.CloseResult) {
 // verifyCase is stage 4 (owner), only after close. The relay and the model
 // are closed first: Close waits for calls in flight, so the transcript is
 // whole.
-func (cr *caseRun) verifyCase(ctx context.Context, ms modelSide, bx sandboxed) {
+func (cr *caseRun) verifyCase(ctx context.Context, ms modelSide, bx sandboxed, scratchRemoved []string) {
 	cr.stage(reports.StageVerify, func() error {
 		ms.rel.Close()
 		derived := ""
@@ -486,7 +486,8 @@ func (cr *caseRun) verifyCase(ctx context.Context, ms modelSide, bx sandboxed) {
 		proof := analyse(ms.rel.Calls(), ms.challenge, derived, ms.modelName)
 		cr.loopChecks(proof, derived)
 		return cr.verify(ctx, bx.sb, verifyInput{before: bx.before, allMarkers: cr.owner.allMarkers, markers: cr.owner.markers,
-			sessDir: cr.sess.dir, proof: proof, allowed: cr.allowed(), key: cr.r.key})
+			sessDir: cr.sess.dir, proof: proof, allowed: cr.allowed(),
+			scratch: cr.c.adapter.Scratch, scratchRemoved: scratchRemoved, key: cr.r.key})
 	})
 }
 

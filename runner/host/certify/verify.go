@@ -29,7 +29,10 @@ type verifyInput struct {
 	sessDir    string
 	proof      loopProof
 	allowed    []string // the fs diff's allow-list (caseRun.allowed)
-	key        string   // redacted from the details
+	scratch    []string // the adapter's scratch (scratch.go)
+	// scratchRemoved are the scratch paths close removed, for the detail.
+	scratchRemoved []string
+	key            string // redacted from the details
 }
 
 // afterClose is what verify read in the sandbox after close: the probe's
@@ -40,9 +43,11 @@ type afterClose struct {
 	snap    probe.Snapshot
 	seen    map[string]probe.Marker // snap.Markers by path
 	canDiff bool
-	extra   []string // changes outside the allow-list
-	diffHow string
-	diffErr error
+	extra   []string // changes outside the allow-list and the scratch
+	// scratchLeft are the changes the adapter's scratch matches.
+	scratchLeft []string
+	diffHow     string
+	diffErr     error
 }
 
 // readAfterClose takes the probe's snapshot and the filesystem diff side
@@ -67,7 +72,7 @@ func readAfterClose(ctx context.Context, sb provider.Sandbox, in verifyInput) (a
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			a.extra, a.diffHow, a.diffErr = fsDiff(ctx, differ, in.allowed)
+			a.extra, a.scratchLeft, a.diffHow, a.diffErr = fsDiff(ctx, differ, in.allowed, in.scratch)
 		}()
 	}
 	wg.Wait()
@@ -124,6 +129,9 @@ func (cr *caseRun) verify(ctx context.Context, sb provider.Sandbox, in verifyInp
 
 	if a.canDiff && a.diffErr != nil {
 		return a.diffErr
+	}
+	if len(in.scratch) > 0 {
+		add(checkScratch(a, in.scratch, in.scratchRemoved))
 	}
 	add(checkFSDiff(a))
 	ev.VerifierPassed = !failed
@@ -313,14 +321,20 @@ func (cr *caseRun) allowed() []string {
 
 // fsDiff returns the container's filesystem changes that are neither under
 // an allowed path nor a directory on the way to one (a parent changes when
-// a child is added), and how the diff was read.
-func fsDiff(ctx context.Context, d provider.Differ, allowed []string) ([]string, string, error) {
+// a child is added) nor the adapter's scratch, the changes its scratch
+// matches (scratchOf), and how the diff was read.
+func fsDiff(ctx context.Context, d provider.Differ, allowed, scratch []string) ([]string, []string, string, error) {
 	changes, how, err := d.Changes(ctx)
 	if err != nil {
-		return nil, "", err
+		return nil, nil, "", err
 	}
-	var out []string
-	for _, c := range changes {
+	left, rest := scratchOf(changes, scratch)
+	var out, leftText []string
+	for _, c := range left {
+		leftText = append(leftText, c.Kind+" "+c.Path)
+	}
+	slices.Sort(leftText)
+	for _, c := range rest {
 		// A deleted ancestor is never "on the way": only paths under an
 		// allowed one may be deleted.
 		if isAllowed(c.Path, allowed, c.Kind != provider.ChangeDeleted) {
@@ -329,7 +343,7 @@ func fsDiff(ctx context.Context, d provider.Differ, allowed []string) ([]string,
 		out = append(out, c.Kind+" "+c.Path)
 	}
 	slices.Sort(out)
-	return out, how, nil
+	return out, leftText, how, nil
 }
 
 func isAllowed(p string, allowed []string, ancestors bool) bool {

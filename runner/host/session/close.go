@@ -29,6 +29,9 @@ type CloseResult struct {
 	Missing []string
 	// SessionDirRemoved is set when the session dir was checked gone.
 	SessionDirRemoved bool
+	// ScratchRemoved lists the adapter's scratch paths close removed
+	// (Adapter.Scratch's matches), sorted.
+	ScratchRemoved []string
 	// Withheld lists what the captures' host copies do not hold as the
 	// sandbox had it: links recorded (never created, never followed),
 	// specials skipped, files cut at a cap, downloads stopped. Sorted by
@@ -118,6 +121,11 @@ func (s *Session) close(ctx context.Context, res *CloseResult) error {
 		}
 	}
 	if err := s.capture(ctx, res); fail(err) && provider.IsProviderError(err) {
+		return errors.Join(errs...)
+	}
+	scratch, err := s.removeScratch(ctx)
+	res.ScratchRemoved = scratch
+	if fail(err) && provider.IsProviderError(err) {
 		return errors.Join(errs...)
 	}
 	removed, err := s.removeDir(ctx)

@@ -149,6 +149,11 @@ type Adapter struct {
 	Launch func(Env) (harness.Params, error)
 	// Captures returns the files to download at close.
 	Captures func(Env) []Capture
+	// Scratch are absolute paths outside the session dir the harness
+	// writes and the adapter owns, a glob only in the last element (the
+	// manifest's parse refuses any that could reach the task or the
+	// system): close removes their matches after the captures.
+	Scratch []string
 }
 
 // File is a host file or bytes to upload.
