@@ -351,7 +351,8 @@ func (r *runner) plan() (*Summary, []caseSpec, error) {
 				if ok {
 					r.progress("%s: attempt %d was unknown, runs again", id, last.attempt)
 				}
-				cases = append(cases, caseSpec{id: id, attempt: last.attempt + 1, image: img, adapter: m, scenario: sc})
+				cases = append(cases, caseSpec{id: id, attempt: last.attempt + 1, image: img, adapter: m, scenario: sc,
+					skip: sc.skipReason(m, o.ModelURL != "")})
 			}
 		}
 	}

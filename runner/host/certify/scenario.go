@@ -57,10 +57,14 @@ type Scenario struct {
 	// (receipt.CauseDeadline, receipt.CauseStopped); "" means the harness
 	// ends by itself.
 	Cause string
-	// Deliverable says the harness must write the deliverable (the
-	// challenge's checks); the stop scenarios judge the stop instead, and
-	// the model-fault ones accept a non-zero exit filed as a model error.
-	Deliverable bool
+	// NoDeliverable says the harness need not write the deliverable: the
+	// stop scenarios judge the stop instead, the model-fault ones accept a
+	// non-zero exit filed as a model error (scenario.model_fault). The
+	// zero Scenario judges the deliverable, as the challenge does.
+	NoDeliverable bool
+	// Fault is the model fault the scenario's script answers (model-429,
+	// model-400); FaultNone for the others.
+	Fault model.Fault
 }
 
 // stopDeadline is the launch deadline of timeout: long enough for a
@@ -74,12 +78,14 @@ const cancelDeadline = 120
 
 // Scenarios are every scenario, in adapter.ScenarioNames' order.
 var Scenarios = []Scenario{
-	{Name: ScenarioChallenge, Deliverable: true},
-	{Name: ScenarioTimeout, Script: model.Script{Flow: model.FlowWriterStall}, Writer: true, Deadline: stopDeadline, Cause: receipt.CauseDeadline},
-	{Name: ScenarioCancel, Script: model.Script{Flow: model.FlowWriterStall}, Writer: true, Owner: ownerCancel, Deadline: cancelDeadline, Cause: receipt.CauseStopped},
-	{Name: ScenarioModel429, Script: model.Script{Fault: model.Fault429, Only: []int{1}}},
-	{Name: ScenarioModel400, Script: model.Script{Fault: model.Fault400, Only: []int{2}}},
-	{Name: ScenarioBorrowed, Owner: ownerBorrowed, Deliverable: true},
+	{Name: ScenarioChallenge},
+	{Name: ScenarioTimeout, Script: model.Script{Flow: model.FlowWriterStall}, Writer: true, Deadline: stopDeadline,
+		Cause: receipt.CauseDeadline, NoDeliverable: true},
+	{Name: ScenarioCancel, Script: model.Script{Flow: model.FlowWriterStall}, Writer: true, Owner: ownerCancel, Deadline: cancelDeadline,
+		Cause: receipt.CauseStopped, NoDeliverable: true},
+	{Name: ScenarioModel429, Script: model.Script{Fault: model.Fault429, Only: []int{1}}, Fault: model.Fault429, NoDeliverable: true},
+	{Name: ScenarioModel400, Script: model.Script{Fault: model.Fault400, Only: []int{2}}, Fault: model.Fault400, NoDeliverable: true},
+	{Name: ScenarioBorrowed, Owner: ownerBorrowed},
 }
 
 // ScenarioByName is the scenario of that name.
@@ -161,6 +167,31 @@ func (s Scenario) unsupported(m *adapter.Manifest) string {
 		return fmt.Sprintf("scenario %s unsupported by adapter %s: %s", s.Name, m.Name, sp.Unsupported)
 	}
 	return ""
+}
+
+// skipReason is why a case of s cannot run: the manifest marks it
+// unsupported, or the run's model is a real one (realModel), which no
+// scenario but the challenge can script. "" runs it.
+func (s Scenario) skipReason(m *adapter.Manifest, realModel bool) string {
+	if why := s.unsupported(m); why != "" {
+		return why
+	}
+	if realModel && s.Name != ScenarioChallenge {
+		return fmt.Sprintf("scenario %s needs the scripted model (--model names a real one)", s.Name)
+	}
+	return ""
+}
+
+// paths are the files the scenario's checks read after close.
+func (s Scenario) paths() []string {
+	var out []string
+	if s.Writer {
+		out = append(out, writerFile)
+	}
+	if s.Owner == ownerBorrowed {
+		out = append(out, borrowedState)
+	}
+	return out
 }
 
 // launchDeadline is the activation's deadline: the scenario's, else the
