@@ -119,10 +119,10 @@ type sandboxed struct {
 	// (borrowed's service): verify expects them alive, not gone.
 	ownerProcs []witness.ID
 	sb         provider.Sandbox
-	agent  *sessionAgent
-	before probe.Snapshot
-	actx   adapter.Context
-	lacks  string
+	agent      *sessionAgent
+	before     probe.Snapshot
+	actx       adapter.Context
+	lacks      string
 }
 
 // sessionAgent is the session agent's channel, the sandbox as the

@@ -167,10 +167,10 @@ type caseSpec struct {
 	id       string
 	attempt  int // 1 for a case's first run
 	scenario Scenario
-	image   images.Image
-	adapter *adapter.Manifest
-	runtime string // prepared runtime host dir
-	rt      rtKey
+	image    images.Image
+	adapter  *adapter.Manifest
+	runtime  string // prepared runtime host dir
+	rt       rtKey
 	// requires is the manifest's requires plus its prepared build's own
 	// (per platform).
 	requires []string
