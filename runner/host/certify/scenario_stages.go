@@ -14,6 +14,7 @@ import (
 	"github.com/sandproof/sandproof/runner/host/provider"
 	"github.com/sandproof/sandproof/runner/model"
 	"github.com/sandproof/sandproof/runner/probe"
+	"github.com/sandproof/sandproof/runner/witness"
 )
 
 // What the owner does and reads in the scenarios beyond the protocol
@@ -154,16 +155,22 @@ func (cr *caseRun) scenarioVerify(ctx context.Context, ms modelSide, bx sandboxe
 		}
 	}
 	if sc.Owner == ownerBorrowed {
-		b := cr.borrowed
-		m, ok := v.after.seen[borrowedState]
-		b.stateMissing = !ok || m.Missing || m.Error != ""
-		b.stateAfter = m.SHA256
-		b.alive = len(bx.ownerProcs) > 0 && slices.ContainsFunc(v.after.snap.Processes, func(p probe.Process) bool {
-			return p.ID() == bx.ownerProcs[0] && !p.Dead()
-		})
-		ev.Checks = append(ev.Checks, borrowedCheck(b))
+		ev.Checks = append(ev.Checks, borrowedCheck(borrowedAfter(cr.borrowed, bx.ownerProcs, v.after)))
 	}
 	return nil
+}
+
+// borrowedAfter is b with what verify's snapshot found after close: the
+// owner's service alive (its pid and start time, not dead), the state's
+// hash.
+func borrowedAfter(b borrowedSeen, owner []witness.ID, a afterClose) borrowedSeen {
+	m, ok := a.seen[borrowedState]
+	b.stateMissing = !ok || m.Missing || m.Error != ""
+	b.stateAfter = m.SHA256
+	b.alive = len(owner) > 0 && slices.ContainsFunc(a.snap.Processes, func(p probe.Process) bool {
+		return p.ID() == owner[0] && !p.Dead()
+	})
+	return b
 }
 
 // readWriter reads the writer's file after close: its size in verify's
