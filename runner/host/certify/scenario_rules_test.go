@@ -48,6 +48,8 @@ func TestStopCheckRules(t *testing.T) {
 		{"timeout: the harness exited by itself", timeout, good("exited", false), reports.StatusFailed},
 		{"cancel: timed out instead of stopped", cancel, good("deadline", true), reports.StatusFailed},
 		{"cancel: stopped but flagged timed_out", cancel, good("stopped", true), reports.StatusFailed},
+		{"cancel: the harness exited before the close", cancel, good("exited", false), reports.StatusFailed},
+		{"timeout: timed out, but the cause is a stop", timeout, good("stopped", true), reports.StatusFailed},
 		{"timeout: cleanup not confirmed", timeout, &reports.Receipt{Cause: "deadline", TimedOut: true}, reports.StatusFailed},
 		{"no receipt", timeout, nil, reports.StatusFailed},
 	} {
@@ -112,7 +114,7 @@ func TestPartialTranscriptRules(t *testing.T) {
 }
 
 func TestModelFaultRules(t *testing.T) {
-	zero, one := 0, 1
+	zero, one, sigterm := 0, 1, 143
 	rec := func(rc *int) *reports.Receipt {
 		return &reports.Receipt{Cause: "exited", CleanupConfirmed: true, ReturnCode: rc}
 	}
@@ -127,7 +129,7 @@ func TestModelFaultRules(t *testing.T) {
 		{"exited 1: a model error", func(f *faultSeen) { f.rec, f.delivered, f.response = rec(&one), false, capture.ResponseFailed }, reports.StatusPassed, true},
 		{"exit 0 without the deliverable", func(f *faultSeen) { f.delivered, f.response = false, capture.ResponseIncomplete }, reports.StatusFailed, false},
 		{"exit 0, the deliverable, but the response not completed", func(f *faultSeen) { f.response = capture.ResponseIncomplete }, reports.StatusFailed, false},
-		{"hung to the deadline", func(f *faultSeen) { r := rec(nil); r.TimedOut, r.Cause = true, "deadline"; f.rec = r }, reports.StatusFailed, false},
+		{"hung to the deadline", func(f *faultSeen) { r := rec(&sigterm); r.TimedOut, r.Cause = true, "deadline"; f.rec = r }, reports.StatusFailed, false},
 		{"cleanup not confirmed", func(f *faultSeen) { f.rec = &reports.Receipt{ReturnCode: &one} }, reports.StatusFailed, false},
 		{"no return code", func(f *faultSeen) { f.rec = rec(nil) }, reports.StatusFailed, false},
 		{"the fault never answered", func(f *faultSeen) { f.answered = 0 }, reports.StatusFailed, false},
