@@ -61,7 +61,7 @@ func TestStopCheckRules(t *testing.T) {
 
 func TestWriterCheckRules(t *testing.T) {
 	stop := time.Unix(1_800_000_010, 500)
-	good := writerSeen{called: true, present: true, content: "0 1800000005\n1 1800000005\n", atClose: 26, then: 26, stopAt: stop}
+	good := writerSeen{state: writerRan, present: true, content: "0 1800000005\n1 1800000005\n", atClose: 26, then: 26, stopAt: stop}
 	for _, tc := range []struct {
 		name             string
 		bend             func(*writerSeen)
@@ -73,7 +73,8 @@ func TestWriterCheckRules(t *testing.T) {
 		{"first line after the stop", func(w *writerSeen) { w.content = "0 1800000011\n" }, reports.StatusFailed, reports.StatusFailed},
 		{"never wrote", func(w *writerSeen) { w.present, w.content, w.atClose, w.then = false, "", 0, 0 }, reports.StatusFailed, reports.StatusFailed},
 		{"not the writer's lines", func(w *writerSeen) { w.content = "hello\n" }, reports.StatusFailed, reports.StatusFailed},
-		{"no shell tool", func(w *writerSeen) { w.called, w.whyNot = false, "no shell tool (tools: read)" }, reports.StatusSkipped, reports.StatusSkipped},
+		{"no shell tool", func(w *writerSeen) { w.state, w.whyNot = writerNoShell, "no shell tool (tools: read)" }, reports.StatusSkipped, reports.StatusSkipped},
+		{"the harness never got to the writer", func(w *writerSeen) { w.state, w.whyNot = writerNotReached, "0 model request(s)" }, reports.StatusFailed, reports.StatusFailed},
 	} {
 		w := good
 		tc.bend(&w)
@@ -128,7 +129,7 @@ func TestModelFaultRules(t *testing.T) {
 		{"went on and finished", func(*faultSeen) {}, reports.StatusPassed, false},
 		{"exited 1: a model error", func(f *faultSeen) { f.rec, f.delivered, f.response = rec(&one), false, capture.ResponseFailed }, reports.StatusPassed, true},
 		{"exit 0 without the deliverable", func(f *faultSeen) { f.delivered, f.response = false, capture.ResponseIncomplete }, reports.StatusFailed, false},
-		{"exit 0, the deliverable, but the response not completed", func(f *faultSeen) { f.response = capture.ResponseIncomplete }, reports.StatusFailed, false},
+		{"exit 0, the deliverable, its own result reporting the fault it got past", func(f *faultSeen) { f.response = capture.ResponseFailed }, reports.StatusPassed, false},
 		{"hung to the deadline", func(f *faultSeen) { r := rec(&sigterm); r.TimedOut, r.Cause = true, "deadline"; f.rec = r }, reports.StatusFailed, false},
 		{"cleanup not confirmed", func(f *faultSeen) { f.rec = &reports.Receipt{ReturnCode: &one} }, reports.StatusFailed, false},
 		{"no return code", func(f *faultSeen) { f.rec = rec(nil) }, reports.StatusFailed, false},
@@ -239,13 +240,18 @@ func TestReadWriterSeesASurvivingWriter(t *testing.T) {
 // the model asked for it (the harness ran the call); a harness with no
 // shell tool is named with its tools.
 func TestWriterCalled(t *testing.T) {
-	if ok, why := writerCalled([]model.Call{{Seq: 1, Reply: "read_challenge", ToolNames: []string{"read", "bash"}}, {Seq: 2, Reply: "start_writer"}, {Seq: 3, Reply: "stall"}}); !ok {
-		t.Errorf("the writer ran, but: %s", why)
-	}
-	if ok, why := writerCalled([]model.Call{{Seq: 1, Reply: "read_challenge"}, {Seq: 2, Reply: "start_writer"}}); ok || !strings.Contains(why, "request 2") {
-		t.Errorf("no request after the writer's: %t %q", ok, why)
-	}
-	if ok, why := writerCalled([]model.Call{{Seq: 1, Reply: "read_challenge", ToolNames: []string{"read"}}, {Seq: 2, Reply: "stall"}}); ok || !strings.Contains(why, "tools: read") {
-		t.Errorf("no shell tool: %t %q", ok, why)
+	for _, tc := range []struct {
+		calls []model.Call
+		want  writerState
+		why   string
+	}{
+		{[]model.Call{{Seq: 1, Reply: "read_challenge", ToolNames: []string{"read", "bash"}}, {Seq: 2, Reply: "start_writer"}, {Seq: 3, Reply: "stall"}}, writerRan, ""},
+		{[]model.Call{{Seq: 1, Reply: "read_challenge"}, {Seq: 2, Reply: "start_writer"}}, writerNotReached, "request 2"},
+		{[]model.Call{{Seq: 1, Reply: "read_challenge", ToolNames: []string{"read"}}, {Seq: 2, Reply: "stall"}}, writerNoShell, "tools: read"},
+		{[]model.Call{{Seq: 0, Path: "/v1/models"}}, writerNotReached, "0 model request(s)"},
+	} {
+		if got, why := writerCalled(tc.calls); got != tc.want || !strings.Contains(why, tc.why) {
+			t.Errorf("%+v: %v %q, want %v and %q", tc.calls, got, why, tc.want, tc.why)
+		}
 	}
 }

@@ -148,7 +148,8 @@ func (cr *caseRun) scenarioVerify(ctx context.Context, ms modelSide, bx sandboxe
 		if rec == nil {
 			rec = ev.ActivationReceipt
 		}
-		c, modelErr := modelFaultCheck(faultSeen{fault: sc.Fault, answered: answered, rec: rec, response: ev.ResponseStatus, delivered: v.delivered})
+		c, modelErr := modelFaultCheck(faultSeen{fault: sc.Fault, answered: answered, rec: rec, response: ev.ResponseStatus,
+			delivered: v.delivered && (v.derived == "" || v.proof.want == v.derived)})
 		ev.Checks = append(ev.Checks, c)
 		if modelErr {
 			ev.ResponseStatus = "model_error"
@@ -181,7 +182,7 @@ func (cr *caseRun) readWriter(ctx context.Context, sb provider.Sandbox, calls []
 	if w.stopAt.IsZero() {
 		w.stopAt = receiptEnd(cr.ev)
 	}
-	w.called, w.whyNot = writerCalled(calls)
+	w.state, w.whyNot = writerCalled(calls)
 	m, ok := v.after.seen[writerFile]
 	w.present = ok && !m.Missing && m.Error == ""
 	w.atClose = m.Size
@@ -225,10 +226,13 @@ func receiptEnd(ev *reports.Evidence) time.Time {
 	return time.Now()
 }
 
-// writerCalled reports whether the model's writer call was answered by
-// the harness (a later request came, so the tool ran), and if not, why.
-func writerCalled(calls []model.Call) (bool, string) {
-	asked, tools := 0, []string{}
+// writerCalled says whether the model's writer call was answered by the
+// harness (a later request came, so the tool ran): writerRan; or the
+// model stalled with no shell tool to ask (writerNoShell, the checks are
+// skipped); or neither (writerNotReached: the harness never got as far
+// before the stop, and the positive control fails). why says which.
+func writerCalled(calls []model.Call) (writerState, string) {
+	asked, tools, stalled := 0, []string{}, false
 	for _, c := range calls {
 		if c.Seq == 0 {
 			continue
@@ -239,15 +243,28 @@ func writerCalled(calls []model.Call) (bool, string) {
 		if len(c.ToolNames) > 0 {
 			tools = c.ToolNames
 		}
+		stalled = stalled || c.Reply == "stall"
 		if asked > 0 && c.Seq > asked {
-			return true, ""
+			return writerRan, ""
 		}
 	}
-	if asked > 0 {
-		return false, fmt.Sprintf("the model asked for it in request %d, and no request came after", asked)
+	switch {
+	case asked > 0:
+		return writerNotReached, fmt.Sprintf("the model asked for it in request %d, and no request came after before the stop", asked)
+	case stalled:
+		return writerNoShell, fmt.Sprintf("the harness declared no shell tool the model can use (tools: %s)", strings.Join(tools, ", "))
 	}
-	return false, fmt.Sprintf("the harness declared no shell tool the model can use (tools: %s)", strings.Join(tools, ", "))
+	return writerNotReached, fmt.Sprintf("the harness did not get as far as the writer before the stop (%d model request(s), none stalled)", len(slices.DeleteFunc(slices.Clone(calls), func(c model.Call) bool { return c.Seq == 0 })))
 }
+
+// writerState is how far the harness got with the writer.
+type writerState int
+
+const (
+	writerNotReached writerState = iota
+	writerRan
+	writerNoShell
+)
 
 // stopReceipt is the activation's receipt as close recorded it, the one
 // that holds a stop.

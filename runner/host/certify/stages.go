@@ -519,6 +519,7 @@ func (cr *caseRun) verifyCase(ctx context.Context, ms modelSide, bx sandboxed, a
 		if err != nil {
 			return err
 		}
+		v.derived = derived
 		return cr.scenarioVerify(ctx, ms, bx, act, v)
 	})
 }

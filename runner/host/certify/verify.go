@@ -49,6 +49,7 @@ type verified struct {
 	after     afterClose
 	proof     loopProof
 	delivered bool
+	derived   string // the token the scripted model derived ("" for a real one)
 }
 
 // afterClose is what verify read in the sandbox after close: the probe's
