@@ -37,6 +37,34 @@ func newStallSignal() *stallSignal {
 
 func (s *stallSignal) began(int) { s.once.Do(s.cancel) }
 
+// cancelOnStall is a cancel's owner: once the model stalls it closes the
+// session (cancel ends the activation's wait; close stops the launch).
+// When the harness ran the writer, the owner first waits, bounded, for
+// the writer's file to show in the sandbox, so the positive control
+// does not race the writer's first line.
+func (cr *caseRun) cancelOnStall(ctx context.Context, ms modelSide, sb provider.Sandbox, cancel context.CancelFunc) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-ms.stall.ctx.Done():
+	}
+	defer cancel()
+	if state, _ := writerCalled(ms.srv.Calls()); state != writerRan {
+		return
+	}
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		s, err := snapshot(ctx, sb, []string{writerFile})
+		if err != nil || slices.ContainsFunc(s.Markers, func(m probe.Marker) bool { return m.Path == writerFile && !m.Missing && m.Size > 0 }) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
 // skipScenario records a case whose scenario the manifest marks
 // unsupported: nothing of the harness is tried.
 func (cr *caseRun) skipScenario(why string) {

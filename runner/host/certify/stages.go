@@ -87,7 +87,7 @@ func (cr *caseRun) runSession(ctx context.Context, ms modelSide, bx sandboxed) {
 	sess, err := cr.seed(ctx, bx)
 	var act activationResult
 	if err == nil {
-		act, err = cr.activate(ctx, sess, ms)
+		act, err = cr.activate(ctx, sess, ms, bx.sb)
 	}
 	var cl closed
 	if sess != nil && !stopsCase(err) {
@@ -385,7 +385,7 @@ func (cr *caseRun) newSession(bx sandboxed) (*session.Session, error) {
 // version (under warden with a deadline, after the activation so it
 // cannot help it; its output is read after close from the captured run
 // dir). The error is the activation stage's.
-func (cr *caseRun) activate(ctx context.Context, sess *session.Session, ms modelSide) (activationResult, error) {
+func (cr *caseRun) activate(ctx context.Context, sess *session.Session, ms modelSide, sb provider.Sandbox) (activationResult, error) {
 	var act activationResult
 	var err error
 	m, sc := cr.c.adapter, cr.c.scenario
@@ -397,8 +397,7 @@ func (cr *caseRun) activate(ctx context.Context, sess *session.Session, ms model
 			wctx, cancel := interruptible(ctx, cr.r.opts.Interrupt)
 			defer cancel()
 			if sc.Owner == ownerCancel && ms.stall != nil {
-				stop := context.AfterFunc(ms.stall.ctx, cancel)
-				defer stop()
+				go cr.cancelOnStall(wctx, ms, sb, cancel)
 			}
 			var err error
 			act.launched = true
