@@ -1,6 +1,8 @@
 // Writes Pi's provider config for the scripted model (or any OpenAI-style
-// endpoint) into the agent dir: models.json and settings.json (no retries,
-// so a failing model fails fast). Run by the runtime's own node:
+// endpoint) into the agent dir: models.json and settings.json (two retries
+// of Pi's own, 1 s apart, and none in the provider's client: without them
+// Pi met a 429 with exit 0 and no deliverable, failing certify's model-429,
+// contract §7.6). Run by the runtime's own node:
 //   node pi-setup.mjs AGENT_DIR BASE_URL MODEL API_KEY_ENV
 import fs from "node:fs";
 import path from "node:path";
@@ -22,7 +24,7 @@ const models = {
     },
   },
 };
-const settings = { retry: { enabled: false, provider: { maxRetries: 0 } } };
+const settings = { retry: { enabled: true, maxRetries: 2, baseDelayMs: 1000, provider: { maxRetries: 0 } } };
 fs.writeFileSync(path.join(agentDir, "models.json"), JSON.stringify(models, null, 2) + "\n", { mode: 0o600 });
 fs.writeFileSync(path.join(agentDir, "settings.json"), JSON.stringify(settings, null, 2) + "\n", { mode: 0o600 });
 console.log("pi config written to " + agentDir);

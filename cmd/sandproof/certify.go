@@ -33,7 +33,7 @@ func init() { addCommand(newCertifyCommand) }
 // them into certify.Options; certify.Options.Validate owns the rules of
 // the values the library takes as they are.
 type certifyOptions struct {
-	adapterFiles, imageArgs, diffAllow                            []string
+	adapterFiles, imageArgs, diffAllow, scenarios                 []string
 	model, modelName, keyFile, warden, probe, agent, bash, rmtree string
 	out, memory, shard, network                                   string
 	parallel, baseline, captureEntries                            int
@@ -47,8 +47,9 @@ func newCertifyCommand(stdout, stderr io.Writer) *cobra.Command {
 	var o certifyOptions
 	cmd := &cobra.Command{
 		Use:   "certify --adapter FILE [--adapter FILE...] --out DIR",
-		Short: "Run the case protocol (contract §7) for every image x adapter",
-		Long: `Certify adapters: for every image x adapter, set up a container, seed the
+		Short: "Run the case protocol (contract §7) for every image x adapter x scenario",
+		Long: `Certify adapters: for every image x adapter x scenario (--scenario; contract
+§7.6: the challenge, a timeout, a cancel, model faults, a borrowed sandbox), set up a container, seed the
 adapter, run one activation (read the challenge the owner wrote to
 /task/challenge.txt through a tool, then write /task/deliverable.txt with
 the token the model makes from it), close with receipts, verify after close
@@ -80,6 +81,8 @@ the exit status is 130 (143 for TERM). A second signal exits at once.
 	f := cmd.Flags()
 	f.StringArrayVar(&o.adapterFiles, "adapter", nil, "adapter manifest (repeatable)")
 	f.StringArrayVar(&o.imageArgs, "image", nil, "image NAME or NAME=REF (repeatable; default: every built image)")
+	f.StringArrayVar(&o.scenarios, "scenario", nil, "run this scenario: "+strings.Join(adapter.ScenarioNames, ", ")+
+		" (repeatable; default: every scenario of a manifest with a scenarios key, the challenge of one without; docs/certify.md scenarios)")
 	f.StringVar(&o.model, "model", "scripted", "scripted, or a model base URL")
 	f.StringVar(&o.modelName, "model-name", "fake-model", "model id given to the harness ({model})")
 	f.StringVar(&o.keyFile, "api-key-file", "", "the model's API key: the relay sends it upstream; sandboxes only ever hold a per-run canary")
@@ -181,7 +184,7 @@ func (opts certifyOptions) library(stderr io.Writer) (certify.Options, error) {
 	o := certify.Options{ModelName: opts.modelName, Parallel: opts.parallel,
 		Warden: opts.warden, Probe: opts.probe, Agent: opts.agent, Bash: opts.bash, Rmtree: opts.rmtree, Out: opts.out, Resume: opts.resume,
 		Progress: stderr, DiffAllow: opts.diffAllow, Limits: limits, Network: opts.network, Baseline: opts.baseline,
-		CaptureEntries: opts.captureEntries, Relay: relayLimits}
+		CaptureEntries: opts.captureEntries, Relay: relayLimits, Scenarios: opts.scenarios}
 	if err := o.Validate(); err != nil {
 		return o, usageError{err}
 	}

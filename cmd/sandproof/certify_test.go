@@ -36,6 +36,8 @@ func TestCertifyLibraryValidationsExitUsage(t *testing.T) {
 		{[]string{"--warden", missing}, `--warden: "` + missing + `" not found`},
 		{[]string{"--probe", missing}, `--probe: "` + missing + `" not found`},
 		{[]string{"--agent", missing}, `--agent: "` + missing + `" not found`},
+		{[]string{"--scenario", "timeuot"}, `--scenario: bad value "timeuot" (want one of challenge, timeout, cancel, model-429, model-400, borrowed)`},
+		{[]string{"--scenario", "cancel", "--scenario", "cancel"}, `--scenario: "cancel" given twice`},
 		// --agent defaults to the sandagent beside --probe.
 		{[]string{"--probe", filepath.Join(dir, "sub", "probe"), "--agent", ""}, `--probe: "` + filepath.Join(dir, "sub", "probe") + `" not found`},
 	}

@@ -59,6 +59,27 @@ type Manifest struct {
 	// and the adapter owns (absolute, a glob only in the last element;
 	// scratch.go): close removes them, verify checks they are gone.
 	Scratch []string
+	// Scenarios is the manifest's scenarios key (docs/adapters.md
+	// scenarios): nil when it has none (certify then runs its challenge
+	// only, unless --scenario names others), else one entry per scenario
+	// it says something about; an empty map asks for every scenario with
+	// their own deadlines.
+	Scenarios map[string]ScenarioSpec
+}
+
+// ScenarioNames are the scenarios a manifest's scenarios key may name, in
+// the order certify runs them (contract §7.6 scenarios; the certify
+// package says what each drives and checks).
+var ScenarioNames = []string{"challenge", "timeout", "cancel", "model-429", "model-400", "borrowed"}
+
+// ScenarioSpec is what a manifest says of one scenario.
+type ScenarioSpec struct {
+	// Deadline replaces the scenario's own launch deadline (seconds); 0
+	// keeps it.
+	Deadline float64
+	// Unsupported, when not "", is why the harness cannot run the
+	// scenario: its cases are skipped with this reason.
+	Unsupported string
 }
 
 // Relay is what the adapter's harness needs of the model relay beyond
@@ -407,6 +428,7 @@ func (d *decoder) manifest(n *yaml.Node, m *Manifest) {
 		"result":       func(k string, v *yaml.Node) { d.result(k, v, m) },
 		"relay":        func(k string, v *yaml.Node) { d.relay(k, v, m) },
 		"scratch":      func(k string, v *yaml.Node) { d.scratch(k, v, m) },
+		"scenarios":    func(k string, v *yaml.Node) { d.scenarios(k, v, m) },
 	})
 	if stateNode == nil {
 		m.State = DefaultState()
@@ -477,6 +499,32 @@ func (d *decoder) relay(k string, v *yaml.Node, m *Manifest) {
 			m.Relay.RequestBytes = n
 		},
 	})
+}
+
+// scenarios reads `scenarios: {NAME: {deadline: S, unsupported: WHY}}`:
+// each name one of ScenarioNames, each value a mapping (or nothing).
+func (d *decoder) scenarios(k string, v *yaml.Node, m *Manifest) {
+	m.Scenarios = map[string]ScenarioSpec{}
+	handlers := map[string]func(string, *yaml.Node){}
+	for _, name := range ScenarioNames {
+		handlers[name] = func(k string, v *yaml.Node) {
+			var sp ScenarioSpec
+			if v.Kind == yaml.ScalarNode && v.Tag == "!!null" {
+				m.Scenarios[name] = sp
+				return
+			}
+			d.fields(v, k, nil, map[string]func(string, *yaml.Node){
+				"deadline": func(k string, v *yaml.Node) { sp.Deadline = d.seconds(k, v) },
+				"unsupported": func(k string, v *yaml.Node) {
+					if sp.Unsupported = strings.TrimSpace(d.str(k, v)); sp.Unsupported == "" {
+						d.errf(v, k, "want the reason the harness cannot run the scenario, got an empty string")
+					}
+				},
+			})
+			m.Scenarios[name] = sp
+		}
+	}
+	d.fields(v, k, nil, handlers)
 }
 
 func (d *decoder) runtime(k string, v *yaml.Node, m *Manifest) {

@@ -55,6 +55,11 @@ func TestManifestErrorsNameKeyAndLine(t *testing.T) {
 		{"relay bytes not a number", good + "relay:\n  request_bytes: 8m\n", `x.yaml:7: relay.request_bytes: bad byte count "8m"`},
 		{"relay bytes too large", good + "relay:\n  request_bytes: 268435457\n", `relay.request_bytes: bad byte count "268435457"`},
 		{"relay unknown key", good + "relay:\n  concurrent: 4\n", `unknown key "concurrent" in relay`},
+		{"unknown scenario", good + "scenarios:\n  timeout: {deadline: 20}\n  tiemout: {}\n", `x.yaml:8: unknown key "tiemout" in scenarios (known: borrowed, cancel, challenge, model-400, model-429, timeout)`},
+		{"scenario unknown key", good + "scenarios:\n  timeout:\n    deadlien: 20\n", `x.yaml:8: unknown key "deadlien" in scenarios.timeout`},
+		{"scenario bad deadline", good + "scenarios:\n  cancel: {deadline: -1}\n", `x.yaml:7: scenarios.cancel.deadline: bad seconds "-1"`},
+		{"scenario empty reason", good + "scenarios:\n  borrowed: {unsupported: \" \"}\n", `x.yaml:7: scenarios.borrowed.unsupported: want the reason`},
+		{"scenarios not a mapping", good + "scenarios: [timeout]\n", `x.yaml:6: scenarios: want a mapping, got a list`},
 		{"warden launch env", strings.Replace(good, "  deadline: 60", "  deadline: 60\n  env: {WARDEN_LAUNCH: x}", 1), `launch.env: may not set WARDEN_LAUNCH`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -81,6 +86,32 @@ func TestManifestRelayRequestBytes(t *testing.T) {
 	}
 	if m, err = adapter.Parse("x.yaml", t.TempDir(), []byte(good)); err != nil || m.Relay.RequestBytes != 0 {
 		t.Fatalf("relay %+v, %v; want 0 without the key", m.Relay, err)
+	}
+}
+
+// scenarios: a manifest without the key has nil Scenarios (certify runs
+// its challenge only); with it, each named scenario's deadline and
+// reason, and a name given nothing is there with neither.
+func TestManifestScenarios(t *testing.T) {
+	m, err := adapter.Parse("x.yaml", t.TempDir(), []byte(good))
+	if err != nil || m.Scenarios != nil {
+		t.Fatalf("scenarios %v, %v; want nil without the key", m.Scenarios, err)
+	}
+	doc := good + "scenarios:\n  timeout: {deadline: 20}\n  borrowed: {unsupported: no service tree}\n  cancel:\n"
+	if m, err = adapter.Parse("x.yaml", t.TempDir(), []byte(doc)); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]adapter.ScenarioSpec{"timeout": {Deadline: 20}, "borrowed": {Unsupported: "no service tree"}, "cancel": {}}
+	if len(m.Scenarios) != len(want) {
+		t.Fatalf("scenarios %v, want %v", m.Scenarios, want)
+	}
+	for k, w := range want {
+		if got, ok := m.Scenarios[k]; !ok || got != w {
+			t.Errorf("scenarios[%s] = %+v (%t), want %+v", k, got, ok, w)
+		}
+	}
+	if m, err = adapter.Parse("x.yaml", t.TempDir(), []byte(good+"scenarios: {}\n")); err != nil || m.Scenarios == nil || len(m.Scenarios) != 0 {
+		t.Fatalf("scenarios: {} gave %v, %v; want an empty map", m.Scenarios, err)
 	}
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/sandproof/sandproof/runner/model"
 	"github.com/sandproof/sandproof/runner/probe"
 	"github.com/sandproof/sandproof/runner/warden/receipt"
+	"github.com/sandproof/sandproof/runner/witness"
 )
 
 // Sandbox paths the owner uses.
@@ -76,6 +77,8 @@ type caseRun struct {
 	owner  ownerPaths
 	sess   sessionPaths
 	intr   interruptWatch
+	// borrowed is what a borrowed case's owner started before the launch.
+	borrowed borrowedSeen
 }
 
 // ownerPaths are the task user and the owner's markers in the sandbox.
@@ -96,6 +99,9 @@ type sessionPaths struct {
 // model (nil for a real one) behind the case's recording relay, the
 // challenge, and the adapter's context naming the relay.
 type modelSide struct {
+	// stall is told when the scripted model begins a stall (nil for a
+	// real model).
+	stall     *stallSignal
 	srv       *model.Server
 	rel       *relay.Relay
 	modelName string
@@ -109,11 +115,14 @@ type modelSide struct {
 // lacks ("" when none). A setup that failed returns what it got so far
 // (the sandbox for teardown).
 type sandboxed struct {
-	sb     provider.Sandbox
-	agent  *sessionAgent
-	before probe.Snapshot
-	actx   adapter.Context
-	lacks  string
+	// ownerProcs are processes the owner started after the baseline
+	// (borrowed's service): verify expects them alive, not gone.
+	ownerProcs []witness.ID
+	sb         provider.Sandbox
+	agent      *sessionAgent
+	before     probe.Snapshot
+	actx       adapter.Context
+	lacks      string
 }
 
 // sessionAgent is the session agent's channel, the sandbox as the
@@ -127,6 +136,9 @@ type sessionAgent struct {
 // started (close.receipts then requires its receipt), its result, and the
 // CLI's version launch after it.
 type activationResult struct {
+	// cancelled is when a cancel's owner stopped waiting to close the
+	// session (the model had stalled); zero otherwise.
+	cancelled  time.Time
 	launched   bool
 	res        *session.Result
 	version    *session.Result
@@ -534,6 +546,10 @@ func (cr *caseRun) checkCaptures(cut int) {
 
 // readCaptures reads the activation's events and the adapter's result
 // source into the evidence.
+//
+// The check activation.result is recorded only for a scenario that judges
+// the deliverable; the others read the same fields into the evidence and
+// judge them in their own checks.
 func (cr *caseRun) readCaptures(act *session.Result, captures map[string]string) {
 	ev, m := cr.ev, cr.c.adapter
 	capDir := filepath.Join(cr.dir, "capture")
@@ -586,6 +602,10 @@ func (cr *caseRun) readCaptures(act *session.Result, captures map[string]string)
 		if said := session.RunnerSaid(stderr); said != "" {
 			detail += "; " + redact(said, cr.r.key)
 		}
+	}
+	if cr.c.scenario.NoDeliverable {
+		cr.r.progress("%s: %s", cr.c.id, detail)
+		return
 	}
 	if !cr.check("activation.result", clauseSeed, ev.ResponseStatus == capture.ResponseCompleted, "%s", detail) {
 		cr.errType("harness_failed")

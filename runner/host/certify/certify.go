@@ -50,6 +50,11 @@ var ErrOutExists = errors.New("evidence file exists (use --resume to finish that
 type Options struct {
 	Adapters []*adapter.Manifest
 	Images   []images.Image
+	// Scenarios names the scenarios to run (--scenario, contract §7.6
+	// scenarios); empty runs every scenario of an adapter whose manifest
+	// has a scenarios key and the challenge of one without
+	// (scenariosFor).
+	Scenarios []string
 	// ModelURL is a real model's base URL; "" starts the scripted model
 	// (one server per case, on 127.0.0.1, requiring the key). Either way
 	// every call goes through the case's recording relay.
@@ -162,12 +167,13 @@ func (s *Summary) Failed() bool {
 }
 
 type caseSpec struct {
-	id      string
-	attempt int // 1 for a case's first run
-	image   images.Image
-	adapter *adapter.Manifest
-	runtime string // prepared runtime host dir
-	rt      rtKey
+	id       string
+	attempt  int // 1 for a case's first run
+	scenario Scenario
+	image    images.Image
+	adapter  *adapter.Manifest
+	runtime  string // prepared runtime host dir
+	rt       rtKey
 	// requires is the manifest's requires plus its prepared build's own
 	// (per platform).
 	requires []string
@@ -221,9 +227,6 @@ func randomHex(n int) string {
 
 // NewCanary returns a fresh canary API key.
 func NewCanary() string { return "sk-sandproof-canary-" + randomHex(16) }
-
-// CaseID names the case of an image and an adapter.
-func CaseID(image, adapterName string) string { return image + "/" + adapterName }
 
 func caseDirName(id string) string { return strings.ReplaceAll(id, "/", "__") }
 
@@ -329,28 +332,31 @@ func (r *runner) plan() (*Summary, []caseSpec, error) {
 		r.runID = time.Now().UTC().Format("20060102T150405Z") + "-" + randomHex(3)
 	}
 	sum := &Summary{RunID: r.runID, Counts: map[reports.Status]int{}}
-	r.matrix = NewMatrix(o.Images, o.Adapters)
+	r.matrix = NewMatrix(o.Images, o.Adapters, o.Scenarios)
 	if !o.Shard.IsZero() {
 		r.progress("shard %s of a matrix of %d case(s), sha256 %s", o.Shard, len(r.matrix.Cases), r.matrix.SHA256)
 	}
 	var cases []caseSpec
 	for _, img := range o.Images {
 		for _, m := range o.Adapters {
-			id := CaseID(img.Name, m.Name)
-			if !r.matrix.Has(o.Shard, id) {
-				continue
+			for _, sc := range scenariosFor(m, o.Scenarios) {
+				id := CaseID(img.Name, m.Name, sc.Name)
+				if !r.matrix.Has(o.Shard, id) {
+					continue
+				}
+				last, ok := done[id]
+				if ok && last.status != reports.StatusUnknown {
+					sum.Resumed++
+					sum.Counts[last.status]++
+					r.progress("%s: already in the evidence (%s, attempt %d), skipped by --resume", id, last.status, last.attempt)
+					continue
+				}
+				if ok {
+					r.progress("%s: attempt %d was unknown, runs again", id, last.attempt)
+				}
+				cases = append(cases, caseSpec{id: id, attempt: last.attempt + 1, image: img, adapter: m, scenario: sc,
+					skip: sc.skipReason(m, o.ModelURL != "")})
 			}
-			last, ok := done[id]
-			if ok && last.status != reports.StatusUnknown {
-				sum.Resumed++
-				sum.Counts[last.status]++
-				r.progress("%s: already in the evidence (%s, attempt %d), skipped by --resume", id, last.status, last.attempt)
-				continue
-			}
-			if ok {
-				r.progress("%s: attempt %d was unknown, runs again", id, last.attempt)
-			}
-			cases = append(cases, caseSpec{id: id, attempt: last.attempt + 1, image: img, adapter: m})
 		}
 	}
 	r.progress("run %s: %d case(s) to run, %d done, parallel %d", r.runID, len(cases), sum.Resumed, o.Parallel)

@@ -19,7 +19,7 @@ import (
 // variables), and STAGE.x for an id built from a stage's name.
 func emittedCheckIDs(t *testing.T) []string {
 	t.Helper()
-	dotted := regexp.MustCompile(`^(setup|seed|activation|close|verify|teardown|secrets)\.[a-z_]+$`)
+	dotted := regexp.MustCompile(`^(setup|seed|activation|close|verify|teardown|secrets|scenario)\.[a-z_]+$`)
 	fset := token.NewFileSet()
 	pkgs, err := parser.ParseDir(fset, ".", func(fi os.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
 	if err != nil {

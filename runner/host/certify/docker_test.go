@@ -414,7 +414,7 @@ func TestCertifyFakesFail(t *testing.T) {
 	}
 	evs := readEvidence(t, out)
 	for _, img := range imgs {
-		good := evs[certify.CaseID(img.Name, "miniagent-opencode")]
+		good := evs[certify.CaseID(img.Name, "miniagent-opencode", certify.ScenarioChallenge)]
 		if good == nil || good.Status != reports.StatusPassed || good.ModelSteps == nil || good.ModelSteps.WriteCall == 0 ||
 			good.ModelSteps.ResultCall == 0 || good.After == nil || !strings.HasPrefix(good.After.Deliverable, "proof-") {
 			t.Fatalf("%s: the honest adapter did not pass with a round trip: %+v", img.Name, good)
@@ -425,7 +425,7 @@ func TestCertifyFakesFail(t *testing.T) {
 		if good.ModelSteps.SandboxAuth["canary"] != good.ModelCalls || good.ModelCalls < 3 {
 			t.Errorf("%s: %d calls, sandbox keys %v; want every call with the canary", img.Name, good.ModelCalls, good.ModelSteps.SandboxAuth)
 		}
-		noloop := evs[certify.CaseID(img.Name, "fake-noloop")]
+		noloop := evs[certify.CaseID(img.Name, "fake-noloop", certify.ScenarioChallenge)]
 		if noloop == nil || noloop.Status != reports.StatusFailed || noloop.ModelCalls != 0 ||
 			checkStatus(noloop, "verify.model_called") != reports.StatusFailed ||
 			!strings.Contains(checkDetail(noloop, "verify.model_called"), "never called the model") {
@@ -436,7 +436,7 @@ func TestCertifyFakesFail(t *testing.T) {
 		if noloop != nil && (noloop.After == nil || !strings.HasPrefix(noloop.After.Deliverable, "proof-sandproof-challenge-")) {
 			t.Errorf("%s: fake-noloop wrote %+v; want the challenge copied", img.Name, noloop.After)
 		}
-		notools := evs[certify.CaseID(img.Name, "fake-notools")]
+		notools := evs[certify.CaseID(img.Name, "fake-notools", certify.ScenarioChallenge)]
 		if notools == nil || notools.Status != reports.StatusFailed || notools.ModelCalls != 1 ||
 			checkStatus(notools, "verify.model_called") != reports.StatusPassed ||
 			checkStatus(notools, "verify.challenge_round_trip") != reports.StatusFailed ||

@@ -34,7 +34,7 @@ func certifyAgainst(t *testing.T, m *adapter.Manifest, image string, opts model.
 		Bash: bashStatic(), Out: out, Progress: &progress, ModelURL: srv.URL(), APIKey: opts.APIKey}); err != nil {
 		t.Fatalf("certify: %v\n%s", err, progress.String())
 	}
-	ev := readEvidence(t, out)[certify.CaseID(image, m.Name)]
+	ev := readEvidence(t, out)[certify.CaseID(image, m.Name, certify.ScenarioChallenge)]
 	if ev == nil {
 		t.Fatalf("no evidence for %s\n%s", m.Name, progress.String())
 	}

@@ -47,7 +47,7 @@ func TestCertifyForgedToolResultFails(t *testing.T) {
 	}
 	evs := readEvidence(t, out)
 	for _, img := range imgs {
-		good := evs[certify.CaseID(img.Name, "miniagent-opencode")]
+		good := evs[certify.CaseID(img.Name, "miniagent-opencode", certify.ScenarioChallenge)]
 		if good == nil {
 			t.Fatalf("%s: no evidence for the honest adapter\n%s", img.Name, progress.String())
 		}
@@ -55,7 +55,7 @@ func TestCertifyForgedToolResultFails(t *testing.T) {
 			t.Errorf("%s: positive control: the honest adapter: status %s, checks %+v, model steps %+v; want passed with a chain", img.Name, good.Status, good.Checks, st)
 		}
 		for name, id := range forged {
-			ev := evs[certify.CaseID(img.Name, name)]
+			ev := evs[certify.CaseID(img.Name, name, certify.ScenarioChallenge)]
 			if ev == nil {
 				t.Errorf("%s/%s: no evidence", img.Name, name)
 				continue

@@ -132,7 +132,7 @@ func TestInterruptInSeedIsUnknownNotFailed(t *testing.T) {
 	cr.intr.stageBegins(reports.StageSeed)
 	interruptNow(t, cr, cancel)
 	cr.intr.stageEnds(reports.StageSeed)
-	act, err := cr.activate(context.Background(), nil) // returns before the session: none is used
+	act, err := cr.activate(context.Background(), nil, modelSide{}, nil) // returns before the session: none is used
 	if err != nil || act.launched || act.res != nil || checkOf(cr.ev, "activation.receipt") != "" {
 		t.Fatalf("activate after the interrupt: %v, launched %t, result %+v, checks %+v; want nothing launched or judged", err, act.launched, act.res, cr.ev.Checks)
 	}

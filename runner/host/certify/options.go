@@ -29,7 +29,8 @@ func badValue(flag, value, want string) *UsageError {
 
 // Validate checks o as a command line gives it, before Run fills in the
 // defaults of its zero fields: Parallel and CaptureEntries >= 1, Baseline
-// >= 0, Network none or host, and the static builds Warden, Probe and Agent
+// >= 0, Network none or host, each of Scenarios a scenario named once,
+// and the static builds Warden, Probe and Agent
 // present on the host (Agent "" is the sandagent beside Probe). The CLI
 // calls it before it loads anything; Run calls it once the defaults are in.
 // Each refusal is a *UsageError.
@@ -45,6 +46,9 @@ func (o Options) Validate() error {
 	}
 	if _, err := provider.Network(o.Network); err != nil || o.Network == "" {
 		return badValue("--network", o.Network, "none or host")
+	}
+	if err := checkScenarios(o.Scenarios); err != nil {
+		return err
 	}
 	for _, b := range []struct{ flag, path string }{{"--warden", o.Warden}, {"--probe", o.Probe}, {"--agent", o.agent()}} {
 		if _, err := os.Stat(b.path); err != nil {

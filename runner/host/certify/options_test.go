@@ -39,6 +39,8 @@ func TestOptionsValidate(t *testing.T) {
 		{func(o *certify.Options) { o.Warden = filepath.Join(dir, "nope") }, "--warden", filepath.Join(dir, "nope")},
 		{func(o *certify.Options) { o.Probe = filepath.Join(dir, "sub", "probe") }, "--probe", filepath.Join(dir, "sub", "probe")},
 		{func(o *certify.Options) { o.Agent = filepath.Join(dir, "nope") }, "--agent", filepath.Join(dir, "nope")},
+		{func(o *certify.Options) { o.Scenarios = []string{"timeout", "stall"} }, "--scenario", "stall"},
+		{func(o *certify.Options) { o.Scenarios = []string{"borrowed", "borrowed"} }, "--scenario", "borrowed"},
 	}
 	for _, tt := range tests {
 		o := good

@@ -33,7 +33,7 @@ func TestCertifyPiNamesWhatWasCertified(t *testing.T) {
 	}
 	out := t.TempDir()
 	if _, err := certify.Run(ctx, certify.Options{Adapters: []*adapter.Manifest{m}, Images: imgs, Warden: warden, Probe: probe,
-		Bash: bashStatic(), Out: out}); err != nil {
+		Bash: bashStatic(), Out: out, Scenarios: []string{certify.ScenarioChallenge}}); err != nil {
 		t.Fatal(err)
 	}
 	ev := readEvidence(t, out)["debian-12/pi"]

@@ -206,7 +206,7 @@ func applyRuntimes(cases []caseSpec, ready map[rtKey]*adapter.Prepared, skips ma
 			}
 			c.requires = slices.DeleteFunc(c.requires, func(q string) bool { return slices.Contains(rt.Provides, q) })
 		}
-		c.skip = skips[c.rt]
+		c.skip = joinSkip(c.skip, skips[c.rt])
 	}
 }
 

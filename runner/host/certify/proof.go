@@ -18,6 +18,7 @@ import (
 	"github.com/sandproof/sandproof/runner/host/adapter"
 	"github.com/sandproof/sandproof/runner/host/relay"
 	"github.com/sandproof/sandproof/runner/host/session"
+	"github.com/sandproof/sandproof/runner/model"
 )
 
 // ChallengeFile is where the owner writes the case's challenge, readable by
@@ -341,6 +342,11 @@ func (cr *caseRun) loopChecks(p loopProof, derived string) {
 	cr.ev.ModelSteps = st
 	cr.check("verify.model_called", clauseVerify, p.calls > 0,
 		"%d model call(s) through the relay%s%s", p.calls, authText(st.SandboxAuth), when(p.calls == 0, ": the harness never called the model"))
+	if cr.c.scenario.Fault != model.FaultNone {
+		// A harness may rightly stop at the fault, before the challenge:
+		// scenario.model_fault judges whether it finished.
+		return
+	}
 	askOK := st.AskCall > 0 && p.broken == ""
 	var asked string
 	switch {
@@ -374,6 +380,9 @@ func (cr *caseRun) loopChecks(p loopProof, derived string) {
 			wrote = false
 			detail += fmt.Sprintf(", but with %q, not the token derived from the challenge", truncate(p.want, 80))
 		}
+	}
+	if cr.c.scenario.NoDeliverable {
+		return // the scenario's own checks judge what came after the challenge
 	}
 	cr.check("verify.write_after_challenge", clauseVerify, wrote, "%s", detail)
 }

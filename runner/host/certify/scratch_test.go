@@ -23,7 +23,7 @@ func (w *world) verifyScratch(t *testing.T, scratch []string) *reports.Evidence 
 	}
 	in := verifyInput{before: w.before, allMarkers: append(slices.Clone(ruleMarkers), ruleReq), markers: ruleMarkers,
 		sessDir: ruleSession, proof: w.proof, allowed: cr.allowed(), scratch: scratch, scratchRemoved: []string{"/tmp/openclaw"}}
-	if err := cr.verify(context.Background(), sb, in); err != nil {
+	if _, err := cr.verify(context.Background(), sb, in); err != nil {
 		t.Fatalf("verify: %v", err)
 	}
 	return cr.ev

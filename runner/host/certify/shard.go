@@ -55,13 +55,17 @@ type MatrixCase struct {
 	ID, AdapterSHA256, ImageRef string
 }
 
-// NewMatrix builds the matrix of imgs x ms. The order of the flags does not
-// matter: the cases are sorted by id.
-func NewMatrix(imgs []images.Image, ms []*adapter.Manifest) Matrix {
+// NewMatrix builds the matrix of imgs x ms x each adapter's scenarios
+// (scenariosFor, of the scenarios named; none named is each adapter's
+// default). The order of the flags does not matter: the cases are sorted
+// by id.
+func NewMatrix(imgs []images.Image, ms []*adapter.Manifest, scenarios []string) Matrix {
 	var m Matrix
 	for _, img := range imgs {
 		for _, a := range ms {
-			m.Cases = append(m.Cases, MatrixCase{ID: CaseID(img.Name, a.Name), AdapterSHA256: a.SHA256, ImageRef: img.Ref})
+			for _, sc := range scenariosFor(a, scenarios) {
+				m.Cases = append(m.Cases, MatrixCase{ID: CaseID(img.Name, a.Name, sc.Name), AdapterSHA256: a.SHA256, ImageRef: img.Ref})
+			}
 		}
 	}
 	slices.SortFunc(m.Cases, func(a, b MatrixCase) int { return strings.Compare(a.ID, b.ID) })

@@ -18,7 +18,7 @@ func matrixOf(imgs []string, adapters []string) Matrix {
 	for _, n := range adapters {
 		ms = append(ms, &adapter.Manifest{Name: n, SHA256: "sha-" + n})
 	}
-	return NewMatrix(is, ms)
+	return NewMatrix(is, ms, nil)
 }
 
 // Every case is in exactly one shard, for every shard count, and the
@@ -57,7 +57,7 @@ func TestShardsPartitionTheMatrix(t *testing.T) {
 	}
 	// Another adapter digest is another matrix.
 	other := matrixOf([]string{"debian-12"}, []string{"pi"})
-	other2 := NewMatrix([]images.Image{{Name: "debian-12", Ref: "sandproof/debian-12:1"}}, []*adapter.Manifest{{Name: "pi", SHA256: "changed"}})
+	other2 := NewMatrix([]images.Image{{Name: "debian-12", Ref: "sandproof/debian-12:1"}}, []*adapter.Manifest{{Name: "pi", SHA256: "changed"}}, nil)
 	if other.SHA256 == other2.SHA256 {
 		t.Error("a changed adapter digest kept the matrix digest")
 	}

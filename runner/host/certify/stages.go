@@ -41,6 +41,12 @@ func (r *runner) runCase(ctx context.Context, c caseSpec) (_ *reports.Evidence, 
 		cr.finish()
 		return cr.ev, cr.timing
 	}
+	if why := c.scenario.unsupported(c.adapter); why != "" {
+		// Nothing of the harness is tried: the manifest says why.
+		cr.skipScenario(why)
+		cr.finish()
+		return cr.ev, cr.timing
+	}
 	ms, ok := cr.startModel()
 	if !ok {
 		cr.finish()
@@ -72,10 +78,16 @@ func (r *runner) runCase(ctx context.Context, c caseSpec) (_ *reports.Evidence, 
 // error stops the case (stopsCase) ends it there; close runs whenever a
 // session exists and nothing stopped the case.
 func (cr *caseRun) runSession(ctx context.Context, ms modelSide, bx sandboxed) {
+	if cr.c.scenario.Owner == ownerBorrowed {
+		var err error
+		if bx, err = cr.borrow(ctx, bx); err != nil {
+			return
+		}
+	}
 	sess, err := cr.seed(ctx, bx)
 	var act activationResult
 	if err == nil {
-		act, err = cr.activate(ctx, sess)
+		act, err = cr.activate(ctx, sess, ms, bx.sb)
 	}
 	var cl closed
 	if sess != nil && !stopsCase(err) {
@@ -87,7 +99,7 @@ func (cr *caseRun) runSession(ctx context.Context, ms modelSide, bx sandboxed) {
 	if stopsCase(err) || cl.res == nil || cr.intr.interruptReached() {
 		return
 	}
-	cr.verifyCase(ctx, ms, bx, cl.res.ScratchRemoved)
+	cr.verifyCase(ctx, ms, bx, act, cl.res.ScratchRemoved)
 }
 
 // joinSkip joins why planning skips a case and what setup found the
@@ -109,7 +121,7 @@ func (r *runner) newCase(c caseSpec) *caseRun {
 	ev := &reports.Evidence{
 		Schema: reports.Schema, RunID: r.runID, CaseID: c.id, Attempt: max(1, c.attempt), Harness: m.Name, Image: c.image.Name,
 		Shard: r.opts.Shard.String(), MatrixSHA256: r.matrix.SHA256, MatrixCases: len(r.matrix.Cases),
-		Status: reports.StatusUnknown, OutputItemTypes: map[string]int{}, CloseObservationGaps: []string{},
+		Scenario: c.scenario.Name, Status: reports.StatusUnknown, OutputItemTypes: map[string]int{}, CloseObservationGaps: []string{},
 		Provenance: reports.Provenance{WardenSHA256: r.wardenSHA, AdapterSHA256: m.SHA256, SuiteVersion: suiteVersion(),
 			StartedAt: time.Now().UTC(), Host: r.host},
 		CaseDir: path.Join("cases", caseDirName(c.id)),
@@ -164,7 +176,9 @@ func (cr *caseRun) startModel() (modelSide, bool) {
 	var ms modelSide
 	upstream, modelName := r.opts.ModelURL, r.opts.ModelURL
 	if upstream == "" {
-		srv, err := model.Start(model.Options{Addr: "127.0.0.1:0", APIKey: r.upstreamKey, LogPath: filepath.Join(cr.dir, "model_calls.jsonl")})
+		ms.stall = newStallSignal()
+		srv, err := model.Start(model.Options{Addr: "127.0.0.1:0", APIKey: r.upstreamKey, LogPath: filepath.Join(cr.dir, "model_calls.jsonl"),
+			Script: cr.c.scenario.Script, WriterPath: writerFile, OnStall: ms.stall.began})
 		if err != nil {
 			cr.check("setup.model", clauseSetup, false, "start the scripted model: %v", err)
 			return ms, false
@@ -371,20 +385,28 @@ func (cr *caseRun) newSession(bx sandboxed) (*session.Session, error) {
 // version (under warden with a deadline, after the activation so it
 // cannot help it; its output is read after close from the captured run
 // dir). The error is the activation stage's.
-func (cr *caseRun) activate(ctx context.Context, sess *session.Session) (activationResult, error) {
+func (cr *caseRun) activate(ctx context.Context, sess *session.Session, ms modelSide, sb provider.Sandbox) (activationResult, error) {
 	var act activationResult
 	var err error
-	m := cr.c.adapter
+	m, sc := cr.c.adapter, cr.c.scenario
 	if !cr.intr.interruptReached() {
 		err = cr.stage(reports.StageActivation, func() error {
 			// The run's interrupt ends the wait, not the launch: close
-			// stops it through the session, so its receipt is kept.
+			// stops it through the session, so its receipt is kept. A
+			// cancel's owner ends it the same way once the model stalls.
 			wctx, cancel := interruptible(ctx, cr.r.opts.Interrupt)
 			defer cancel()
+			if sc.Owner == ownerCancel && ms.stall != nil {
+				go cr.cancelOnStall(wctx, ms, sb, cancel)
+			}
 			var err error
 			act.launched = true
-			act.res, err = sess.Activate(wctx, activation, model.ChallengePrompt(ChallengeFile, Deliverable), m.Launch.Deadline)
+			act.res, err = sess.Activate(wctx, activation, model.ChallengePrompt(ChallengeFile, Deliverable), sc.launchDeadline(m))
 			if err != nil && act.res == nil && ctx.Err() == nil && wctx.Err() != nil {
+				if sc.Owner == ownerCancel && ms.stall.ctx.Err() != nil {
+					act.cancelled = time.Now()
+					return nil
+				}
 				cr.intr.interruptReached()
 				return nil
 			}
@@ -394,11 +416,13 @@ func (cr *caseRun) activate(ctx context.Context, sess *session.Session) (activat
 			cr.ev.ActivationReceipt = receiptSummary(act.res.ReceiptJSON)
 			cr.timing.Harness = launchSeconds(act.res.Receipt)
 		}
-		if !stopsCase(err) && cr.intr.reason == "" {
+		// A stop scenario's receipt is judged after close (scenario.stop).
+		if !stopsCase(err) && cr.intr.reason == "" && sc.Cause == "" {
 			cr.ev.Checks = append(cr.ev.Checks, activationReceiptCheck(act.res, err, cr.r.key))
 		}
 	}
-	if !stopsCase(err) && cr.intr.reason == "" && len(m.VersionArgv) > 0 {
+	// A cancel's owner closes the session now, not after a version run.
+	if !stopsCase(err) && cr.intr.reason == "" && len(m.VersionArgv) > 0 && act.cancelled.IsZero() {
 		act.version, act.versionErr = sess.Activate(ctx, adapter.VersionLaunchID, "", versionDeadline)
 	}
 	return act, err
@@ -438,6 +462,9 @@ func (cr *caseRun) closeSession(ctx context.Context, sess *session.Session, actx
 		cut = cl.res.CaptureCut
 	}
 	cr.checkCaptures(cut)
+	if sc := cr.c.scenario; sc.Cause != "" && cr.intr.reason == "" {
+		ev.Checks = append(ev.Checks, stopCheck(sc, stopReceipt(ev)))
+	}
 	if cr.intr.reason == "" {
 		captures, _ := m.CapturePaths(actx, cr.sess.dir, cr.sess.home)
 		cr.readCaptures(act.res, captures)
@@ -474,7 +501,7 @@ func closeEvidence(ev *reports.Evidence, res *session.CloseResult) {
 // verifyCase is stage 4 (owner), only after close. The relay and the model
 // are closed first: Close waits for calls in flight, so the transcript is
 // whole.
-func (cr *caseRun) verifyCase(ctx context.Context, ms modelSide, bx sandboxed, scratchRemoved []string) {
+func (cr *caseRun) verifyCase(ctx context.Context, ms modelSide, bx sandboxed, act activationResult, scratchRemoved []string) {
 	cr.stage(reports.StageVerify, func() error {
 		ms.rel.Close()
 		derived := ""
@@ -485,9 +512,15 @@ func (cr *caseRun) verifyCase(ctx context.Context, ms modelSide, bx sandboxed, s
 		cr.ev.ModelCalls = ms.rel.ModelCalls()
 		proof := analyse(ms.rel.Calls(), ms.challenge, derived, ms.modelName)
 		cr.loopChecks(proof, derived)
-		return cr.verify(ctx, bx.sb, verifyInput{before: bx.before, allMarkers: cr.owner.allMarkers, markers: cr.owner.markers,
-			sessDir: cr.sess.dir, proof: proof, allowed: cr.allowed(),
-			scratch: cr.c.adapter.Scratch, scratchRemoved: scratchRemoved, key: cr.r.key})
+		v, err := cr.verify(ctx, bx.sb, verifyInput{before: bx.before, allMarkers: cr.owner.allMarkers, markers: cr.owner.markers,
+			sessDir: cr.sess.dir, proof: proof, allowed: cr.allowed(), key: cr.r.key,
+			scratch: cr.c.adapter.Scratch, scratchRemoved: scratchRemoved, ownerProcs: bx.ownerProcs,
+			scenarioPaths: cr.c.scenario.paths(), noDeliverable: cr.c.scenario.NoDeliverable})
+		if err != nil {
+			return err
+		}
+		v.derived = derived
+		return cr.scenarioVerify(ctx, ms, bx, act, v)
 	})
 }
 

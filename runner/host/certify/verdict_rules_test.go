@@ -73,7 +73,7 @@ func (w *world) verify(t *testing.T) *reports.Evidence {
 	}
 	in := verifyInput{before: w.before, allMarkers: append(slices.Clone(ruleMarkers), ruleReq), markers: ruleMarkers,
 		sessDir: ruleSession, proof: w.proof, allowed: cr.allowed()}
-	if err := cr.verify(context.Background(), sb, in); err != nil {
+	if _, err := cr.verify(context.Background(), sb, in); err != nil {
 		t.Fatalf("verify: %v", err)
 	}
 	return cr.ev
@@ -201,7 +201,7 @@ func TestVerifyDiffErrorIsNotPassed(t *testing.T) {
 	cr := &caseRun{r: &runner{opts: Options{TaskHome: ruleHome}}, ev: &reports.Evidence{Status: reports.StatusUnknown}}
 	in := verifyInput{before: w.before, allMarkers: append(slices.Clone(ruleMarkers), ruleReq), markers: ruleMarkers,
 		sessDir: ruleSession, proof: w.proof, allowed: cr.allowed()}
-	err := cr.verify(context.Background(), memDiffer{w.sb}, in)
+	_, err := cr.verify(context.Background(), memDiffer{w.sb}, in)
 	if !errors.Is(err, provider.ErrGone) {
 		t.Fatalf("verify: %v, want the diff's error", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/sandproof/sandproof/runner/host/provider"
 	"github.com/sandproof/sandproof/runner/host/session"
 	"github.com/sandproof/sandproof/runner/probe"
+	"github.com/sandproof/sandproof/runner/witness"
 )
 
 // maxDeliverable caps the deliverable's download (the token is short).
@@ -33,6 +34,25 @@ type verifyInput struct {
 	// scratchRemoved are the scratch paths close removed, for the detail.
 	scratchRemoved []string
 	key            string // redacted from the details
+	// ownerProcs are the owner's own processes started after the
+	// baseline (borrowed's service): not new processes of the harness.
+	ownerProcs []witness.ID
+	// scenarioPaths are the files the scenario's checks read in the same
+	// snapshot (the writer's file, the borrowed state).
+	scenarioPaths []string
+	// noDeliverable leaves verify.deliverable out of the checks (the
+	// scenario judges it, or does not ask for it); verified still says
+	// whether it holds.
+	noDeliverable bool
+}
+
+// verified is what verify leaves for the scenario's checks: what it read
+// after close, the loop proof, and whether the deliverable holds.
+type verified struct {
+	after     afterClose
+	proof     loopProof
+	delivered bool
+	derived   string // the token the scripted model derived ("" for a real one)
 }
 
 // afterClose is what verify read in the sandbox after close: the probe's
@@ -66,7 +86,8 @@ func readAfterClose(ctx context.Context, sb provider.Sandbox, in verifyInput) (a
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		a.snap, snapErr = snapshot(ctx, sb, append(slices.Clone(in.allMarkers), Deliverable, in.sessDir))
+		paths := append(slices.Clone(in.allMarkers), Deliverable, in.sessDir)
+		a.snap, snapErr = snapshot(ctx, sb, append(paths, in.scenarioPaths...))
 	}()
 	if canDiff {
 		wg.Add(1)
@@ -91,8 +112,9 @@ func readAfterClose(ctx context.Context, sb provider.Sandbox, in verifyInput) (a
 // evidence in their order. Processes come from the probe's process
 // table, never from warden. A provider error ends it where it happened,
 // with the checks before it recorded.
-func (cr *caseRun) verify(ctx context.Context, sb provider.Sandbox, in verifyInput) error {
+func (cr *caseRun) verify(ctx context.Context, sb provider.Sandbox, in verifyInput) (verified, error) {
 	ev := cr.ev
+	v := verified{proof: in.proof}
 	after := &reports.After{MarkersKept: []string{}, MarkersLost: []string{}, HarnessProcesses: []reports.Process{}}
 	ev.After = after
 	var failed bool
@@ -101,15 +123,19 @@ func (cr *caseRun) verify(ctx context.Context, sb provider.Sandbox, in verifyInp
 		failed = failed || c.Status == reports.StatusFailed
 	}
 	a, err := readAfterClose(ctx, sb, in)
+	v.after = a
 	if err != nil {
-		return err
+		return v, err
 	}
 	dc, err := checkDeliverable(ctx, sb, a.seen, in.proof, in.key)
 	if err != nil {
-		return err
+		return v, err
 	}
 	after.Deliverable = dc.content
-	add(dc.check)
+	v.delivered = dc.check.Status == reports.StatusPassed
+	if !in.noDeliverable {
+		add(dc.check)
+	}
 
 	diff := probe.Diff(in.before, a.snap)
 	after.Python3, after.Bash = toolText(a.snap.Python3), toolText(a.snap.Bash)
@@ -121,6 +147,7 @@ func (cr *caseRun) verify(ctx context.Context, sb provider.Sandbox, in verifyInp
 	ev.AdapterSessionDirRemoved = sc.gone
 	add(sc.check)
 
+	diff.NewProcesses = slices.DeleteFunc(diff.NewProcesses, func(p probe.Process) bool { return slices.Contains(in.ownerProcs, p.ID()) })
 	pc := checkNewProcesses(diff)
 	after.HarnessProcesses = append(after.HarnessProcesses, pc.procs...)
 	add(pc.check)
@@ -128,7 +155,7 @@ func (cr *caseRun) verify(ctx context.Context, sb provider.Sandbox, in verifyInp
 	add(checkTools(diff, after.Python3, after.Bash))
 
 	if a.canDiff && a.diffErr != nil {
-		return a.diffErr
+		return v, a.diffErr
 	}
 	if len(in.scratch) > 0 {
 		add(checkScratch(a, in.scratch, in.scratchRemoved))
@@ -138,7 +165,7 @@ func (cr *caseRun) verify(ctx context.Context, sb provider.Sandbox, in verifyInp
 	if failed {
 		cr.errType("verify_failed")
 	}
-	return nil
+	return v, nil
 }
 
 // verifyCheck is one verify check's verdict, passed or failed.

@@ -68,7 +68,7 @@ func TestCertifyTellsTheWatcher(t *testing.T) {
 		t.Fatalf("watcher heard %q, want the plan of 2 and a start and an end per case", log.lines)
 	}
 	for _, img := range []string{"img-a", "img-b"} {
-		id := certify.CaseID(img, "fake-noloop")
+		id := certify.CaseID(img, "fake-noloop", certify.ScenarioChallenge)
 		start, end := slices.Index(log.lines, "started "+id), slices.Index(log.lines, "ended "+id+" failed")
 		if start < 1 || end < start {
 			t.Errorf("%s: started at %d, ended failed at %d in %q", id, start, end, log.lines)

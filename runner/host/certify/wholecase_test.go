@@ -136,8 +136,9 @@ func (w *wholeCase) run(t *testing.T, harness func(w *wholeCase)) *reports.Evide
 		// As runSession: an interrupt that reached the case skips verify.
 		if !cr.intr.interruptReached() {
 			cr.stage(reports.StageVerify, func() error {
-				return cr.verify(ctx, w.bx.sb, verifyInput{before: w.bx.before, allMarkers: cr.owner.allMarkers, markers: cr.owner.markers,
+				_, err := cr.verify(ctx, w.bx.sb, verifyInput{before: w.bx.before, allMarkers: cr.owner.allMarkers, markers: cr.owner.markers,
 					sessDir: cr.sess.dir, proof: loopProof{want: w.token}, allowed: cr.allowed(), key: cr.r.key})
+				return err
 			})
 		}
 	}
