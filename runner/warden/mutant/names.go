@@ -15,6 +15,7 @@ const (
 	ExitCodes        Name = "exitcodes"
 	FDLeak           Name = "fdleak"
 	GroupKill        Name = "groupkill"
+	GraceWait        Name = "gracewait"
 	GroupReuse       Name = "groupreuse"
 	InPlaceReceipt   Name = "inplacereceipt"
 	JSONBraces       Name = "jsonbraces"

@@ -164,9 +164,14 @@ func (e *Engine) Run(ctx context.Context) Result {
 			res.Survivors = snap.Reached
 			break
 		}
+		if now.Before(killAt) && e.leaderGone(snap) && allSent(snap.Reached, sent) {
+			// The grace is the harness's: once it has exited, what is
+			// left, each having had its TERM, is held and KILLed now.
+			killAt = now
+		}
 		if now.Before(killAt) || mutant.Is(mutant.NoKill) {
 			e.signalAll(snap.Reached, syscall.SIGTERM, sent)
-			e.pause(ctx, round, snap.Reached)
+			e.pauseGrace(ctx, round, snap.Reached)
 			continue
 		}
 		if e.Cgroup != nil && !cgroupKilled {
@@ -204,6 +209,31 @@ func (e *Engine) Run(ctx context.Context) Result {
 	res.Seconds = clock.Now().Sub(start).Seconds()
 	sortMembers(res.Reached)
 	return res
+}
+
+// leaderGone reports whether the launch's leader (the harness, by pid and
+// start time) is no longer among the living this round: exited, a zombie
+// waiting to be reaped, or its pid reused. The grace is the harness's own
+// (contract §2 stop rules): once it is gone, nothing else is waited for.
+// A stop without a known harness, or of services only, keeps the grace.
+func (e *Engine) leaderGone(snap *Snapshot) bool {
+	h := e.Scanner.Launch.Harness
+	if h.PID == 0 || e.Scanner.ServicesOnly || mutant.Is(mutant.GraceWait) {
+		return false
+	}
+	_, alive := findMember(snap.Reached, h)
+	return !alive
+}
+
+// allSent reports whether every member has been sent a signal already
+// (its TERM, at least): the grace may be cut short only then.
+func allSent(members []Member, sent map[proc.Identity]syscall.Signal) bool {
+	for _, m := range members {
+		if _, ok := sent[m.Identity()]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // settled reads the supervisor's children lists once more after a scan
@@ -459,6 +489,18 @@ func (e *Engine) sendCont(id proc.Identity) {
 func (e *Engine) pause(ctx context.Context, round int, alive []Member) {
 	never := func(proc.Stat) bool { return false }
 	e.waitRound(ctx, round, alive, never, 500*time.Microsecond, 4*time.Millisecond)
+}
+
+// pauseGrace is a round of the grace: it ends once the harness is gone
+// (the grace is its own, and the rescan then holds and KILLs what is left
+// without waiting out the round), or everything signalled is.
+func (e *Engine) pauseGrace(ctx context.Context, round int, alive []Member) {
+	if h := e.Scanner.Launch.Harness; h.PID != 0 && !e.Scanner.ServicesOnly && !mutant.Is(mutant.GraceWait) {
+		if _, ok := findMember(alive, h); ok {
+			alive = []Member{{PID: h.PID, StartTime: h.StartTime}}
+		}
+	}
+	e.pause(ctx, round, alive)
 }
 
 // waitRound polls the members' stat files, which is cheap, until each is
