@@ -6,16 +6,22 @@ package conformance_test
 // after its TERM still gets the whole grace.
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
 	"github.com/sandproof/sandproof/conformance/framework"
+	"github.com/sandproof/sandproof/runner/warden/proc"
+	"github.com/sandproof/sandproof/runner/warden/stop"
 	"github.com/sandproof/sandproof/runner/witness"
 )
 
@@ -90,4 +96,61 @@ var _ = Describe("warden supervise, whose grace is the harness's,", framework.Lo
 			expectGone("process", h, tool)
 		})
 	}
+})
+
+var _ = Describe("the stop engine on the real /proc, arriving during the scan that pins the host's older processes,", framework.Local, func() {
+	framework.ConformanceIt("2 stop rules", "should confirm without waiting for the pinning scan, reading what it had not pinned yet", func(ctx SpecContext) {
+		if !stop.PidfdSupported() {
+			framework.Missing("pidfd_open in this kernel (Linux 5.3 or later)", "run the suite on a newer kernel")
+		}
+		// A busy host: more processes than one chunk of the prime, so a
+		// stop that arrives after the first chunk arrives mid-scan.
+		for i := 0; i < 150; i++ {
+			c := exec.Command("sleep", "1000")
+			Expect(c.Start()).To(Succeed())
+			DeferCleanup(func() { c.Process.Kill(); c.Wait() })
+		}
+		// The launch's supervisor stand-in: a process without children, so
+		// the stop reaches nothing (no child, no marker) and confirms.
+		self := exec.Command("sleep", "1000")
+		Expect(self.Start()).To(Succeed())
+		DeferCleanup(func() { self.Process.Kill(); self.Wait() })
+		fs := proc.NewFS("")
+		st, err := fs.Stat(self.Process.Pid)
+		Expect(err).NotTo(HaveOccurred())
+		pids, err := fs.PIDs()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(len(pids)).To(BeNumerically(">", 150), "positive control: a busy host")
+
+		set := stop.NewOldSet(st.StartTime+1, 1<<16)
+		DeferCleanup(set.Close)
+		mid, release := make(chan struct{}), make(chan struct{})
+		var once sync.Once
+		set.AfterChunk = func() {
+			once.Do(func() { close(mid) })
+			<-release
+		}
+		DeferCleanup(func() { close(release) })
+		set.StartPriming(fs)
+		Eventually(ctx, mid).WithTimeout(10 * time.Second).Should(BeClosed(), "the prime never pinned its first chunk")
+		pinned := len(set.Live())
+		Expect(pinned).To(BeNumerically(">", 0), "positive control: the prime pinned its first chunk")
+		Expect(pinned).To(BeNumerically("<", len(pids)/2), "positive control: the prime is held mid-scan")
+
+		eng := &stop.Engine{
+			Scanner:   &stop.Scanner{FS: fs, Old: set, Launch: stop.Launch{ID: fmt.Sprintf("grace-spec-%d", self.Process.Pid), Self: self.Process.Pid, Since: st.StartTime + 1}},
+			Signaller: stop.NewSignaller(fs),
+			Grace:     5 * time.Second,
+		}
+		done := make(chan stop.Result, 1)
+		go func() { done <- eng.Run(context.Background()) }()
+		var res stop.Result
+		// The prime stays held until the spec ends: a stop that waits
+		// for it never returns here.
+		Eventually(ctx, done).WithTimeout(20*time.Second).Should(Receive(&res), "the stop waited for the pinning scan")
+		Expect(res.Err).NotTo(HaveOccurred())
+		Expect(res.Reached).To(BeEmpty())
+		Expect(res.Confirmed).To(BeTrue())
+		Expect(len(set.Live())).To(BeNumerically("<=", pinned), "the stop pinned what one scan confirmed (it costs two reads each)")
+	})
 })

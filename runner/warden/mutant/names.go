@@ -39,6 +39,7 @@ const (
 	RelPath          Name = "relpath"
 	ServiceEnv       Name = "serviceenv"
 	ServicePID       Name = "servicepid"
+	ScanWait         Name = "scanwait"
 	SupFDLeak        Name = "supfdleak"
 	WaitNoRenew      Name = "waitnorenew"
 	ZSkip            Name = "zskip"

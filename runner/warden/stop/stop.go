@@ -93,6 +93,11 @@ func (e *Engine) Run(ctx context.Context) Result {
 		killWait = 5 * time.Second
 	}
 	start := clock.Now()
+	if e.Scanner.Old != nil {
+		// A stop never waits for the background pinning: what is not
+		// pinned yet, it reads itself.
+		e.Scanner.Old.StopPriming()
+	}
 	killAt := start.Add(e.Grace)
 	endAt := killAt.Add(killWait)
 	sent := map[proc.Identity]syscall.Signal{}
