@@ -132,7 +132,7 @@ var _ = Describe("the stop engine on the real /proc, arriving during the scan th
 		}
 		DeferCleanup(func() { close(release) })
 		set.StartPriming(fs)
-		Eventually(ctx, mid).WithTimeout(10 * time.Second).Should(BeClosed(), "the prime never pinned its first chunk")
+		Eventually(ctx, mid).WithTimeout(10*time.Second).Should(BeClosed(), "the prime never pinned its first chunk")
 		pinned := len(set.Live())
 		Expect(pinned).To(BeNumerically(">", 0), "positive control: the prime pinned its first chunk")
 		Expect(pinned).To(BeNumerically("<", len(pids)/2), "positive control: the prime is held mid-scan")
