@@ -209,6 +209,28 @@ var _ = Describe("the stop engine, on a fake tree,", framework.Fakeproc, func() 
 		Expect(got[1].At.Sub(f.start)).To(BeNumerically("<", fpGrace), "the stop waited out the grace after the harness had gone")
 	})
 
+	framework.ConformanceIt("2 stop rules", "should not let a tool that respawns a child for every one TERMed keep the grace going once the harness has exited", func() {
+		f := newFakeStop(fakeproc.Proc{})
+		tool := f.k.Fork(fpHarness, fakeproc.Proc{Comm: "respawner", Setsid: true, Env: fpNoMarker(), OnTERM: fakeproc.IgnoreTERM})
+		// Each sleeper, TERMed, dies and leaves a new one in its place: a
+		// process that has had no TERM yet shows up every round.
+		var respawn fakeproc.Reaction
+		respawn = func(k *fakeproc.Kernel, _ proc.Identity) bool {
+			k.Fork(tool.PID, fakeproc.Proc{Comm: "sleeper", Setsid: true, Env: fpNoMarker(), OnTERM: respawn})
+			return true
+		}
+		first := f.k.Fork(tool.PID, fakeproc.Proc{Comm: "sleeper", Setsid: true, Env: fpNoMarker(), OnTERM: respawn})
+		Expect(f.k.Alive(first)).To(BeTrue(), "positive control: the first sleeper runs")
+
+		res := f.run()
+		Expect(res.Confirmed).To(BeTrue())
+		Expect(len(res.Reached)).To(BeNumerically(">=", 4), "positive control: a respawned sleeper was reached (harness, tool and two sleepers)")
+		got := f.deliveries(tool)
+		Expect(fpSignalNames(got)).To(Equal([]string{"TERM", "STOP", "KILL"}))
+		Expect(got[1].Round).To(BeNumerically("<=", 2), "the hold came later than the round after the harness was seen gone")
+		Expect(got[1].At.Sub(f.start)).To(BeNumerically("<", fpGrace), "the respawned sleepers kept the grace going")
+	})
+
 	framework.ConformanceIt("2 stop rules", "should give a harness that lives on after its TERM its whole grace, and its TERM-ignoring tool with it", func() {
 		f := newFakeStop(fakeproc.Proc{OnTERM: fakeproc.IgnoreTERM})
 		tool := f.k.Fork(fpHarness, fakeproc.Proc{Comm: "respawner", Setsid: true, Env: fpNoMarker(), OnTERM: fakeproc.IgnoreTERM})

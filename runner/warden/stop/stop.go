@@ -103,7 +103,7 @@ func (e *Engine) Run(ctx context.Context) Result {
 	sent := map[proc.Identity]syscall.Signal{}
 	seen := map[proc.Identity]bool{}
 	var res Result
-	held, cgroupKilled := false, false
+	held, cgroupKilled, graceCut := false, false, false
 	var unheld []Member
 	note := func(snap *Snapshot) {
 		res.Unverified, res.Preserved = snap.Unverified, snap.Preserved
@@ -169,10 +169,16 @@ func (e *Engine) Run(ctx context.Context) Result {
 			res.Survivors = snap.Reached
 			break
 		}
-		if now.Before(killAt) && e.leaderGone(snap) && allSent(snap.Reached, sent) {
+		if now.Before(killAt) && e.leaderGone(snap) {
 			// The grace is the harness's: once it has exited, what is
-			// left, each having had its TERM, is held and KILLed now.
-			killAt = now
+			// left, each having had its TERM, is held and KILLed now. A
+			// process first reached this round gets its TERM and one
+			// round more, once: a tool that respawns a child every time
+			// one dies cannot keep the grace going.
+			if graceCut || allSent(snap.Reached, sent) {
+				killAt = now
+			}
+			graceCut = true
 		}
 		if now.Before(killAt) || mutant.Is(mutant.NoKill) {
 			e.signalAll(snap.Reached, syscall.SIGTERM, sent)
