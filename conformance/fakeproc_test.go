@@ -227,7 +227,7 @@ var _ = Describe("the stop engine, on a fake tree,", framework.Fakeproc, func() 
 		Expect(len(res.Reached)).To(BeNumerically(">=", 4), "positive control: a respawned sleeper was reached (harness, tool and two sleepers)")
 		got := f.deliveries(tool)
 		Expect(fpSignalNames(got)).To(Equal([]string{"TERM", "STOP", "KILL"}))
-		Expect(got[1].Round).To(BeNumerically("<=", 2), "the hold came later than the round after the harness was seen gone")
+		Expect(got[1].Round).To(BeNumerically("<=", 1+stop.GraceTailRounds), "the hold came later than GraceTailRounds after the round the harness was seen gone")
 		Expect(got[1].At.Sub(f.start)).To(BeNumerically("<", fpGrace), "the respawned sleepers kept the grace going")
 	})
 

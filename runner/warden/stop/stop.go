@@ -103,7 +103,11 @@ func (e *Engine) Run(ctx context.Context) Result {
 	sent := map[proc.Identity]syscall.Signal{}
 	seen := map[proc.Identity]bool{}
 	var res Result
-	held, cgroupKilled, graceCut := false, false, false
+	held, cgroupKilled := false, false
+	// tail counts the rounds since the harness was seen gone; prev is the
+	// reached set of the round before.
+	tail := 0
+	var prev []Member
 	var unheld []Member
 	note := func(snap *Snapshot) {
 		res.Unverified, res.Preserved = snap.Unverified, snap.Preserved
@@ -171,15 +175,20 @@ func (e *Engine) Run(ctx context.Context) Result {
 		}
 		if now.Before(killAt) && e.leaderGone(snap) {
 			// The grace is the harness's: once it has exited, what is
-			// left, each having had its TERM, is held and KILLed now. A
-			// process first reached this round gets its TERM and one
-			// round more, once: a tool that respawns a child every time
-			// one dies cannot keep the grace going.
-			if graceCut || allSent(snap.Reached, sent) {
+			// left is held and KILLed as soon as each has had its TERM
+			// and a round has passed in which none of them ended of it
+			// (what is left then ignores TERM), at most GraceTailRounds
+			// rounds after the harness was seen gone: a tool that
+			// respawns a child for every one TERMed cannot keep the
+			// grace going, and a large tree dying of its TERM is not
+			// held for nothing.
+			ended := prev != nil && endedSince(prev, snap.Reached, e.Scanner.Launch.Harness)
+			if tail >= GraceTailRounds || (!ended && allSent(snap.Reached, sent)) {
 				killAt = now
 			}
-			graceCut = true
+			tail++
 		}
+		prev = snap.Reached
 		if now.Before(killAt) || mutant.Is(mutant.NoKill) {
 			e.signalAll(snap.Reached, syscall.SIGTERM, sent)
 			e.pauseGrace(ctx, round, snap.Reached)
@@ -234,6 +243,25 @@ func (e *Engine) leaderGone(snap *Snapshot) bool {
 	}
 	_, alive := findMember(snap.Reached, h)
 	return !alive
+}
+
+// GraceTailRounds bounds the rounds a stop goes on TERMing after the
+// harness was seen gone, while what it TERMed still ends of it.
+const GraceTailRounds = 2
+
+// endedSince reports whether a member of before other than the harness is
+// missing from now: a TERMed process ended during the last pause.
+func endedSince(before, now []Member, harness proc.Identity) bool {
+	alive := make(map[proc.Identity]bool, len(now))
+	for _, m := range now {
+		alive[m.Identity()] = true
+	}
+	for _, m := range before {
+		if id := m.Identity(); id != harness && !alive[id] {
+			return true
+		}
+	}
+	return false
 }
 
 // allSent reports whether every member has been sent a signal already
