@@ -71,11 +71,8 @@ const primeChunk = 64
 
 // StartPriming pins, in the background, every process of the host that
 // started before the launch: the harness runs meanwhile, and a later stop
-// reads only what is new. It goes chunk by chunk, each process pinned
-// first (pidfd_open) and read after (its stat), so one read per process
-// is enough: a pid reused after the pin names a process that started
-// after the pin, hence after the launch, and is not kept. StopPriming
-// halts it.
+// reads only what is new. It goes chunk by chunk (see pinLocked);
+// StopPriming halts it.
 func (o *OldSet) StartPriming(fs proc.FS) {
 	o.mu.Lock()
 	o.done, o.started = make(chan struct{}), true
@@ -124,8 +121,10 @@ func (o *OldSet) StopPriming() {
 	}
 }
 
-// pinLocked pins pid if the process holding it started before the launch:
-// pidfd_open first, then the stat (see StartPriming).
+// pinLocked pins pid if the process holding it started before the launch.
+// The stat comes first, so a process of the launch (a young one) is never
+// opened at all; an old one is pinned, then read again to make sure the
+// pinned process is the one read (see addLocked).
 func (o *OldSet) pinLocked(fs proc.FS, pid int, buf []byte) {
 	if o.broken || len(o.fds) >= o.max {
 		return
@@ -133,16 +132,11 @@ func (o *OldSet) pinLocked(fs proc.FS, pid int, buf []byte) {
 	if _, ok := o.fds[pid]; ok {
 		return
 	}
-	fd, err := unix.PidfdOpen(pid, 0)
-	if err != nil {
-		return
-	}
 	st, err := fs.StatInto(pid, buf)
 	if err != nil || st.StartTime >= o.since {
-		unix.Close(fd)
 		return
 	}
-	o.watchLocked(pid, fd)
+	o.addLocked(st)
 }
 
 // watchLocked adds a pinned process to the epoll set and the maps.
