@@ -194,6 +194,57 @@ var _ = Describe("the stop engine, on a fake tree,", framework.Fakeproc, func() 
 		Expect(got[2].Round).To(Equal(got[1].Round+1), "KILL in the round after the STOP, once /proc showed it stopped")
 	})
 
+	framework.ConformanceIt("2 stop rules", "should hold and KILL a TERM-ignoring setsid tool in the round after the harness exited on its TERM, not after the grace", func() {
+		f := newFakeStop(fakeproc.Proc{})
+		tool := f.k.Fork(fpHarness, fakeproc.Proc{Comm: "respawner", Setsid: true, Env: fpNoMarker(), OnTERM: fakeproc.IgnoreTERM})
+		Expect(f.k.Alive(tool)).To(BeTrue(), "positive control: the tool runs")
+
+		res := f.run()
+		fpExpectStopped(f, res, tool, 0, stop.WhyDescendant)
+		Expect(f.k.SignalsTo(f.harness)).To(Equal([]string{"TERM"}), "the harness ended on its TERM")
+		got := f.deliveries(tool)
+		Expect(fpSignalNames(got)).To(Equal([]string{"TERM", "STOP", "KILL"}))
+		Expect(got[0].Round).To(Equal(0), "TERM first, in the first round")
+		Expect(got[1].Round).To(Equal(1), "held in the round after the harness was seen gone")
+		Expect(got[1].At.Sub(f.start)).To(BeNumerically("<", fpGrace), "the stop waited out the grace after the harness had gone")
+	})
+
+	framework.ConformanceIt("2 stop rules", "should not let a tool that respawns a child for every one TERMed keep the grace going once the harness has exited", func() {
+		f := newFakeStop(fakeproc.Proc{})
+		tool := f.k.Fork(fpHarness, fakeproc.Proc{Comm: "respawner", Setsid: true, Env: fpNoMarker(), OnTERM: fakeproc.IgnoreTERM})
+		// Each sleeper, TERMed, dies and leaves a new one in its place: a
+		// process that has had no TERM yet shows up every round.
+		var respawn fakeproc.Reaction
+		respawn = func(k *fakeproc.Kernel, _ proc.Identity) bool {
+			k.Fork(tool.PID, fakeproc.Proc{Comm: "sleeper", Setsid: true, Env: fpNoMarker(), OnTERM: respawn})
+			return true
+		}
+		first := f.k.Fork(tool.PID, fakeproc.Proc{Comm: "sleeper", Setsid: true, Env: fpNoMarker(), OnTERM: respawn})
+		Expect(f.k.Alive(first)).To(BeTrue(), "positive control: the first sleeper runs")
+
+		res := f.run()
+		Expect(res.Confirmed).To(BeTrue())
+		Expect(len(res.Reached)).To(BeNumerically(">=", 4), "positive control: a respawned sleeper was reached (harness, tool and two sleepers)")
+		got := f.deliveries(tool)
+		Expect(fpSignalNames(got)).To(Equal([]string{"TERM", "STOP", "KILL"}))
+		Expect(got[1].Round).To(BeNumerically("<=", 1+stop.GraceTailRounds), "the hold came later than GraceTailRounds after the round the harness was seen gone")
+		Expect(got[1].At.Sub(f.start)).To(BeNumerically("<", fpGrace), "the respawned sleepers kept the grace going")
+	})
+
+	framework.ConformanceIt("2 stop rules", "should give a harness that lives on after its TERM its whole grace, and its TERM-ignoring tool with it", func() {
+		f := newFakeStop(fakeproc.Proc{OnTERM: fakeproc.IgnoreTERM})
+		tool := f.k.Fork(fpHarness, fakeproc.Proc{Comm: "respawner", Setsid: true, Env: fpNoMarker(), OnTERM: fakeproc.IgnoreTERM})
+		Expect(f.k.Alive(tool)).To(BeTrue(), "positive control: the tool runs")
+
+		res := f.run()
+		fpExpectStopped(f, res, tool, 0, stop.WhyDescendant)
+		for _, id := range []proc.Identity{f.harness, tool} {
+			got := f.deliveries(id)
+			Expect(fpSignalNames(got)).To(Equal([]string{"TERM", "STOP", "KILL"}))
+			Expect(got[1].At.Sub(f.start)).To(BeNumerically(">=", fpGrace), "held before the grace of a living harness was over")
+		}
+	})
+
 	framework.ConformanceIt("2 hold", "should not confirm the cleanup when a process cannot be held, and list it as a survivor", func() {
 		f := newFakeStop(fakeproc.Proc{OnTERM: fakeproc.IgnoreTERM})
 		// A ptraced tool whose tracer swallows every SIGSTOP: it never
@@ -456,7 +507,10 @@ var _ = Describe("the stop engine, on a fake tree,", framework.Fakeproc, func() 
 		f.k.RawEntry("778", map[string]string{"stat": ""})
 		f.k.RawEntry("779", map[string]string{"stat": "123 (liar) S 200 200 100 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 100100 0 0\n"})
 		f.k.Husk(780)
-		f.k.BeforeRound(2, func(k *fakeproc.Kernel) { k.Husk(tool.PID) })
+		// The harness exits on its TERM, so round 1 would hold and KILL
+		// the tool (contract §2: the grace is the harness's): the tool is
+		// a husk by then, and must count as gone, not as reached.
+		f.k.BeforeRound(1, func(k *fakeproc.Kernel) { k.Husk(tool.PID) })
 
 		res := f.run()
 		for _, skipped := range []int{12, 123, 777, 778, 780} {
@@ -467,7 +521,8 @@ var _ = Describe("the stop engine, on a fake tree,", framework.Fakeproc, func() 
 		Expect(r).To(Equal(0))
 		Expect(res.Err).NotTo(HaveOccurred())
 		Expect(res.Confirmed).To(BeTrue())
-		Expect(res.Rounds).To(Equal(3), "the husk left by the tool counts as gone in round 2")
+		Expect(f.k.SignalsTo(tool)).To(Equal([]string{"TERM"}), "the husk was held or KILLed as if it lived")
+		Expect(res.Rounds).To(Equal(2), "the husk left by the tool counts as gone in round 1")
 	})
 
 	framework.ConformanceIt("2 kernel confirms", "should reach, hold and KILL a tool whose leader thread exited while another thread runs, and confirm only once that thread is gone", func() {

@@ -104,8 +104,13 @@ type receiptView struct {
 // it started; zero stops it at once), and returns the wall time of
 // `warden stop --wait`, from the request to the confirmed receipt.
 func launchAndStop(tb testing.TB, ready string, ran time.Duration, argv ...string) (time.Duration, receiptView) {
+	return launchAndStopGrace(tb, "5", ready, ran, argv...)
+}
+
+// launchAndStopGrace is launchAndStop with --grace grace (seconds).
+func launchAndStopGrace(tb testing.TB, grace, ready string, ran time.Duration, argv ...string) (time.Duration, receiptView) {
 	state := filepath.Join(tb.TempDir(), "state")
-	args := append([]string{"supervise", "--detach", "--state", state, "--deadline", "600", "--grace", "5", "--"}, argv...)
+	args := append([]string{"supervise", "--detach", "--state", state, "--deadline", "600", "--grace", grace, "--"}, argv...)
 	if out, err := exec.Command(bin.warden, args...).CombinedOutput(); err != nil {
 		tb.Fatalf("supervise: %v\n%s", err, out)
 	}
@@ -203,7 +208,7 @@ func median(ds []time.Duration) time.Duration {
 // BenchmarkBigTreeStop: warden stopping a 1,100-process harness tree (half
 // in sessions of their own) against the floor measured in the same run: a
 // bare SIGKILL of the same 1,100 processes and their reaping. Target: at
-// most 2x the floor.
+// most 1.25x the floor (issue 24; 2x before).
 func BenchmarkBigTreeStop(b *testing.B) {
 	var wardenT, floorT time.Duration
 	for i := 0; i < b.N; i++ {
@@ -275,4 +280,93 @@ func BenchmarkScan(b *testing.B) {
 	p := report(b, "ps", ps, b.N)
 	b.ReportMetric(float64(n), "processes")
 	b.ReportMetric(o/p, "scan/ps")
+}
+
+// BenchmarkRespawnerStop: a forced stop (grace 2 s) of a harness that exits
+// on TERM beside a setsid'd tool that ignores TERM and respawns its own
+// setsid'd sleeper (proctree respawner), from request to confirmed receipt,
+// next to the small tree whose every process obeys TERM, in the same run.
+// Target (issue 24): under 100 ms, where waiting out the grace took 2 s.
+func BenchmarkRespawnerStop(b *testing.B) {
+	var resp, small time.Duration
+	for i := 0; i < b.N; i++ {
+		ready := filepath.Join(b.TempDir(), "resp.ready")
+		d, r := launchAndStopGrace(b, "2", ready, time.Second, bin.proctree, "respawner", "--ready", ready)
+		if len(r.Reached) < 2 {
+			b.Fatalf("stop reached %d processes, want >= 2", len(r.Reached))
+		}
+		resp += d
+		ready = filepath.Join(b.TempDir(), "small.ready")
+		d, _ = launchAndStopGrace(b, "2", ready, time.Second, bin.proctree, "small", "--ready", ready)
+		small += d
+	}
+	rs := report(b, "respawner", resp, b.N)
+	sm := report(b, "small-tree", small, b.N)
+	b.ReportMetric(rs/sm, "respawner/small")
+	b.ReportMetric(rs/100, "respawner/target100ms")
+	b.ReportMetric(rs/2000, "respawner/grace")
+}
+
+// atOnce runs `warden supervise` in the foreground over a harness that
+// exits at once (/bin/true) and returns the receipt's time from the
+// supervisor's start to the receipt (ended_at - started_at: the harness's
+// fork and exit, then its stop) and the stop's own stop_seconds.
+func atOnce(tb testing.TB) (toReceipt, stop time.Duration) {
+	state := filepath.Join(tb.TempDir(), "state")
+	if out, err := exec.Command(bin.warden, "supervise", "--state", state, "--deadline", "600", "--grace", "5", "--", "/bin/true").CombinedOutput(); err != nil {
+		tb.Fatalf("supervise: %v\n%s", err, out)
+	}
+	data, err := os.ReadFile(filepath.Join(state, "receipt.json"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var r struct {
+		CleanupConfirmed bool    `json:"cleanup_confirmed"`
+		StartedAt        string  `json:"started_at"`
+		EndedAt          string  `json:"ended_at"`
+		StopSeconds      float64 `json:"stop_seconds"`
+	}
+	if err := json.Unmarshal(data, &r); err != nil || !r.CleanupConfirmed {
+		tb.Fatalf("receipt %s: %v", data, err)
+	}
+	t0, err0 := time.Parse(time.RFC3339Nano, r.StartedAt)
+	t1, err1 := time.Parse(time.RFC3339Nano, r.EndedAt)
+	if err0 != nil || err1 != nil {
+		tb.Fatalf("receipt times %q %q", r.StartedAt, r.EndedAt)
+	}
+	return t1.Sub(t0), time.Duration(r.StopSeconds * float64(time.Second))
+}
+
+// BenchmarkAtOnceExit: a harness that exits at once on a host with 1,000
+// and with 5,000 unrelated processes, side by side in every iteration: the
+// receipt's start to end (medians) and the stop's own stop_seconds. The
+// stop comes before the background pinning of the host's older processes
+// is done. Targets (issue 24): the 5,000 figure within 1.5x of the 1,000
+// one, and under 50 ms.
+func BenchmarkAtOnceExit(b *testing.B) {
+	base := startUnrelated(b, 1000)
+	defer base()
+	var r1k, r5k, s1k, s5k []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		r, s := atOnce(b)
+		r1k, s1k = append(r1k, r), append(s1k, s)
+		b.StopTimer()
+		more := startUnrelated(b, 4000)
+		b.StartTimer()
+		r, s = atOnce(b)
+		r5k, s5k = append(r5k, r), append(s5k, s)
+		b.StopTimer()
+		more()
+		b.StartTimer()
+	}
+	b.StopTimer()
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	m1, m5 := median(r1k), median(r5k)
+	b.ReportMetric(ms(m1), "host1000-receipt-ms")
+	b.ReportMetric(ms(m5), "host5000-receipt-ms")
+	b.ReportMetric(float64(m5)/float64(m1), "5000/1000")
+	b.ReportMetric(ms(median(s1k)), "host1000-stop-ms")
+	b.ReportMetric(ms(median(s5k)), "host5000-stop-ms")
+	b.ReportMetric(ms(m5)/50, "host5000/target50ms")
 }

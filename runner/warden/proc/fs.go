@@ -157,6 +157,9 @@ func (fs FS) Stat(pid int) (Stat, error) {
 	return fs.stat(pid, buf[:0])
 }
 
+// StatInto is Stat reading into buf, for loops that read many.
+func (fs FS) StatInto(pid int, buf []byte) (Stat, error) { return fs.stat(pid, buf[:0]) }
+
 func (fs FS) stat(pid int, buf []byte) (Stat, error) {
 	path := fs.Root + "/" + strconv.Itoa(pid) + "/stat"
 	data, err := readSmall(path, buf, maxStatSize)

@@ -2,9 +2,11 @@ package stop
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sandproof/sandproof/runner/warden/mutant"
 	"github.com/sandproof/sandproof/runner/warden/proc"
 )
 
@@ -38,6 +40,16 @@ type OldSet struct {
 	// broken: the epoll set failed; nothing is pinned any more and every
 	// process is read (the safe side).
 	broken bool
+
+	// The background prime (StartPriming): halted once a stop begins,
+	// done closed when it has returned.
+	halted  atomic.Bool
+	done    chan struct{}
+	started bool
+	// AfterChunk, when set before StartPriming, runs after each chunk the
+	// background prime pinned: specs hold the prime there, so that a stop
+	// arrives in the middle of the scan.
+	AfterChunk func()
 }
 
 // NewOldSet tracks processes started before since (clock ticks), at most
@@ -51,6 +63,91 @@ func NewOldSet(since uint64, max int) *OldSet {
 	}
 	o.epfd = epfd
 	return o
+}
+
+// primeChunk is how many processes the background prime pins under one
+// hold of the lock: a stop's rescan waits for at most one chunk.
+const primeChunk = 64
+
+// StartPriming pins, in the background, every process of the host that
+// started before the launch: the harness runs meanwhile, and a later stop
+// reads only what is new. It goes chunk by chunk (see pinLocked);
+// StopPriming halts it.
+func (o *OldSet) StartPriming(fs proc.FS) {
+	o.mu.Lock()
+	o.done, o.started = make(chan struct{}), true
+	o.mu.Unlock()
+	go func() {
+		defer close(o.done)
+		pids, err := fs.PIDs()
+		if err != nil {
+			return
+		}
+		buf := make([]byte, 0, 512)
+		for lo := 0; lo < len(pids) && !o.halted.Load(); lo += primeChunk {
+			o.mu.Lock()
+			for _, pid := range pids[lo:min(lo+primeChunk, len(pids))] {
+				if o.halted.Load() {
+					break
+				}
+				o.pinLocked(fs, pid, buf)
+			}
+			o.mu.Unlock()
+			if o.AfterChunk != nil {
+				o.AfterChunk()
+			}
+		}
+	}()
+}
+
+// Primed is closed once the background prime has returned (nil before
+// StartPriming).
+func (o *OldSet) Primed() <-chan struct{} {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.done
+}
+
+// StopPriming halts the background prime when a stop begins: a stop never
+// waits for it. What it has pinned stays pinned; the stop reads the rest
+// itself, which is what it would have had to wait for anyway.
+func (o *OldSet) StopPriming() {
+	o.halted.Store(true)
+	o.mu.Lock()
+	started := o.started
+	o.mu.Unlock()
+	if started && mutant.Is(mutant.ScanWait) {
+		<-o.done // the mutant: the stop waits for the whole prime
+	}
+}
+
+// pinLocked pins pid if the process holding it started before the launch.
+// The stat comes first, so a process of the launch (a young one) is never
+// opened at all; an old one is pinned, then read again to make sure the
+// pinned process is the one read (see addLocked).
+func (o *OldSet) pinLocked(fs proc.FS, pid int, buf []byte) {
+	if o.broken || len(o.fds) >= o.max {
+		return
+	}
+	if _, ok := o.fds[pid]; ok {
+		return
+	}
+	st, err := fs.StatInto(pid, buf)
+	if err != nil || st.StartTime >= o.since {
+		return
+	}
+	o.addLocked(st)
+}
+
+// watchLocked adds a pinned process to the epoll set and the maps.
+func (o *OldSet) watchLocked(pid, fd int) {
+	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}
+	if err := unix.EpollCtl(o.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+		unix.Close(fd)
+		return
+	}
+	o.fds[pid] = fd
+	o.pids[fd] = pid
 }
 
 // Prime pins every process of the table that started before the launch.
@@ -80,13 +177,7 @@ func (o *OldSet) addLocked(st proc.Stat) {
 		unix.Close(fd)
 		return
 	}
-	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}
-	if err := unix.EpollCtl(o.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
-		unix.Close(fd)
-		return
-	}
-	o.fds[st.PID] = fd
-	o.pids[fd] = st.PID
+	o.watchLocked(st.PID, fd)
 }
 
 // refreshLocked forgets every pinned process that has exited (its pid may

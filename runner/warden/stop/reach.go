@@ -78,6 +78,8 @@ type Scanner struct {
 	ServicesOnly bool
 
 	groupMembers map[proc.Identity]bool
+	// fullScans counts the scans that listed /proc, for scanSkippingOld.
+	fullScans int
 	// vanished counts, in the last walk, listed children gone before their
 	// stat was read.
 	vanished int
@@ -144,13 +146,19 @@ func (s *Scanner) ScanTree() *Snapshot {
 
 // scanSkippingOld reads the stat of every process except those the OldSet
 // proves are the same processes, started before the launch, as before.
+// What it read is pinned from the second scan on: pinning costs about two
+// reads, so a stop that one scan confirms (a harness that exited at once,
+// before the background prime got far) does not pay for it, and a stop
+// that goes on for rounds stops reading the same old processes again.
 func (s *Scanner) scanSkippingOld() ([]proc.Stat, error) {
 	pids, err := s.FS.PIDs()
 	if err != nil {
 		return nil, err
 	}
 	stats := s.FS.ScanPIDs(s.Old.Unpinned(pids))
-	s.Old.Prime(stats)
+	if s.fullScans++; s.fullScans > 1 {
+		s.Old.Prime(stats)
+	}
 	return stats, nil
 }
 

@@ -93,12 +93,21 @@ func (e *Engine) Run(ctx context.Context) Result {
 		killWait = 5 * time.Second
 	}
 	start := clock.Now()
+	if e.Scanner.Old != nil {
+		// A stop never waits for the background pinning: what is not
+		// pinned yet, it reads itself.
+		e.Scanner.Old.StopPriming()
+	}
 	killAt := start.Add(e.Grace)
 	endAt := killAt.Add(killWait)
 	sent := map[proc.Identity]syscall.Signal{}
 	seen := map[proc.Identity]bool{}
 	var res Result
 	held, cgroupKilled := false, false
+	// tail counts the rounds since the harness was seen gone; prev is the
+	// reached set of the round before.
+	tail := 0
+	var prev []Member
 	var unheld []Member
 	note := func(snap *Snapshot) {
 		res.Unverified, res.Preserved = snap.Unverified, snap.Preserved
@@ -164,9 +173,25 @@ func (e *Engine) Run(ctx context.Context) Result {
 			res.Survivors = snap.Reached
 			break
 		}
+		if now.Before(killAt) && e.leaderGone(snap) {
+			// The grace is the harness's: once it has exited, what is
+			// left is held and KILLed as soon as each has had its TERM
+			// and a round has passed in which none of them ended of it
+			// (what is left then ignores TERM), at most GraceTailRounds
+			// rounds after the harness was seen gone: a tool that
+			// respawns a child for every one TERMed cannot keep the
+			// grace going, and a large tree dying of its TERM is not
+			// held for nothing.
+			ended := prev != nil && endedSince(prev, snap.Reached, e.Scanner.Launch.Harness)
+			if tail >= GraceTailRounds || (!ended && allSent(snap.Reached, sent)) {
+				killAt = now
+			}
+			tail++
+		}
+		prev = snap.Reached
 		if now.Before(killAt) || mutant.Is(mutant.NoKill) {
 			e.signalAll(snap.Reached, syscall.SIGTERM, sent)
-			e.pause(ctx, round, snap.Reached)
+			e.pauseGrace(ctx, round, snap.Reached)
 			continue
 		}
 		if e.Cgroup != nil && !cgroupKilled {
@@ -204,6 +229,50 @@ func (e *Engine) Run(ctx context.Context) Result {
 	res.Seconds = clock.Now().Sub(start).Seconds()
 	sortMembers(res.Reached)
 	return res
+}
+
+// leaderGone reports whether the launch's leader (the harness, by pid and
+// start time) is no longer among the living this round: exited, a zombie
+// waiting to be reaped, or its pid reused. The grace is the harness's own
+// (contract §2 stop rules): once it is gone, nothing else is waited for.
+// A stop without a known harness, or of services only, keeps the grace.
+func (e *Engine) leaderGone(snap *Snapshot) bool {
+	h := e.Scanner.Launch.Harness
+	if h.PID == 0 || e.Scanner.ServicesOnly || mutant.Is(mutant.GraceWait) {
+		return false
+	}
+	_, alive := findMember(snap.Reached, h)
+	return !alive
+}
+
+// GraceTailRounds bounds the rounds a stop goes on TERMing after the
+// harness was seen gone, while what it TERMed still ends of it.
+const GraceTailRounds = 2
+
+// endedSince reports whether a member of before other than the harness is
+// missing from now: a TERMed process ended during the last pause.
+func endedSince(before, now []Member, harness proc.Identity) bool {
+	alive := make(map[proc.Identity]bool, len(now))
+	for _, m := range now {
+		alive[m.Identity()] = true
+	}
+	for _, m := range before {
+		if id := m.Identity(); id != harness && !alive[id] {
+			return true
+		}
+	}
+	return false
+}
+
+// allSent reports whether every member has been sent a signal already
+// (its TERM, at least): the grace may be cut short only then.
+func allSent(members []Member, sent map[proc.Identity]syscall.Signal) bool {
+	for _, m := range members {
+		if _, ok := sent[m.Identity()]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // settled reads the supervisor's children lists once more after a scan
@@ -459,6 +528,18 @@ func (e *Engine) sendCont(id proc.Identity) {
 func (e *Engine) pause(ctx context.Context, round int, alive []Member) {
 	never := func(proc.Stat) bool { return false }
 	e.waitRound(ctx, round, alive, never, 500*time.Microsecond, 4*time.Millisecond)
+}
+
+// pauseGrace is a round of the grace: it ends once the harness is gone
+// (the grace is its own, and the rescan then holds and KILLs what is left
+// without waiting out the round), or everything signalled is.
+func (e *Engine) pauseGrace(ctx context.Context, round int, alive []Member) {
+	if h := e.Scanner.Launch.Harness; h.PID != 0 && !e.Scanner.ServicesOnly && !mutant.Is(mutant.GraceWait) {
+		if _, ok := findMember(alive, h); ok {
+			alive = []Member{{PID: h.PID, StartTime: h.StartTime}}
+		}
+	}
+	e.pause(ctx, round, alive)
 }
 
 // waitRound polls the members' stat files, which is cheap, until each is

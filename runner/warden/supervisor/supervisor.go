@@ -301,11 +301,7 @@ func Run(cfg Config, ready *os.File) int {
 		// Learn the host's older processes while the harness runs, not
 		// while a stop is waiting for the scan.
 		s.old = stop.NewOldSet(since, 1<<16)
-		go func() {
-			if stats, err := s.fs.Scan(); err == nil {
-				s.old.Prime(stats)
-			}
-		}()
+		s.old.StartPriming(s.fs)
 	}
 
 	cause, reqErr := s.loop(watch, term)
