@@ -130,7 +130,14 @@ func TestWriterCommandDetachesAndWrites(t *testing.T) {
 // waiting for it with a deadline.
 func writerPid(t *testing.T, out string) int {
 	t.Helper()
+	// The writer is the sh running the loop: not setsid (whose argv holds
+	// the loop too, in the caller's session until it execs) and not a
+	// command substitution's fork of the loop's sh (its parent is a match).
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if b, _ := os.ReadFile(out); len(b) == 0 {
+			continue // not yet running its loop
+		}
+		matches := map[int]int{} // pid -> ppid
 		ents, _ := os.ReadDir("/proc")
 		for _, e := range ents {
 			pid, err := strconv.Atoi(e.Name())
@@ -138,7 +145,21 @@ func writerPid(t *testing.T, out string) int {
 				continue
 			}
 			cl, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-			if strings.Contains(string(cl), out) && strings.Contains(string(cl), "while") {
+			argv0, _, _ := strings.Cut(string(cl), "\x00")
+			if filepath.Base(argv0) != "sh" || !strings.Contains(string(cl), out) || !strings.Contains(string(cl), "while") {
+				continue
+			}
+			st, _ := os.ReadFile("/proc/" + e.Name() + "/stat")
+			var ppid int
+			if i := strings.LastIndexByte(string(st), ')'); i > 0 {
+				if f := strings.Fields(string(st[i+2:])); len(f) > 1 {
+					ppid, _ = strconv.Atoi(f[1])
+				}
+			}
+			matches[pid] = ppid
+		}
+		for pid, ppid := range matches {
+			if _, child := matches[ppid]; !child {
 				return pid
 			}
 		}

@@ -220,7 +220,7 @@ func TestCertifyOnARemoteEngine(t *testing.T) {
 			env = append(env, runtimes.CacheEnv+"="+cache)
 		}
 		out := t.TempDir()
-		args := append([]string{"certify", "--network", "none", "--out", out, "--adapter", filepath.Join("..", "..", "..", "adapters", "pi.yaml"), "--image", "debian-12"}, toolArgs(t)...)
+		args := append([]string{"certify", "--network", "none", "--out", out, "--adapter", filepath.Join("..", "..", "..", "adapters", "pi.yaml"), "--image", "debian-12", "--scenario", "challenge"}, toolArgs(t)...)
 		if code, text := sandproof(t, ctx, env, args...); code != 0 {
 			t.Fatalf("DOCKER_HOST=%s sandproof certify --network none (pi on debian-12): exit %d\n%s", e.Host, code, text)
 		}

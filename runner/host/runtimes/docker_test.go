@@ -89,6 +89,14 @@ func TestRealHarnessesWriteTheDeliverable(t *testing.T) {
 			// included, which Claude Code's manifest uses).
 			vals := m.Values(adapter.Context{ModelURL: srv.URL(), Model: "fake-model", TaskDir: "/task", RuntimeDir: "/rt"},
 				"/sess", "/sess/home", model.CertPrompt("/task/deliverable.txt", token))
+			// The manifest's state dirs, as session.Seed makes them.
+			for _, d := range m.State.Dirs {
+				x, err := adapter.Expand(d, vals)
+				if err != nil {
+					t.Fatal(err)
+				}
+				docker(t, "exec", id, "sh", "-c", "mkdir -p \"$1\" && chown -R 1000:1000 /sess", "sh", x)
+			}
 			env := map[string]string{}
 			for k, v := range m.State.Env {
 				env[k] = v

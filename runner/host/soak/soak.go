@@ -534,6 +534,9 @@ func runCycle(ctx context.Context, cfg Config, n int, sc Scenario) *Cycle {
 	if c.Err == "" {
 		c.Err = positiveControl(rec)
 	}
+	if c.Err == "" && slices.Contains(sc.Roles, "hopper") {
+		c.Err = awaitHeartbeat(rec + ".hops")
+	}
 	c.stop(ctx, cfg, state)
 	leftovers := c.checkRecorded(rec)
 	c.checkHopper(sc, rec, hopName)
@@ -649,6 +652,19 @@ func (c *Cycle) checkRecorded(rec string) []witness.ID {
 		}
 	}
 	return leftovers
+}
+
+// awaitHeartbeat waits (10 s at most) for a hopper's first heartbeat: the
+// hopper is not in the ready record, and a stop that no longer waits out
+// the grace once the harness is gone could end it before it ever wrote,
+// leaving checkHopper nothing to prove it ran.
+func awaitHeartbeat(hb string) string {
+	for deadline := time.Now().Add(10 * time.Second); countLines(hb) == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			return "positive control: the hopper wrote no heartbeat within 10 s of ready"
+		}
+	}
+	return ""
 }
 
 // checkHopper watches a hopper's heartbeat file: a hopper leaves no pid to
