@@ -380,7 +380,11 @@ func (s *Session) renew() {
 		}
 		s.mu.Unlock()
 		for _, st := range states {
-			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Lease/3)
+			// Two thirds of the lease, not one: on a loaded host one renew
+			// over the agent channel took longer than a third, each was
+			// cancelled, and the supervisor stopped a healthy install with
+			// cause "lease". A renew that succeeds late still renews in time.
+			ctx, cancel := context.WithTimeout(context.Background(), 2*s.cfg.Lease/3)
 			// Failures are not fatal here: the waiter sees the same
 			// provider or supervisor trouble and reports it.
 			s.warden(ctx, "renew", "--state", s.x(st))
