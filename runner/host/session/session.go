@@ -173,8 +173,10 @@ type Config struct {
 	// User runs the harness as "UID[:GID]" (numeric); "" means the user
 	// the provider's exec runs as (which also runs warden).
 	User string
-	// Lease is the supervisor's lease; zero means 10 s. It is renewed
-	// every third of it for as long as the session is open.
+	// Lease is the supervisor's lease; zero means 30 s. It is renewed
+	// every third of it for as long as the session is open. 30 s, not
+	// 10: in a loaded make certify two cases' renewals all failed for 10 s
+	// at the same moment and both healthy launches ended with cause lease.
 	Lease time.Duration
 	// Grace is the TERM-to-KILL grace of every stop; zero means 2 s.
 	Grace time.Duration
@@ -260,7 +262,7 @@ func New(sb provider.Sandbox, adapter Adapter, cfg Config) (*Session, error) {
 		return nil, fmt.Errorf("new session: base dir %q: not absolute", cfg.BaseDir)
 	}
 	if cfg.Lease <= 0 {
-		cfg.Lease = 10 * time.Second
+		cfg.Lease = 30 * time.Second
 	}
 	if cfg.Grace <= 0 {
 		cfg.Grace = 2 * time.Second
