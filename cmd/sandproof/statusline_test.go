@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sandproof/sandproof/internal/testsupport/testenv"
 )
 
 // openPTY opens a pseudo-terminal pair whose terminal is cols wide.
@@ -14,7 +16,7 @@ func openPTY(t *testing.T, cols uint16) (master, slave *os.File) {
 	t.Helper()
 	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
 	if err != nil {
-		t.Skipf("no pseudo-terminals here: %v", err)
+		testenv.Missing(t, "pseudo-terminals (/dev/ptmx: "+err.Error()+")", "mount devpts (a container needs /dev/pts)")
 	}
 	t.Cleanup(func() { m.Close() })
 	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
