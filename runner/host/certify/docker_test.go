@@ -238,6 +238,9 @@ func TestCertifyMatrix(t *testing.T) {
 			PidsLimit: d.PidsLimit, MemoryBytes: d.MemoryBytes, CPUShares: d.CPUShares, OOMScoreAdj: d.OOMScoreAdj}) {
 			t.Errorf("%s: sandbox %+v, want network none, this engine and the default limits %+v", id, ev.Sandbox, d)
 		}
+		if want == reports.StatusPassed && ev.LaunchDeadlineSeconds != 120 {
+			t.Errorf("%s: launch_deadline_seconds %v, want the manifest's launch.deadline 120", id, ev.LaunchDeadlineSeconds)
+		}
 		if want == reports.StatusPassed && (ev.ModelCalls < 2 || ev.ActivationReceipt == nil || !ev.ActivationReceipt.CleanupConfirmed || ev.After == nil || len(ev.After.MarkersKept) != 4) {
 			t.Errorf("%s: model_calls %d, activation %+v, after %+v", id, ev.ModelCalls, ev.ActivationReceipt, ev.After)
 		}

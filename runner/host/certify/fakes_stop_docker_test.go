@@ -127,6 +127,9 @@ func TestCertifyFakeIgnoresTermIsStillStopped(t *testing.T) {
 		if checkStatus(ev, "activation.receipt") != reports.StatusPassed || !strings.Contains(checkDetail(ev, "activation.receipt"), "cause deadline") {
 			t.Errorf("%s: activation.receipt %s %q; want passed naming the deadline", c.variant, checkStatus(ev, "activation.receipt"), checkDetail(ev, "activation.receipt"))
 		}
+		if ev.LaunchDeadlineSeconds != 6 {
+			t.Errorf("%s: launch_deadline_seconds %v, want the manifest's 6", c.variant, ev.LaunchDeadlineSeconds)
+		}
 		if checkStatus(ev, "verify.no_new_processes") != reports.StatusPassed {
 			t.Errorf("%s: verify.no_new_processes %s %q", c.variant, checkStatus(ev, "verify.no_new_processes"), checkDetail(ev, "verify.no_new_processes"))
 		}

@@ -401,7 +401,11 @@ func (cr *caseRun) activate(ctx context.Context, sess *session.Session, ms model
 			}
 			var err error
 			act.launched = true
-			act.res, err = sess.Activate(wctx, activation, model.ChallengePrompt(ChallengeFile, Deliverable), sc.launchDeadline(m))
+			// Recorded before the launch, so a case interrupted in it
+			// still shows where its deadline would have fallen.
+			deadline := sc.launchDeadline(m)
+			cr.ev.LaunchDeadlineSeconds = deadline
+			act.res, err = sess.Activate(wctx, activation, model.ChallengePrompt(ChallengeFile, Deliverable), deadline)
 			if err != nil && act.res == nil && ctx.Err() == nil && wctx.Err() != nil {
 				if sc.Owner == ownerCancel && ms.stall.ctx.Err() != nil {
 					act.cancelled = time.Now()
