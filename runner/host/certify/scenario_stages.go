@@ -37,22 +37,25 @@ func newStallSignal() *stallSignal {
 
 func (s *stallSignal) began(int) { s.once.Do(s.cancel) }
 
-// cancelOnStall is a cancel's owner: once the model stalls it closes the
-// session (cancel ends the activation's wait; close stops the launch).
-// When the harness ran the writer, the owner first waits, bounded, for
-// the writer's file to show in the sandbox, so the positive control
-// does not race the writer's first line.
-func (cr *caseRun) cancelOnStall(ctx context.Context, ms modelSide, sb provider.Sandbox, cancel context.CancelFunc) {
+// cancelOnStall is a cancel's owner: once the model stalls (stalled is
+// closed) it closes the session (cancel ends the activation's wait;
+// close stops the launch). When the harness ran the writer (calls, the
+// model's record, shows a request after the one that asked for it), the
+// owner first waits, bounded by writerShowWait, for the writer's file
+// to show with a line in it in the sandbox, so the positive control
+// does not race the writer's first line. ctx ending first (the launch
+// ended, or the run's interrupt) returns without cancelling.
+func cancelOnStall(ctx context.Context, stalled <-chan struct{}, calls func() []model.Call, sb provider.Sandbox, cancel context.CancelFunc) {
 	select {
 	case <-ctx.Done():
 		return
-	case <-ms.stall.ctx.Done():
+	case <-stalled:
 	}
 	defer cancel()
-	if state, _ := writerCalled(ms.srv.Calls()); state != writerRan {
+	if state, _ := writerCalled(calls()); state != writerRan {
 		return
 	}
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+	for deadline := time.Now().Add(writerShowWait); time.Now().Before(deadline); {
 		s, err := snapshot(ctx, sb, []string{writerFile})
 		if err != nil || slices.ContainsFunc(s.Markers, func(m probe.Marker) bool { return m.Path == writerFile && !m.Missing && m.Size > 0 }) {
 			return
@@ -64,6 +67,11 @@ func (cr *caseRun) cancelOnStall(ctx context.Context, ms modelSide, sb provider.
 		}
 	}
 }
+
+// writerShowWait bounds a cancel owner's wait for the writer's first
+// line: past it the owner closes anyway, and scenario.writer_started
+// judges what was there.
+const writerShowWait = 10 * time.Second
 
 // skipScenario records a case whose scenario the manifest marks
 // unsupported: nothing of the harness is tried.
