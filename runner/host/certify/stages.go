@@ -20,6 +20,7 @@ import (
 	"github.com/sandproof/sandproof/runner/host/provider"
 	"github.com/sandproof/sandproof/runner/host/relay"
 	"github.com/sandproof/sandproof/runner/host/session"
+	"github.com/sandproof/sandproof/runner/probe"
 	"github.com/sandproof/sandproof/runner/model"
 )
 
@@ -241,10 +242,7 @@ func (cr *caseRun) setup(ctx context.Context, ms modelSide) (sandboxed, error) {
 			return err
 		}
 		bx.sb = sb
-		if err := cr.inspectSandbox(ctx, sb); err != nil {
-			return err
-		}
-		if bx.before, err = probeRun(ctx, sb, cr.setupArgv()); err != nil {
+		if bx.before, err = cr.ownerSetup(ctx, sb, ms.challenge); err != nil {
 			return err
 		}
 		// The session agent starts after the baseline, never in it: an
@@ -253,11 +251,6 @@ func (cr *caseRun) setup(ctx context.Context, ms modelSide) (sandboxed, error) {
 			return err
 		}
 		cr.ev.Before = beforeOf(bx.before, cr.owner.markers)
-		// The challenge, readable by the harness user only; never in
-		// the prompt, unknown to the adapter.
-		if err := provider.UploadBytes(ctx, sb, []byte(ms.challenge+"\n"), ChallengeFile, 0o400, cr.owner.uid, cr.owner.gid); err != nil {
-			return err
-		}
 		if missing := missingRequirements(c.requires, bx.before, r.opts.Bash != ""); len(missing) > 0 {
 			bx.lacks = fmt.Sprintf("image %s lacks %s", c.image.Name, strings.Join(missing, "; "))
 		}
@@ -265,6 +258,18 @@ func (cr *caseRun) setup(ctx context.Context, ms modelSide) (sandboxed, error) {
 	})
 	cr.check("setup", clauseSetup, err == nil, "container, /task, the challenge, four XDG markers, probe baseline: %s", errText(err, r.key))
 	return bx, err
+}
+
+// ownerSetup is setup's part in the created sandbox: what the engine
+// applied, read back, then the probe's one run, which makes /task and the
+// markers, writes the challenge (from its stdin: readable by the harness
+// user only, never in the prompt, unknown to the adapter) and takes the
+// baseline.
+func (cr *caseRun) ownerSetup(ctx context.Context, sb provider.Sandbox, challenge string) (probe.Snapshot, error) {
+	if err := cr.inspectSandbox(ctx, sb); err != nil {
+		return probe.Snapshot{}, err
+	}
+	return probeRun(ctx, sb, cr.setupArgv(), challengeBytes(challenge))
 }
 
 // createSandbox creates the case's container with the owner's volumes.
@@ -305,8 +310,13 @@ func (cr *caseRun) inspectSandbox(ctx context.Context, sb provider.Sandbox) erro
 	return nil
 }
 
+// challengeBytes is the challenge file's content.
+func challengeBytes(challenge string) []byte { return []byte(challenge + "\n") }
+
 // setupArgv is the one probe run that makes /task, the marker dirs and
-// markers (owned by the task user) and takes the baseline right after.
+// markers (owned by the task user), writes the challenge it reads from
+// its stdin (mode 0400, the task user's) and takes the baseline right
+// after.
 func (cr *caseRun) setupArgv() []string {
 	o := cr.owner
 	dirs := []string{TaskDir, o.home + "/.local"}
@@ -314,7 +324,7 @@ func (cr *caseRun) setupArgv() []string {
 		dirs = append(dirs, path.Dir(path.Dir(mk)), path.Dir(mk))
 	}
 	argv := []string{probePath, "setup", "--owner", fmt.Sprintf("%d:%d", o.uid, o.gid),
-		"--dirs", strings.Join(dirs, ","), "--write-markers", strings.Join(o.markers, ",")}
+		"--dirs", strings.Join(dirs, ","), "--write-markers", strings.Join(o.markers, ","), "--secret", ChallengeFile}
 	if len(o.reqPaths) > 0 {
 		argv = append(argv, "--markers", strings.Join(o.reqPaths, ","))
 	}
