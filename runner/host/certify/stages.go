@@ -20,8 +20,8 @@ import (
 	"github.com/sandproof/sandproof/runner/host/provider"
 	"github.com/sandproof/sandproof/runner/host/relay"
 	"github.com/sandproof/sandproof/runner/host/session"
-	"github.com/sandproof/sandproof/runner/probe"
 	"github.com/sandproof/sandproof/runner/model"
+	"github.com/sandproof/sandproof/runner/probe"
 )
 
 // runCase runs one case through the protocol of contract §7, one method
