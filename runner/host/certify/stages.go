@@ -66,10 +66,14 @@ func (r *runner) runCase(ctx context.Context, c caseSpec) (_ *reports.Evidence, 
 	}
 	ms.rel.Close()
 	cr.ev.ModelCalls = ms.rel.ModelCalls()
+	// The relay is closed, so nothing writes into the case's dir any more:
+	// its canary scan (host files only) runs beside the teardown (engine
+	// calls only) and is judged after it, in the checks' order.
+	scan := cr.startCanaryScan()
 	cr.teardown(bx)
 	bounds := ms.rel.Bounds()
 	cr.checkRelay(bounds)
-	cr.checkCanary(bounds)
+	cr.checkCanary(bounds, <-scan)
 	cr.finish()
 	return cr.ev, cr.timing
 }
@@ -561,17 +565,39 @@ func (cr *caseRun) teardown(bx sandboxed) {
 	cr.check("teardown.container_removed", clauseTeardown, err == nil, "container removed and unknown to the engine: %s", errText(err, cr.r.key))
 }
 
-// checkCanary: no key may be in anything this case left on the host,
-// nor in a request the relay refused for carrying it. A scan cut at its
-// bound fails (what it did not read is not known to be clean).
-func (cr *caseRun) checkCanary(b relay.Bounds) {
+// canaryScan is what the scan of the case's dir found: the files holding
+// the canary or the model key, or why the scan stopped.
+type canaryScan struct {
+	leaks []string
+	err   error
+}
+
+// startCanaryScan scans the case's dir for the canary and the model key
+// in the background; the channel gives the one result. The caller starts
+// it once nothing writes into the dir any more.
+func (cr *caseRun) startCanaryScan() <-chan canaryScan {
+	r, dir := cr.r, cr.dir
+	out := make(chan canaryScan, 1)
+	go func() {
+		var s canaryScan
+		s.leaks, s.err = FindCanaryLimit(dir, r.key, r.opts.Scan)
+		if s.err == nil && r.opts.APIKey != "" {
+			var more []string
+			more, s.err = FindCanaryLimit(dir, r.opts.APIKey, r.opts.Scan)
+			s.leaks = append(s.leaks, more...)
+		}
+		out <- s
+	}()
+	return out
+}
+
+// checkCanary: no key may be in anything this case left on the host
+// (the scan, startCanaryScan), nor in a request the relay refused for
+// carrying it. A scan cut at its bound fails (what it did not read is not
+// known to be clean).
+func (cr *caseRun) checkCanary(b relay.Bounds, scan canaryScan) {
 	r := cr.r
-	leaks, err := FindCanaryLimit(cr.dir, r.key, r.opts.Scan)
-	if err == nil && r.opts.APIKey != "" {
-		var more []string
-		more, err = FindCanaryLimit(cr.dir, r.opts.APIKey, r.opts.Scan)
-		leaks = append(leaks, more...)
-	}
+	leaks, err := scan.leaks, scan.err
 	refused := b.Refused[relay.RefusedCanary]
 	detail := fmt.Sprintf("API key canary or model key in the case's files: %d file(s) %v; requests carrying the canary, refused by the relay: %d %q",
 		len(leaks), relAll(cr.dir, leaks), refused, b.Canary)

@@ -151,10 +151,11 @@ func (w *wholeCase) run(t *testing.T, harness func(w *wholeCase)) *reports.Evide
 			})
 		}
 	}
+	scan := cr.startCanaryScan()
 	cr.teardown(w.bx)
 	bounds := relay.Bounds{Refused: map[string]int{}}
 	cr.checkRelay(bounds)
-	cr.checkCanary(bounds)
+	cr.checkCanary(bounds, <-scan)
 	cr.finish()
 	return cr.ev
 }
