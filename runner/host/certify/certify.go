@@ -306,7 +306,11 @@ func newRunner(o Options) (*runner, error) {
 		return nil, fmt.Errorf("certify: warden: %w", err)
 	}
 	arch := runtime.GOARCH
-	r.bins = session.Binaries{Warden: map[string]string{arch: o.Warden}, Probe: map[string]string{arch: o.Probe}}
+	// The session's probe (seed's hash of warden) is the build on the
+	// owner's read-only volume, which every case's sandbox mounts: its
+	// bytes need not go over the agent again for every case.
+	r.bins = session.Binaries{Warden: map[string]string{arch: o.Warden}, Probe: map[string]string{arch: o.Probe},
+		ProbeAt: map[string]string{arch: probePath}}
 	if o.Bash != "" {
 		r.bins.Bash = map[string]string{arch: o.Bash}
 	}
