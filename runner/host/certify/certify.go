@@ -142,6 +142,12 @@ type CaseTiming struct {
 	// warden (receipt started_at to ended_at); Install is the install
 	// launch. Overhead is what sandproof added: Seconds - Harness - Install.
 	Seconds, Harness, Install, Overhead float64
+	// Container is the part of Overhead that a bare `docker run --rm`
+	// (Baseline) does too: the container's create and start (setup) and
+	// its removal (teardown). Overhead - Container is what the case
+	// adds to a bare run: the probe's and the agent's execs, the
+	// session's seed, launches and close, verify, the host's checks.
+	Container float64
 }
 
 // Summary is what a run did.

@@ -241,7 +241,9 @@ func (cr *caseRun) setup(ctx context.Context, ms modelSide) (sandboxed, error) {
 		bx.actx.RuntimeEnv = map[string]string{"LD_LIBRARY_PATH": adapter.GlibcLayerMountDir}
 	}
 	err := cr.stage(reports.StageSetup, func() error {
+		t := time.Now()
 		sb, err := cr.createSandbox(ctx, vols)
+		cr.timing.Container += time.Since(t).Seconds()
 		if err != nil {
 			return err
 		}
@@ -549,7 +551,10 @@ func (cr *caseRun) teardown(bx sandboxed) {
 	defer cancel()
 	err := cr.stage(reports.StageTeardown, func() error {
 		cr.stopAgent(bx.agent)
-		if err := sb.Destroy(tctx); err != nil {
+		t := time.Now()
+		err := sb.Destroy(tctx)
+		cr.timing.Container += time.Since(t).Seconds()
+		if err != nil {
 			return err
 		}
 		info, err := sb.Inspect(tctx)
