@@ -4,12 +4,14 @@
 // binary that needs nothing from the image, and it shares no code with warden.
 //
 //	probe snapshot [--markers PATH,...] [--proc-root DIR] [--root DIR] [--no-exec]
-//	probe setup --owner UID:GID [--dirs DIR,...] [--write-markers PATH,...] [--markers PATH,...]
+//	probe setup --owner UID:GID [--dirs DIR,...] [--write-markers PATH,...] [--markers PATH,...] [--secret PATH]
 //	probe diff BEFORE.json AFTER.json
 //
 // setup makes the owner's directories and marker files (contract §7.1)
 // and prints the snapshot taken right after, with the written markers and
-// --markers hashed: the whole owner setup in one run.
+// --markers hashed: the whole owner setup in one run. --secret writes its
+// stdin (at most 64 KiB) to PATH, mode 0400, owned by --owner: the case's
+// challenge, in the same run.
 //
 // diff exits 0 when nothing changed, 1 when something did, 2 on bad usage.
 package main
@@ -39,8 +41,14 @@ func usagef(format string, a ...any) error { return usageError{fmt.Sprintf(forma
 // without a message since the report says it all.
 var errDirty = errors.New("snapshots differ")
 
+// stdin is what setup --secret reads (a test sets its own).
+var stdin io.Reader = os.Stdin
+
+// maxSecret bounds what --secret reads: a challenge is one short line.
+const maxSecret = 64 << 10
+
 const usage = `usage: probe snapshot [--markers PATH,...] [--proc-root DIR] [--root DIR]
-       probe setup --owner UID:GID [--dirs DIR,...] [--write-markers PATH,...] [--markers PATH,...]
+       probe setup --owner UID:GID [--dirs DIR,...] [--write-markers PATH,...] [--markers PATH,...] [--secret PATH]
        probe diff BEFORE.json AFTER.json`
 
 func main() {
@@ -121,6 +129,7 @@ func setup(stdout, stderr io.Writer, args []string) error {
 	dirs := fs.String("dirs", "", "comma-separated dirs to make, in order")
 	write := fs.String("write-markers", "", "comma-separated marker files to write")
 	markers := fs.String("markers", "", "comma-separated further files to hash")
+	secret := fs.String("secret", "", "file to write from stdin, mode 0400, owned by --owner")
 	if err := fs.Parse(args); err != nil {
 		return usagef("setup: %v", err)
 	}
@@ -145,6 +154,14 @@ func setup(stdout, stderr io.Writer, args []string) error {
 	if err != nil {
 		return err
 	}
+	if *secret != "" {
+		if o.Secret, err = onePath("--secret", *secret); err != nil {
+			return err
+		}
+		if o.SecretData, err = readSecret(stdin); err != nil {
+			return err
+		}
+	}
 	if err := probe.Setup(o); err != nil {
 		return err
 	}
@@ -153,6 +170,31 @@ func setup(stdout, stderr io.Writer, args []string) error {
 		return err
 	}
 	return writeJSON(stdout, s)
+}
+
+// onePath is a flag's one absolute path.
+func onePath(flagName, v string) (string, error) {
+	ps, err := pathList(flagName, v)
+	if err != nil || len(ps) != 1 {
+		return "", usagef("%s: bad value %q (want one absolute path)", flagName, v)
+	}
+	return ps[0], nil
+}
+
+// readSecret reads the secret's content whole; more than maxSecret, or
+// nothing at all, is refused (a truncated or empty challenge would fail
+// the case later for a reason that is not the harness's).
+func readSecret(r io.Reader) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, maxSecret+1))
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("setup: read --secret from stdin: %w", err)
+	case len(b) == 0:
+		return nil, fmt.Errorf("setup: --secret: nothing on stdin")
+	case len(b) > maxSecret:
+		return nil, fmt.Errorf("setup: --secret: more than %d bytes on stdin", maxSecret)
+	}
+	return b, nil
 }
 
 func diff(stdout, stderr io.Writer, args []string) error {

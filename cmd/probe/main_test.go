@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/sandproof/sandproof/runner/probe"
@@ -118,5 +120,44 @@ func TestSetupPrintsSnapshotWithWrittenMarkers(t *testing.T) {
 	}
 	if len(s.Processes) == 0 {
 		t.Error("no process table in the setup snapshot")
+	}
+}
+
+func TestSetupWritesSecretFromStdin(t *testing.T) {
+	root := t.TempDir()
+	secret := filepath.Join(root, "task", "challenge.txt")
+	owner := fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid())
+	args := []string{"setup", "--owner", owner, "--dirs", filepath.Dir(secret), "--secret", secret}
+	defer func(r io.Reader) { stdin = r }(stdin)
+	for _, tc := range []struct {
+		name, in string
+		ok       bool
+	}{
+		{"one line", "sandproof-challenge-ab\n", true},
+		{"empty stdin", "", false},
+		{"too much", strings.Repeat("x", maxSecret+1), false},
+	} {
+		os.Remove(secret)
+		stdin = strings.NewReader(tc.in)
+		var out, errb bytes.Buffer
+		err := run(&out, &errb, args)
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: setup = %v, want ok %v", tc.name, err, tc.ok)
+			continue
+		}
+		b, rerr := os.ReadFile(secret)
+		switch {
+		case tc.ok && (rerr != nil || string(b) != tc.in):
+			t.Errorf("%s: secret = %q, %v; want %q", tc.name, b, rerr, tc.in)
+		case !tc.ok && rerr == nil:
+			t.Errorf("%s: a refused secret was written (%d bytes)", tc.name, len(b))
+		}
+	}
+	var ue usageError
+	for _, bad := range []string{"relative", "/a,/b"} {
+		stdin = strings.NewReader("x\n")
+		if err := run(io.Discard, io.Discard, []string{"setup", "--owner", owner, "--secret", bad}); !errors.As(err, &ue) {
+			t.Errorf("--secret %q = %v, want a usage error", bad, err)
+		}
 	}
 }

@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sandproof/sandproof/reports"
+	"github.com/sandproof/sandproof/runner/host/certify"
 )
 
 // The values certify.Options.Validate owns reach the CLI as usage errors:
@@ -74,5 +77,29 @@ func TestCertifyAgentDefaultsBesideProbe(t *testing.T) {
 		"--warden", filepath.Join(dir, "warden"), "--probe", filepath.Join(dir, "probe")})
 	if code != exitUsage || !strings.Contains(errb.String(), want) {
 		t.Errorf("exit %d, stderr %q; want 2 and %q", code, errb.String(), want)
+	}
+}
+
+// The summary puts the part of the overhead that a bare run does too
+// (the container's create, start and removal) beside the ratio, over the
+// passed cases only.
+func TestPrintSummarySplitsTheContainersPart(t *testing.T) {
+	s := &certify.Summary{RunID: "r", Counts: map[reports.Status]int{reports.StatusPassed: 3},
+		Baselines: []certify.Baseline{{Image: "img", Median: 0.2, Seconds: []float64{0.2}}},
+		Timings: []certify.CaseTiming{
+			{CaseID: "img/a", Image: "img", Status: reports.StatusPassed, Overhead: 0.5, Container: 0.2},
+			{CaseID: "img/b", Image: "img", Status: reports.StatusPassed, Overhead: 0.6, Container: 0.25},
+			{CaseID: "img/c", Image: "img", Status: reports.StatusPassed, Overhead: 0.9, Container: 0.3},
+			{CaseID: "img/d", Image: "img", Status: reports.StatusFailed, Overhead: 9, Container: 9},
+		}}
+	var b strings.Builder
+	printSummary(&b, s, "out")
+	for _, want := range []string{
+		"overhead of 3 passed case(s): median 0.60s, median 3.00x the bare run",
+		"of it the container's create, start and removal (a bare run's work too): median 0.25s; the rest: median 0.35s",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("summary lacks %q:\n%s", want, b.String())
+		}
 	}
 }

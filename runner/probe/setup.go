@@ -23,6 +23,13 @@ type SetupOptions struct {
 	// UID:GID; their directory must exist or be in Dirs.
 	Markers  []string
 	UID, GID int
+	// Secret, when set, is a file written with SecretData, mode 0400 and
+	// owner UID:GID, after the dirs and markers: the case's challenge,
+	// written in the same run so it needs no transfer of its own (every
+	// engine round trip costs more than the bytes). Whatever is at its
+	// path first is removed, never followed.
+	Secret     string
+	SecretData []byte
 }
 
 // Setup makes the directories and writes the markers. It never follows a
@@ -38,6 +45,40 @@ func Setup(o SetupOptions) error {
 		if err := writeMarker(m, o.UID, o.GID); err != nil {
 			return err
 		}
+	}
+	if o.Secret != "" {
+		return writeSecret(o.Secret, o.SecretData, o.UID, o.GID)
+	}
+	return nil
+}
+
+// writeSecret replaces whatever is at p (a file or a link, as an
+// archive's extraction would) with a new file holding data, mode 0400,
+// owned by uid:gid. O_EXCL after the removal: a link made in between is
+// refused, not followed.
+func writeSecret(p string, data []byte, uid, gid int) error {
+	if !filepath.IsAbs(p) {
+		return fmt.Errorf("setup secret %q: not absolute", p)
+	}
+	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("setup secret %q: %w", p, err)
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o400)
+	if err != nil {
+		return fmt.Errorf("setup secret %q: %w", p, err)
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(0o400)
+	}
+	if err == nil {
+		err = f.Chown(uid, gid)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("setup secret %q: %w", p, err)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package certify
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -441,13 +442,17 @@ func snapshot(ctx context.Context, sb provider.Sandbox, markers []string) (probe
 	if len(markers) > 0 {
 		argv = append(argv, "--markers", strings.Join(markers, ","))
 	}
-	return probeRun(ctx, sb, argv)
+	return probeRun(ctx, sb, argv, nil)
 }
 
 // probeRun runs the owner's probe as root and decodes the snapshot it
 // prints.
-func probeRun(ctx context.Context, sb provider.Sandbox, argv []string) (probe.Snapshot, error) {
-	res, err := sb.Exec(ctx, provider.ExecSpec{Argv: argv, User: "0"})
+func probeRun(ctx context.Context, sb provider.Sandbox, argv []string, stdin []byte) (probe.Snapshot, error) {
+	spec := provider.ExecSpec{Argv: argv, User: "0"}
+	if stdin != nil {
+		spec.Stdin = bytes.NewReader(stdin)
+	}
+	res, err := sb.Exec(ctx, spec)
 	if err != nil {
 		return probe.Snapshot{}, err
 	}

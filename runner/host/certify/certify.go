@@ -142,6 +142,12 @@ type CaseTiming struct {
 	// warden (receipt started_at to ended_at); Install is the install
 	// launch. Overhead is what sandproof added: Seconds - Harness - Install.
 	Seconds, Harness, Install, Overhead float64
+	// Container is the part of Overhead that a bare `docker run --rm`
+	// (Baseline) does too: the container's create and start (setup) and
+	// its removal (teardown). Overhead - Container is what the case
+	// adds to a bare run: the probe's and the agent's execs, the
+	// session's seed, launches and close, verify, the host's checks.
+	Container float64
 }
 
 // Summary is what a run did.
@@ -306,7 +312,11 @@ func newRunner(o Options) (*runner, error) {
 		return nil, fmt.Errorf("certify: warden: %w", err)
 	}
 	arch := runtime.GOARCH
-	r.bins = session.Binaries{Warden: map[string]string{arch: o.Warden}, Probe: map[string]string{arch: o.Probe}}
+	// The session's probe (seed's hash of warden) is the build on the
+	// owner's read-only volume, which every case's sandbox mounts: its
+	// bytes need not go over the agent again for every case.
+	r.bins = session.Binaries{Warden: map[string]string{arch: o.Warden}, Probe: map[string]string{arch: o.Probe},
+		ProbeAt: map[string]string{arch: probePath}}
 	if o.Bash != "" {
 		r.bins.Bash = map[string]string{arch: o.Bash}
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/sandproof/sandproof/runner/host/relay"
 	"github.com/sandproof/sandproof/runner/host/session"
 	"github.com/sandproof/sandproof/runner/model"
+	"github.com/sandproof/sandproof/runner/probe"
 )
 
 // runCase runs one case through the protocol of contract §7, one method
@@ -65,10 +66,14 @@ func (r *runner) runCase(ctx context.Context, c caseSpec) (_ *reports.Evidence, 
 	}
 	ms.rel.Close()
 	cr.ev.ModelCalls = ms.rel.ModelCalls()
+	// The relay is closed, so nothing writes into the case's dir any more:
+	// its canary scan (host files only) runs beside the teardown (engine
+	// calls only) and is judged after it, in the checks' order.
+	scan := cr.startCanaryScan()
 	cr.teardown(bx)
 	bounds := ms.rel.Bounds()
 	cr.checkRelay(bounds)
-	cr.checkCanary(bounds)
+	cr.checkCanary(bounds, <-scan)
 	cr.finish()
 	return cr.ev, cr.timing
 }
@@ -236,15 +241,14 @@ func (cr *caseRun) setup(ctx context.Context, ms modelSide) (sandboxed, error) {
 		bx.actx.RuntimeEnv = map[string]string{"LD_LIBRARY_PATH": adapter.GlibcLayerMountDir}
 	}
 	err := cr.stage(reports.StageSetup, func() error {
+		t := time.Now()
 		sb, err := cr.createSandbox(ctx, vols)
+		cr.timing.Container += time.Since(t).Seconds()
 		if err != nil {
 			return err
 		}
 		bx.sb = sb
-		if err := cr.inspectSandbox(ctx, sb); err != nil {
-			return err
-		}
-		if bx.before, err = probeRun(ctx, sb, cr.setupArgv()); err != nil {
+		if bx.before, err = cr.ownerSetup(ctx, sb, ms.challenge); err != nil {
 			return err
 		}
 		// The session agent starts after the baseline, never in it: an
@@ -253,11 +257,6 @@ func (cr *caseRun) setup(ctx context.Context, ms modelSide) (sandboxed, error) {
 			return err
 		}
 		cr.ev.Before = beforeOf(bx.before, cr.owner.markers)
-		// The challenge, readable by the harness user only; never in
-		// the prompt, unknown to the adapter.
-		if err := provider.UploadBytes(ctx, sb, []byte(ms.challenge+"\n"), ChallengeFile, 0o400, cr.owner.uid, cr.owner.gid); err != nil {
-			return err
-		}
 		if missing := missingRequirements(c.requires, bx.before, r.opts.Bash != ""); len(missing) > 0 {
 			bx.lacks = fmt.Sprintf("image %s lacks %s", c.image.Name, strings.Join(missing, "; "))
 		}
@@ -265,6 +264,18 @@ func (cr *caseRun) setup(ctx context.Context, ms modelSide) (sandboxed, error) {
 	})
 	cr.check("setup", clauseSetup, err == nil, "container, /task, the challenge, four XDG markers, probe baseline: %s", errText(err, r.key))
 	return bx, err
+}
+
+// ownerSetup is setup's part in the created sandbox: what the engine
+// applied, read back, then the probe's one run, which makes /task and the
+// markers, writes the challenge (from its stdin: readable by the harness
+// user only, never in the prompt, unknown to the adapter) and takes the
+// baseline.
+func (cr *caseRun) ownerSetup(ctx context.Context, sb provider.Sandbox, challenge string) (probe.Snapshot, error) {
+	if err := cr.inspectSandbox(ctx, sb); err != nil {
+		return probe.Snapshot{}, err
+	}
+	return probeRun(ctx, sb, cr.setupArgv(), challengeBytes(challenge))
 }
 
 // createSandbox creates the case's container with the owner's volumes.
@@ -305,8 +316,13 @@ func (cr *caseRun) inspectSandbox(ctx context.Context, sb provider.Sandbox) erro
 	return nil
 }
 
+// challengeBytes is the challenge file's content.
+func challengeBytes(challenge string) []byte { return []byte(challenge + "\n") }
+
 // setupArgv is the one probe run that makes /task, the marker dirs and
-// markers (owned by the task user) and takes the baseline right after.
+// markers (owned by the task user), writes the challenge it reads from
+// its stdin (mode 0400, the task user's) and takes the baseline right
+// after.
 func (cr *caseRun) setupArgv() []string {
 	o := cr.owner
 	dirs := []string{TaskDir, o.home + "/.local"}
@@ -314,7 +330,7 @@ func (cr *caseRun) setupArgv() []string {
 		dirs = append(dirs, path.Dir(path.Dir(mk)), path.Dir(mk))
 	}
 	argv := []string{probePath, "setup", "--owner", fmt.Sprintf("%d:%d", o.uid, o.gid),
-		"--dirs", strings.Join(dirs, ","), "--write-markers", strings.Join(o.markers, ",")}
+		"--dirs", strings.Join(dirs, ","), "--write-markers", strings.Join(o.markers, ","), "--secret", ChallengeFile}
 	if len(o.reqPaths) > 0 {
 		argv = append(argv, "--markers", strings.Join(o.reqPaths, ","))
 	}
@@ -539,7 +555,10 @@ func (cr *caseRun) teardown(bx sandboxed) {
 	defer cancel()
 	err := cr.stage(reports.StageTeardown, func() error {
 		cr.stopAgent(bx.agent)
-		if err := sb.Destroy(tctx); err != nil {
+		t := time.Now()
+		err := sb.Destroy(tctx)
+		cr.timing.Container += time.Since(t).Seconds()
+		if err != nil {
 			return err
 		}
 		info, err := sb.Inspect(tctx)
@@ -555,17 +574,39 @@ func (cr *caseRun) teardown(bx sandboxed) {
 	cr.check("teardown.container_removed", clauseTeardown, err == nil, "container removed and unknown to the engine: %s", errText(err, cr.r.key))
 }
 
-// checkCanary: no key may be in anything this case left on the host,
-// nor in a request the relay refused for carrying it. A scan cut at its
-// bound fails (what it did not read is not known to be clean).
-func (cr *caseRun) checkCanary(b relay.Bounds) {
+// canaryScan is what the scan of the case's dir found: the files holding
+// the canary or the model key, or why the scan stopped.
+type canaryScan struct {
+	leaks []string
+	err   error
+}
+
+// startCanaryScan scans the case's dir for the canary and the model key
+// in the background; the channel gives the one result. The caller starts
+// it once nothing writes into the dir any more.
+func (cr *caseRun) startCanaryScan() <-chan canaryScan {
+	r, dir := cr.r, cr.dir
+	out := make(chan canaryScan, 1)
+	go func() {
+		var s canaryScan
+		s.leaks, s.err = FindCanaryLimit(dir, r.key, r.opts.Scan)
+		if s.err == nil && r.opts.APIKey != "" {
+			var more []string
+			more, s.err = FindCanaryLimit(dir, r.opts.APIKey, r.opts.Scan)
+			s.leaks = append(s.leaks, more...)
+		}
+		out <- s
+	}()
+	return out
+}
+
+// checkCanary: no key may be in anything this case left on the host
+// (the scan, startCanaryScan), nor in a request the relay refused for
+// carrying it. A scan cut at its bound fails (what it did not read is not
+// known to be clean).
+func (cr *caseRun) checkCanary(b relay.Bounds, scan canaryScan) {
 	r := cr.r
-	leaks, err := FindCanaryLimit(cr.dir, r.key, r.opts.Scan)
-	if err == nil && r.opts.APIKey != "" {
-		var more []string
-		more, err = FindCanaryLimit(cr.dir, r.opts.APIKey, r.opts.Scan)
-		leaks = append(leaks, more...)
-	}
+	leaks, err := scan.leaks, scan.err
 	refused := b.Refused[relay.RefusedCanary]
 	detail := fmt.Sprintf("API key canary or model key in the case's files: %d file(s) %v; requests carrying the canary, refused by the relay: %d %q",
 		len(leaks), relAll(cr.dir, leaks), refused, b.Canary)

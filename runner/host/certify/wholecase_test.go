@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -23,7 +24,8 @@ import (
 // in runCase's order, each on the values the one before returned. Setup
 // creates the sandbox through the runner's provider, reads it back and
 // runs the probe's setup (the scripted probe writes the markers
-// setupArgv names and takes the baseline) and uploads the challenge;
+// setupArgv names, writes the challenge from its stdin and takes the
+// baseline);
 // then the harness acts (where seed, the activation and close run: they
 // go over the session agent's streamed exec and warden, which this
 // sandbox has not, so a test's harness does to the sandbox what they
@@ -49,11 +51,12 @@ func (keptSandbox) Destroy(context.Context) error { return nil }
 
 // wholeCase is one case: its sandbox, its run and what setup left.
 type wholeCase struct {
-	sb    *memSandbox
-	cr    *caseRun
-	bx    sandboxed
-	token string // what the harness's write call writes
-	kept  bool   // the engine keeps the sandbox at teardown
+	sb        *memSandbox
+	cr        *caseRun
+	bx        sandboxed
+	token     string // what the harness's write call writes
+	challenge string // what setup gives the probe to write
+	kept      bool   // the engine keeps the sandbox at teardown
 }
 
 // probeSetup scripts the probe's setup on m (called with m's lock held,
@@ -71,6 +74,15 @@ func probeSetup(m *memSandbox) func(provider.ExecSpec) (provider.ExecResult, err
 				}
 			case "--markers":
 				paths = append(paths, strings.Split(spec.Argv[i+1], ",")...)
+			case "--secret":
+				if spec.Stdin == nil {
+					return provider.ExecResult{ExitCode: 1, Stderr: []byte("probe: setup: --secret: nothing on stdin")}, nil
+				}
+				b, err := io.ReadAll(spec.Stdin)
+				if err != nil || len(b) == 0 {
+					return provider.ExecResult{ExitCode: 1, Stderr: []byte("probe: setup: --secret: nothing on stdin")}, nil
+				}
+				m.files[spec.Argv[i+1]] = string(b)
 			}
 		}
 		out, err := json.Marshal(m.snapshotLocked(paths))
@@ -89,7 +101,7 @@ func newWholeCase(t *testing.T) *wholeCase {
 	r := &runner{opts: Options{Out: t.TempDir(), TaskHome: ruleHome}, runID: "run-mem", key: "sk-canary-0123456789abcdef"}
 	m := &adapter.Manifest{Name: "mem-harness", SHA256: "ad"}
 	cr := r.newCase(caseSpec{id: "mem-harness@debian-12", attempt: 1, image: images.Image{Name: "debian-12", Ref: "sandproof/debian-12"}, adapter: m})
-	return &wholeCase{sb: sb, cr: cr, token: ruleWant}
+	return &wholeCase{sb: sb, cr: cr, token: ruleWant, challenge: "sandproof-challenge-mem0123"}
 }
 
 // goodHarness is what a harness that keeps every rule leaves: the
@@ -120,14 +132,11 @@ func (w *wholeCase) run(t *testing.T, harness func(w *wholeCase)) *reports.Evide
 		if w.bx.sb, err = cr.createSandbox(ctx, nil); err != nil {
 			return err
 		}
-		if err := cr.inspectSandbox(ctx, w.bx.sb); err != nil {
-			return err
-		}
-		if w.bx.before, err = probeRun(ctx, w.bx.sb, cr.setupArgv()); err != nil {
+		if w.bx.before, err = cr.ownerSetup(ctx, w.bx.sb, w.challenge); err != nil {
 			return err
 		}
 		cr.ev.Before = beforeOf(w.bx.before, cr.owner.markers)
-		return provider.UploadBytes(ctx, w.bx.sb, []byte("challenge\n"), ChallengeFile, 0o400, cr.owner.uid, cr.owner.gid)
+		return nil
 	})
 	cr.check("setup", clauseSetup, err == nil, "setup: %v", err)
 	if err == nil {
@@ -142,10 +151,11 @@ func (w *wholeCase) run(t *testing.T, harness func(w *wholeCase)) *reports.Evide
 			})
 		}
 	}
+	scan := cr.startCanaryScan()
 	cr.teardown(w.bx)
 	bounds := relay.Bounds{Refused: map[string]int{}}
 	cr.checkRelay(bounds)
-	cr.checkCanary(bounds)
+	cr.checkCanary(bounds, <-scan)
 	cr.finish()
 	return cr.ev
 }
@@ -182,15 +192,18 @@ func TestWholeCaseGoodHarnessPasses(t *testing.T) {
 		t.Errorf("checks %q, want %q", ids, want)
 	}
 	// The stages ran on the sandbox, not beside it: setup's markers are
-	// in it and the baseline, the challenge was uploaded, and the
-	// sandbox is gone.
+	// in it and the baseline, the probe's setup wrote the challenge, and
+	// the sandbox is gone.
 	for _, mk := range w.cr.owner.markers {
 		if !markerPresent(w.bx.before, mk) || w.sb.files[mk] == "" {
 			t.Errorf("marker %s: in the baseline %t, in the sandbox %q", mk, markerPresent(w.bx.before, mk), w.sb.files[mk])
 		}
 	}
-	if _, ok := w.sb.files[ChallengeFile]; !ok || !w.sb.destroyed || !ev.OwnerTeardownContainerRemoved || !ev.VerifierPassed {
-		t.Errorf("challenge uploaded %t, destroyed %t, teardown removed %t, verifier passed %t", ok, w.sb.destroyed, ev.OwnerTeardownContainerRemoved, ev.VerifierPassed)
+	if got := w.sb.files[ChallengeFile]; got != w.challenge+"\n" {
+		t.Errorf("challenge file %q, want %q (written by the probe's setup)", got, w.challenge+"\n")
+	}
+	if !w.sb.destroyed || !ev.OwnerTeardownContainerRemoved || !ev.VerifierPassed {
+		t.Errorf("destroyed %t, teardown removed %t, verifier passed %t", w.sb.destroyed, ev.OwnerTeardownContainerRemoved, ev.VerifierPassed)
 	}
 }
 

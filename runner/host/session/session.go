@@ -91,6 +91,12 @@ type Binaries struct {
 	// Probe hashes warden inside the sandbox (`probe snapshot --markers`).
 	// Without one, the image's sha256sum is used if it has one.
 	Probe map[string]string
+	// ProbeAt is the sandbox path of a probe build the sandbox already
+	// holds read-only (certify's owner volume), by GOARCH: used in place
+	// of uploading Probe's build, whose bytes are then not sent (they
+	// were most of seed's one transfer after warden's). The caller
+	// vouches that it is the same build.
+	ProbeAt map[string]string
 	// Bash is a static bash (Debian's bash-static), uploaded when the
 	// adapter needs bash and the image has none.
 	Bash map[string]string
@@ -514,10 +520,11 @@ type seedTree struct {
 }
 
 // entries is the tree as one transfer, in the order it is made: the
-// session's own dirs, warden, the probe and the removal helper when there
-// is a build for the arch, each adapter dir with its missing parents
+// session's own dirs, warden, the probe (unless the sandbox holds one,
+// ProbeAt) and the removal helper when there is a build for the arch,
+// each adapter dir with its missing parents
 // (once each), then the adapter's files sorted by path. probe is the
-// probe's sandbox path, "" when none is uploaded.
+// probe's sandbox path, "" when there is none.
 func (t seedTree) entries() (entries []provider.Entry, probe string) {
 	entries = []provider.Entry{{Path: t.dir, Dir: true, Mode: 0o755}}
 	for _, d := range []string{"bin", "tools", "state", "run"} {
@@ -526,7 +533,9 @@ func (t seedTree) entries() (entries []provider.Entry, probe string) {
 	entries = append(entries,
 		provider.Entry{Path: path.Join(t.dir, "home"), Dir: true, Mode: 0o700, UID: t.uid, GID: t.gid},
 		provider.Entry{Path: path.Join(t.dir, "bin", "warden"), HostPath: t.warden, Mode: 0o755})
-	if probeHost, ok := t.bins.Probe[t.arch]; ok {
+	if at, ok := t.bins.ProbeAt[t.arch]; ok {
+		probe = at
+	} else if probeHost, ok := t.bins.Probe[t.arch]; ok {
 		probe = path.Join(t.dir, "tools", "probe")
 		entries = append(entries, provider.Entry{Path: probe, HostPath: probeHost, Mode: 0o755})
 	}

@@ -2,6 +2,7 @@ package session
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/sandproof/sandproof/runner/host/provider"
@@ -98,6 +99,25 @@ func TestSeedTreeWithoutOptionalBuilds(t *testing.T) {
 	want := []string{"/s", "/s/bin", "/s/tools", "/s/state", "/s/run", "/s/home", "/s/bin/warden"}
 	if !reflect.DeepEqual(paths, want) {
 		t.Errorf("paths %q, want %q", paths, want)
+	}
+}
+
+// A probe the sandbox already holds (ProbeAt) is the one seed runs, and
+// no probe bytes are in the transfer; a build for another arch only is
+// not taken for it.
+func TestSeedTreeProbeAlreadyInSandbox(t *testing.T) {
+	bins := Binaries{Probe: map[string]string{"amd64": "/h/probe"}, ProbeAt: map[string]string{"amd64": "/owner/probe"}}
+	got, probe := seedTree{dir: "/s", arch: "amd64", warden: "/h/warden", bins: bins}.entries()
+	if probe != "/owner/probe" {
+		t.Errorf("probe path %q, want the sandbox's /owner/probe", probe)
+	}
+	for _, e := range got {
+		if e.HostPath == "/h/probe" || strings.HasSuffix(e.Path, "/probe") {
+			t.Errorf("the probe is uploaded (%+v) although the sandbox holds one", e)
+		}
+	}
+	if _, probe := (seedTree{dir: "/s", arch: "arm64", warden: "/h/warden", bins: bins}).entries(); probe != "" {
+		t.Errorf("probe path %q for arm64, which has neither a build nor one in the sandbox; want \"\"", probe)
 	}
 }
 
