@@ -1,11 +1,14 @@
 package certify
 
 import (
+	"path/filepath"
 	"slices"
 	"testing"
 
 	"github.com/sandproof/sandproof/images"
 	"github.com/sandproof/sandproof/runner/host/adapter"
+	"github.com/sandproof/sandproof/runner/host/session"
+	"github.com/sandproof/sandproof/runner/warden/receipt"
 )
 
 // The manifest's vocabulary and certify's scenarios are the same names in
@@ -74,5 +77,55 @@ func TestScenariosFor(t *testing.T) {
 	tm, _ := ScenarioByName(ScenarioTimeout)
 	if tm.skipReason(shipped, false) != "" || tm.skipReason(shipped, true) == "" {
 		t.Error("timeout: skipped without a reason, or run against a real model")
+	}
+}
+
+// Every shipped manifest (adapters/) runs every scenario by default, each
+// under a deadline: without a scenarios key a real harness would run its
+// challenge alone (the fixtures' way), its stop and fault handling never
+// judged and no report saying so (OpenClaw's manifest shipped that way).
+func TestShippedManifestsRunEveryScenario(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join("..", "..", "..", "adapters", "*.yaml"))
+	if len(files) == 0 {
+		t.Fatal("no manifest in adapters/")
+	}
+	for _, f := range files {
+		m, err := adapter.Load(f)
+		if err != nil {
+			t.Errorf("%s: %v", f, err)
+			continue
+		}
+		var got []string
+		for _, s := range scenariosFor(m, nil) {
+			got = append(got, s.Name)
+			if s.launchDeadline(m) <= 0 {
+				t.Errorf("%s: scenario %s has no deadline", f, s.Name)
+			}
+		}
+		if !slices.Equal(got, adapter.ScenarioNames) {
+			t.Errorf("%s: runs %v by default, want every scenario %v (a scenarios key: docs/adapters.md scenarios)", f, got, adapter.ScenarioNames)
+		}
+	}
+}
+
+// A cancelled activation has no receipt of its own (the owner ended its
+// wait); its harness time is the receipt close recorded, so the case's
+// overhead is not the harness's whole run. One that came back keeps its
+// own; a launch that never ran has none.
+func TestHarnessSecondsFromClose(t *testing.T) {
+	closed := &session.CloseResult{Receipts: map[string]*receipt.Receipt{
+		activation: {StartedAt: "2026-12-02T14:12:00Z", EndedAt: "2026-12-02T14:12:30.5Z"},
+	}}
+	if got := harnessSeconds(0, true, closed); got != 30.5 {
+		t.Errorf("cancelled: harness %v s, want close's receipt's 30.5", got)
+	}
+	if got := harnessSeconds(12, true, closed); got != 12 {
+		t.Errorf("returned: harness %v s, want the activation's own 12", got)
+	}
+	if got := harnessSeconds(0, false, closed); got != 0 {
+		t.Errorf("never launched: harness %v s, want 0", got)
+	}
+	if got := harnessSeconds(0, true, &session.CloseResult{}); got != 0 {
+		t.Errorf("no receipt at close: harness %v s, want 0", got)
 	}
 }

@@ -468,6 +468,7 @@ func (cr *caseRun) closeSession(ctx context.Context, sess *session.Session, actx
 	if cl.res != nil {
 		ev.SessionClosed = cl.err == nil
 		closeEvidence(ev, cl.res)
+		cr.timing.Harness = harnessSeconds(cr.timing.Harness, act.launched, cl.res)
 	}
 	if stopsCase(err) {
 		return cl, err
@@ -499,6 +500,18 @@ func (cr *caseRun) closeSession(ctx context.Context, sess *session.Session, actx
 // the session dir, the captures' sizes and what they withheld. The
 // evidence line stays small: the cut entries first, then the rest, 100
 // at most.
+// harnessSeconds is the launch's time: the activation's own receipt's
+// (had, from activate) when it came back, else the one close recorded. A
+// cancel's owner ends the activation's wait before its receipt, so close
+// stops the launch and holds it; without this the harness's whole run was
+// counted as sandproof's overhead.
+func harnessSeconds(had float64, launched bool, res *session.CloseResult) float64 {
+	if had > 0 || !launched || res == nil {
+		return had
+	}
+	return launchSeconds(res.Receipts[activation])
+}
+
 func closeEvidence(ev *reports.Evidence, res *session.CloseResult) {
 	if rec, ok := res.Receipts[activation]; ok {
 		ev.CloseReceipt = receiptOf(rec)
