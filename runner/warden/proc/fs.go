@@ -273,10 +273,14 @@ func (fs FS) Scan() ([]Stat, error) {
 
 // ScanPIDs reads the stat of the given processes, skipping those that
 // vanish or do not parse.
-func (fs FS) ScanPIDs(pids []int) []Stat {
+func (fs FS) ScanPIDs(pids []int) []Stat { return fs.ScanPIDsSkipping(pids, nil) }
+
+// ScanPIDsSkipping is ScanPIDs, leaving out the pids skip (when set) says
+// need not be read; skip is called from the reading goroutines.
+func (fs FS) ScanPIDsSkipping(pids []int, skip func(pid int) bool) []Stat {
 	workers := runtime.GOMAXPROCS(0)
 	if len(pids) < 256 || workers < 2 {
-		return fs.scanPIDs(pids)
+		return fs.scanPIDs(pids, skip)
 	}
 	chunk := (len(pids) + workers - 1) / workers
 	parts := make([][]Stat, workers)
@@ -289,7 +293,7 @@ func (fs FS) ScanPIDs(pids []int) []Stat {
 		wg.Add(1)
 		go func(w int, pids []int) {
 			defer wg.Done()
-			parts[w] = fs.scanPIDs(pids)
+			parts[w] = fs.scanPIDs(pids, skip)
 		}(w, pids[lo:hi])
 	}
 	wg.Wait()
@@ -300,10 +304,13 @@ func (fs FS) ScanPIDs(pids []int) []Stat {
 	return out
 }
 
-func (fs FS) scanPIDs(pids []int) []Stat {
+func (fs FS) scanPIDs(pids []int, skip func(int) bool) []Stat {
 	out := make([]Stat, 0, len(pids))
 	buf := make([]byte, 0, 512)
 	for _, pid := range pids {
+		if skip != nil && skip(pid) {
+			continue
+		}
 		st, err := fs.stat(pid, buf)
 		if err != nil {
 			continue
