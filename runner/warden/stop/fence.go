@@ -87,11 +87,26 @@ func NewBirthFence(fs proc.FS) *BirthFence {
 	return f
 }
 
+// realMinusMono is the real-time clock's offset from the monotonic one,
+// which only a step changes (a frequency adjustment slews both). The real
+// reading is bracketed by two monotonic ones and the tightest of a few
+// brackets kept, so a preemption between two readings is not taken for a
+// step.
 func realMinusMono() time.Duration {
-	var r, m unix.Timespec
-	unix.ClockGettime(unix.CLOCK_MONOTONIC, &m)
-	unix.ClockGettime(unix.CLOCK_REALTIME, &r)
-	return time.Duration(r.Nano() - m.Nano())
+	best, width := time.Duration(0), int64(-1)
+	for i := 0; i < 4; i++ {
+		var m1, r, m2 unix.Timespec
+		unix.ClockGettime(unix.CLOCK_MONOTONIC, &m1)
+		unix.ClockGettime(unix.CLOCK_REALTIME, &r)
+		unix.ClockGettime(unix.CLOCK_MONOTONIC, &m2)
+		if w := m2.Nano() - m1.Nano(); width < 0 || w < width {
+			best, width = time.Duration(r.Nano()-(m1.Nano()+w/2)), w
+		}
+		if width < int64(StepTolerance/8) {
+			break
+		}
+	}
+	return best
 }
 
 // Valid reports whether no clock set or step has been seen since the fence
