@@ -43,15 +43,31 @@ func (fs FS) IsReal() bool { return fs.Root == DefaultRoot }
 // Check verifies that the proc root can be read at all: a supervisor that
 // cannot see processes must refuse to launch rather than confirm a cleanup
 // it cannot observe.
+//
+// It reads the directory only until the first pid: a full listing costs
+// O(host processes) at every launch's start, and one is enough to know.
 func (fs FS) Check() error {
-	pids, err := fs.PIDs()
+	fd, err := syscall.Open(fs.Root, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
 	if err != nil {
-		return err
+		return fmt.Errorf("open proc root: %w", &os.PathError{Op: "open", Path: fs.Root, Err: err})
 	}
-	if len(pids) == 0 {
-		return fmt.Errorf("read proc root %q: no processes listed", fs.Root)
+	defer syscall.Close(fd)
+	buf := make([]byte, 16<<10)
+	for {
+		n, err := syscall.Getdents(fd, buf)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("read proc root %q: %w", fs.Root, err)
+		}
+		if n <= 0 {
+			return fmt.Errorf("read proc root %q: no processes listed", fs.Root)
+		}
+		if len(appendPIDs(nil, buf[:n])) > 0 {
+			return nil
+		}
 	}
-	return nil
 }
 
 // PIDs lists the numeric entries of the proc root. Non-numeric names (self,
