@@ -14,7 +14,6 @@ const (
 	ConfirmExit      Name = "confirmexit"
 	ExitCodes        Name = "exitcodes"
 	FDLeak           Name = "fdleak"
-	FenceAll         Name = "fenceall"
 	GroupKill        Name = "groupkill"
 	GraceWait        Name = "gracewait"
 	GroupReuse       Name = "groupreuse"
