@@ -426,6 +426,40 @@ var _ = Describe("warden supervise", framework.Local, func() {
 			expectGone("process", h, dropper, daemon)
 		})
 
+		framework.ConformanceIt("2 stop rules", "should stop a process outside the supervisor's tree that carries the launch's marker, not taking it for one older than the launch", func(ctx SpecContext) {
+			l := newLaunch()
+			d := l.detach(ctx, []string{"--deadline", "60", "--grace", "0.5"}, "sleep")
+			l.ready(ctx)
+			// Started by this spec, not by the harness: only its marker
+			// ties it to the launch (a tool server's client would be one).
+			outRec := filepath.Join(l.dir, "outsider")
+			procs.KillOnCleanup(func() []witness.ID { return witness.RecordedIDs(outRec) })
+			cmd := exec.Command(framework.Fixture("adversary"), "--record", outRec, "sleep")
+			cmd.Env = append(os.Environ(), "WARDEN_LAUNCH="+d.LaunchID)
+			Expect(cmd.Start()).To(Succeed())
+			waited := make(chan struct{})
+			go func() { cmd.Wait(); close(waited) }()
+			var orec *witness.Record
+			Eventually(ctx, func() bool {
+				var err error
+				orec, err = witness.ReadRecord(outRec)
+				return err == nil && orec.Ready
+			}).WithTimeout(readyTimeout).Should(BeTrue(), "the outsider never said it was ready")
+			outsider := harness(orec)
+			Expect(outsider.Marker).To(Equal(d.LaunchID), "positive control: the outsider carries the marker")
+			Expect(outsider.PPID).To(Equal(os.Getpid()), "positive control: the outsider's parent is this spec, not the supervisor")
+			// Its /proc entry exists before the stop lists the table (the
+			// birth fence judges a listed entry by its inode's ctime).
+			_, err := witness.Proc.Table()
+			Expect(err).NotTo(HaveOccurred())
+
+			r := l.stopWait(ctx)
+			expectOutcome(r, "stopped", 143, "TERM", true)
+			expectReached(r, outsider, "marker")
+			Eventually(ctx, waited).WithTimeout(10*time.Second).Should(BeClosed(), "the outsider outlived the stop")
+			expectGone("outsider with the marker", outsider)
+		})
+
 		framework.ConformanceIt("2 stop rules", "should list a crafted process name exactly and evaluate nothing in it", func(ctx SpecContext) {
 			l := newLaunch()
 			// A supervisor may work from / (daemons do): check it too, if

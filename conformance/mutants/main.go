@@ -59,6 +59,7 @@ var Catalog = []Mutant{
 	{mutant.JSONBraces, "5 events mode", "a line in braces taken for JSON without validation"},
 	{mutant.GraceWait, "2 stop rules", "the grace waited out for every reached process, even after the harness has exited: a tool that ignores TERM holds the stop for the whole grace"},
 	{mutant.ScanWait, "2 stop rules", "a stop waits for the background scan that pins the host's older processes: an early stop on a busy host pays for the whole scan"},
+	{mutant.FenceAll, "2 stop rules", "the birth fence never compares a /proc entry's ctime: every process outside the tree counts as older than the launch, so one carrying the marker is left running"},
 	{mutant.NoHold, "2 hold", "no SIGSTOP hold before KILL: a hopper or a fork bomb can outrun the stop"},
 	{mutant.NoKernelWalk, "2 kernel confirms", "cleanup confirmed from the last /proc scan, without the kernel's children lists"},
 	{mutant.ServiceEnv, "2 services by identity", "a process that sets WARDEN_SERVICE to the launch id is kept as a service"},

@@ -14,6 +14,7 @@ const (
 	ConfirmExit      Name = "confirmexit"
 	ExitCodes        Name = "exitcodes"
 	FDLeak           Name = "fdleak"
+	FenceAll         Name = "fenceall"
 	GroupKill        Name = "groupkill"
 	GraceWait        Name = "gracewait"
 	GroupReuse       Name = "groupreuse"

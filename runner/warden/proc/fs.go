@@ -43,15 +43,31 @@ func (fs FS) IsReal() bool { return fs.Root == DefaultRoot }
 // Check verifies that the proc root can be read at all: a supervisor that
 // cannot see processes must refuse to launch rather than confirm a cleanup
 // it cannot observe.
+//
+// It reads the directory only until the first pid: a full listing costs
+// O(host processes) at every launch's start, and one is enough to know.
 func (fs FS) Check() error {
-	pids, err := fs.PIDs()
+	fd, err := syscall.Open(fs.Root, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
 	if err != nil {
-		return err
+		return fmt.Errorf("open proc root: %w", &os.PathError{Op: "open", Path: fs.Root, Err: err})
 	}
-	if len(pids) == 0 {
-		return fmt.Errorf("read proc root %q: no processes listed", fs.Root)
+	defer syscall.Close(fd)
+	buf := make([]byte, 16<<10)
+	for {
+		n, err := syscall.Getdents(fd, buf)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("read proc root %q: %w", fs.Root, err)
+		}
+		if n <= 0 {
+			return fmt.Errorf("read proc root %q: no processes listed", fs.Root)
+		}
+		if len(appendPIDs(nil, buf[:n])) > 0 {
+			return nil
+		}
 	}
-	return nil
 }
 
 // PIDs lists the numeric entries of the proc root. Non-numeric names (self,
@@ -273,10 +289,14 @@ func (fs FS) Scan() ([]Stat, error) {
 
 // ScanPIDs reads the stat of the given processes, skipping those that
 // vanish or do not parse.
-func (fs FS) ScanPIDs(pids []int) []Stat {
+func (fs FS) ScanPIDs(pids []int) []Stat { return fs.ScanPIDsSkipping(pids, nil) }
+
+// ScanPIDsSkipping is ScanPIDs, leaving out the pids skip (when set) says
+// need not be read; skip is called from the reading goroutines.
+func (fs FS) ScanPIDsSkipping(pids []int, skip func(pid int) bool) []Stat {
 	workers := runtime.GOMAXPROCS(0)
 	if len(pids) < 256 || workers < 2 {
-		return fs.scanPIDs(pids)
+		return fs.scanPIDs(pids, skip)
 	}
 	chunk := (len(pids) + workers - 1) / workers
 	parts := make([][]Stat, workers)
@@ -289,7 +309,7 @@ func (fs FS) ScanPIDs(pids []int) []Stat {
 		wg.Add(1)
 		go func(w int, pids []int) {
 			defer wg.Done()
-			parts[w] = fs.scanPIDs(pids)
+			parts[w] = fs.scanPIDs(pids, skip)
 		}(w, pids[lo:hi])
 	}
 	wg.Wait()
@@ -300,10 +320,13 @@ func (fs FS) ScanPIDs(pids []int) []Stat {
 	return out
 }
 
-func (fs FS) scanPIDs(pids []int) []Stat {
+func (fs FS) scanPIDs(pids []int, skip func(int) bool) []Stat {
 	out := make([]Stat, 0, len(pids))
 	buf := make([]byte, 0, 512)
 	for _, pid := range pids {
+		if skip != nil && skip(pid) {
+			continue
+		}
 		st, err := fs.stat(pid, buf)
 		if err != nil {
 			continue

@@ -72,6 +72,10 @@ type Scanner struct {
 	// Old, when set, spares rescans the processes that started before the
 	// launch (see OldSet); nil reads every process every round.
 	Old *OldSet
+	// Fence, when set, rules out with one fstatat the unpinned processes
+	// that started before the harness was forked (see BirthFence), so an
+	// early stop need not read every stat on the host.
+	Fence *BirthFence
 	// ServicesOnly turns the scanner around for `stop --services`: the
 	// preserved set (declared services and what belongs to them) becomes the
 	// reached set, and nothing else is reached.
@@ -110,7 +114,7 @@ type Snapshot struct {
 func (s *Scanner) Scan() (*Snapshot, error) {
 	var stats []proc.Stat
 	var err error
-	if s.Old != nil && s.FS.IsReal() {
+	if (s.Old != nil || s.Fence != nil) && s.FS.IsReal() {
 		stats, err = s.scanSkippingOld()
 	} else {
 		stats, err = s.FS.Scan()
@@ -145,7 +149,8 @@ func (s *Scanner) ScanTree() *Snapshot {
 }
 
 // scanSkippingOld reads the stat of every process except those the OldSet
-// proves are the same processes, started before the launch, as before.
+// proves are the same processes, started before the launch, as before, and
+// those the BirthFence proves started before the harness's fork.
 // What it read is pinned from the second scan on: pinning costs about two
 // reads, so a stop that one scan confirms (a harness that exited at once,
 // before the background prime got far) does not pay for it, and a stop
@@ -155,8 +160,21 @@ func (s *Scanner) scanSkippingOld() ([]proc.Stat, error) {
 	if err != nil {
 		return nil, err
 	}
-	stats := s.FS.ScanPIDs(s.Old.Unpinned(pids))
-	if s.fullScans++; s.fullScans > 1 {
+	if s.Old != nil {
+		pids = s.Old.Unpinned(pids)
+	}
+	var stats []proc.Stat
+	if s.Fence.Valid() {
+		stats = s.FS.ScanPIDsSkipping(pids, s.Fence.Older)
+		if !s.Fence.Valid() {
+			// The clock was set while the inodes were read: what the
+			// fence ruled out is read after all.
+			stats = s.FS.ScanPIDs(pids)
+		}
+	} else {
+		stats = s.FS.ScanPIDs(pids)
+	}
+	if s.fullScans++; s.fullScans > 1 && s.Old != nil {
 		s.Old.Prime(stats)
 	}
 	return stats, nil

@@ -167,6 +167,10 @@ type supervisor struct {
 	// old pins the processes that started before the launch, so the stop's
 	// rescans skip them (stop.OldSet); nil on fake roots.
 	old *stop.OldSet
+	// fence rules out, without reading their stat, the processes that
+	// started before the harness's fork (stop.BirthFence); nil on fake
+	// roots.
+	fence *stop.BirthFence
 	// cgroup is the harness's own cgroup v2 (tier cgroup), nil in the
 	// subreaper tiers; svcCgroup is its sibling the services start in, and
 	// svcOutside counts services that could not be started there.
@@ -225,6 +229,10 @@ func Run(cfg Config, ready *os.File) int {
 		tell(Ready{Status: "error", Message: err.Error()})
 		return 1
 	}
+	// The birth fence is armed before the harness's fork; its few ms of
+	// waiting for the clock to tick go on beside the rest of the start.
+	fenceC := make(chan *stop.BirthFence, 1)
+	go func() { fenceC <- stop.NewBirthFence(s.fs) }()
 	if lf, err := os.OpenFile(filepath.Join(cfg.State, launch.LogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_CLOEXEC, 0o600); err == nil {
 		s.log = lf
 		defer lf.Close()
@@ -273,6 +281,8 @@ func Run(cfg Config, ready *os.File) int {
 	defer watch.Close()
 
 	s.cgroup = s.makeCgroup()
+	s.fence = <-fenceC
+	defer s.fence.Close()
 	env := harnessEnv(os.Environ(), cfg.LaunchID)
 	pid, err := s.startHarness(env)
 	if err != nil {
@@ -618,7 +628,7 @@ func (s *supervisor) scanner(since uint64) *stop.Scanner {
 	for _, id := range s.services {
 		services = append(services, id)
 	}
-	return &stop.Scanner{FS: s.fs, Old: s.old, Launch: stop.Launch{
+	return &stop.Scanner{FS: s.fs, Old: s.old, Fence: s.fence, Launch: stop.Launch{
 		ID: s.cfg.LaunchID, Self: s.self.PID, Harness: s.harnessIdentity(), Since: since,
 		Services: services,
 	}}
