@@ -67,9 +67,19 @@ func writeSecret(p string, data []byte, uid, gid int) error {
 	if err != nil {
 		return fmt.Errorf("setup secret %q: %w", p, err)
 	}
-	_, err = f.Write(data)
+	if err := finishOwned(f, data, 0o400, uid, gid); err != nil {
+		return fmt.Errorf("setup secret %q: %w", p, err)
+	}
+	return nil
+}
+
+// finishOwned writes data to the file setup just created, sets its mode
+// explicitly (the create honours the umask) and its owner, and closes it;
+// the first error wins.
+func finishOwned(f *os.File, data []byte, mode os.FileMode, uid, gid int) error {
+	_, err := f.Write(data)
 	if err == nil {
-		err = f.Chmod(0o400)
+		err = f.Chmod(mode)
 	}
 	if err == nil {
 		err = f.Chown(uid, gid)
@@ -77,10 +87,7 @@ func writeSecret(p string, data []byte, uid, gid int) error {
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err != nil {
-		return fmt.Errorf("setup secret %q: %w", p, err)
-	}
-	return nil
+	return err
 }
 
 func mkdirOwned(d string, uid, gid int) error {
@@ -127,17 +134,7 @@ func writeMarker(p string, uid, gid int) error {
 	if err != nil {
 		return fmt.Errorf("setup marker %q: %w", p, err)
 	}
-	_, err = fmt.Fprintf(f, "owner marker %s\n", hex.EncodeToString(b[:]))
-	if err == nil {
-		err = f.Chmod(0o644)
-	}
-	if err == nil {
-		err = f.Chown(uid, gid)
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := finishOwned(f, []byte("owner marker "+hex.EncodeToString(b[:])+"\n"), 0o644, uid, gid); err != nil {
 		return fmt.Errorf("setup marker %q: %w", p, err)
 	}
 	return nil
