@@ -393,6 +393,35 @@ var _ = Describe("the stop engine, on a fake tree,", framework.Fakeproc, func() 
 		Expect(res.Confirmed).To(BeTrue())
 	})
 
+	framework.ConformanceIt("2 stop rules", "should not take a pid reused between a children list and the stat for a descendant", func() {
+		f := newFakeStop(fakeproc.Proc{})
+		tool := f.k.Fork(fpHarness, fakeproc.Proc{PID: 500, Comm: "tool", Setsid: true, Env: fpNoMarker()})
+		sibling := f.k.Fork(fpHarness, fakeproc.Proc{Comm: "sibling", Setsid: true, Env: fpNoMarker()})
+		// The harness's list as a walk reads it before the tool is reaped
+		// and its pid reused by an unrelated process (parent 1, no marker,
+		// its own session): the list still names 500 for this round.
+		f.k.StaleChildren(fpHarness)
+		newcomer := f.k.Reuse(tool.PID, fakeproc.Proc{Comm: "unrelated", Setsid: true, Env: fpNoMarker()})
+		Expect(newcomer.PID).To(Equal(tool.PID))
+		kids, err := f.k.FS().Children(fpHarness)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(kids).To(ContainElement(tool.PID), "the harness's list still names the reused pid")
+		st, err := f.k.FS().Stat(tool.PID)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(st.Identity()).To(Equal(newcomer), "the pid's stat is the newcomer's")
+
+		res := f.run()
+		// The list was read in round 0: the sibling it names was reached there.
+		fpExpectStopped(f, res, sibling, 0, stop.WhyDescendant)
+		Expect(f.rounds[0].Stats[tool.PID].Identity()).To(Equal(newcomer), "the newcomer was visible to round 0")
+		Expect(f.k.SignalsTo(newcomer)).To(BeEmpty())
+		Expect(f.k.Alive(newcomer)).To(BeTrue())
+		for r, snap := range f.rounds {
+			Expect(fpIDs(snap.Reached)).NotTo(ContainElement(newcomer), "round %d reached the newcomer", r)
+			Expect(fpIDs(snap.Tree)).NotTo(ContainElement(newcomer), "round %d took the newcomer into the tree", r)
+		}
+	})
+
 	framework.ConformanceIt("2 stop rules", "should not signal a pid reused between the scan and pidfd_open", func() {
 		f := newFakeStop(fakeproc.Proc{})
 		tool := f.k.Fork(fpHarness, fakeproc.Proc{PID: 500, Comm: "tool", Setsid: true, Env: fpNoMarker()})

@@ -206,6 +206,9 @@ func (k *Kernel) syncChildren() {
 		b.WriteByte(' ')
 	}
 	for pid := range k.procs {
+		if k.stale[pid] {
+			continue // StaleChildren: what it read before, until the pause
+		}
 		want := ""
 		if b := lists[pid]; b != nil {
 			want = b.String()

@@ -190,6 +190,9 @@ type Kernel struct {
 	// lastStart remembers the start time of every pid's last holder, so a
 	// reused pid never repeats an identity even within one clock tick.
 	lastStart map[int]uint64
+	// stale holds the pids whose children list StaleChildren froze until
+	// the next pause.
+	stale map[int]bool
 
 	// BeforeOpen runs in Open before the pid is resolved: a pid reused here
 	// is pinned as the new process, which the engine's start-time re-check
@@ -232,7 +235,7 @@ func New(t TB, opt Options) *Kernel {
 		opt.Epoch = time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 	}
 	k := &Kernel{t: t, root: opt.Dir, opt: opt, procs: map[int]*process{}, uptime: opt.Uptime,
-		nextPID: 300, scripts: map[int][]func(*Kernel){}, lastStart: map[int]uint64{}, children: map[int]string{}}
+		nextPID: 300, scripts: map[int][]func(*Kernel){}, lastStart: map[int]uint64{}, children: map[int]string{}, stale: map[int]bool{}}
 	if err := os.MkdirAll(k.root, 0o755); err != nil {
 		t.Fatalf("fakeproc: create proc root %q: %v", opt.Dir, err)
 	}
@@ -579,6 +582,23 @@ func (k *Kernel) Reuse(pid int, p Proc) proc.Identity {
 		p.Env = []string{}
 	}
 	return k.create(p)
+}
+
+// StaleChildren keeps pid's children list as it reads now until the next
+// pause (the engine's next round), whatever happens to the listed children
+// meanwhile: every reading in this round sees what a supervisor would see
+// that read the list just before the changes that follow (a child's exit,
+// its reaping and its pid's reuse) and the rest of the tree just after.
+// The list is brought up to date at the pause.
+func (k *Kernel) StaleChildren(pid int) {
+	k.t.Helper()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if _, ok := k.procs[pid]; !ok {
+		k.t.Fatalf("fakeproc: stale children of pid %d: no such process", pid)
+		return
+	}
+	k.stale[pid] = true
 }
 
 // SetEnv rewrites a process's environment, as a process that re-executes

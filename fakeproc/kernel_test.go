@@ -427,3 +427,24 @@ func TestZombieLeaderWithALiveThread(t *testing.T) {
 		t.Error("reaped zombie still listed")
 	}
 }
+
+// StaleChildren keeps a parent's list naming a child that was reaped and
+// whose pid was reused, until the next pause brings it up to date.
+func TestStaleChildrenLastsUntilThePause(t *testing.T) {
+	k := fakeproc.New(t, fakeproc.Options{Subreaper: 100})
+	k.Spawn(fakeproc.Proc{PID: 100, Comm: "warden"})
+	h := k.Fork(100, fakeproc.Proc{Comm: "harness"})
+	tool := k.Fork(h.PID, fakeproc.Proc{Comm: "tool"})
+	k.StaleChildren(h.PID)
+	newcomer := k.Reuse(tool.PID, fakeproc.Proc{Comm: "unrelated"})
+	if kids, err := k.FS().Children(h.PID); err != nil || !slices.Contains(kids, tool.PID) {
+		t.Fatalf("children of the harness before the pause: %v, %v; want the stale %d", kids, err, tool.PID)
+	}
+	if got := k.Parent(newcomer); got != 1 {
+		t.Fatalf("parent of the newcomer %s = %d, want 1", newcomer, got)
+	}
+	k.Pause(context.Background(), 0, nil)
+	if kids, err := k.FS().Children(h.PID); err != nil || slices.Contains(kids, tool.PID) {
+		t.Fatalf("children of the harness after the pause: %v, %v; want no %d", kids, err, tool.PID)
+	}
+}

@@ -188,6 +188,10 @@ func (k *Kernel) Pause(_ context.Context, round int, _ []stop.Member) {
 	k.ApplyPending()
 	k.mu.Lock()
 	k.round = round + 1
+	if len(k.stale) > 0 {
+		clear(k.stale)
+		k.syncChildren()
+	}
 	scripts := k.scripts[round+1]
 	delete(k.scripts, round+1)
 	k.mu.Unlock()

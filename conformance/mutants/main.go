@@ -36,6 +36,7 @@ var Catalog = []Mutant{
 	{mutant.NoMarker, "2 stop rules", "no WARDEN_LAUNCH marker scan"},
 	{mutant.NoSubreaper, "2 stop rules", "no child subreaper, so adopted orphans are not reached"},
 	{mutant.NoStartCheck, "2 stop rules", "no start-time re-check before signalling (hits a reused pid)"},
+	{mutant.NoParentCheck, "2 stop rules", "the kernel walk takes a listed pid's stat without checking its parent: a pid reaped and reused by an unrelated process between a children list and the stat is signalled as a descendant"},
 	{mutant.GroupReuse, "2 stop rules", "a group signalled after its id was taken by another leader"},
 	{mutant.NoCont, "2 stop rules", "no SIGCONT to stopped processes"},
 	{mutant.NoKill, "2 stop rules", "never escalates to KILL after the grace"},

@@ -29,6 +29,7 @@ const (
 	NoKill           Name = "nokill"
 	NoLease          Name = "nolease"
 	NoMarker         Name = "nomarker"
+	NoParentCheck    Name = "noparentcheck"
 	NonJSONStop      Name = "nonjsonstop"
 	NoReap           Name = "noreap"
 	NoStartCheck     Name = "nostartcheck"

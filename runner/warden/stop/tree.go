@@ -8,7 +8,9 @@ import (
 )
 
 // ErrMoved means the tree changed while it was read: a listed process was
-// gone (exited and reaped) before its stat was read.
+// gone (exited and reaped) before its stat was read, or its pid was taken
+// by a process that is not a child of the tree (reaped and reused in
+// between).
 var ErrMoved = errors.New("the tree moved while it was read")
 
 // Node is one process the kernel's children lists showed, with the parent
@@ -38,7 +40,10 @@ func (n Node) Dead() bool { return n.stat.Dead() }
 // A child listed but gone before its stat could be read makes Walk return
 // ErrMoved along with what it read: it may have handed a child of its own
 // to the supervisor after the supervisor's list was read, so the reading
-// cannot vouch for the whole tree.
+// cannot vouch for the whole tree. So does a listed pid whose stat names a
+// parent outside the tree (see parentInTree): the child was reaped and its
+// pid reused by an unrelated process between the list and the stat, and
+// that newcomer is not entered, not listed and never signalled.
 func (s *Scanner) Walk(skip map[int]bool) ([]Node, error) {
 	nodes, err := s.walk(s.Launch.Self, skip, nil, nil, false)
 	if err == nil && s.vanished > 0 {
@@ -67,6 +72,9 @@ func (s *Scanner) walk(root int, skip map[int]bool, visit func(Node), known map[
 	var out []Node
 	s.vanished = 0
 	seen := map[int]bool{root: true}
+	// tree holds the pids whose stat this walk read and took in: a listed
+	// child's stat must name one of them (or the supervisor) as its parent.
+	tree := map[int]bool{root: true, s.Launch.Self: true}
 	type item struct {
 		st   proc.Stat
 		full bool
@@ -95,12 +103,17 @@ func (s *Scanner) walk(root int, skip map[int]bool, visit func(Node), known map[
 			}
 			seen[c] = true
 			st, ok := known[c]
-			if !ok || st.Dead() {
+			if !ok || st.Dead() || !parentInTree(st, p, tree) {
 				if st, err = s.FS.Stat(c); err != nil {
 					s.vanished++ // gone between the list and the stat
 					continue
 				}
+				if !parentInTree(st, p, tree) {
+					s.vanished++ // reaped and its pid reused between the list and the stat
+					continue
+				}
 			}
+			tree[c] = true
 			why := WhyDescendant
 			if p == s.Launch.Self {
 				why = WhyOrphan
@@ -116,6 +129,23 @@ func (s *Scanner) walk(root int, skip map[int]bool, visit func(Node), known map[
 		}
 	}
 	return out, nil
+}
+
+// parentInTree reports whether a stat read for a pid that lister's
+// children list named can be the listed child: its parent is the lister,
+// or, if the lister exited after its list was read, the process the child
+// was handed to, which is the supervisor (the child subreaper) or a
+// subreaper below it, i.e. a process of the tree already taken in (an
+// ancestor is always visited before its descendants). Any other parent
+// means the listed child was reaped and its pid reused by a process
+// outside the tree. A known stat read before the list may fail this for a
+// pid reused the other way (an outsider then, the child now): it is read
+// again.
+func parentInTree(st proc.Stat, lister int, tree map[int]bool) bool {
+	if mutant.Is(mutant.NoParentCheck) {
+		return true
+	}
+	return st.PPID == lister || tree[st.PPID]
 }
 
 // treeRoots are where a hold walks from: the supervisor, or for a stop of
