@@ -12,7 +12,7 @@
 // filesystem diff):
 //
 //	BaseDir/SESSION/          root 0755
-//	    bin/warden            verified by sha256 in the sandbox
+//	    bin/warden            verified by sha256 in the sandbox (uploaded, or placed by the probe from Binaries.WardenAt)
 //	    bin/bash              bash-static, only when the adapter needs bash and the image has none
 //	    bin/rmtree            the optional removal helper
 //	    tools/probe           the hashing witness
