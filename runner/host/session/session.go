@@ -1,5 +1,5 @@
 // Package session is the host side of one adapter in one sandbox (contract
-// §6): seed (upload warden, verify its sha256 inside the sandbox,
+// §6): seed (upload or place warden, verify its sha256 inside the sandbox,
 // create the adapter's private session dir, provide bash privately, run the
 // adapter's install under warden), activate (launch the harness under
 // `warden supervise --detach --lease`, join or replay the same activation
