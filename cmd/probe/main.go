@@ -3,7 +3,7 @@
 // harness runs and after it closed, and reports what changed. It is a static
 // binary that needs nothing from the image, and it shares no code with warden.
 //
-//	probe snapshot [--markers PATH,...] [--proc-root DIR] [--root DIR] [--no-exec]
+//	probe snapshot [--place SRC,DST] [--markers PATH,...] [--proc-root DIR] [--root DIR] [--no-exec]
 //	probe setup --owner UID:GID [--dirs DIR,...] [--write-markers PATH,...] [--markers PATH,...] [--secret PATH]
 //	probe diff BEFORE.json AFTER.json
 //
@@ -12,6 +12,11 @@
 // --markers hashed: the whole owner setup in one run. --secret writes its
 // stdin (at most 64 KiB) to PATH, mode 0400, owned by --owner: the case's
 // challenge, in the same run.
+//
+// snapshot --place copies SRC to DST (mode 0755, through a new file renamed
+// over DST) before the snapshot, so the --markers hashes that follow are of
+// the placed file: a session's seed places warden from the owner's volume
+// and verifies it in one run.
 //
 // diff exits 0 when nothing changed, 1 when something did, 2 on bad usage.
 package main
@@ -47,7 +52,7 @@ var stdin io.Reader = os.Stdin
 // maxSecret bounds what --secret reads: a challenge is one short line.
 const maxSecret = 64 << 10
 
-const usage = `usage: probe snapshot [--markers PATH,...] [--proc-root DIR] [--root DIR]
+const usage = `usage: probe snapshot [--place SRC,DST] [--markers PATH,...] [--proc-root DIR] [--root DIR] [--no-exec]
        probe setup --owner UID:GID [--dirs DIR,...] [--write-markers PATH,...] [--markers PATH,...] [--secret PATH]
        probe diff BEFORE.json AFTER.json`
 
@@ -90,6 +95,7 @@ func snapshot(stdout, stderr io.Writer, args []string) error {
 	procRoot := fs.String("proc-root", "/proc", "where /proc is")
 	root := fs.String("root", "/", "root under which etc/os-release is read")
 	noExec := fs.Bool("no-exec", false, "find and hash python3 and bash without running them")
+	place := fs.String("place", "", "SRC,DST: copy SRC to DST before the snapshot")
 	if err := fs.Parse(args); err != nil {
 		return usagef("snapshot: %v", err)
 	}
@@ -99,6 +105,15 @@ func snapshot(stdout, stderr io.Writer, args []string) error {
 	ms, err := pathList("--markers", *markers)
 	if err != nil {
 		return err
+	}
+	if *place != "" {
+		ps, err := pathList("--place", *place)
+		if err != nil || len(ps) != 2 {
+			return usagef("snapshot: --place: bad value %q (want SRC,DST, two absolute paths)", *place)
+		}
+		if err := probe.Place(ps[0], ps[1]); err != nil {
+			return err
+		}
 	}
 	s, err := probe.Take(context.Background(), probe.Options{ProcRoot: *procRoot, Root: *root, Markers: ms, NoExec: *noExec})
 	if err != nil {

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,6 +24,9 @@ func TestUsageErrors(t *testing.T) {
 		{"snapshot", "--markers", "relative/path"},
 		{"snapshot", "--markers", "/a,,/b"},
 		{"snapshot", "--bogus"},
+		{"snapshot", "--place", "/only-one"},
+		{"snapshot", "--place", "relative,/b"},
+		{"snapshot", "--place", "/a,/b,/c"},
 		{"diff", "one.json"},
 		{"setup"},
 		{"setup", "--owner", "1000"},
@@ -85,6 +90,37 @@ func TestSnapshotThenDiff(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &r); err != nil || r.Clean || len(r.Changes) != 1 {
 		t.Fatalf("diff report = %+v, %v; want one change", r, err)
 	}
+}
+
+// snapshot --place copies before it hashes: the marker's hash is the placed
+// file's (a session's seed verifies the warden it placed, not its source).
+func TestSnapshotPlacesThenHashesThePlacedFile(t *testing.T) {
+	dir := t.TempDir()
+	src, dst := filepath.Join(dir, "warden"), filepath.Join(dir, "bin-warden")
+	if err := os.WriteFile(src, []byte("the build"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := run(&out, &bytes.Buffer{}, []string{"snapshot", "--no-exec", "--place", src + "," + dst, "--markers", dst}); err != nil {
+		t.Fatalf("snapshot --place: %v", err)
+	}
+	var s probe.Snapshot
+	if err := json.Unmarshal(out.Bytes(), &s); err != nil {
+		t.Fatalf("snapshot output: %v\n%s", err, out.Bytes())
+	}
+	if len(s.Markers) != 1 || s.Markers[0].Missing || s.Markers[0].SHA256 != sha256hex("the build") {
+		t.Fatalf("markers %+v, want %s hashed as %s", s.Markers, dst, sha256hex("the build"))
+	}
+	// A source that cannot be placed fails the run before any snapshot.
+	out.Reset()
+	if err := run(&out, &bytes.Buffer{}, []string{"snapshot", "--place", filepath.Join(dir, "none") + "," + dst, "--markers", dst}); err == nil || out.Len() != 0 {
+		t.Fatalf("snapshot --place of a missing source: %v, output %q; want an error and no snapshot", err, out.Bytes())
+	}
+}
+
+func sha256hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
 }
 
 func TestDiffRejectsOtherSchema(t *testing.T) {

@@ -24,6 +24,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -153,11 +154,27 @@ func Take(ctx context.Context, o Options) (Snapshot, error) {
 	}
 	s := Snapshot{Schema: Schema, TakenAt: time.Now().UTC(), Path: o.Path, Markers: []Marker{}}
 	s.OS, s.OSName = readOSRelease(o.Root)
-	s.Python3 = findTool(ctx, "python3", o.Path, o.ToolTimeout, o.NoExec)
-	s.Bash = findTool(ctx, "bash", o.Path, o.ToolTimeout, o.NoExec)
+	// python3 and bash are looked at side by side, each in a goroutine of
+	// its own (hash, then `--version`), while the markers are hashed: the
+	// owner's setup and verify wait for this run, and two interpreters'
+	// starts one after the other were most of it. Each tool is still
+	// looked at whole, and all of them are done before the process table
+	// is read.
+	var wg sync.WaitGroup
+	for _, t := range []struct {
+		name string
+		dst  *Tool
+	}{{"python3", &s.Python3}, {"bash", &s.Bash}} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			*t.dst = findTool(ctx, t.name, o.Path, o.ToolTimeout, o.NoExec)
+		}()
+	}
 	for _, m := range o.Markers {
 		s.Markers = append(s.Markers, readMarker(m))
 	}
+	wg.Wait()
 	procs, err := ReadProcesses(o.ProcRoot)
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("take snapshot: %w", err)

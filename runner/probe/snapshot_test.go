@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"syscall"
 	"testing"
+	"time"
 )
 
 func TestParseOSRelease(t *testing.T) {
@@ -150,6 +151,32 @@ func TestToolVersionFailureIsRecorded(t *testing.T) {
 	}
 	if s.Python3.Absent() || s.Python3.Version != "broken" || s.Python3.Error == "" {
 		t.Errorf("python3 = %+v; want present, version %q, an error", s.Python3, "broken")
+	}
+}
+
+// python3 and bash are looked at side by side: each fake here answers
+// --version only once the other has started, so one after the other the
+// first would wait out its ToolTimeout and carry an error. Both are
+// still whole (hash and version), and done before the process table.
+func TestTakeLooksAtToolsSideBySide(t *testing.T) {
+	dir := t.TempDir()
+	tool := func(me, other, answer string) string {
+		return "#!/bin/sh\ntouch " + filepath.Join(dir, me+".started") + "\n" +
+			"while [ ! -e " + filepath.Join(dir, other+".started") + " ]; do sleep 0.01; done\necho '" + answer + "'\n"
+	}
+	py, bash := tool("python3", "bash", "Python 3.11.2"), tool("bash", "python3", "GNU bash, version 5.2.15")
+	writeFile(t, filepath.Join(dir, "python3"), py, 0o755)
+	writeFile(t, filepath.Join(dir, "bash"), bash, 0o755)
+	// The fakes find touch and sleep after themselves on the PATH.
+	s, err := Take(context.Background(), Options{ProcRoot: newFakeProc(t).root, Path: dir + ":/usr/bin:/bin", ToolTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Python3.Version != "Python 3.11.2" || s.Python3.SHA256 != sum(py) || s.Python3.Error != "" {
+		t.Errorf("python3 = %+v, want its version and hash, no error", s.Python3)
+	}
+	if s.Bash.Version != "GNU bash, version 5.2.15" || s.Bash.SHA256 != sum(bash) || s.Bash.Error != "" {
+		t.Errorf("bash = %+v, want its version and hash, no error", s.Bash)
 	}
 }
 

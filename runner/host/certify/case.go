@@ -35,6 +35,7 @@ const (
 	ownerDir    = BaseDir + "/owner" // the owner's volume, read-only
 	probePath   = ownerDir + "/probe"
 	agentPath   = ownerDir + "/sandagent"
+	wardenPath  = ownerDir + "/warden" // placed into each session's bin/ by seed, not uploaded
 	activation  = "activation"
 )
 

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"runtime"
 	"sort"
@@ -312,11 +313,13 @@ func newRunner(o Options) (*runner, error) {
 		return nil, fmt.Errorf("certify: warden: %w", err)
 	}
 	arch := runtime.GOARCH
-	// The session's probe (seed's hash of warden) is the build on the
-	// owner's read-only volume, which every case's sandbox mounts: its
-	// bytes need not go over the agent again for every case.
+	// The session's probe (seed's hash of warden) and warden are the
+	// builds on the owner's read-only volume, which every case's sandbox
+	// mounts: their bytes need not go over the agent again for every
+	// case. Seed copies warden into the session's bin/ inside the
+	// sandbox and hashes the copy against o.Warden's sha256.
 	r.bins = session.Binaries{Warden: map[string]string{arch: o.Warden}, Probe: map[string]string{arch: o.Probe},
-		ProbeAt: map[string]string{arch: probePath}}
+		ProbeAt: map[string]string{arch: probePath}, WardenAt: map[string]string{arch: wardenPath}}
 	if o.Bash != "" {
 		r.bins.Bash = map[string]string{arch: o.Bash}
 	}
@@ -384,14 +387,15 @@ func (r *runner) prepare(ctx context.Context, work string, cases []caseSpec) err
 	if err := os.Chmod(work, 0o755); err != nil {
 		return fmt.Errorf("certify: %w", err)
 	}
-	// The probe and the session agent go into a volume of their own,
-	// mounted read-only into every sandbox: nothing of the host is
-	// visible, and nothing is uploaded per case.
+	// The probe, the session agent and warden go into a volume of their
+	// own, mounted read-only into every sandbox: nothing of the host is
+	// visible, and nothing is uploaded per case (seed places warden from
+	// it, session.Binaries.WardenAt).
 	ownerTree := filepath.Join(work, "owner")
 	if err := os.MkdirAll(ownerTree, 0o755); err != nil {
 		return fmt.Errorf("certify: %w", err)
 	}
-	for src, name := range map[string]string{r.opts.Probe: "probe", r.opts.Agent: "sandagent"} {
+	for name, src := range ownerFiles(r.opts) {
 		if err := copyExec(src, filepath.Join(ownerTree, name)); err != nil {
 			return fmt.Errorf("certify: %w", err)
 		}
@@ -416,6 +420,13 @@ func (r *runner) prepare(ctx context.Context, work string, cases []caseSpec) err
 	// A runtime that cannot be made (a package the registry does not
 	// know, a tarball off its pin) stops the run before any case starts.
 	return r.prepareRuntimes(ctx, work, runtime.GOARCH, cases)
+}
+
+// ownerFiles is the owner volume's tree: the host build behind each name
+// under ownerDir that the cases run or place (probePath, agentPath,
+// wardenPath).
+func ownerFiles(o Options) map[string]string {
+	return map[string]string{path.Base(probePath): o.Probe, path.Base(agentPath): o.Agent, path.Base(wardenPath): o.Warden}
 }
 
 // volume returns the provider's read-only volume holding the tree dir,

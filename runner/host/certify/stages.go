@@ -364,7 +364,7 @@ func (cr *caseRun) seed(ctx context.Context, bx sandboxed) (*session.Session, er
 		cr.timing.Install = launchSeconds(re.Receipt)
 	}
 	if !stopsCase(err) {
-		cr.check("seed", clauseSeed, err == nil, "warden uploaded and verified, runtime and install: %s", errText(err, cr.r.key))
+		cr.check("seed", clauseSeed, err == nil, "warden placed from the owner volume and its sha256 verified, runtime and install: %s", errText(err, cr.r.key))
 	}
 	if err != nil {
 		cr.errType("seed_failed")

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -588,5 +589,98 @@ func TestLocalConfinedCapturesRefused(t *testing.T) {
 		if !errors.Is(err, provider.ErrUnconfined) || serr == nil {
 			t.Errorf("confined over the local provider: close %v (want ErrUnconfined), run dir on the host: %v", err, serr)
 		}
+	}
+}
+
+// uploads records the sandbox path of every Upload.
+type uploads struct {
+	provider.Sandbox
+	mu    sync.Mutex
+	paths []string
+}
+
+func (u *uploads) Upload(ctx context.Context, p string, data io.Reader, size int64, mode os.FileMode, uid, gid int) error {
+	u.mu.Lock()
+	u.paths = append(u.paths, p)
+	u.mu.Unlock()
+	return u.Sandbox.Upload(ctx, p, data, size, mode, uid, gid)
+}
+
+// A warden build the sandbox already holds (certify's owner volume) is
+// placed at bin/warden inside the sandbox, not uploaded, and the placed
+// file is what seed verifies: the same build seeds a session that runs and
+// closes (rmtree's guard finds bin/warden), another build is refused with
+// ErrHashMismatch and nothing is activated.
+func TestLocalSeedPlacesWardenFromTheSandbox(t *testing.T) {
+	ctx := ctxT(t, 2*time.Minute)
+	a := runtime.GOARCH
+	warden, err := os.ReadFile(bins.Warden[a])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name    string
+		held    []byte // what the sandbox holds at /owner/warden
+		wantErr error
+	}{
+		{"the same build", warden, nil},
+		{"another build", append(append([]byte{}, warden...), 0), session.ErrHashMismatch},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			lsb, err := local.New(t.TempDir()).Create(ctx, provider.CreateSpec{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { lsb.Destroy(context.Background()) })
+			root := lsb.(*local.Sandbox).Root()
+			if err := os.MkdirAll(filepath.Join(root, "owner"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(root, "owner", "warden"), c.held, 0o555); err != nil {
+				t.Fatal(err)
+			}
+			b := bins
+			b.WardenAt = map[string]string{a: "/owner/warden"}
+			sb := &uploads{Sandbox: lsb}
+			s, err := session.New(sb, testAdapter("exit"), session.Config{ID: "placed", Binaries: b,
+				CaptureDir: t.TempDir(), UnconfinedCaptures: true, Owned: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = s.Seed(ctx)
+			for _, p := range sb.paths {
+				if strings.HasSuffix(p, "/bin/warden") {
+					t.Errorf("warden uploaded to %s although the sandbox holds a build", p)
+				}
+			}
+			if len(sb.paths) == 0 {
+				t.Error("no upload recorded at all: the recorder saw nothing (positive control)")
+			}
+			if !errors.Is(err, c.wantErr) {
+				t.Fatalf("seed: %v, want %v", err, c.wantErr)
+			}
+			placed := filepath.Join(s.HostPath(s.Dir()), "bin", "warden")
+			if c.wantErr != nil {
+				if _, err := s.Activate(ctx, "a1", "p", 10); !errors.Is(err, session.ErrNotSeeded) {
+					t.Fatalf("activate after a refused warden: %v, want ErrNotSeeded", err)
+				}
+			} else {
+				got, err := os.ReadFile(placed)
+				if fi, serr := os.Stat(placed); err != nil || serr != nil || !bytes.Equal(got, warden) || fi.Mode().Perm() != 0o755 {
+					t.Fatalf("placed warden: %d bytes (%v), stat %v; want the build's %d bytes, 0755", len(got), err, serr, len(warden))
+				}
+				res, err := s.Activate(ctx, "a1", "token", 60)
+				if err != nil || !res.Receipt.CleanupConfirmed {
+					t.Fatalf("activate with the placed warden: %+v, %v", res, err)
+				}
+			}
+			cr, err := s.Close(ctx)
+			if err != nil {
+				t.Fatalf("close: %v", err)
+			}
+			if _, err := os.Stat(s.HostPath(s.Dir())); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("session dir not removed (SessionDirRemoved %t): %v", cr.SessionDirRemoved, err)
+			}
+		})
 	}
 }

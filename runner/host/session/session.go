@@ -1,5 +1,5 @@
 // Package session is the host side of one adapter in one sandbox (contract
-// §6): seed (upload warden, verify its sha256 inside the sandbox,
+// §6): seed (upload or place warden, verify its sha256 inside the sandbox,
 // create the adapter's private session dir, provide bash privately, run the
 // adapter's install under warden), activate (launch the harness under
 // `warden supervise --detach --lease`, join or replay the same activation
@@ -12,7 +12,7 @@
 // filesystem diff):
 //
 //	BaseDir/SESSION/          root 0755
-//	    bin/warden            verified by sha256 in the sandbox
+//	    bin/warden            verified by sha256 in the sandbox (uploaded, or placed by the probe from Binaries.WardenAt)
 //	    bin/bash              bash-static, only when the adapter needs bash and the image has none
 //	    bin/rmtree            the optional removal helper
 //	    tools/probe           the hashing witness
@@ -97,6 +97,15 @@ type Binaries struct {
 	// were most of seed's one transfer after warden's). The caller
 	// vouches that it is the same build.
 	ProbeAt map[string]string
+	// WardenAt is the sandbox path of a warden build the sandbox already
+	// holds read-only (certify's owner volume), by GOARCH: seed places it
+	// at bin/warden with a copy inside the sandbox (the probe's, in the
+	// run that then hashes the placed file) instead of uploading Warden's
+	// 3.5 MB for every session. Warden's build is still required: its
+	// sha256 is what the placed file must have (ErrHashMismatch if the
+	// sandbox's copy is another build). Used only with a probe (Probe or
+	// ProbeAt); without one warden is uploaded.
+	WardenAt map[string]string
 	// Bash is a static bash (Debian's bash-static), uploaded when the
 	// adapter needs bash and the image has none.
 	Bash map[string]string
@@ -369,10 +378,11 @@ func (s *Session) seed(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// One transfer for the whole tree: the dirs, warden, the probe, the
-	// removal helper and the adapter's files. Every round trip to the
-	// engine costs more than the bytes.
-	entries, probePath := seedTree{
+	// One transfer for the whole tree: the dirs, warden (unless the
+	// sandbox holds a build to place), the probe (unless the sandbox holds
+	// one), the removal helper and the adapter's files. Every round trip
+	// to the engine costs more than the bytes.
+	entries, probePath, wardenFrom := seedTree{
 		dir: s.dir, uid: s.uid, gid: s.gid, arch: s.arch, warden: wardenHost,
 		bins: s.cfg.Binaries, dirs: s.adapter.Dirs, files: s.adapter.Files,
 	}.entries()
@@ -390,9 +400,14 @@ func (s *Session) seed(ctx context.Context) error {
 	wardenPath := path.Join(s.dir, "bin", "warden")
 	expect := map[string]string{wardenPath: s.wardenSHA}
 
-	// One probe run both tells whether the image has bash and hashes
-	// warden; a second one only when bash had to be provided.
-	snap, err := s.inspectImage(ctx, probePath, wardenPath)
+	// One probe run places warden when it comes from inside the sandbox,
+	// tells whether the image has bash and hashes warden (the placed
+	// file); a second one only when bash had to be provided.
+	var place []string
+	if wardenFrom != "" {
+		place = []string{wardenFrom, wardenPath}
+	}
+	snap, err := s.inspectImage(ctx, probePath, place, wardenPath)
 	if err != nil {
 		return err
 	}
@@ -520,30 +535,37 @@ type seedTree struct {
 }
 
 // entries is the tree as one transfer, in the order it is made: the
-// session's own dirs, warden, the probe (unless the sandbox holds one,
-// ProbeAt) and the removal helper when there is a build for the arch,
+// session's own dirs, warden (unless the sandbox holds a build and there
+// is a probe to place it, WardenAt), the probe (unless the sandbox holds
+// one, ProbeAt) and the removal helper when there is a build for the arch,
 // each adapter dir with its missing parents
 // (once each), then the adapter's files sorted by path. probe is the
-// probe's sandbox path, "" when there is none.
-func (t seedTree) entries() (entries []provider.Entry, probe string) {
+// probe's sandbox path, "" when there is none; wardenFrom is the sandbox
+// path the probe places bin/warden from, "" when warden is in entries.
+func (t seedTree) entries() (entries []provider.Entry, probe, wardenFrom string) {
 	entries = []provider.Entry{{Path: t.dir, Dir: true, Mode: 0o755}}
 	for _, d := range []string{"bin", "tools", "state", "run"} {
 		entries = append(entries, provider.Entry{Path: path.Join(t.dir, d), Dir: true, Mode: 0o755})
 	}
-	entries = append(entries,
-		provider.Entry{Path: path.Join(t.dir, "home"), Dir: true, Mode: 0o700, UID: t.uid, GID: t.gid},
-		provider.Entry{Path: path.Join(t.dir, "bin", "warden"), HostPath: t.warden, Mode: 0o755})
+	entries = append(entries, provider.Entry{Path: path.Join(t.dir, "home"), Dir: true, Mode: 0o700, UID: t.uid, GID: t.gid})
+	var probeEntry []provider.Entry
 	if at, ok := t.bins.ProbeAt[t.arch]; ok {
 		probe = at
 	} else if probeHost, ok := t.bins.Probe[t.arch]; ok {
 		probe = path.Join(t.dir, "tools", "probe")
-		entries = append(entries, provider.Entry{Path: probe, HostPath: probeHost, Mode: 0o755})
+		probeEntry = []provider.Entry{{Path: probe, HostPath: probeHost, Mode: 0o755}}
 	}
+	if at, ok := t.bins.WardenAt[t.arch]; ok && probe != "" {
+		wardenFrom = at
+	} else {
+		entries = append(entries, provider.Entry{Path: path.Join(t.dir, "bin", "warden"), HostPath: t.warden, Mode: 0o755})
+	}
+	entries = append(entries, probeEntry...)
 	if rm, ok := t.bins.Rmtree[t.arch]; ok {
 		entries = append(entries, provider.Entry{Path: path.Join(t.dir, "bin", "rmtree"), HostPath: rm, Mode: 0o755})
 	}
 	entries = t.adapterDirs(entries)
-	return append(entries, t.adapterFiles()...), probe
+	return append(entries, t.adapterFiles()...), probe, wardenFrom
 }
 
 // adapterDirs appends each adapter dir below the session dir, and each of
@@ -609,13 +631,14 @@ type imageFacts struct {
 	hashed map[string]string
 }
 
-// inspectImage asks the uploaded probe (when there is one) whether the
-// image has bash, hashing the given files in the same run. Without a
-// probe, bash is looked for by running it.
-func (s *Session) inspectImage(ctx context.Context, probe string, hash ...string) (imageFacts, error) {
+// inspectImage asks the probe (when there is one) whether the image has
+// bash, hashing the given files in the same run, after copying place[0]
+// to place[1] when place is given (warden from the sandbox's own build).
+// Without a probe, bash is looked for by running it.
+func (s *Session) inspectImage(ctx context.Context, probe string, place []string, hash ...string) (imageFacts, error) {
 	f := imageFacts{probe: probe, hashed: map[string]string{}}
 	if probe != "" {
-		snap, err := s.snapshot(ctx, probe, hash)
+		snap, err := s.snapshot(ctx, probe, place, hash)
 		if err != nil {
 			return f, err
 		}
@@ -644,10 +667,15 @@ type probeSnapshot struct {
 	} `json:"markers"`
 }
 
-func (s *Session) snapshot(ctx context.Context, probe string, markers []string) (*probeSnapshot, error) {
+// snapshot runs the probe's snapshot hashing markers, after copying
+// place[0] to place[1] inside the sandbox when place is given.
+func (s *Session) snapshot(ctx context.Context, probe string, place, markers []string) (*probeSnapshot, error) {
 	// --no-exec: seed only needs to know where bash is and to hash files;
 	// it must not start the image's python3 or bash (tripwire specs).
 	argv := []string{s.x(probe), "snapshot", "--no-exec"}
+	if len(place) == 2 {
+		argv = append(argv, "--place", s.x(place[0])+","+s.x(place[1]))
+	}
 	if len(markers) > 0 {
 		xs := make([]string, len(markers))
 		for i, m := range markers {
@@ -692,7 +720,7 @@ func (s *Session) verify(ctx context.Context, f imageFacts, expect map[string]st
 			}
 		}
 		if len(more) > 0 {
-			snap, err := s.snapshot(ctx, f.probe, more)
+			snap, err := s.snapshot(ctx, f.probe, nil, more)
 			if err != nil {
 				return err
 			}

@@ -31,7 +31,10 @@ func TestSeedTreeEntries(t *testing.T) {
 			"f/../g.txt": {Data: []byte("g")},
 		},
 	}
-	got, probe := tree.entries()
+	got, probe, wardenFrom := tree.entries()
+	if wardenFrom != "" {
+		t.Errorf("warden placed from %q without WardenAt, want it uploaded", wardenFrom)
+	}
 	if probe != dir+"/tools/probe" {
 		t.Errorf("probe path %q, want %q", probe, dir+"/tools/probe")
 	}
@@ -88,7 +91,7 @@ func TestSeedTreeEntries(t *testing.T) {
 func TestSeedTreeWithoutOptionalBuilds(t *testing.T) {
 	tree := seedTree{dir: "/s", arch: "arm64", warden: "/h/warden",
 		bins: Binaries{Probe: map[string]string{"amd64": "/h/probe"}, Rmtree: map[string]string{"amd64": "/h/rmtree"}}}
-	got, probe := tree.entries()
+	got, probe, _ := tree.entries()
 	if probe != "" {
 		t.Errorf("probe path %q for an arch without a probe build, want \"\"", probe)
 	}
@@ -107,7 +110,7 @@ func TestSeedTreeWithoutOptionalBuilds(t *testing.T) {
 // not taken for it.
 func TestSeedTreeProbeAlreadyInSandbox(t *testing.T) {
 	bins := Binaries{Probe: map[string]string{"amd64": "/h/probe"}, ProbeAt: map[string]string{"amd64": "/owner/probe"}}
-	got, probe := seedTree{dir: "/s", arch: "amd64", warden: "/h/warden", bins: bins}.entries()
+	got, probe, _ := seedTree{dir: "/s", arch: "amd64", warden: "/h/warden", bins: bins}.entries()
 	if probe != "/owner/probe" {
 		t.Errorf("probe path %q, want the sandbox's /owner/probe", probe)
 	}
@@ -116,8 +119,54 @@ func TestSeedTreeProbeAlreadyInSandbox(t *testing.T) {
 			t.Errorf("the probe is uploaded (%+v) although the sandbox holds one", e)
 		}
 	}
-	if _, probe := (seedTree{dir: "/s", arch: "arm64", warden: "/h/warden", bins: bins}).entries(); probe != "" {
+	if _, probe, _ := (seedTree{dir: "/s", arch: "arm64", warden: "/h/warden", bins: bins}).entries(); probe != "" {
 		t.Errorf("probe path %q for arm64, which has neither a build nor one in the sandbox; want \"\"", probe)
+	}
+}
+
+// A warden build the sandbox holds (WardenAt) is placed by the probe, not
+// uploaded: its bytes are not in the transfer, bin/ (where it goes) is, and
+// the rest of the tree is as with an upload. Without a probe to place and
+// hash it, or without a build for the sandbox's arch there, warden is
+// uploaded as before.
+func TestSeedTreeWardenAlreadyInSandbox(t *testing.T) {
+	paths := func(es []provider.Entry) []string {
+		var ps []string
+		for _, e := range es {
+			ps = append(ps, e.Path)
+		}
+		return ps
+	}
+	bins := Binaries{
+		ProbeAt:  map[string]string{"amd64": "/owner/probe"},
+		WardenAt: map[string]string{"amd64": "/owner/warden"},
+		Rmtree:   map[string]string{"amd64": "/h/rmtree"},
+	}
+	got, probe, from := seedTree{dir: "/s", arch: "amd64", warden: "/h/warden", bins: bins}.entries()
+	if probe != "/owner/probe" || from != "/owner/warden" {
+		t.Errorf("probe %q, warden from %q; want /owner/probe and /owner/warden", probe, from)
+	}
+	want := []string{"/s", "/s/bin", "/s/tools", "/s/state", "/s/run", "/s/home", "/s/bin/rmtree"}
+	if !reflect.DeepEqual(paths(got), want) {
+		t.Errorf("paths %q, want %q (no bin/warden: the probe places it)", paths(got), want)
+	}
+
+	withWarden := []string{"/s", "/s/bin", "/s/tools", "/s/state", "/s/run", "/s/home", "/s/bin/warden"}
+	for _, c := range []struct {
+		name string
+		bins Binaries
+		arch string
+	}{
+		{"no probe", Binaries{WardenAt: bins.WardenAt}, "amd64"},
+		{"another arch's build", Binaries{ProbeAt: map[string]string{"arm64": "/owner/probe"}, WardenAt: bins.WardenAt}, "arm64"},
+	} {
+		got, _, from := seedTree{dir: "/s", arch: c.arch, warden: "/h/warden", bins: c.bins}.entries()
+		if from != "" || !reflect.DeepEqual(paths(got), withWarden) {
+			t.Errorf("%s: warden from %q, paths %q; want it uploaded: %q", c.name, from, paths(got), withWarden)
+		}
+		if e := got[len(got)-1]; e.HostPath != "/h/warden" || e.Mode != 0o755 || e.UID != 0 {
+			t.Errorf("%s: warden entry %+v, want /h/warden 0755 root", c.name, e)
+		}
 	}
 }
 
