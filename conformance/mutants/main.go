@@ -146,7 +146,7 @@ func run(stdout, stderr io.Writer, args []string) error {
 		return err
 	}
 	for r := 1; r <= *runs; r++ {
-		failed, err := runSuite(root, base, filter, *procs, filepath.Join(work, fmt.Sprintf("real-%d.json", r)))
+		failed, err := runSuite(root, base, filter, *procs, false, filepath.Join(work, fmt.Sprintf("real-%d.json", r)))
 		if err != nil {
 			return fmt.Errorf("real warden, run %d: %w", r, err)
 		}
@@ -167,7 +167,7 @@ func run(stdout, stderr io.Writer, args []string) error {
 		}
 		label := framework.ClauseLabel(m.Clause)
 		for r := 1; r <= *runs; r++ {
-			failed, err := runSuite(root, b, label+" && !docker", *procs, filepath.Join(work, fmt.Sprintf("%s-%d.json", m.Name, r)))
+			failed, err := runSuite(root, b, label+" && !docker", *procs, true, filepath.Join(work, fmt.Sprintf("%s-%d.json", m.Name, r)))
 			if err != nil {
 				res.err = err.Error()
 				break
@@ -223,9 +223,21 @@ func prepare(root, work, name, tags string) (binaries, error) {
 
 // runSuite runs the compiled suite against a warden and returns the failed
 // specs with their labels. A suite that fails to run at all is an error.
-func runSuite(root string, b binaries, filter string, procs int, report string) (map[string]map[string]bool, error) {
+//
+// failFast ends the run at its first failed spec (Ginkgo's --fail-fast), as
+// a mutant's runs do: one failing spec of the clause is the kill, and the
+// specs a mutant makes wait out their deadlines (nokill, nolease, ...) need
+// not all be waited for, which halved make mutants' share of CI's 90
+// minutes. A spec another parallel process interrupted because of that
+// first failure ("Interrupted by Other Ginkgo Process") is not a failure of
+// its own and is not returned. The real warden's runs never fail fast, so
+// every spec it fails is listed.
+func runSuite(root string, b binaries, filter string, procs int, failFast bool, report string) (map[string]map[string]bool, error) {
 	args := []string{"run", "github.com/onsi/ginkgo/v2/ginkgo", "--label-filter=" + filter,
 		"--json-report=" + filepath.Base(report), "--output-dir=" + filepath.Dir(report), "--timeout=20m"}
+	if failFast {
+		args = append(args, "--fail-fast")
+	}
 	if procs > 1 {
 		args = append(args, "-p", fmt.Sprintf("--procs=%d", procs))
 	}
@@ -238,6 +250,18 @@ func runSuite(root string, b binaries, filter string, procs int, report string) 
 	if err != nil {
 		return nil, fmt.Errorf("no report (%v): %v\n%s", runErr, err, tail(out))
 	}
+	failed, err := failedSpecs(data)
+	if err != nil {
+		return nil, fmt.Errorf("decode %s: %w", report, err)
+	}
+	return failed, nil
+}
+
+// failedSpecs reads a Ginkgo JSON report and returns the specs that failed
+// (failed, panicked, timed out, aborted or interrupted), each with its
+// labels. A spec interrupted only because another parallel process aborted
+// the run after its own failure is left out.
+func failedSpecs(data []byte) (map[string]map[string]bool, error) {
 	var reports []struct {
 		SuiteSucceeded bool `json:"SuiteSucceeded"`
 		SpecReports    []struct {
@@ -245,10 +269,13 @@ func runSuite(root string, b binaries, filter string, procs int, report string) 
 			LeafNodeText            string   `json:"LeafNodeText"`
 			LeafNodeLabels          []string `json:"LeafNodeLabels"`
 			State                   string   `json:"State"`
+			Failure                 struct {
+				Message string `json:"Message"`
+			} `json:"Failure"`
 		} `json:"SpecReports"`
 	}
 	if err := json.Unmarshal(data, &reports); err != nil {
-		return nil, fmt.Errorf("decode %s: %w", report, err)
+		return nil, err
 	}
 	failed := map[string]map[string]bool{}
 	for _, r := range reports {
@@ -257,6 +284,9 @@ func runSuite(root string, b binaries, filter string, procs int, report string) 
 			case "failed", "panicked", "timedout", "aborted", "interrupted":
 			default:
 				continue
+			}
+			if s.State == "interrupted" && s.Failure.Message == interruptedByOther {
+				continue // stopped by another process's failure (--fail-fast), not failed
 			}
 			name := strings.TrimSpace(strings.Join(append(s.ContainerHierarchyTexts, s.LeafNodeText), " "))
 			if name == "" {
@@ -271,6 +301,10 @@ func runSuite(root string, b binaries, filter string, procs int, report string) 
 	}
 	return failed, nil
 }
+
+// interruptedByOther is Ginkgo's failure message for a spec that one
+// parallel process stopped when another aborted the run (--fail-fast).
+const interruptedByOther = "Interrupted by Other Ginkgo Process"
 
 func tail(b []byte) string {
 	if len(b) > 3000 {
