@@ -227,8 +227,8 @@ func prepare(root, work, name, tags string) (binaries, error) {
 // failFast ends the run at its first failed spec (Ginkgo's --fail-fast), as
 // a mutant's runs do: one failing spec of the clause is the kill, and the
 // specs a mutant makes wait out their deadlines (nokill, nolease, ...) need
-// not all be waited for, which halved make mutants' share of CI's 90
-// minutes. A spec another parallel process interrupted because of that
+// not all be waited for (nokill 53 -> 13 s, gracewait 41 -> 5 s a run;
+// make mutants was 44 of a loaded CI run's 82 minutes without it). A spec another parallel process interrupted because of that
 // first failure ("Interrupted by Other Ginkgo Process") is not a failure of
 // its own and is not returned. The real warden's runs never fail fast, so
 // every spec it fails is listed.
