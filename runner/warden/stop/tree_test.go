@@ -15,19 +15,8 @@ import (
 // read: the reading must say the tree moved, and list what it did read.
 func TestWalkReportsAChildGoneBeforeItsStat(t *testing.T) {
 	root := t.TempDir()
-	write := func(rel, data string) {
-		t.Helper()
-		p := filepath.Join(root, rel)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(data), 0o444); err != nil {
-			t.Fatal(err)
-		}
-	}
-	stat := func(pid, ppid string, state string) string {
-		return pid + " (hop) " + state + " " + ppid + " 1 1 0 -1 4194304 97 0 0 0 1 2 0 0 20 0 1 0 5000 0 0 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0 0 0 0 0 0 0 0 0\n"
-	}
+	write := procWriter(t, root)
+	stat := func(pid, ppid, state string) string { return statLine(pid, "hop", state, ppid) }
 	write("100/task/100/children", "200 300 ")
 	write("300/stat", stat("300", "100", "Z"))
 	s := &Scanner{FS: proc.NewFS(root), Launch: Launch{Self: 100}}
@@ -53,19 +42,8 @@ func TestWalkReportsAChildGoneBeforeItsStat(t *testing.T) {
 // parent's list was read is still taken in.
 func TestWalkRefusesAPidReusedOutsideTheTree(t *testing.T) {
 	root := t.TempDir()
-	write := func(rel, data string) {
-		t.Helper()
-		p := filepath.Join(root, rel)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(data), 0o444); err != nil {
-			t.Fatal(err)
-		}
-	}
-	stat := func(pid, ppid string) string {
-		return pid + " (x) S " + ppid + " 1 1 0 -1 4194304 97 0 0 0 1 2 0 0 20 0 1 0 5000 0 0 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0 0 0 0 0 0 0 0 0\n"
-	}
+	write := procWriter(t, root)
+	stat := func(pid, ppid string) string { return statLine(pid, "x", "S", ppid) }
 	// 100 is the supervisor; 200 the harness; 200's list names 300 (now an
 	// outsider, parent 1), 400 (handed to the supervisor after its own
 	// parent exited) and 500 (a child of 200, the lister); 400's list names 600, whose parent is the harness 200 (a subreaper
@@ -114,4 +92,24 @@ func TestWalkRefusesAPidReusedOutsideTheTree(t *testing.T) {
 			t.Fatalf("walk with known stats took in the outsider 300: %+v", n)
 		}
 	}
+}
+
+// procWriter returns a function writing a file of a fake proc root at
+// root, its directories made as needed.
+func procWriter(t *testing.T, root string) func(rel, data string) {
+	return func(rel, data string) {
+		t.Helper()
+		p := filepath.Join(root, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(data), 0o444); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// statLine is a /proc/PID/stat line with the given name, state and parent.
+func statLine(pid, comm, state, ppid string) string {
+	return pid + " (" + comm + ") " + state + " " + ppid + " 1 1 0 -1 4194304 97 0 0 0 1 2 0 0 20 0 1 0 5000 0 0 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0 0 0 0 0 0 0 0 0\n"
 }
