@@ -151,6 +151,11 @@ func run(stdout, stderr io.Writer, args []string) error {
 			return fmt.Errorf("real warden, run %d: %w", r, err)
 		}
 		if len(failed) > 0 {
+			// Every failure's message and line, so a flaky spec seen once in
+			// CI can be diagnosed from CI's log alone.
+			for _, name := range keys(failed) {
+				fmt.Fprintf(stderr, "mutants: real warden, run %d failed: %s\n  at %s\n%s\n", r, name, failed[name].location, indent(failed[name].message))
+			}
 			return fmt.Errorf("real warden, run %d: %d specs failed: %s", r, len(failed), strings.Join(keys(failed), "; "))
 		}
 	}
@@ -175,7 +180,7 @@ func run(stdout, stderr io.Writer, args []string) error {
 			killed := false
 			for spec, specLabels := range failed {
 				res.failing[spec] = true
-				if specLabels[label] {
+				if specLabels.labels[label] {
 					res.inClause[spec] = true
 					killed = true
 				}
@@ -190,7 +195,7 @@ func run(stdout, stderr io.Writer, args []string) error {
 	return printMatrix(stdout, results, *runs)
 }
 
-func keys(m map[string]map[string]bool) []string {
+func keys(m map[string]failedSpec) []string {
 	var out []string
 	for k := range m {
 		out = append(out, k)
@@ -232,7 +237,7 @@ func prepare(root, work, name, tags string) (binaries, error) {
 // first failure ("Interrupted by Other Ginkgo Process") is not a failure of
 // its own and is not returned. The real warden's runs never fail fast, so
 // every spec it fails is listed.
-func runSuite(root string, b binaries, filter string, procs int, failFast bool, report string) (map[string]map[string]bool, error) {
+func runSuite(root string, b binaries, filter string, procs int, failFast bool, report string) (map[string]failedSpec, error) {
 	args := []string{"run", "github.com/onsi/ginkgo/v2/ginkgo", "--label-filter=" + filter,
 		"--json-report=" + filepath.Base(report), "--output-dir=" + filepath.Dir(report), "--timeout=20m"}
 	if failFast {
@@ -257,11 +262,19 @@ func runSuite(root string, b binaries, filter string, procs int, failFast bool, 
 	return failed, nil
 }
 
+// failedSpec is one failed spec of a run: its labels, and where and why it
+// failed.
+type failedSpec struct {
+	labels   map[string]bool
+	location string // file:line of the failure
+	message  string
+}
+
 // failedSpecs reads a Ginkgo JSON report and returns the specs that failed
 // (failed, panicked, timed out, aborted or interrupted), each with its
 // labels. A spec interrupted only because another parallel process aborted
 // the run after its own failure is left out.
-func failedSpecs(data []byte) (map[string]map[string]bool, error) {
+func failedSpecs(data []byte) (map[string]failedSpec, error) {
 	var reports []struct {
 		SuiteSucceeded bool `json:"SuiteSucceeded"`
 		SpecReports    []struct {
@@ -270,14 +283,18 @@ func failedSpecs(data []byte) (map[string]map[string]bool, error) {
 			LeafNodeLabels          []string `json:"LeafNodeLabels"`
 			State                   string   `json:"State"`
 			Failure                 struct {
-				Message string `json:"Message"`
+				Message  string `json:"Message"`
+				Location struct {
+					FileName   string `json:"FileName"`
+					LineNumber int    `json:"LineNumber"`
+				} `json:"Location"`
 			} `json:"Failure"`
 		} `json:"SpecReports"`
 	}
 	if err := json.Unmarshal(data, &reports); err != nil {
 		return nil, err
 	}
-	failed := map[string]map[string]bool{}
+	failed := map[string]failedSpec{}
 	for _, r := range reports {
 		for _, s := range r.SpecReports {
 			switch s.State {
@@ -296,7 +313,9 @@ func failedSpecs(data []byte) (map[string]map[string]bool, error) {
 			for _, l := range s.LeafNodeLabels {
 				ls[l] = true
 			}
-			failed[name] = ls
+			loc := s.Failure.Location
+			failed[name] = failedSpec{labels: ls, message: s.Failure.Message,
+				location: fmt.Sprintf("%s:%d", filepath.Base(loc.FileName), loc.LineNumber)}
 		}
 	}
 	return failed, nil
@@ -305,6 +324,11 @@ func failedSpecs(data []byte) (map[string]map[string]bool, error) {
 // interruptedByOther is Ginkgo's failure message for a spec that one
 // parallel process stopped when another aborted the run (--fail-fast).
 const interruptedByOther = "Interrupted by Other Ginkgo Process"
+
+// indent sets a failure message off from the lines around it in a log.
+func indent(msg string) string {
+	return "    " + strings.ReplaceAll(strings.TrimRight(msg, "\n"), "\n", "\n    ")
+}
 
 func tail(b []byte) string {
 	if len(b) > 3000 {
