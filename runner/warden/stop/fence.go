@@ -49,9 +49,10 @@ const StepTolerance = 2 * time.Millisecond
 // NewBirthFence arms the fence; the caller forks the harness only after it
 // returns. It first lists the proc root, which makes an inode, stamped now,
 // for every process that has none yet, then waits (at most a few clock
-// ticks) until the coarse clock has moved StepTolerance past that listing,
-// so that the processes the listing found are ruled out too. It returns
-// nil where the kernel cannot give what the fence needs.
+// ticks) until the coarse clock has moved StepTolerance past the end of
+// that listing, read on the fine-grained clock, so that the processes the
+// listing found are ruled out too. It returns nil where the kernel cannot
+// give what the fence needs.
 func NewBirthFence(fs proc.FS) *BirthFence {
 	if !fs.IsReal() {
 		return nil
@@ -74,8 +75,14 @@ func NewBirthFence(fs proc.FS) *BirthFence {
 	}
 	f := &BirthFence{tfd: tfd, dirfd: dirfd, offset: realMinusMono()}
 	fs.PIDs() // instantiates the inodes of processes nobody listed yet
+	// The listing's inodes may be stamped later than the coarse clock
+	// reads: since Linux 6.13 an inode's ctime is the later of the coarse
+	// clock and the newest fine-grained timestamp any multigrain file
+	// system (ext4, tmpfs, ...) has handed out, which can lead it by up to
+	// a tick. Neither is ever later than the fine-grained clock, so it is
+	// the listing's bound; the wait below then lasts up to a tick longer.
 	var listed, c unix.Timespec
-	unix.ClockGettime(unix.CLOCK_REALTIME_COARSE, &listed)
+	unix.ClockGettime(unix.CLOCK_REALTIME, &listed)
 	for deadline := time.Now().Add(50 * time.Millisecond); ; {
 		unix.ClockGettime(unix.CLOCK_REALTIME_COARSE, &c)
 		if c.Nano()-listed.Nano() > int64(StepTolerance) || time.Now().After(deadline) {
