@@ -81,6 +81,24 @@ func newLocal(t *testing.T, adapter session.Adapter, cfg session.Config) (*sessi
 	return s, sb
 }
 
+// waitWatch is a sandbox that signals each time a `warden wait` it ran
+// has returned.
+type waitWatch struct {
+	provider.Sandbox
+	returned chan struct{}
+}
+
+func (w *waitWatch) Exec(ctx context.Context, spec provider.ExecSpec) (provider.ExecResult, error) {
+	res, err := w.Sandbox.Exec(ctx, spec)
+	if len(spec.Argv) > 1 && spec.Argv[1] == "wait" {
+		select {
+		case w.returned <- struct{}{}:
+		default:
+		}
+	}
+	return res, err
+}
+
 func ctxT(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
@@ -257,7 +275,8 @@ func TestLocalJoinAndReplay(t *testing.T) {
 
 	// Another host process attaches to the same session and joins.
 	cfg.Binaries = bins
-	s2, err := session.Open(ctx, sb, testAdapter("gate"), cfg)
+	looked := &waitWatch{Sandbox: sb, returned: make(chan struct{}, 16)}
+	s2, err := session.Open(ctx, looked, testAdapter("gate"), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,6 +288,14 @@ func TestLocalJoinAndReplay(t *testing.T) {
 		}
 		joined <- r
 	}()
+	// The gate opens only once the second handle has looked for a receipt
+	// and found the launch still running: opened before that look, the
+	// launch could end first and the handle would replay, not join.
+	select {
+	case <-looked.returned:
+	case <-ctx.Done():
+		t.Fatal("the second handle never looked for the launch")
+	}
 	if err := os.WriteFile(filepath.Join(runDir, "go"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
