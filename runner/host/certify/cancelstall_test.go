@@ -20,9 +20,13 @@ import (
 // Each test waits on what the owner did (its snapshots counted, its
 // cancel seen), never on a sleep.
 
-// ranWriter is a model record in which the harness ran the writer: the
-// request that asked for it, then one after it (the tool's result).
-var ranWriter = []model.Call{{Seq: 1, Reply: "tool_call"}, {Seq: 2, Reply: "start_writer"}, {Seq: 3, Reply: "stall"}}
+// ranWriter is the model's record at the stall when the harness ran the
+// writer: the request that asked for it, and not yet the one after it
+// (the tool's result), which stalls: the model records a request once it
+// is answered. stalledAfterWriter is that stalled request's number.
+var ranWriter = []model.Call{{Seq: 1, Reply: "tool_call"}, {Seq: 2, Reply: "start_writer"}}
+
+const stalledAfterWriter = 3
 
 // ownerRun is one cancelOnStall running in the background.
 type ownerRun struct {
@@ -32,7 +36,7 @@ type ownerRun struct {
 	snapshots atomic.Int32 // the probe snapshots it took
 }
 
-func startOwner(ctx context.Context, sb *memSandbox, calls []model.Call) *ownerRun {
+func startOwner(ctx context.Context, sb *memSandbox, calls []model.Call, stallSeq int) *ownerRun {
 	o := &ownerRun{stalled: make(chan struct{}), cancelled: make(chan struct{}), returned: make(chan struct{})}
 	// The probe's snapshot as the mem sandbox answers it, counted.
 	sb.execs[probePath+" snapshot"] = func(spec provider.ExecSpec) (provider.ExecResult, error) {
@@ -52,7 +56,7 @@ func startOwner(ctx context.Context, sb *memSandbox, calls []model.Call) *ownerR
 	}
 	go func() {
 		defer close(o.returned)
-		cancelOnStall(ctx, o.stalled, func() []model.Call { return calls }, memDiffer{sb}, cancel)
+		cancelOnStall(ctx, o.stalled, func() int { return stallSeq }, func() []model.Call { return calls }, memDiffer{sb}, cancel)
 	}()
 	return o
 }
@@ -97,7 +101,7 @@ func isClosed(ch <-chan struct{}) bool {
 // empty, and closes once it holds a line.
 func TestCancelOwnerWaitsForTheWritersFirstLine(t *testing.T) {
 	sb := newMemSandbox(nil)
-	o := startOwner(context.Background(), sb, ranWriter)
+	o := startOwner(context.Background(), sb, ranWriter, stalledAfterWriter)
 	close(o.stalled)
 	o.awaitSnapshots(t, 2, 5*time.Second)
 	if isClosed(o.cancelled) {
@@ -116,12 +120,15 @@ func TestCancelOwnerWaitsForTheWritersFirstLine(t *testing.T) {
 // A harness that never ran the writer (it asked for it and nothing came
 // after, or it has no shell) is closed at the stall, with no lookup.
 func TestCancelOwnerClosesAtTheStallWithoutTheWriter(t *testing.T) {
-	for name, calls := range map[string][]model.Call{
-		"asked, never ran": {{Seq: 1, Reply: "start_writer"}},
-		"no shell":         {{Seq: 1, Reply: "stall", ToolNames: []string{"read"}}},
+	for name, tc := range map[string]struct {
+		calls    []model.Call
+		stallSeq int
+	}{
+		"asked, never ran": {[]model.Call{{Seq: 1, Reply: "start_writer"}}, 0},
+		"no shell":         {[]model.Call{{Seq: 1, Reply: "read_challenge", ToolNames: []string{"read"}}}, 2},
 	} {
 		sb := newMemSandbox(nil)
-		o := startOwner(context.Background(), sb, calls)
+		o := startOwner(context.Background(), sb, tc.calls, tc.stallSeq)
 		close(o.stalled)
 		waitFor(t, o.cancelled, 5*time.Second, name+": close at the stall")
 		if n := o.snapshots.Load(); n != 0 {
@@ -140,7 +147,7 @@ func TestCancelOwnerWaitsForTheStall(t *testing.T) {
 	sb := newMemSandbox(nil)
 	sb.write(writerFile, "1765000000\n")
 	ctx, stop := context.WithCancel(context.Background())
-	o := startOwner(ctx, sb, ranWriter)
+	o := startOwner(ctx, sb, ranWriter, stalledAfterWriter)
 	select {
 	case <-o.cancelled:
 		t.Fatal("closed before the model stalled")

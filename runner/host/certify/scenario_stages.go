@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sandproof/sandproof/reports"
@@ -28,6 +29,7 @@ type stallSignal struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	once   sync.Once
+	seq    atomic.Int64 // the first stalled request's number, set before ctx ends
 }
 
 func newStallSignal() *stallSignal {
@@ -35,24 +37,41 @@ func newStallSignal() *stallSignal {
 	return &stallSignal{ctx: ctx, cancel: cancel}
 }
 
-func (s *stallSignal) began(int) { s.once.Do(s.cancel) }
+func (s *stallSignal) began(seq int) {
+	s.once.Do(func() {
+		s.seq.Store(int64(seq))
+		s.cancel()
+	})
+}
+
+// stalledSeq is the first stalled request's number; 0 before a stall.
+func (s *stallSignal) stalledSeq() int { return int(s.seq.Load()) }
 
 // cancelOnStall is a cancel's owner: once the model stalls (stalled is
 // closed) it closes the session (cancel ends the activation's wait;
 // close stops the launch). When the harness ran the writer (calls, the
-// model's record, shows a request after the one that asked for it), the
-// owner first waits, bounded by writerShowWait, for the writer's file
-// to show with a line in it in the sandbox, so the positive control
-// does not race the writer's first line. ctx ending first (the launch
-// ended, or the run's interrupt) returns without cancelling.
-func cancelOnStall(ctx context.Context, stalled <-chan struct{}, calls func() []model.Call, sb provider.Sandbox, cancel context.CancelFunc) {
+// model's record, with the stalled request stallSeq gives, shows a request
+// after the one that asked for it), the owner first waits, bounded by
+// writerShowWait, for the writer's file to show with a line in it in the
+// sandbox, so the positive control does not race the writer's first line.
+// ctx ending first (the launch ended, or the run's interrupt) returns
+// without cancelling.
+func cancelOnStall(ctx context.Context, stalled <-chan struct{}, stallSeq func() int, calls func() []model.Call, sb provider.Sandbox, cancel context.CancelFunc) {
 	select {
 	case <-ctx.Done():
 		return
 	case <-stalled:
 	}
 	defer cancel()
-	if state, _ := writerCalled(calls()); state != writerRan {
+	seen := calls()
+	// The model records a request when it is answered, and a stalled one
+	// is not answered until the stall ends: without it here, the request
+	// after the writer's is missing and the owner closed at once, racing
+	// the writer's first line (a loaded host lost that race).
+	if seq := stallSeq(); seq > 0 {
+		seen = append(seen, model.Call{Seq: seq, Reply: "stall"})
+	}
+	if state, _ := writerCalled(seen); state != writerRan {
 		return
 	}
 	for deadline := time.Now().Add(writerShowWait); time.Now().Before(deadline); {

@@ -413,7 +413,7 @@ func (cr *caseRun) activate(ctx context.Context, sess *session.Session, ms model
 			wctx, cancel := interruptible(ctx, cr.r.opts.Interrupt)
 			defer cancel()
 			if sc.Owner == ownerCancel && ms.stall != nil {
-				go cancelOnStall(wctx, ms.stall.ctx.Done(), ms.srv.Calls, sb, cancel)
+				go cancelOnStall(wctx, ms.stall.ctx.Done(), ms.stall.stalledSeq, ms.srv.Calls, sb, cancel)
 			}
 			var err error
 			act.launched = true
