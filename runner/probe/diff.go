@@ -9,8 +9,9 @@ import (
 // Report is what changed between a baseline and a later snapshot.
 type Report struct {
 	// NewProcesses are alive in the later snapshot and were not in the
-	// baseline, by (pid, start time), the probe itself left out. A pid reused
-	// by a new process counts as new.
+	// baseline, by (pid, start time), the later probe itself left out. A pid
+	// reused by a new process counts as new, and so does the baseline's own
+	// probe (its self) or what it became (certify's session agent).
 	NewProcesses []Process `json:"new_processes"`
 	// NewZombies are new processes that have exited, every thread of them,
 	// and wait to be reaped (a leader in state Z whose other threads run is
@@ -39,9 +40,15 @@ type Change struct {
 // Diff compares a later snapshot with its baseline.
 func Diff(before, after Snapshot) Report {
 	r := Report{NewProcesses: []Process{}, NewZombies: []Process{}, Gone: []Process{}, Changes: []Change{}}
+	// The baseline's own probe is not in the baseline: certify's setup
+	// run becomes the session agent (same pid, same start time), so a
+	// process that is the baseline's self at a later look is that agent,
+	// alive past its stop, and new.
 	base := map[witness.ID]bool{}
 	for _, p := range before.Processes {
-		base[p.ID()] = true
+		if !isSelf(before.Self, p) {
+			base[p.ID()] = true
+		}
 	}
 	later := map[witness.ID]bool{}
 	for _, p := range after.Processes {
@@ -69,6 +76,10 @@ func Diff(before, after Snapshot) Report {
 	r.Clean = len(r.NewProcesses) == 0 && len(r.Changes) == 0
 	return r
 }
+
+// IsSelf says whether p is the process that took s (the probe, or what
+// it became: certify's session agent); a baseline never holds it.
+func (s Snapshot) IsSelf(p Process) bool { return isSelf(s.Self, p) }
 
 // isSelf recognises the probe's own process; a start time of 0 means the
 // probe could not see itself (a fake proc root) and the pid alone decides.

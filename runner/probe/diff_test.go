@@ -104,3 +104,22 @@ func TestDiffMarkerSets(t *testing.T) {
 		t.Errorf("changes = %+v, want %+v", r.Changes, want)
 	}
 }
+
+// TestDiffBaselineSelfIsNew: certify's setup probe becomes the session
+// agent (the same pid and start time, another comm). An agent still alive
+// at verify is a new process, never a baseline one.
+func TestDiffBaselineSelfIsNew(t *testing.T) {
+	b := baseline()
+	a := baseline()
+	a.Self = witness.ID{PID: 77, StartTime: 2000}
+	agent := Process{PID: 50, StartTime: 900, PPID: 0, Comm: "sandagent", State: "S"}
+	a.Processes = []Process{b.Processes[0], b.Processes[1], agent, {PID: 77, StartTime: 2000, Comm: "probe", State: "R"}}
+	r := Diff(b, a)
+	if r.Clean || !reflect.DeepEqual(r.NewProcesses, []Process{agent}) {
+		t.Errorf("Diff with the baseline's probe still alive as the agent = %+v, want it the one new process", r)
+	}
+	a.Processes = []Process{b.Processes[0], b.Processes[1], {PID: 77, StartTime: 2000, Comm: "probe", State: "R"}}
+	if r := Diff(b, a); !r.Clean || len(r.Gone) != 0 {
+		t.Errorf("Diff with the agent gone = %+v, want clean, the baseline's self not gone", r)
+	}
+}
