@@ -4,14 +4,23 @@
 // binary that needs nothing from the image, and it shares no code with warden.
 //
 //	probe snapshot [--place SRC,DST] [--markers PATH,...] [--proc-root DIR] [--root DIR] [--no-exec]
-//	probe setup --owner UID:GID [--dirs DIR,...] [--write-markers PATH,...] [--markers PATH,...] [--secret PATH]
+//	probe setup --owner UID:GID [--dirs DIR,...] [--write-markers PATH,...] [--markers PATH,...] [--secret PATH] [-- ARGV...]
 //	probe diff BEFORE.json AFTER.json
 //
 // setup makes the owner's directories and marker files (contract §7.1)
 // and prints the snapshot taken right after, with the written markers and
-// --markers hashed: the whole owner setup in one run. --secret writes its
-// stdin (at most 64 KiB) to PATH, mode 0400, owned by --owner: the case's
-// challenge, in the same run.
+// --markers hashed: the whole owner setup in one run. --secret writes the
+// one frame it reads from stdin (runner/probe.ReadFrame, tag
+// probe.TagSecret, at most 64 KiB) to PATH, mode 0400, owned by --owner:
+// the case's challenge, in the same run; nothing of stdin past the frame
+// is read.
+//
+// With `-- ARGV...` setup prints the snapshot as one frame
+// (probe.TagSnapshot) and then becomes ARGV (an absolute path; execve, the
+// same process): certify's session agent starts this way after the
+// baseline, and reads the stdin and writes the stdout the frames leave
+// it. Its pid is the snapshot's self, which no baseline holds (probe.Diff),
+// so an agent alive at verify is a new process there.
 //
 // snapshot --place copies SRC to DST (mode 0755, through a new file renamed
 // over DST) before the snapshot, so the --markers hashes that follow are of
@@ -31,6 +40,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/sandproof/sandproof/runner/probe"
 )
@@ -49,11 +59,15 @@ var errDirty = errors.New("snapshots differ")
 // stdin is what setup --secret reads (a test sets its own).
 var stdin io.Reader = os.Stdin
 
+// execve replaces the process with argv after setup's snapshot (a test
+// sets its own).
+var execve = func(argv []string) error { return syscall.Exec(argv[0], argv, os.Environ()) }
+
 // maxSecret bounds what --secret reads: a challenge is one short line.
 const maxSecret = 64 << 10
 
 const usage = `usage: probe snapshot [--place SRC,DST] [--markers PATH,...] [--proc-root DIR] [--root DIR] [--no-exec]
-       probe setup --owner UID:GID [--dirs DIR,...] [--write-markers PATH,...] [--markers PATH,...] [--secret PATH]
+       probe setup --owner UID:GID [--dirs DIR,...] [--write-markers PATH,...] [--markers PATH,...] [--secret PATH] [-- ARGV...]
        probe diff BEFORE.json AFTER.json`
 
 func main() {
@@ -148,8 +162,9 @@ func setup(stdout, stderr io.Writer, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return usagef("setup: %v", err)
 	}
-	if fs.NArg() != 0 {
-		return usagef("setup: unexpected argument %q", fs.Arg(0))
+	then, err := thenArgv(args, fs.Args())
+	if err != nil {
+		return err
 	}
 	us, gs, ok := strings.Cut(*owner, ":")
 	uid, uerr := strconv.Atoi(us)
@@ -158,7 +173,6 @@ func setup(stdout, stderr io.Writer, args []string) error {
 		return usagef("setup: --owner %q: want UID:GID, numeric", *owner)
 	}
 	o := probe.SetupOptions{UID: uid, GID: gid}
-	var err error
 	if o.Dirs, err = pathList("--dirs", *dirs); err != nil {
 		return err
 	}
@@ -184,7 +198,39 @@ func setup(stdout, stderr io.Writer, args []string) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(stdout, s)
+	if then == nil {
+		return writeJSON(stdout, s)
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		return fmt.Errorf("encode json: %w", err)
+	}
+	if err := probe.WriteFrame(stdout, probe.TagSnapshot, b); err != nil {
+		return err
+	}
+	if err := execve(then); err != nil {
+		return fmt.Errorf("setup: exec %q: %w", then[0], err)
+	}
+	return nil
+}
+
+// thenArgv is what setup becomes after its snapshot: the arguments after
+// an explicit "--" (rest is what the flags left), an absolute path first;
+// nil when there is no "--". Any other argument is bad usage.
+func thenArgv(args, rest []string) ([]string, error) {
+	if len(rest) == 0 {
+		if len(args) > 0 && args[len(args)-1] == "--" {
+			return nil, usagef("setup: nothing after --")
+		}
+		return nil, nil
+	}
+	if i := len(args) - len(rest) - 1; i < 0 || args[i] != "--" {
+		return nil, usagef("setup: unexpected argument %q (a command to become goes after --)", rest[0])
+	}
+	if !strings.HasPrefix(rest[0], "/") {
+		return nil, usagef("setup: -- %q: want an absolute path", rest[0])
+	}
+	return rest, nil
 }
 
 // onePath is a flag's one absolute path.
@@ -196,18 +242,20 @@ func onePath(flagName, v string) (string, error) {
 	return ps[0], nil
 }
 
-// readSecret reads the secret's content whole; more than maxSecret, or
-// nothing at all, is refused (a truncated or empty challenge would fail
-// the case later for a reason that is not the harness's).
+// readSecret reads the secret's one frame and nothing past it (what
+// follows on stdin is the agent's, when setup becomes it); a bad, short or
+// empty frame, or one over maxSecret, is refused (a truncated or empty
+// challenge would fail the case later for a reason that is not the
+// harness's).
 func readSecret(r io.Reader) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(r, maxSecret+1))
+	b, err := probe.ReadFrame(r, probe.TagSecret, maxSecret)
 	switch {
-	case err != nil:
-		return nil, fmt.Errorf("setup: read --secret from stdin: %w", err)
-	case len(b) == 0:
+	case errors.Is(err, io.EOF):
 		return nil, fmt.Errorf("setup: --secret: nothing on stdin")
-	case len(b) > maxSecret:
-		return nil, fmt.Errorf("setup: --secret: more than %d bytes on stdin", maxSecret)
+	case err != nil:
+		return nil, fmt.Errorf("setup: --secret from stdin: %w", err)
+	case len(b) == 0:
+		return nil, fmt.Errorf("setup: --secret: an empty frame on stdin")
 	}
 	return b, nil
 }

@@ -33,6 +33,9 @@ func TestUsageErrors(t *testing.T) {
 		{"setup", "--owner", "1000:1000", "--dirs", "relative"},
 		{"setup", "--owner", "1000:1000", "--write-markers", "/a,,/b"},
 		{"setup", "--owner", "1000:1000", "extra"},
+		{"setup", "--owner", "1000:1000", "--"},
+		{"setup", "--owner", "1000:1000", "--", "relative/sandagent"},
+		{"setup", "--owner", "1000:1000", "extra", "--", "/x/sandagent"},
 	} {
 		var out, errb bytes.Buffer
 		err := run(&out, &errb, args)
@@ -169,9 +172,13 @@ func TestSetupWritesSecretFromStdin(t *testing.T) {
 		name, in string
 		ok       bool
 	}{
-		{"one line", "sandproof-challenge-ab\n", true},
+		{"one line", frame(probe.TagSecret, "sandproof-challenge-ab\n"), true},
 		{"empty stdin", "", false},
-		{"too much", strings.Repeat("x", maxSecret+1), false},
+		{"an empty frame", frame(probe.TagSecret, ""), false},
+		{"unframed", "sandproof-challenge-ab\n", false},
+		{"short header", frame(probe.TagSecret, "x")[:5], false},
+		{"short payload", frame(probe.TagSecret, "sandproof-challenge-ab\n")[:12], false},
+		{"too much", frame(probe.TagSecret, strings.Repeat("x", maxSecret+1)), false},
 	} {
 		os.Remove(secret)
 		stdin = strings.NewReader(tc.in)
@@ -183,17 +190,75 @@ func TestSetupWritesSecretFromStdin(t *testing.T) {
 		}
 		b, rerr := os.ReadFile(secret)
 		switch {
-		case tc.ok && (rerr != nil || string(b) != tc.in):
-			t.Errorf("%s: secret = %q, %v; want %q", tc.name, b, rerr, tc.in)
+		case tc.ok && (rerr != nil || string(b) != tc.in[8:]):
+			t.Errorf("%s: secret = %q, %v; want %q", tc.name, b, rerr, tc.in[8:])
 		case !tc.ok && rerr == nil:
 			t.Errorf("%s: a refused secret was written (%d bytes)", tc.name, len(b))
 		}
 	}
 	var ue usageError
 	for _, bad := range []string{"relative", "/a,/b"} {
-		stdin = strings.NewReader("x\n")
+		stdin = strings.NewReader(frame(probe.TagSecret, "x\n"))
 		if err := run(io.Discard, io.Discard, []string{"setup", "--owner", owner, "--secret", bad}); !errors.As(err, &ue) {
 			t.Errorf("--secret %q = %v, want a usage error", bad, err)
 		}
+	}
+}
+
+func frame(tag, data string) string {
+	var b bytes.Buffer
+	if err := probe.WriteFrame(&b, tag, []byte(data)); err != nil {
+		panic(err)
+	}
+	return b.String()
+}
+
+// TestSetupBecomesItsCommand: with `-- ARGV` setup reads exactly the
+// secret's frame, prints the snapshot as one frame and nothing else, and
+// then becomes ARGV with the rest of stdin unread (the agent's).
+func TestSetupBecomesItsCommand(t *testing.T) {
+	root := t.TempDir()
+	secret := filepath.Join(root, "task", "challenge.txt")
+	owner := fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid())
+	defer func(r io.Reader, e func([]string) error) { stdin, execve = r, e }(stdin, execve)
+	const agentBytes = "the agent's first frame"
+	in := strings.NewReader(frame(probe.TagSecret, "sandproof-challenge-cd\n") + agentBytes)
+	stdin = in
+	var became []string
+	var leftAtExec string
+	execve = func(argv []string) error {
+		became = argv
+		rest, _ := io.ReadAll(in)
+		leftAtExec = string(rest)
+		return nil
+	}
+	var out bytes.Buffer
+	if err := run(&out, io.Discard, []string{"setup", "--owner", owner, "--dirs", filepath.Dir(secret), "--secret", secret,
+		"--", "/owner/sandagent", "serve", "--listen", "127.0.0.1:1"}); err != nil {
+		t.Fatalf("setup: %v", err)
+	}
+	if want := []string{"/owner/sandagent", "serve", "--listen", "127.0.0.1:1"}; fmt.Sprint(became) != fmt.Sprint(want) {
+		t.Fatalf("became %q, want %q", became, want)
+	}
+	if leftAtExec != agentBytes {
+		t.Errorf("stdin left to the command = %q, want %q (setup must read the secret's frame and nothing more)", leftAtExec, agentBytes)
+	}
+	b, err := probe.ReadFrame(&out, probe.TagSnapshot, 1<<20)
+	if err != nil {
+		t.Fatalf("setup's stdout: %v", err)
+	}
+	var s probe.Snapshot
+	if err := json.Unmarshal(b, &s); err != nil || s.Schema != probe.Schema || s.Self.PID != os.Getpid() {
+		t.Fatalf("snapshot frame = %v, schema %q, self %+v; want this process as self", err, s.Schema, s.Self)
+	}
+	if out.Len() != 0 {
+		t.Errorf("setup wrote %q past its snapshot frame", out.String())
+	}
+
+	execve = func([]string) error { return errors.New("no such file") }
+	stdin = strings.NewReader(frame(probe.TagSecret, "c\n"))
+	err = run(io.Discard, io.Discard, []string{"setup", "--owner", owner, "--secret", secret, "--", "/nope"})
+	if err == nil || !strings.Contains(err.Error(), `exec "/nope"`) {
+		t.Errorf("setup whose exec failed = %v, want the exec's error", err)
 	}
 }

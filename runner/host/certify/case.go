@@ -1,7 +1,6 @@
 package certify
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -443,17 +442,13 @@ func snapshot(ctx context.Context, sb provider.Sandbox, markers []string) (probe
 	if len(markers) > 0 {
 		argv = append(argv, "--markers", strings.Join(markers, ","))
 	}
-	return probeRun(ctx, sb, argv, nil)
+	return probeRun(ctx, sb, argv)
 }
 
 // probeRun runs the owner's probe as root and decodes the snapshot it
 // prints.
-func probeRun(ctx context.Context, sb provider.Sandbox, argv []string, stdin []byte) (probe.Snapshot, error) {
-	spec := provider.ExecSpec{Argv: argv, User: "0"}
-	if stdin != nil {
-		spec.Stdin = bytes.NewReader(stdin)
-	}
-	res, err := sb.Exec(ctx, spec)
+func probeRun(ctx context.Context, sb provider.Sandbox, argv []string) (probe.Snapshot, error) {
+	res, err := sb.Exec(ctx, provider.ExecSpec{Argv: argv, User: "0"})
 	if err != nil {
 		return probe.Snapshot{}, err
 	}
@@ -477,6 +472,11 @@ func toolText(t probe.Tool) string {
 func beforeOf(s probe.Snapshot, markers []string) *reports.Before {
 	b := &reports.Before{OS: s.OS, Python3: toolText(s.Python3), Bash: toolText(s.Bash), Markers: slices.Clone(markers)}
 	for _, p := range s.Processes {
+		// The probe itself is no baseline process: it became the session
+		// agent (probe.Diff leaves it out of the baseline the same way).
+		if s.IsSelf(p) {
+			continue
+		}
 		b.Processes = append(b.Processes, reports.Process{PID: p.PID, StartTime: p.StartTime, Comm: p.Comm})
 	}
 	return b

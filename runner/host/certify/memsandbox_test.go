@@ -84,7 +84,7 @@ func (m *memSandbox) Exec(_ context.Context, spec provider.ExecSpec) (provider.E
 // snapshotLocked is what the probe would print: each path asked for
 // hashed (or missing), the process table with the probe in it.
 func (m *memSandbox) snapshotLocked(paths []string) probe.Snapshot {
-	s := probe.Snapshot{OS: m.os, Bash: m.bash, Python3: m.python3, Self: m.self, Processes: slices.Clone(m.procs)}
+	s := probe.Snapshot{Schema: probe.Schema, OS: m.os, Bash: m.bash, Python3: m.python3, Self: m.self, Processes: slices.Clone(m.procs)}
 	if m.self.PID != 0 {
 		s.Processes = append(s.Processes, probe.Process{PID: m.self.PID, StartTime: m.self.StartTime, Comm: "probe", State: "R"})
 	}
@@ -197,4 +197,27 @@ func (d memDiffer) Changes(context.Context) ([]provider.Change, string, error) {
 		return nil, "", d.diffErr
 	}
 	return d.changes(), "mem", nil
+}
+
+// Start runs a scripted exec as a streamed one (the probe's setup run
+// that becomes the agent): its stdin is what the host writes, its stdout
+// what the script printed, then EOF (no agent follows in memory).
+func (m *memSandbox) Start(ctx context.Context, spec provider.ExecSpec, stderr io.Writer) (*provider.Process, error) {
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	done := make(chan provider.ExecResult, 1)
+	go func() {
+		spec.Stdin = inR
+		res, err := m.Exec(ctx, spec)
+		if err != nil {
+			res.ExitCode = 126
+		}
+		if stderr != nil {
+			stderr.Write(res.Stderr)
+		}
+		outW.Write(res.Stdout)
+		outW.Close()
+		done <- res
+	}()
+	return &provider.Process{Stdin: inW, Stdout: outR, Wait: func() (int, error) { return (<-done).ExitCode, nil }}, nil
 }

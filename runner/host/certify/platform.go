@@ -39,7 +39,7 @@ func (r *runner) imageLibc(ctx context.Context, ref, name string) (string, error
 	}
 	defer sb.Destroy(context.WithoutCancel(ctx))
 	paths := append(slices.Clone(requirementPaths["glibc"]), requirementPaths["musl"]...)
-	s, err := probeRun(ctx, sb, []string{probePath, "snapshot", "--no-exec", "--markers", strings.Join(paths, ",")}, nil)
+	s, err := probeRun(ctx, sb, []string{probePath, "snapshot", "--no-exec", "--markers", strings.Join(paths, ",")})
 	if err != nil {
 		return "", err
 	}

@@ -2,8 +2,10 @@ package certify
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"path"
@@ -248,12 +250,21 @@ func (cr *caseRun) setup(ctx context.Context, ms modelSide) (sandboxed, error) {
 			return err
 		}
 		bx.sb = sb
-		if bx.before, err = cr.ownerSetup(ctx, sb, ms.challenge); err != nil {
+		// The probe's setup run becomes the session agent once the
+		// baseline is printed: the agent starts after the baseline, never
+		// in it (it is the baseline's self, which probe.Diff counts as
+		// new), so an agent that outlived its stop is a new process to
+		// verify.
+		relayAddr, err := hostPort(ms.rel.URL())
+		if err != nil {
 			return err
 		}
-		// The session agent starts after the baseline, never in it: an
-		// agent that outlived its stop is a new process to verify.
-		if bx.agent, err = cr.startAgent(ctx, sb, ms.rel); err != nil {
+		stderr := &hostfile.HeadBuffer{Max: 64 << 10}
+		var proc *provider.Process
+		if bx.before, proc, err = cr.ownerSetup(ctx, sb, ms.challenge, cr.agentArgv(relayAddr), stderr); err != nil {
+			return err
+		}
+		if bx.agent, err = attachAgent(ctx, sb, proc, relayAddr, stderr); err != nil {
 			return err
 		}
 		cr.ev.Before = beforeOf(bx.before, cr.owner.markers)
@@ -267,15 +278,109 @@ func (cr *caseRun) setup(ctx context.Context, ms modelSide) (sandboxed, error) {
 }
 
 // ownerSetup is setup's part in the created sandbox: what the engine
-// applied, read back, then the probe's one run, which makes /task and the
-// markers, writes the challenge (from its stdin: readable by the harness
-// user only, never in the prompt, unknown to the adapter) and takes the
-// baseline.
-func (cr *caseRun) ownerSetup(ctx context.Context, sb provider.Sandbox, challenge string) (probe.Snapshot, error) {
+// applied, read back, then the probe's one run as root, which makes /task
+// and the markers, writes the challenge (readable by the harness user
+// only, never in the prompt, unknown to the adapter), takes the baseline
+// and then becomes then (the session agent). It is one streamed exec: the
+// challenge goes as a frame on its stdin, the baseline comes back as a
+// frame on its stdout (probe.ReadFrame), and what follows on both is
+// then's. The process returned is then's, running; stderr gets the
+// probe's and then then's.
+func (cr *caseRun) ownerSetup(ctx context.Context, sb provider.Sandbox, challenge string, then []string, stderr io.Writer) (probe.Snapshot, *provider.Process, error) {
 	if err := cr.inspectSandbox(ctx, sb); err != nil {
+		return probe.Snapshot{}, nil, err
+	}
+	st, ok := provider.As[provider.Streamer](sb)
+	if !ok {
+		return probe.Snapshot{}, nil, fmt.Errorf("probe setup: the %T sandbox cannot stream a command (no provider.Streamer)", sb)
+	}
+	argv := append(append(cr.setupArgv(), "--"), then...)
+	// The process outlives ctx (it becomes the session's channel); only
+	// the wait for the baseline is bounded by it.
+	var errb hostfile.HeadBuffer
+	errb.Max = 16 << 10
+	proc, err := st.Start(context.WithoutCancel(ctx), provider.ExecSpec{Argv: argv, User: "0"}, io.MultiWriter(stderr, &errb))
+	if err != nil {
+		return probe.Snapshot{}, nil, provider.Errorf("probe setup", sb.ID(), err)
+	}
+	s, err := readBaseline(ctx, proc, challenge)
+	if err != nil {
+		code, werr := endProcess(proc)
+		switch {
+		case errors.Is(err, io.EOF) && werr == nil:
+			// The probe printed nothing: its own error is on its stderr.
+			return s, nil, fmt.Errorf("probe setup: exit %d: %s", code, strings.TrimSpace(errb.String()))
+		case werr != nil:
+			err = fmt.Errorf("%w (the exec: %v)", err, werr)
+		}
+		if e := strings.TrimSpace(errb.String()); e != "" {
+			err = fmt.Errorf("%w; its stderr: %s", err, truncate(e, 300))
+		}
+		return s, nil, fmt.Errorf("probe setup: %w", err)
+	}
+	return s, proc, nil
+}
+
+// maxSnapshot bounds the baseline's frame (a process table of some
+// thousand entries is well under it).
+const maxSnapshot = 16 << 20
+
+// readBaseline writes the challenge's frame to the setup run's stdin and
+// reads the baseline's frame from its stdout, nothing past either: the
+// rest of both streams is the agent's.
+func readBaseline(ctx context.Context, proc *provider.Process, challenge string) (probe.Snapshot, error) {
+	type read struct {
+		b   []byte
+		err error
+	}
+	got := make(chan read, 1)
+	go func() {
+		b, err := probe.ReadFrame(proc.Stdout, probe.TagSnapshot, maxSnapshot)
+		got <- read{b, err}
+	}()
+	if err := probe.WriteFrame(proc.Stdin, probe.TagSecret, challengeBytes(challenge)); err != nil {
 		return probe.Snapshot{}, err
 	}
-	return probeRun(ctx, sb, cr.setupArgv(), challengeBytes(challenge))
+	var r read
+	select {
+	case r = <-got:
+	case <-ctx.Done():
+		return probe.Snapshot{}, fmt.Errorf("wait for the baseline: %w", ctx.Err())
+	}
+	if r.err != nil {
+		return probe.Snapshot{}, r.err
+	}
+	var s probe.Snapshot
+	if err := json.Unmarshal(r.b, &s); err != nil {
+		return s, fmt.Errorf("decode probe snapshot: %w", err)
+	}
+	if s.Schema != probe.Schema {
+		return s, fmt.Errorf("decode probe snapshot: schema %q, want %q", s.Schema, probe.Schema)
+	}
+	return s, nil
+}
+
+// endProcess ends a setup run the host will not talk to: its stdin
+// closed (an agent exits on the EOF), its stdout drained, its status
+// waited for at most 10 s (teardown removes the container anyway).
+func endProcess(proc *provider.Process) (int, error) {
+	proc.Stdin.Close()
+	go io.Copy(io.Discard, proc.Stdout)
+	type status struct {
+		code int
+		err  error
+	}
+	done := make(chan status, 1)
+	go func() {
+		code, err := proc.Wait()
+		done <- status{code, err}
+	}()
+	select {
+	case s := <-done:
+		return s.code, s.err
+	case <-time.After(10 * time.Second):
+		return -1, errors.New("no exit status within 10 s")
+	}
 }
 
 // createSandbox creates the case's container with the owner's volumes.
@@ -641,25 +746,26 @@ func (cr *caseRun) checkRelay(b relay.Bounds) {
 		b.Unrecorded, l.RecordBytes, b.RecordBytes)
 }
 
-// startAgent starts the session agent (contract §7 session agent) as root
-// from the owner's volume, over one streamed exec. With network none it
-// listens inside the sandbox on the relay's own address, so {model_url} is
-// the same string inside as on the host, and every connection it accepts
-// is forwarded by the host's end into the case's relay, never anywhere
-// the sandbox names. The adapter's side of the session (warden's
-// commands, uploads, downloads) goes over the same channel; the owner's
-// probe never does.
-func (cr *caseRun) startAgent(ctx context.Context, sb provider.Sandbox, rel *relay.Relay) (*sessionAgent, error) {
-	relayAddr, err := hostPort(rel.URL())
-	if err != nil {
-		return nil, err
-	}
+// agentArgv is the session agent (contract §7 session agent), run as
+// root from the owner's volume by the probe's setup run it follows. With
+// network none it listens inside the sandbox on the relay's own address,
+// so {model_url} is the same string inside as on the host, and every
+// connection it accepts is forwarded by the host's end into the case's
+// relay, never anywhere the sandbox names. The adapter's side of the
+// session (warden's commands, uploads, downloads) goes over the same
+// channel; the owner's probe never does.
+func (cr *caseRun) agentArgv(relayAddr string) []string {
 	argv := []string{agentPath, "serve"}
 	if cr.r.opts.Network == provider.NetworkNone {
 		argv = append(argv, "--listen", relayAddr)
 	}
-	stderr := &hostfile.HeadBuffer{Max: 64 << 10}
-	asb, err := agenthost.Start(ctx, sb, argv, stderr, agenthost.Options{Target: relayAddr})
+	return argv
+}
+
+// attachAgent attaches the host's end to the agent the setup run became
+// and waits for its hello.
+func attachAgent(ctx context.Context, sb provider.Sandbox, proc *provider.Process, relayAddr string, stderr *hostfile.HeadBuffer) (*sessionAgent, error) {
+	asb, err := agenthost.Attach(ctx, sb, proc, agenthost.Options{Target: relayAddr})
 	if err != nil {
 		return nil, fmt.Errorf("start the session agent: %w%s", err, stderrNote(stderr.String()))
 	}

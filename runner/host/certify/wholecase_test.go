@@ -1,9 +1,11 @@
 package certify
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -65,28 +67,38 @@ type wholeCase struct {
 func probeSetup(m *memSandbox) func(provider.ExecSpec) (provider.ExecResult, error) {
 	return func(spec provider.ExecSpec) (provider.ExecResult, error) {
 		var paths []string
-		for i := 2; i+1 < len(spec.Argv); i += 2 {
-			switch spec.Argv[i] {
+		i := slices.Index(spec.Argv, "--")
+		argv, became := spec.Argv, i >= 0
+		if became {
+			argv = spec.Argv[:i]
+		}
+		for i := 2; i+1 < len(argv); i += 2 {
+			switch argv[i] {
 			case "--write-markers":
-				for _, p := range strings.Split(spec.Argv[i+1], ",") {
+				for _, p := range strings.Split(argv[i+1], ",") {
 					m.files[p] = "marker of " + p
 					paths = append(paths, p)
 				}
 			case "--markers":
-				paths = append(paths, strings.Split(spec.Argv[i+1], ",")...)
+				paths = append(paths, strings.Split(argv[i+1], ",")...)
 			case "--secret":
 				if spec.Stdin == nil {
 					return provider.ExecResult{ExitCode: 1, Stderr: []byte("probe: setup: --secret: nothing on stdin")}, nil
 				}
-				b, err := io.ReadAll(spec.Stdin)
+				b, err := probe.ReadFrame(spec.Stdin, probe.TagSecret, 64<<10)
 				if err != nil || len(b) == 0 {
-					return provider.ExecResult{ExitCode: 1, Stderr: []byte("probe: setup: --secret: nothing on stdin")}, nil
+					return provider.ExecResult{ExitCode: 1, Stderr: []byte(fmt.Sprintf("probe: setup: --secret: %v", err))}, nil
 				}
-				m.files[spec.Argv[i+1]] = string(b)
+				m.files[argv[i+1]] = string(b)
 			}
 		}
 		out, err := json.Marshal(m.snapshotLocked(paths))
-		return provider.ExecResult{Stdout: out}, err
+		if err != nil || !became {
+			return provider.ExecResult{Stdout: out}, err
+		}
+		var b bytes.Buffer
+		err = probe.WriteFrame(&b, probe.TagSnapshot, out)
+		return provider.ExecResult{Stdout: b.Bytes()}, err
 	}
 }
 
@@ -132,13 +144,18 @@ func (w *wholeCase) run(t *testing.T, harness func(w *wholeCase)) *reports.Evide
 		if w.bx.sb, err = cr.createSandbox(ctx, nil); err != nil {
 			return err
 		}
-		if w.bx.before, err = cr.ownerSetup(ctx, w.bx.sb, w.challenge); err != nil {
+		var proc *provider.Process
+		if w.bx.before, proc, err = cr.ownerSetup(ctx, w.bx.sb, w.challenge, cr.agentArgv("127.0.0.1:1"), io.Discard); err != nil {
 			return err
 		}
+		proc.Stdin.Close()
 		cr.ev.Before = beforeOf(w.bx.before, cr.owner.markers)
 		return nil
 	})
 	cr.check("setup", clauseSetup, err == nil, "setup: %v", err)
+	if err != nil {
+		t.Logf("setup: %v", err)
+	}
 	if err == nil {
 		harness(w)
 		w.sb.self = witness.ID{PID: 90, StartTime: 900} // the probe after close is a new process
@@ -227,6 +244,12 @@ func TestWholeCaseBrokenRuleFailsItsCheck(t *testing.T) {
 		{"a new process left", "verify.no_new_processes", nil, func(w *wholeCase) {
 			goodHarness(w)
 			w.sb.spawn(probe.Process{PID: 300, StartTime: 3000, Comm: "daemon", State: "S"})
+		}},
+		// The setup probe became the session agent (the baseline's self,
+		// pid 50 started at 100): one that outlived its stop is new.
+		{"the session agent left running", "verify.no_new_processes", nil, func(w *wholeCase) {
+			goodHarness(w)
+			w.sb.spawn(probe.Process{PID: 50, StartTime: 100, Comm: "sandagent", State: "S"})
 		}},
 		{"a marker changed", "verify.markers", nil, func(w *wholeCase) {
 			goodHarness(w)
