@@ -336,3 +336,40 @@ func TestWholeCaseInterruptRules(t *testing.T) {
 		})
 	}
 }
+
+// Setup reads the baseline as exactly one frame: a probe that prints it
+// unframed (an older probe), one whose frame is cut short, and one that
+// fails before printing each fail setup with a check saying which.
+func TestSetupRefusesABaselineNotFramed(t *testing.T) {
+	for _, tc := range []struct {
+		name, want string
+		out        func(snap []byte) []byte
+		code       int
+	}{
+		{"unframed", `bad frame: tag "{\"sc", want "SPsn"`, func(snap []byte) []byte { return snap }, 0},
+		{"cut short", "bad frame: the stream ended after", func(snap []byte) []byte {
+			var b bytes.Buffer
+			probe.WriteFrame(&b, probe.TagSnapshot, snap)
+			return b.Bytes()[:b.Len()-5]
+		}, 0},
+		{"the probe failed", "probe setup: exit 1: probe: setup dir", func([]byte) []byte { return nil }, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWholeCase(t)
+			setup := probeSetup(w.sb)
+			w.sb.execs[probePath+" setup"] = func(spec provider.ExecSpec) (provider.ExecResult, error) {
+				res, err := setup(spec)
+				if tc.code != 0 {
+					return provider.ExecResult{ExitCode: tc.code, Stderr: []byte(`probe: setup dir "/task": exists and is not a directory`)}, err
+				}
+				b, _ := probe.ReadFrame(bytes.NewReader(res.Stdout), probe.TagSnapshot, 1<<20)
+				res.Stdout = tc.out(b)
+				return res, err
+			}
+			ev := w.run(t, goodHarness)
+			if got := failedChecks(ev); !slices.Equal(got, []string{"setup"}) || !strings.Contains(ev.Checks[0].Detail, tc.want) {
+				t.Fatalf("failed %q, setup's detail %q; want setup failed saying %q", got, ev.Checks[0].Detail, tc.want)
+			}
+		})
+	}
+}
