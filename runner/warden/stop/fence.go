@@ -1,6 +1,7 @@
 package stop
 
 import (
+	"fmt"
 	"strconv"
 	"sync"
 	"time"
@@ -38,7 +39,7 @@ type BirthFence struct {
 	dirfd  int
 	before unix.Timespec
 	offset time.Duration // real-time minus monotonic when armed
-	broken bool
+	broken string        // why the fence proves nothing any more; empty while it holds
 }
 
 // StepTolerance is the largest step of the real-time clock against the
@@ -124,27 +125,42 @@ func (f *BirthFence) Valid() bool {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.broken {
+	if f.broken != "" {
 		return false
 	}
 	var buf [8]byte
-	_, err := unix.Read(f.tfd, buf[:])
-	if err != unix.EAGAIN && err != unix.EINTR {
-		// ECANCELED (the clock was set), an expiry a century early, or
-		// an error: nothing is proved from here on.
-		f.breakLocked()
+	n, err := unix.Read(f.tfd, buf[:])
+	switch {
+	case err == unix.ECANCELED:
+		f.breakLocked("the real-time clock was set (timerfd: ECANCELED)")
+		return false
+	case err != unix.EAGAIN && err != unix.EINTR:
+		// An expiry a century early, or an error: nothing is proved
+		// from here on.
+		f.breakLocked(fmt.Sprintf("timerfd read: %d bytes, %v", n, err))
 		return false
 	}
 	if d := realMinusMono() - f.offset; d > StepTolerance/2 || d < -StepTolerance/2 {
-		f.breakLocked()
+		f.breakLocked(fmt.Sprintf("the real-time clock stepped %v against the monotonic one", d))
 		return false
 	}
 	return true
 }
 
-// breakLocked latches the fence off. Its descriptors stay open until
-// Close, so an Older call racing it never stats through a reused one.
-func (f *BirthFence) breakLocked() { f.broken = true }
+// breakLocked latches the fence off, saying why. Its descriptors stay open
+// until Close, so an Older call racing it never stats through a reused one.
+func (f *BirthFence) breakLocked(why string) { f.broken = why }
+
+// Broken says why the fence proves nothing any more ("" while it holds);
+// a stop's log and the fence's tests name the cause with it.
+func (f *BirthFence) Broken() string {
+	if f == nil {
+		return "no fence"
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.broken
+}
 
 // Older reports whether /proc/PID's inode proves that its process started
 // before the fence was armed. Call Valid before a batch of Older calls and
@@ -171,6 +187,6 @@ func (f *BirthFence) Close() {
 	if f.tfd >= 0 {
 		unix.Close(f.tfd)
 		unix.Close(f.dirfd)
-		f.tfd, f.dirfd, f.broken = -1, -1, true
+		f.tfd, f.dirfd, f.broken = -1, -1, "closed"
 	}
 }
