@@ -45,6 +45,9 @@ type memSandbox struct {
 	unreported map[string]bool
 	unreadable map[string]string
 	destroyed  bool
+	// inspectErr is what Inspect fails with while the sandbox exists
+	// (an engine that cannot read it back).
+	inspectErr error
 }
 
 // newMemSandbox is a sandbox holding files, with the image's tree taken
@@ -135,6 +138,9 @@ func (m *memSandbox) Mkdir(context.Context, string, os.FileMode, int, int) error
 func (m *memSandbox) Inspect(context.Context) (provider.Info, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.inspectErr != nil && !m.destroyed {
+		return provider.Info{}, m.inspectErr
+	}
 	return provider.Info{ID: "mem", Exists: !m.destroyed, Running: !m.destroyed}, nil
 }
 

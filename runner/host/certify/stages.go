@@ -287,13 +287,26 @@ func (cr *caseRun) setup(ctx context.Context, ms modelSide) (sandboxed, error) {
 // then's. The process returned is then's, running; stderr gets the
 // probe's and then then's.
 func (cr *caseRun) ownerSetup(ctx context.Context, sb provider.Sandbox, challenge string, then []string, stderr io.Writer) (probe.Snapshot, *provider.Process, error) {
-	if err := cr.inspectSandbox(ctx, sb); err != nil {
-		return probe.Snapshot{}, nil, err
-	}
 	st, ok := provider.As[provider.Streamer](sb)
 	if !ok {
 		return probe.Snapshot{}, nil, fmt.Errorf("probe setup: the %T sandbox cannot stream a command (no provider.Streamer)", sb)
 	}
+	// The read-back of what the engine applied and the probe's run need
+	// nothing of each other: one engine round trip goes beside the other.
+	inspected := make(chan error, 1)
+	go func() { inspected <- cr.inspectSandbox(ctx, sb) }()
+	s, proc, err := cr.setupRun(ctx, sb, st, challenge, then, stderr)
+	if ierr := <-inspected; ierr != nil {
+		if proc != nil {
+			endProcess(proc)
+		}
+		return probe.Snapshot{}, nil, ierr
+	}
+	return s, proc, err
+}
+
+// setupRun is ownerSetup's one streamed exec, up to the baseline.
+func (cr *caseRun) setupRun(ctx context.Context, sb provider.Sandbox, st provider.Streamer, challenge string, then []string, stderr io.Writer) (probe.Snapshot, *provider.Process, error) {
 	argv := append(append(cr.setupArgv(), "--"), then...)
 	// The process outlives ctx (it becomes the session's channel); only
 	// the wait for the baseline is bounded by it.

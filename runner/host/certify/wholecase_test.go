@@ -373,3 +373,18 @@ func TestSetupRefusesABaselineNotFramed(t *testing.T) {
 		})
 	}
 }
+
+// The read-back of what the engine applied runs beside the probe's setup
+// run; when it fails, setup fails with its error even though the probe's
+// run gave a baseline, and nothing else of the case is judged failed.
+func TestSetupFailsWhenTheSandboxCannotBeReadBack(t *testing.T) {
+	w := newWholeCase(t)
+	w.sb.inspectErr = errors.New("engine: inspect refused")
+	ev := w.run(t, goodHarness)
+	if got := failedChecks(ev); !slices.Equal(got, []string{"setup"}) || !strings.Contains(ev.Checks[0].Detail, "inspect refused") {
+		t.Fatalf("failed %q, setup's detail %q; want setup failed with the inspect's error", got, ev.Checks[0].Detail)
+	}
+	if w.sb.files[ChallengeFile] == "" {
+		t.Fatal("the probe's setup run did not run beside the read-back")
+	}
+}
