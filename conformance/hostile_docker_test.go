@@ -200,7 +200,9 @@ var _ = Describe("warden, inside containers of the test images, facing processes
 					return true
 				}).WithTimeout(90*time.Second).WithPolling(250*time.Millisecond).Should(BeTrue(),
 					"no receipt: the supervisor did not survive the bomb; %s", l.diagnose(ctx))
-				Expect(r.Cause).To(Equal("deadline"))
+				Expect(r.Cause).To(Equal("deadline"), "the harness ended before the deadline (return code %s, signal %s)%s",
+					lazy(func() string { return derefText(r.ReturnCode) }), lazy(func() string { return derefText(r.Signal) }),
+					lazy(func() string { return l.diagnose(ctx) }))
 				Expect(r.CleanupConfirmed).To(BeTrue(), "the bomb was not held and killed: survivors %+v, error %v", r.Survivors, r.Error)
 				Expect(r.Survivors).To(BeEmpty())
 				Expect(len(r.Reached)).To(BeNumerically(">=", 5), "the stop reached the bomb")
@@ -236,6 +238,14 @@ var (
 	probeOnce sync.Once
 	probePath string
 )
+
+// derefText is *p as text, "none" for nil.
+func derefText[T any](p *T) string {
+	if p == nil {
+		return "none"
+	}
+	return fmt.Sprint(*p)
+}
 
 // lazy is a failure message part computed only when it is printed.
 type lazy func() string
