@@ -58,15 +58,8 @@ func NewBirthFence(fs proc.FS) *BirthFence {
 	if !fs.IsReal() {
 		return nil
 	}
-	tfd, err := unix.TimerfdCreate(unix.CLOCK_REALTIME, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC)
+	tfd, err := armClockSetWatch()
 	if err != nil {
-		return nil
-	}
-	var now unix.Timespec
-	unix.ClockGettime(unix.CLOCK_REALTIME, &now)
-	far := unix.ItimerSpec{Value: unix.Timespec{Sec: now.Sec + 100*365*86400}}
-	if err := unix.TimerfdSettime(tfd, unix.TFD_TIMER_ABSTIME|unix.TFD_TIMER_CANCEL_ON_SET, &far, nil); err != nil {
-		unix.Close(tfd)
 		return nil
 	}
 	dirfd, err := unix.Open(fs.Root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
@@ -93,6 +86,25 @@ func NewBirthFence(fs proc.FS) *BirthFence {
 	}
 	f.before = unix.NsecToTimespec(c.Nano() - int64(StepTolerance))
 	return f
+}
+
+// armClockSetWatch arms a non-blocking timerfd, due a century from now,
+// that any set of the real-time clock cancels: from then on a read of it
+// fails with ECANCELED (latched; EAGAIN while no set has happened). The
+// caller closes it.
+func armClockSetWatch() (int, error) {
+	tfd, err := unix.TimerfdCreate(unix.CLOCK_REALTIME, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC)
+	if err != nil {
+		return -1, err
+	}
+	var now unix.Timespec
+	unix.ClockGettime(unix.CLOCK_REALTIME, &now)
+	far := unix.ItimerSpec{Value: unix.Timespec{Sec: now.Sec + 100*365*86400}}
+	if err := unix.TimerfdSettime(tfd, unix.TFD_TIMER_ABSTIME|unix.TFD_TIMER_CANCEL_ON_SET, &far, nil); err != nil {
+		unix.Close(tfd)
+		return -1, err
+	}
+	return tfd, nil
 }
 
 // realMinusMono is the real-time clock's offset from the monotonic one,
