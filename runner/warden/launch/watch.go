@@ -144,32 +144,71 @@ func trimNUL(b []byte) []byte {
 // WaitFile blocks until dir/name exists, timeout passes (zero: forever), or
 // check returns true (polled at least every 100 ms); it reports whether the
 // file exists.
+//
+// It looks before it watches, and polls for the first PollFirst: an
+// inotify instance costs its process a grace period of the kernel's
+// fsnotify SRCU when it is closed, at the latest at exit (5-8 ms on these
+// hosts, measured: a program that only opens one and exits takes that much
+// longer to exit), and whoever waits for a `warden wait` or `stop --wait`
+// waits for its exit too. A receipt that is already there (close's stop of
+// an ended launch, a replay) or that comes within PollFirst (a short
+// launch, a small tree's stop) is found without one, at most PollStep late.
 func WaitFile(dir, name string, timeout time.Duration, check func() bool) bool {
 	path := filepath.Join(dir, name)
-	w := Watch(dir)
+	exists := func() bool {
+		_, err := os.Lstat(path)
+		return err == nil
+	}
+	start := time.Now()
+	for {
+		if exists() {
+			return true
+		}
+		if check != nil && check() {
+			return exists()
+		}
+		waited := time.Since(start)
+		if timeout > 0 && waited >= timeout {
+			return exists()
+		}
+		if waited >= PollFirst {
+			break
+		}
+		time.Sleep(PollStep)
+	}
+	w := newWatcher(dir)
 	defer w.Close()
 	var deadline <-chan time.Time
 	if timeout > 0 {
-		t := time.NewTimer(timeout)
+		t := time.NewTimer(timeout - time.Since(start))
 		defer t.Stop()
 		deadline = t.C
 	}
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if _, err := os.Lstat(path); err == nil {
+		if exists() {
 			return true
 		}
 		if check != nil && check() {
-			_, err := os.Lstat(path)
-			return err == nil
+			return exists()
 		}
 		select {
 		case <-w.C:
 		case <-tick.C:
 		case <-deadline:
-			_, err := os.Lstat(path)
-			return err == nil
+			return exists()
 		}
 	}
 }
+
+// PollFirst and PollStep: how long WaitFile polls before it watches, and
+// how often. 50 ms holds a short launch's whole run and a small tree's stop;
+// polling costs one lstat (and check) a millisecond.
+const (
+	PollFirst = 50 * time.Millisecond
+	PollStep  = time.Millisecond
+)
+
+// newWatcher is Watch; a test counts its calls.
+var newWatcher = Watch
