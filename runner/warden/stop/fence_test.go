@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os/exec"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -19,11 +20,25 @@ import (
 // A watch of the test's own sees those sets: an attempt during which one
 // happened proves nothing either way and is tried again; a fence that is
 // void with no set seen fails, naming why it broke.
+//
+// Both fences are tried: the one that waits for the coarse clock (a host
+// with FenceWaitFrom processes or more), which rules out even a process
+// whose inode its own listing made, and the one that does not (fewer),
+// which rules out a process whose inode was made before it.
 func TestBirthFenceRulesOutOnlyOlderProcesses(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		waitFrom int
+	}{{"waiting", 0}, {"not waiting", 1 << 30}} {
+		t.Run(tc.name, func(t *testing.T) { tryFence(t, tc.waitFrom) })
+	}
+}
+
+func tryFence(t *testing.T, waitFrom int) {
 	const attempts = 5
 	for i := 1; i <= attempts; i++ {
 		set := watchClockSets(t)
-		err := fenceAttempt(t)
+		err := fenceAttempt(t, waitFrom)
 		if err == nil {
 			return
 		}
@@ -36,7 +51,7 @@ func TestBirthFenceRulesOutOnlyOlderProcesses(t *testing.T) {
 	t.Fatalf("the real-time clock was set during each of %d attempts", attempts)
 }
 
-func fenceAttempt(t *testing.T) error {
+func fenceAttempt(t *testing.T, waitFrom int) error {
 	fs := proc.NewFS("")
 	start := func() int {
 		c := exec.Command("sleep", "1000")
@@ -47,7 +62,15 @@ func fenceAttempt(t *testing.T) error {
 		return c.Process.Pid
 	}
 	older := start()
-	f := NewBirthFence(fs)
+	if waitFrom > 0 {
+		// The fence that does not wait rules out what was listed before
+		// the coarse clock passed the listing: list, then wait for that.
+		if _, err := fs.PIDs(); err != nil {
+			t.Fatal(err)
+		}
+		awaitCoarsePast(t, 2*StepTolerance)
+	}
+	f := newBirthFence(fs, waitFrom)
 	if f == nil {
 		t.Fatal("no birth fence on the real /proc (timerfd or the proc root unavailable)")
 	}
@@ -72,6 +95,23 @@ func fenceAttempt(t *testing.T) error {
 		return fmt.Errorf("fence invalid after the checks: %s (checks: %v)", f.Broken(), err)
 	}
 	return err
+}
+
+// awaitCoarsePast waits until the coarse real-time clock is d past the
+// fine-grained one's present reading (a few ticks at most).
+func awaitCoarsePast(t *testing.T, d time.Duration) {
+	var now, c unix.Timespec
+	unix.ClockGettime(unix.CLOCK_REALTIME, &now)
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		unix.ClockGettime(unix.CLOCK_REALTIME_COARSE, &c)
+		if c.Nano()-now.Nano() > int64(d) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the coarse clock did not pass %v beyond %d ns within 5 s", d, now.Nano())
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // watchClockSets arms a watch of its own (the fence's armClockSetWatch) and
