@@ -203,6 +203,17 @@ func Run(cfg Config, ready *os.File) int {
 	}
 	defer tell(Ready{Status: "error", Message: "supervisor ended before it was ready"})
 
+	// Before the harness runs, while threads can still be made: a harness
+	// that fills the pids limit must not cost the supervisor its life. They
+	// are made beside the claim and the start's other writes, whose fsyncs
+	// wait on the disk (about 2 ms of a launch's start in a container when
+	// made one after the other); the harness is forked only once all exist.
+	threads := make(chan struct{})
+	go func() {
+		reserveThreads(BoundProcs() + ReservedThreads)
+		close(threads)
+	}()
+
 	// Descriptors the caller leaked to us must not reach the harness.
 	if !mutant.Is(mutant.SupFDLeak) {
 		fds.CloexecFrom(3)
@@ -238,9 +249,6 @@ func Run(cfg Config, ready *os.File) int {
 		defer lf.Close()
 		stderrToLog(lf)
 	}
-	// Before the harness runs, while threads can still be made: a harness
-	// that fills the pids limit must not cost the supervisor its life.
-	reserveThreads(BoundProcs() + ReservedThreads)
 	if err := receipt.Reserve(cfg.State); err != nil {
 		s.logf("%v", err)
 	}
@@ -281,6 +289,7 @@ func Run(cfg Config, ready *os.File) int {
 	defer watch.Close()
 
 	s.cgroup = s.makeCgroup()
+	<-threads
 	s.fence = <-fenceC
 	defer s.fence.Close()
 	env := harnessEnv(os.Environ(), cfg.LaunchID)
