@@ -152,7 +152,8 @@ func trimNUL(b []byte) []byte {
 // longer to exit), and whoever waits for a `warden wait` or `stop --wait`
 // waits for its exit too. A receipt that is already there (close's stop of
 // an ended launch, a replay) or that comes within PollFirst (a short
-// launch, a small tree's stop) is found without one, at most PollStep late.
+// launch, a small tree's stop) is found without one, at most PollStep
+// late.
 func WaitFile(dir, name string, timeout time.Duration, check func() bool) bool {
 	path := filepath.Join(dir, name)
 	exists := func() bool {
@@ -160,11 +161,11 @@ func WaitFile(dir, name string, timeout time.Duration, check func() bool) bool {
 		return err == nil
 	}
 	start := time.Now()
-	for {
+	for i := 0; ; i++ {
 		if exists() {
 			return true
 		}
-		if check != nil && check() {
+		if check != nil && i%checkEvery == 0 && check() {
 			return exists()
 		}
 		waited := time.Since(start)
@@ -203,11 +204,15 @@ func WaitFile(dir, name string, timeout time.Duration, check func() bool) bool {
 }
 
 // PollFirst and PollStep: how long WaitFile polls before it watches, and
-// how often. 50 ms holds a short launch's whole run and a small tree's stop;
-// polling costs one lstat (and check) a millisecond.
+// how often; check is called every checkEvery polls. 50 ms holds a short
+// launch's whole run and a small tree's stop. Longer waits are watched: a
+// poll a millisecond beside a stop that signals and reaps a large tree
+// takes the cores that stop needs (BigTreeStop was no faster polling for a
+// second, on a noisy host), and a long wait can afford the teardown.
 const (
-	PollFirst = 50 * time.Millisecond
-	PollStep  = time.Millisecond
+	PollFirst  = 50 * time.Millisecond
+	PollStep   = time.Millisecond
+	checkEvery = 10
 )
 
 // newWatcher is Watch; a test counts its calls.

@@ -101,7 +101,7 @@ func TestWaitFileEndsOnTimeoutAndCheck(t *testing.T) {
 	if WaitFile(dir, "receipt.json", time.Nanosecond, nil) {
 		t.Fatal("WaitFile = true with no file (timeout 1 ns)")
 	}
-	if WaitFile(dir, "receipt.json", 2*PollFirst, nil) {
+	if WaitFile(dir, "receipt.json", PollFirst+100*time.Millisecond, nil) {
 		t.Fatal("WaitFile = true with no file (timeout past the polling)")
 	}
 	var calls atomic.Int32
