@@ -203,17 +203,6 @@ func Run(cfg Config, ready *os.File) int {
 	}
 	defer tell(Ready{Status: "error", Message: "supervisor ended before it was ready"})
 
-	// Before the harness runs, while threads can still be made: a harness
-	// that fills the pids limit must not cost the supervisor its life. They
-	// are made beside the claim and the start's other writes, whose fsyncs
-	// wait on the disk (about 2 ms of a launch's start in a container when
-	// made one after the other); the harness is forked only once all exist.
-	threads := make(chan struct{})
-	go func() {
-		reserveThreads(BoundProcs() + ReservedThreads)
-		close(threads)
-	}()
-
 	// Descriptors the caller leaked to us must not reach the harness.
 	if !mutant.Is(mutant.SupFDLeak) {
 		fds.CloexecFrom(3)
@@ -241,7 +230,8 @@ func Run(cfg Config, ready *os.File) int {
 		return 1
 	}
 	// The birth fence is armed before the harness's fork; its few ms of
-	// waiting for the clock to tick go on beside the rest of the start.
+	// waiting for the clock to tick, on a host with many processes
+	// (stop.FenceWaitFrom), go on beside the rest of the start.
 	fenceC := make(chan *stop.BirthFence, 1)
 	go func() { fenceC <- stop.NewBirthFence(s.fs) }()
 	if lf, err := os.OpenFile(filepath.Join(cfg.State, launch.LogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_CLOEXEC, 0o600); err == nil {
@@ -249,6 +239,17 @@ func Run(cfg Config, ready *os.File) int {
 		defer lf.Close()
 		stderrToLog(lf)
 	}
+	// Before the harness runs, while threads can still be made: a harness
+	// that fills the pids limit must not cost the supervisor its life. They
+	// are made beside the start's other work (the receipt's reserve and its
+	// fsyncs, the fence, the cgroup), after the claim and once fd 2 is the
+	// log, so a runtime that dies making them still leaves a claim and says
+	// why where `diagnose` looks; the harness is forked only once all exist.
+	threads := make(chan struct{})
+	go func() {
+		reserveThreads(BoundProcs() + ReservedThreads)
+		close(threads)
+	}()
 	if err := receipt.Reserve(cfg.State); err != nil {
 		s.logf("%v", err)
 	}
