@@ -145,14 +145,14 @@ func trimNUL(b []byte) []byte {
 // check returns true (polled at least every 100 ms); it reports whether the
 // file exists.
 //
-// It looks before it watches, and polls for the first PollFirst: an
+// It looks before it watches, and polls for the first pollFirst: an
 // inotify instance costs its process a grace period of the kernel's
 // fsnotify SRCU when it is closed, at the latest at exit (5-8 ms on these
 // hosts, measured: a program that only opens one and exits takes that much
 // longer to exit), and whoever waits for a `warden wait` or `stop --wait`
 // waits for its exit too. A receipt that is already there (close's stop of
-// an ended launch, a replay) or that comes within PollFirst (a short
-// launch, a small tree's stop) is found without one, at most PollStep
+// an ended launch, a replay) or that comes within pollFirst (a short
+// launch, a small tree's stop) is found without one, about pollStep
 // late.
 func WaitFile(dir, name string, timeout time.Duration, check func() bool) bool {
 	path := filepath.Join(dir, name)
@@ -172,10 +172,10 @@ func WaitFile(dir, name string, timeout time.Duration, check func() bool) bool {
 		if timeout > 0 && waited >= timeout {
 			return exists()
 		}
-		if waited >= PollFirst {
+		if waited >= pollFirst {
 			break
 		}
-		time.Sleep(PollStep)
+		time.Sleep(pollStep)
 	}
 	w := newWatcher(dir)
 	defer w.Close()
@@ -185,7 +185,7 @@ func WaitFile(dir, name string, timeout time.Duration, check func() bool) bool {
 		defer t.Stop()
 		deadline = t.C
 	}
-	tick := time.NewTicker(100 * time.Millisecond)
+	tick := time.NewTicker(watchTick)
 	defer tick.Stop()
 	for {
 		if exists() {
@@ -203,17 +203,21 @@ func WaitFile(dir, name string, timeout time.Duration, check func() bool) bool {
 	}
 }
 
-// PollFirst and PollStep: how long WaitFile polls before it watches, and
-// how often; check is called every checkEvery polls. 50 ms holds a short
-// launch's whole run and a small tree's stop. Longer waits are watched: a
-// poll a millisecond beside a stop that signals and reaps a large tree
-// takes the cores that stop needs (BigTreeStop was no faster polling for a
-// second, on a noisy host), and a long wait can afford the teardown.
-const (
-	PollFirst  = 50 * time.Millisecond
-	PollStep   = time.Millisecond
-	checkEvery = 10
+// pollFirst and pollStep: how long WaitFile polls before it watches, and
+// how often; check is called every checkEvery polls, and every watchTick
+// while watching. 50 ms holds a short launch's whole run and a small
+// tree's stop. Longer waits are watched: a poll a millisecond beside a stop
+// that signals and reaps a large tree takes the cores that stop needs
+// (BigTreeStop was no faster polling for a second, on a noisy host), and a
+// long wait can afford the teardown. Variables so that tests can stretch
+// either phase.
+var (
+	pollFirst = 50 * time.Millisecond
+	pollStep  = time.Millisecond
+	watchTick = 100 * time.Millisecond
 )
+
+const checkEvery = 10
 
 // newWatcher is Watch; a test counts its calls.
 var newWatcher = Watch

@@ -3,6 +3,7 @@ package launch
 import (
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -44,7 +45,11 @@ func TestWaitFileFindsAnExistingFileWithoutAWatcher(t *testing.T) {
 // A file that comes after the polling is found through the watcher: the
 // file is written only once the watcher exists, so the poll cannot be
 // what finds it.
+//
+// The watch's periodic check is stretched to an hour, so only the watcher's
+// event can be what finds the file.
 func TestWaitFileWatchesAfterPolling(t *testing.T) {
+	setFor(t, &watchTick, time.Hour)
 	n, made := countWatchers(t)
 	dir := t.TempDir()
 	found := make(chan bool, 1)
@@ -75,12 +80,27 @@ func TestWaitFileWatchesAfterPolling(t *testing.T) {
 	}
 }
 
-// A file written while WaitFile polls is found (by the poll or, on a slow
-// host, the watcher).
+// A file written while WaitFile polls is found by the poll: the polling
+// is stretched to a minute, so no watcher is made in the test's time.
 func TestWaitFileFindsAFileWrittenWhileItPolls(t *testing.T) {
+	setFor(t, &pollFirst, time.Minute)
+	n, _ := countWatchers(t)
 	dir := t.TempDir()
+	// The check is called after WaitFile's first look: the file is
+	// written once it has been, so a later poll must be what finds it.
+	looked := make(chan struct{})
+	var once sync.Once
+	check := func() bool {
+		once.Do(func() { close(looked) })
+		return false
+	}
 	found := make(chan bool, 1)
-	go func() { found <- WaitFile(dir, "receipt.json", time.Minute, nil) }()
+	go func() { found <- WaitFile(dir, "receipt.json", 0, check) }()
+	select {
+	case <-looked:
+	case <-time.After(30 * time.Second):
+		t.Fatal("WaitFile never called its check")
+	}
 	if err := os.WriteFile(filepath.Join(dir, "receipt.json"), []byte("{}"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -90,8 +110,49 @@ func TestWaitFileFindsAFileWrittenWhileItPolls(t *testing.T) {
 			t.Fatal("WaitFile = false for a file that was written")
 		}
 	case <-time.After(30 * time.Second):
-		t.Fatal("WaitFile did not see the file")
+		t.Fatal("WaitFile did not see the file while it polled")
 	}
+	if got := n.Load(); got != 0 {
+		t.Fatalf("WaitFile made %d watcher(s) while polling, want 0", got)
+	}
+}
+
+// While it polls, the timeout and the check end the wait: the polling is
+// stretched to a minute, and each must end it well before that, with no
+// watcher made.
+func TestWaitFileEndsWhilePolling(t *testing.T) {
+	setFor(t, &pollFirst, time.Minute)
+	n, _ := countWatchers(t)
+	dir := t.TempDir()
+	ended := func(name string, wait func() bool) {
+		t.Helper()
+		done := make(chan bool, 1)
+		go func() { done <- wait() }()
+		select {
+		case ok := <-done:
+			if ok {
+				t.Fatalf("%s: WaitFile = true with no file", name)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s: WaitFile did not end while it polled", name)
+		}
+	}
+	ended("timeout 10 ms", func() bool { return WaitFile(dir, "receipt.json", 10*time.Millisecond, nil) })
+	var calls atomic.Int32
+	ended("check true at its third call", func() bool {
+		return WaitFile(dir, "receipt.json", 0, func() bool { return calls.Add(1) >= 3 })
+	})
+	if got := n.Load(); got != 0 {
+		t.Fatalf("WaitFile made %d watcher(s) while polling, want 0", got)
+	}
+}
+
+// setFor sets *v to d for the test's life.
+func setFor(t *testing.T, v *time.Duration, d time.Duration) {
+	t.Helper()
+	old := *v
+	*v = d
+	t.Cleanup(func() { *v = old })
 }
 
 // The timeout and the check end the wait with false when the file never
@@ -101,7 +162,7 @@ func TestWaitFileEndsOnTimeoutAndCheck(t *testing.T) {
 	if WaitFile(dir, "receipt.json", time.Nanosecond, nil) {
 		t.Fatal("WaitFile = true with no file (timeout 1 ns)")
 	}
-	if WaitFile(dir, "receipt.json", PollFirst+100*time.Millisecond, nil) {
+	if WaitFile(dir, "receipt.json", pollFirst+100*time.Millisecond, nil) {
 		t.Fatal("WaitFile = true with no file (timeout past the polling)")
 	}
 	var calls atomic.Int32

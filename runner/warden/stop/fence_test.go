@@ -75,6 +75,16 @@ func fenceAttempt(t *testing.T, waitFrom int) error {
 		t.Fatal("no birth fence on the real /proc (timerfd or the proc root unavailable)")
 	}
 	defer f.Close()
+	// The boundary is at least StepTolerance before the coarse clock read
+	// after the fence: what is forked from here on is stamped no earlier
+	// than that clock, so it cannot be ruled out. (A boundary taken from
+	// the fine-grained clock, or late, fails here, not only by chance
+	// below.)
+	var after unix.Timespec
+	unix.ClockGettime(unix.CLOCK_REALTIME_COARSE, &after)
+	if f.before.Nano() > after.Nano()-int64(StepTolerance) {
+		return fmt.Errorf("boundary %d ns is not StepTolerance before the coarse clock read after the fence (%d ns)", f.before.Nano(), after.Nano())
+	}
 	younger := start()
 	if _, err := fs.PIDs(); err != nil { // the listing that makes its inode
 		t.Fatal(err)
