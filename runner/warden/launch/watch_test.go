@@ -43,38 +43,21 @@ func TestWaitFileFindsAnExistingFileWithoutAWatcher(t *testing.T) {
 }
 
 // A file that comes after the polling is found through the watcher: the
-// file is written only once the watcher exists, so the poll cannot be
-// what finds it.
-//
-// The watch's periodic check is stretched to an hour, so only the watcher's
-// event can be what finds the file.
+// file is written only once the watcher exists, and the watch's periodic
+// look is stretched to an hour, so only the watcher's event can find it.
 func TestWaitFileWatchesAfterPolling(t *testing.T) {
 	setFor(t, &watchTick, time.Hour)
 	n, made := countWatchers(t)
 	dir := t.TempDir()
 	found := make(chan bool, 1)
 	go func() { found <- WaitFile(dir, "receipt.json", time.Minute, nil) }()
-	select {
-	case <-made:
-	case <-time.After(30 * time.Second):
-		t.Fatal("WaitFile made no watcher after its polling")
-	}
+	await(t, made, "WaitFile made no watcher after its polling")
 	select {
 	case ok := <-found:
 		t.Fatalf("WaitFile returned %v before the file was written", ok)
 	default:
 	}
-	if err := os.WriteFile(filepath.Join(dir, "receipt.json"), []byte("{}"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case ok := <-found:
-		if !ok {
-			t.Fatal("WaitFile = false for a file written while it watched")
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("WaitFile did not see the file written while it watched")
-	}
+	writeThenFound(t, dir, found, "while it watched")
 	if got := n.Load(); got != 1 {
 		t.Fatalf("WaitFile made %d watchers, want 1", got)
 	}
@@ -96,22 +79,8 @@ func TestWaitFileFindsAFileWrittenWhileItPolls(t *testing.T) {
 	}
 	found := make(chan bool, 1)
 	go func() { found <- WaitFile(dir, "receipt.json", 0, check) }()
-	select {
-	case <-looked:
-	case <-time.After(30 * time.Second):
-		t.Fatal("WaitFile never called its check")
-	}
-	if err := os.WriteFile(filepath.Join(dir, "receipt.json"), []byte("{}"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case ok := <-found:
-		if !ok {
-			t.Fatal("WaitFile = false for a file that was written")
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("WaitFile did not see the file while it polled")
-	}
+	await(t, looked, "WaitFile never called its check")
+	writeThenFound(t, dir, found, "while it polled")
 	if got := n.Load(); got != 0 {
 		t.Fatalf("WaitFile made %d watcher(s) while polling, want 0", got)
 	}
@@ -128,13 +97,8 @@ func TestWaitFileEndsWhilePolling(t *testing.T) {
 		t.Helper()
 		done := make(chan bool, 1)
 		go func() { done <- wait() }()
-		select {
-		case ok := <-done:
-			if ok {
-				t.Fatalf("%s: WaitFile = true with no file", name)
-			}
-		case <-time.After(30 * time.Second):
-			t.Fatalf("%s: WaitFile did not end while it polled", name)
+		if await(t, done, name+": WaitFile did not end while it polled") {
+			t.Fatalf("%s: WaitFile = true with no file", name)
 		}
 	}
 	ended("timeout 10 ms", func() bool { return WaitFile(dir, "receipt.json", 10*time.Millisecond, nil) })
@@ -144,6 +108,31 @@ func TestWaitFileEndsWhilePolling(t *testing.T) {
 	})
 	if got := n.Load(); got != 0 {
 		t.Fatalf("WaitFile made %d watcher(s) while polling, want 0", got)
+	}
+}
+
+// await returns what c gives, failing with what when nothing comes in
+// 30 s.
+func await[T any](t *testing.T, c <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-c:
+		return v
+	case <-time.After(30 * time.Second):
+		t.Fatal(what)
+	}
+	panic("unreachable")
+}
+
+// writeThenFound writes dir/receipt.json and expects the WaitFile behind
+// found to report it, when it has been written "when".
+func writeThenFound(t *testing.T, dir string, found <-chan bool, when string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, "receipt.json"), []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if !await(t, found, "WaitFile did not see the file written "+when) {
+		t.Fatal("WaitFile = false for a file written " + when)
 	}
 }
 

@@ -94,14 +94,10 @@ func newBirthFence(fs proc.FS, waitFrom int) *BirthFence {
 	// the listing's bound; the wait below then lasts up to a tick longer.
 	var listed, c unix.Timespec
 	unix.ClockGettime(unix.CLOCK_REALTIME, &listed)
-	if len(pids) < waitFrom {
-		unix.ClockGettime(unix.CLOCK_REALTIME_COARSE, &c)
-		f.before = unix.NsecToTimespec(c.Nano() - int64(StepTolerance))
-		return f
-	}
+	wait := len(pids) >= waitFrom
 	for deadline := time.Now().Add(50 * time.Millisecond); ; {
 		unix.ClockGettime(unix.CLOCK_REALTIME_COARSE, &c)
-		if c.Nano()-listed.Nano() > int64(StepTolerance) || time.Now().After(deadline) {
+		if !wait || c.Nano()-listed.Nano() > int64(StepTolerance) || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(time.Millisecond)
