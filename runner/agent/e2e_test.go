@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sandproof/sandproof/internal/testsupport/local"
 	"github.com/sandproof/sandproof/internal/testsupport/testenv"
 	"github.com/sandproof/sandproof/runner/host/agenthost"
@@ -537,15 +539,32 @@ func TestAgentKilledMidStream(t *testing.T) {
 	}
 	// Wait until the sleeps run, then kill the agent.
 	deadline := time.Now().Add(10 * time.Second)
+	var children []string
 	for {
 		out, _ := exec.Command("pgrep", "-P", fmt.Sprint(pid)).Output()
-		if len(strings.Fields(string(out))) >= 8 {
+		if children = strings.Fields(string(out)); len(children) >= 8 {
 			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the execs did not start: children %q", out)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+	// The agent's SIGKILL orphans its children: the cats end at their
+	// stdin's EOF, the sleeps would outlive the test by ten minutes. Each is
+	// pinned by a pidfd while still the agent's child, so the cleanup's KILL
+	// cannot reach a process that reused its pid.
+	for _, c := range children {
+		var cpid int
+		fmt.Sscan(c, &cpid)
+		fd, err := unix.PidfdOpen(cpid, 0)
+		if err != nil {
+			continue // already gone
+		}
+		t.Cleanup(func() {
+			unix.PidfdSendSignal(fd, syscall.SIGKILL, nil, 0)
+			unix.Close(fd)
+		})
 	}
 	os.RemoveAll(lsb.Root()) // the sandbox goes with it: ErrGone
 	killed := time.Now()
