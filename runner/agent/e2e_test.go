@@ -552,8 +552,10 @@ func TestAgentKilledMidStream(t *testing.T) {
 	}
 	// The agent's SIGKILL orphans its children: the cats end at their
 	// stdin's EOF, the sleeps would outlive the test by ten minutes. Each is
-	// pinned by a pidfd while still the agent's child, so the cleanup's KILL
-	// cannot reach a process that reused its pid.
+	// pinned by a pidfd before the agent is killed; none of them ends before
+	// that (a sleep of ten minutes, a cat on a never-ending stdin), so the pid
+	// pgrep listed is still the child's, and the cleanup's KILL cannot reach
+	// a process that reused it later.
 	for _, c := range children {
 		var cpid int
 		fmt.Sscan(c, &cpid)
