@@ -126,6 +126,7 @@ soak: build
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 10x ./runner/warden/bench
+	setpriv --bounding-set -sys_ptrace,-sys_admin,-perfmon $(GO) test -run '^$$' -bench EnvironAsOwner -benchtime 2000x -count 3 ./runner/warden/proc
 
 clean:
 	rm -rf $(BIN)

@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -211,12 +212,122 @@ var _ = Describe("warden, inside containers of the test images, facing processes
 					Should(BeEmpty(), "a bomb process lives after a confirmed receipt in %s", image)
 			}
 		}, SpecTimeout(ctrSpecTimeout))
+
+		framework.ConformanceIt("2 hold", "should read other users' environments through a bomb at the pids limit and confirm, three times in a row", func(ctx SpecContext) {
+			// Forty processes of uid 1000 outside the tree, started after
+			// the harness: the marker rule has the stop read each one's
+			// environ every round, which root without CAP_SYS_PTRACE does
+			// with the owner's filesystem ids on a thread of their own.
+			// The bomb then holds every other pid, so the supervisor can
+			// make no thread: reads that each cost one (a thread per read)
+			// abort it past its reserve, and no receipt is written.
+			const outsiders = 40
+			b := ctrStartLimited(ctx, image, provider.Limits{PidsLimit: bombPidsLimit + outsiders + 1})
+			events := hostPidsEvents(b)
+			for attempt := 1; attempt <= 3; attempt++ {
+				By(fmt.Sprintf("attempt %d", attempt))
+				l := b.newLaunch(uid1000)
+				name := uniqueComm("bomb")
+				gate := l.dir + "/gate"
+				before := events()
+				res := l.b.Run(ctx, containers.Exec{
+					Argv: append([]string{ctrWarden}, l.supervise([]string{"--deadline", "10", "--grace", "0.2", "--detach"}, "gate", gate, "fork-bomb")...),
+					Env:  append(l.b.Env(), "ADVERSARY_BOMB_NAME="+name),
+				})
+				Expect(res.Code).To(Equal(0), "%s", res)
+				Eventually(ctx, func() (bool, error) {
+					rec, err := l.record(ctx, l.rec)
+					return rec != nil && len(rec.Procs) > 0, err
+				}).WithTimeout(30*time.Second).WithPolling(50*time.Millisecond).Should(BeTrue(),
+					"the harness never started; %s", lazy(func() string { return l.diagnose(ctx) }))
+
+				// The outsiders: a shell of uid 1000 (its parent the
+				// engine's shim) and its forty sleeps.
+				sh := l.b.Go(ctx, containers.Exec{
+					Argv: []string{"/bin/sh", "-c", fmt.Sprintf(`i=0; while [ $i -lt %d ]; do sleep 600 & i=$((i+1)); done; wait`, outsiders)},
+					User: uid1000.exec,
+				})
+				sleeps := func() int {
+					table, err := witness.Proc.Table()
+					Expect(err).NotTo(HaveOccurred())
+					n := 0
+					for _, st := range table {
+						if st.PPID == sh.HostPID && st.Comm == "sleep" && !st.Dead() {
+							n++
+						}
+					}
+					return n
+				}
+				Eventually(ctx, sleeps).WithTimeout(30*time.Second).Should(Equal(outsiders), "positive control: the outsiders run (shell %d: %s)",
+					sh.HostPID, lazy(func() string { return fmt.Sprint(hostProcsOf(sh.HostPID)) }))
+
+				l.b.Upload(containers.File{Path: gate, Mode: 0o644})
+				Eventually(ctx, func() int { return len(living(name)) }).
+					WithTimeout(20*time.Second).Should(BeNumerically(">=", 5), "positive control: the bomb grew; %s", lazy(func() string { return l.diagnose(ctx) }))
+				Eventually(ctx, func() int { return events() - before }).
+					WithTimeout(20*time.Second).Should(BeNumerically(">", 0), "positive control: the bomb hit the pids limit")
+
+				var r *witness.Receipt
+				Eventually(ctx, func() bool {
+					data, ok := l.b.ReadFile(ctx, l.state+"/"+witness.ReceiptFile)
+					if !ok {
+						return false
+					}
+					host := GinkgoT().TempDir()
+					Expect(os.WriteFile(filepath.Join(host, witness.ReceiptFile), data, 0o600)).To(Succeed())
+					var err error
+					r, err = witness.ReadReceipt(host)
+					Expect(err).NotTo(HaveOccurred(), "receipt %s", data)
+					return true
+				}).WithTimeout(90*time.Second).WithPolling(250*time.Millisecond).Should(BeTrue(),
+					"no receipt: the supervisor did not survive the bomb; %s", l.diagnose(ctx))
+				Expect(r.Cause).To(Equal("deadline"), "the harness ended before the deadline%s", lazy(func() string { return l.diagnose(ctx) }))
+				Expect(r.CleanupConfirmed).To(BeTrue(), "the bomb was not held and killed: survivors %+v, error %v", r.Survivors, r.Error)
+				Expect(r.Survivors).To(BeEmpty())
+				Expect(len(r.Reached)).To(BeNumerically(">=", 5), "the stop reached the bomb")
+				// The outsiders' environments (uid 1000, unreadable with
+				// root's own ids) were read: none is listed unverified. (An
+				// exec the spec runs meanwhile may be: runc's init is not
+				// dumpable while it sets the exec up.)
+				for _, m := range r.Unverified {
+					Expect(m.Comm).NotTo(BeElementOf("sleep", "sh"), "the stop could not read an outsider's environment: %+v", r.Unverified)
+				}
+				Expect(sleeps()).To(Equal(outsiders), "the outsiders are not the launch's: every one still runs")
+				Consistently(ctx, func() []witness.Stat { return living(name) }).
+					WithTimeout(300*time.Millisecond).WithPolling(10*time.Millisecond).
+					Should(BeEmpty(), "a bomb process lives after a confirmed receipt in %s", image)
+
+				// The sleeps are KILLed from the host (their shell, still
+				// their parent, holds their pids until it reaps them), so
+				// the shell reaps them and ends: orphans would stay as
+				// zombies under the container's pid 1 and hold the pids the
+				// next attempt needs.
+				for _, st := range hostProcsOf(sh.HostPID) {
+					if st.PPID == sh.HostPID && st.Comm == "sleep" {
+						Expect(syscall.Kill(st.PID, syscall.SIGKILL)).To(Succeed())
+					}
+				}
+				Eventually(ctx, sh.Done()).WithTimeout(30*time.Second).Should(BeClosed(), "the outsiders' shell did not end")
+			}
+		}, SpecTimeout(ctrSpecTimeout))
 	},
 		Entry("debian-12", Label("image:debian-12"), "debian-12"),
 		Entry("alpine-class", Label("image:alpine-class"), "alpine-class"),
 		Entry("old-python", Label("image:old-python"), "old-python"),
 	)
 })
+
+// hostProcsOf lists the host's processes that are pid or its children.
+func hostProcsOf(pid int) []witness.Stat {
+	table, _ := witness.Proc.Table()
+	var out []witness.Stat
+	for _, st := range table {
+		if st.PID == pid || st.PPID == pid {
+			out = append(out, st)
+		}
+	}
+	return out
+}
 
 // buildProbe builds the owner's probe (static) once per process.
 func buildProbe() string {

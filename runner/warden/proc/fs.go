@@ -11,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // DefaultRoot is where the kernel's proc filesystem is mounted.
@@ -138,6 +140,11 @@ func readSmall(path string, buf []byte, limit int) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	return readFD(fd, buf, limit)
+}
+
+// readFD is readSmall's read of an open file; it closes fd.
+func readFD(fd int, buf []byte, limit int) ([]byte, error) {
 	defer syscall.Close(fd)
 	buf = buf[:0]
 	for {
@@ -409,19 +416,91 @@ func (fs FS) environ(pid int, path string, limit int, timeout time.Duration) ([]
 // readAsOwner retries an environ read with the filesystem ids of the
 // process's owner. Root without CAP_SYS_PTRACE (a container's default) may
 // not read another user's environ, but /proc checks that access with the
-// caller's fsuid and fsgid, so a thread that takes the owner's ids for the
-// read passes the same check the owner would. The ids are per thread; the
-// thread is locked and never unlocked, so Go retires it when the goroutine
-// ends and no other goroutine ever runs with the borrowed ids.
+// caller's fsuid and fsgid when the file is opened (and never again at the
+// read), so a thread that takes the owner's ids for the open passes the same
+// check the owner would (openAsOwner). The read needs no ids.
 func readAsOwner(procDir, path string, limit int) ([]byte, error) {
 	var st syscall.Stat_t
 	if err := syscall.Stat(procDir, &st); err != nil {
 		return nil, err
 	}
+	fd, err := openAsOwner(path, int(st.Uid), int(st.Gid))
+	if err != nil {
+		return nil, err
+	}
+	return readFD(fd, make([]byte, 0, 4096), limit)
+}
+
+// errIDsNotRestored: a thread's filesystem ids or effective capabilities
+// were not back to what they were after an open as another user.
+var errIDsNotRestored = errors.New("filesystem ids not restored")
+
+// openAsOwner opens path read-only with the filesystem ids uid and gid, on
+// this goroutine's thread, locked for the while: the ids are per thread,
+// and no other goroutine may run on a thread that holds them. The thread
+// takes them, opens, and takes its own back; only once its fsuid, fsgid
+// and effective capabilities read as before (a fsuid leaving 0 drops the
+// file capabilities, and its return restores them) is it unlocked, to serve
+// any goroutine again.
+//
+// Otherwise the thread stays locked, and the caller's goroutine (environ's,
+// which ends right after) takes it with it when it ends. That was once the
+// path of every read: a thread ended per other user's process a stop looked
+// at, and past the threads the supervisor makes before its harness starts
+// (supervisor.ReservedThreads) the runtime has to make new ones, which a
+// harness at its pids limit makes impossible: the Go runtime then aborts
+// the supervisor, and no receipt is written.
+func openAsOwner(path string, uid, gid int) (int, error) {
 	runtime.LockOSThread()
-	syscall.Setfsgid(int(st.Gid))
-	syscall.Setfsuid(int(st.Uid))
-	return readSmall(path, make([]byte, 0, 4096), limit)
+	fd, err := openWithIDs(path, uid, gid)
+	if !errors.Is(err, errIDsNotRestored) {
+		runtime.UnlockOSThread()
+	}
+	return fd, err
+}
+
+// openWithIDs is openAsOwner's work on the locked thread. setfsuid and
+// setfsgid report no error: asked for -1 they change nothing and return the
+// current id, which is how each change is checked.
+func openWithIDs(path string, uid, gid int) (int, error) {
+	ownUID, _ := unix.SetfsuidRetUid(-1)
+	ownGID, _ := unix.SetfsgidRetGid(-1)
+	ownCaps, err := threadCaps()
+	if err != nil {
+		return -1, err
+	}
+	unix.SetfsgidRetGid(gid)
+	unix.SetfsuidRetUid(uid)
+	fd, err := -1, error(nil)
+	if u, _ := unix.SetfsuidRetUid(-1); u != uid {
+		err = fmt.Errorf("fsuid %d, want %d", u, uid)
+	} else if g, _ := unix.SetfsgidRetGid(-1); g != gid {
+		err = fmt.Errorf("fsgid %d, want %d", g, gid)
+	} else {
+		fd, err = syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NOFOLLOW, 0)
+	}
+	unix.SetfsuidRetUid(ownUID)
+	unix.SetfsgidRetGid(ownGID)
+	u, _ := unix.SetfsuidRetUid(-1)
+	g, _ := unix.SetfsgidRetGid(-1)
+	caps, cerr := threadCaps()
+	if u != ownUID || g != ownGID || cerr != nil || caps != ownCaps {
+		if fd >= 0 {
+			syscall.Close(fd)
+		}
+		return -1, fmt.Errorf("%w: fsuid %d fsgid %d, capabilities %x (%v); were %d %d %x", errIDsNotRestored, u, g, caps, cerr, ownUID, ownGID, ownCaps)
+	}
+	return fd, err
+}
+
+// threadCaps reads the calling thread's effective capability set.
+func threadCaps() ([2]uint32, error) {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return [2]uint32{}, fmt.Errorf("capget: %w", err)
+	}
+	return [2]uint32{data[0].Effective, data[1].Effective}, nil
 }
 
 // MarkerVar is the environment variable that carries the launch ids.
