@@ -200,7 +200,7 @@ var _ = Describe("warden, inside containers of the test images, facing processes
 					Expect(err).NotTo(HaveOccurred(), "receipt %s", data)
 					return true
 				}).WithTimeout(90*time.Second).WithPolling(250*time.Millisecond).Should(BeTrue(),
-					"no receipt: the supervisor did not survive the bomb; %s", l.diagnose(ctx))
+					"no receipt: the supervisor did not survive the bomb; %s", lazy(func() string { return l.diagnose(ctx) }))
 				Expect(r.Cause).To(Equal("deadline"), "the harness ended before the deadline (return code %s, signal %s)%s",
 					lazy(func() string { return derefText(r.ReturnCode) }), lazy(func() string { return derefText(r.Signal) }),
 					lazy(func() string { return l.diagnose(ctx) }))
@@ -280,7 +280,7 @@ var _ = Describe("warden, inside containers of the test images, facing processes
 					Expect(err).NotTo(HaveOccurred(), "receipt %s", data)
 					return true
 				}).WithTimeout(90*time.Second).WithPolling(250*time.Millisecond).Should(BeTrue(),
-					"no receipt: the supervisor did not survive the bomb; %s", l.diagnose(ctx))
+					"no receipt: the supervisor did not survive the bomb; %s", lazy(func() string { return l.diagnose(ctx) }))
 				Expect(r.Cause).To(Equal("deadline"), "the harness ended before the deadline%s", lazy(func() string { return l.diagnose(ctx) }))
 				Expect(r.CleanupConfirmed).To(BeTrue(), "the bomb was not held and killed: survivors %+v, error %v", r.Survivors, r.Error)
 				Expect(r.Survivors).To(BeEmpty())
