@@ -187,20 +187,7 @@ var _ = Describe("warden, inside containers of the test images, facing processes
 				Eventually(ctx, func() int { return events() - before }).
 					WithTimeout(20*time.Second).Should(BeNumerically(">", 0), "positive control: the bomb hit the pids limit")
 
-				var r *witness.Receipt
-				Eventually(ctx, func() bool {
-					data, ok := l.b.ReadFile(ctx, l.state+"/"+witness.ReceiptFile)
-					if !ok {
-						return false
-					}
-					host := GinkgoT().TempDir()
-					Expect(os.WriteFile(filepath.Join(host, witness.ReceiptFile), data, 0o600)).To(Succeed())
-					var err error
-					r, err = witness.ReadReceipt(host)
-					Expect(err).NotTo(HaveOccurred(), "receipt %s", data)
-					return true
-				}).WithTimeout(90*time.Second).WithPolling(250*time.Millisecond).Should(BeTrue(),
-					"no receipt: the supervisor did not survive the bomb; %s", lazy(func() string { return l.diagnose(ctx) }))
+				r := l.bombReceipt(ctx)
 				Expect(r.Cause).To(Equal("deadline"), "the harness ended before the deadline (return code %s, signal %s)%s",
 					lazy(func() string { return derefText(r.ReturnCode) }), lazy(func() string { return derefText(r.Signal) }),
 					lazy(func() string { return l.diagnose(ctx) }))
@@ -267,20 +254,7 @@ var _ = Describe("warden, inside containers of the test images, facing processes
 				Eventually(ctx, func() int { return events() - before }).
 					WithTimeout(20*time.Second).Should(BeNumerically(">", 0), "positive control: the bomb hit the pids limit")
 
-				var r *witness.Receipt
-				Eventually(ctx, func() bool {
-					data, ok := l.b.ReadFile(ctx, l.state+"/"+witness.ReceiptFile)
-					if !ok {
-						return false
-					}
-					host := GinkgoT().TempDir()
-					Expect(os.WriteFile(filepath.Join(host, witness.ReceiptFile), data, 0o600)).To(Succeed())
-					var err error
-					r, err = witness.ReadReceipt(host)
-					Expect(err).NotTo(HaveOccurred(), "receipt %s", data)
-					return true
-				}).WithTimeout(90*time.Second).WithPolling(250*time.Millisecond).Should(BeTrue(),
-					"no receipt: the supervisor did not survive the bomb; %s", lazy(func() string { return l.diagnose(ctx) }))
+				r := l.bombReceipt(ctx)
 				Expect(r.Cause).To(Equal("deadline"), "the harness ended before the deadline%s", lazy(func() string { return l.diagnose(ctx) }))
 				Expect(r.CleanupConfirmed).To(BeTrue(), "the bomb was not held and killed: survivors %+v, error %v", r.Survivors, r.Error)
 				Expect(r.Survivors).To(BeEmpty())
@@ -316,6 +290,28 @@ var _ = Describe("warden, inside containers of the test images, facing processes
 		Entry("old-python", Label("image:old-python"), "old-python"),
 	)
 })
+
+// bombReceipt waits (90 s) for the receipt of a detached launch that a
+// bomb shares the pids limit with: the supervisor's deadline ends it, since
+// no `warden stop` could start while the bomb holds every pid.
+func (l *ctrLaunch) bombReceipt(ctx context.Context) *witness.Receipt {
+	GinkgoHelper()
+	var r *witness.Receipt
+	Eventually(ctx, func() bool {
+		data, ok := l.b.ReadFile(ctx, l.state+"/"+witness.ReceiptFile)
+		if !ok {
+			return false
+		}
+		host := GinkgoT().TempDir()
+		Expect(os.WriteFile(filepath.Join(host, witness.ReceiptFile), data, 0o600)).To(Succeed())
+		var err error
+		r, err = witness.ReadReceipt(host)
+		Expect(err).NotTo(HaveOccurred(), "receipt %s", data)
+		return true
+	}).WithTimeout(90*time.Second).WithPolling(250*time.Millisecond).Should(BeTrue(),
+		"no receipt: the supervisor did not survive the bomb; %s", lazy(func() string { return l.diagnose(ctx) }))
+	return r
+}
 
 // hostProcsOf lists the host's processes that are pid or its children.
 func hostProcsOf(pid int) []witness.Stat {

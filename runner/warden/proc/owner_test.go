@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandproof/sandproof/internal/testsupport/testenv"
 	"github.com/sandproof/sandproof/runner/warden/proc"
 )
 
@@ -29,7 +30,7 @@ const ownerChildEnv = "SANDPROOF_PROC_OWNER_CHILD"
 // runtime then aborts the supervisor).
 func TestOwnerReadsKeepTheirThread(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root: the test reads another user's environ as root without CAP_SYS_PTRACE")
+		testenv.Missing(t, "root (the test reads another user's environ as root without CAP_SYS_PTRACE)", "run the tests as root")
 	}
 	if os.Getenv(ownerChildEnv) == "" {
 		runWithoutPtrace(t, "TestOwnerReadsKeepTheirThread")
@@ -40,32 +41,10 @@ func TestOwnerReadsKeepTheirThread(t *testing.T) {
 	}
 
 	mark := "OWNER_MARK=" + strconv.FormatInt(time.Now().UnixNano(), 10)
-	sleeper := exec.Command("sleep", "600")
-	sleeper.Env = []string{mark}
-	sleeper.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-	if err := sleeper.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sleeper.Process.Kill(); sleeper.Wait() })
-	pid := sleeper.Process.Pid
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		comm, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
-		if err == nil && string(comm) == "sleep\n" {
-			break // exec'd as uid 65534, with its own environment
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("uid 65534's sleep never exec'd: comm %q, %v", comm, err)
-		}
-		time.Sleep(time.Millisecond)
-	}
-
+	pid := startOtherUser(t, mark)
 	// Positive control: with root's own ids the open is refused, so the
 	// reads below go through the owner's ids.
-	if f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/environ"); !errors.Is(err, fs.ErrPermission) {
-		if f != nil {
-			f.Close()
-		}
+	if err := rootOpen(pid); !errors.Is(err, fs.ErrPermission) {
 		t.Fatalf("positive control: root without the readAnyEnviron capabilities opened uid 65534's environ (err %v); want EACCES", err)
 	}
 
@@ -161,33 +140,13 @@ func taskIDs(t *testing.T) map[string]bool {
 //	setpriv --bounding-set -sys_ptrace,-sys_admin,-perfmon go test -run '^$' -bench EnvironAsOwner ./runner/warden/proc
 func BenchmarkEnvironAsOwner(b *testing.B) {
 	if os.Geteuid() != 0 {
-		b.Skip("needs root")
+		testenv.Missing(b, "root (the benchmark reads another user's environ as root)", "run it as root")
 	}
-	sleeper := exec.Command("sleep", "600")
-	sleeper.Env = []string{"OWNER_MARK=1"}
-	sleeper.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-	if err := sleeper.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer func() { sleeper.Process.Kill(); sleeper.Wait() }()
-	pid := sleeper.Process.Pid
+	pid := startOtherUser(b, "OWNER_MARK=1")
 	pfs := proc.NewFS("")
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		env, err := pfs.Environ(pid, proc.EnvironLimit, 5*time.Second)
-		if err == nil && bytes.Contains(env, []byte("OWNER_MARK=1")) {
-			break // exec'd as uid 65534, with its own environment
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("uid 65534's sleep: environ %q, %v", env, err)
-		}
-		time.Sleep(time.Millisecond)
-	}
-	if f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/environ"); !errors.Is(err, fs.ErrPermission) {
-		if f != nil {
-			f.Close()
-		}
-		b.Skip("root opens any environ here (CAP_SYS_PTRACE, CAP_SYS_ADMIN or CAP_PERFMON): run it under setpriv --bounding-set -sys_ptrace,-sys_admin,-perfmon")
+	if err := rootOpen(pid); !errors.Is(err, fs.ErrPermission) {
+		testenv.Missing(b, "a root without CAP_SYS_PTRACE, CAP_SYS_ADMIN and CAP_PERFMON (root opens any environ here)",
+			"run it under setpriv --bounding-set -sys_ptrace,-sys_admin,-perfmon, as `make bench` does")
 	}
 	b.ResetTimer()
 	for b.Loop() {
@@ -195,4 +154,39 @@ func BenchmarkEnvironAsOwner(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// startOtherUser starts `sleep 600` as uid and gid 65534 with mark as its
+// whole environment, ends it when tb ends, and returns its pid once it has
+// exec'd (its environment is then its own).
+func startOtherUser(tb testing.TB, mark string) int {
+	tb.Helper()
+	sleeper := exec.Command("sleep", "600")
+	sleeper.Env = []string{mark}
+	sleeper.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	if err := sleeper.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { sleeper.Process.Kill(); sleeper.Wait() })
+	pid := sleeper.Process.Pid
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		comm, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+		if err == nil && string(comm) == "sleep\n" {
+			return pid
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("uid 65534's sleep never exec'd: comm %q, %v", comm, err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// rootOpen opens pid's environ with this thread's own ids and closes it.
+func rootOpen(pid int) error {
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/environ")
+	if err == nil {
+		f.Close()
+	}
+	return err
 }
