@@ -31,14 +31,14 @@ import (
 
 // writeRecord writes ev into dir's evidence file as certify does, with
 // the case's key, and returns the file's bytes and the write's error.
-func writeRecord(t *testing.T, dir string, ev *reports.Evidence, keys ...string) ([]byte, error) {
+func writeRecord(t *testing.T, dir string, ev *reports.Evidence, key string) ([]byte, error) {
 	t.Helper()
 	path := filepath.Join(dir, reports.EvidenceFile)
 	f, err := appendEvidence(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	werr := f.Write(ev, keys...)
+	werr := f.Write(ev, key)
 	f.Close()
 	data, err := os.ReadFile(path)
 	if err != nil {
