@@ -325,12 +325,18 @@ type ModelStep struct {
 	// when none has one.
 	ToolCalls   []string `json:"tool_calls,omitempty"`
 	ToolCallIDs []string `json:"tool_call_ids,omitempty"`
+	// ToolCallsOmitted counts the answer's tool calls past the record's
+	// bound (Caps.StepIDs), named in neither list (added to v1).
+	ToolCallsOmitted int `json:"tool_calls_omitted,omitempty"`
 	// ToolResults counts the tool results the request carried;
 	// ToolResultIDs the ids of the calls they answer, omitted as
 	// ToolCallIDs is; ChallengeBack says one of them held the challenge.
 	ToolResults   int      `json:"tool_results"`
 	ToolResultIDs []string `json:"tool_result_ids,omitempty"`
-	ChallengeBack bool     `json:"challenge_back,omitempty"`
+	// ToolResultIDsOmitted counts the result ids past the record's bound
+	// (Caps.StepIDs): ToolResultIDs keeps the first (added to v1).
+	ToolResultIDsOmitted int  `json:"tool_result_ids_omitted,omitempty"`
+	ChallengeBack        bool `json:"challenge_back,omitempty"`
 	// WritesDeliverable says the answer's tool call carried the
 	// deliverable's content.
 	WritesDeliverable bool   `json:"writes_deliverable,omitempty"`
@@ -469,6 +475,9 @@ type Before struct {
 	Bash      string    `json:"bash"`
 	Markers   []string  `json:"markers"`
 	Processes []Process `json:"processes,omitempty"`
+	// ProcessesOmitted counts baseline processes past the record's bound
+	// (Caps.List), not listed (added to v1).
+	ProcessesOmitted int `json:"processes_omitted,omitempty"`
 }
 
 // After is what the owner's probe saw at verification, after close.
@@ -481,6 +490,10 @@ type After struct {
 	// HarnessProcesses are processes alive at verification that were not in
 	// the setup baseline; any entry fails the case.
 	HarnessProcesses []Process `json:"harness_processes"`
+	// HarnessProcessesOmitted counts new processes past the record's
+	// bound (Caps.List), not listed; each one fails the case all the same
+	// (added to v1).
+	HarnessProcessesOmitted int `json:"harness_processes_omitted,omitempty"`
 }
 
 // Withheld is one captured entry whose host copy differs from the

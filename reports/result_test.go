@@ -279,26 +279,6 @@ func TestReadEvidenceAcceptsUnknownFields(t *testing.T) {
 	}
 }
 
-func TestReadEvidenceLineTooLong(t *testing.T) {
-	in := jsonl(t, okEvidence("r", "c", "i", "pi")) + strings.Repeat("x", MaxLineBytes+1) + "\n"
-	n := 0
-	var last error
-	for e, err := range ReadEvidence(strings.NewReader(in)) {
-		if err != nil {
-			last = err
-			break
-		}
-		if e.Line != 1 {
-			t.Errorf("record line = %d, want 1", e.Line)
-		}
-		n++
-	}
-	var le *LineError
-	if n != 1 || !errors.As(last, &le) || le.Line != 2 || !strings.Contains(last.Error(), "longer than") {
-		t.Errorf("got %d records and error %v, want 1 record then a too-long error at line 2", n, last)
-	}
-}
-
 // The last attempt of a case is the case, whatever order the lines come
 // in; the earlier attempt is counted, not shown.
 func TestLastAttemptWins(t *testing.T) {

@@ -35,6 +35,8 @@ func newReportCmd(stdout, stderr io.Writer) *cobra.Command {
 and renders their result tree. A case with no checks, or a run with no cases,
 is unknown; a failed check fails its case whatever the record says. Duplicate
 cases and malformed records are rejected with their file and line (exit 2).
+A line over 16 MiB (a record written before the 1 MiB record budget) is read
+as its case's unknown record, check record.readable, and reading goes on.
 A run directory stands for its evidence.jsonl. The exit status does not
 depend on the verdict; use "report diff" as a gate.`,
 		Args: func(_ *cobra.Command, args []string) error {

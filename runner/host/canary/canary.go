@@ -295,3 +295,51 @@ func (s *Stream) Found() (string, bool) {
 	}
 	return s.how, s.found
 }
+
+// Redacted replaces each occurrence of the key that Redact can place.
+const Redacted = "[REDACTED]"
+
+// RedactedWhole replaces a whole text that holds the key in an encoding
+// whose place Redact cannot tell (below URL or JSON escapes).
+const RedactedWhole = "[REDACTED: this text held the run's key]"
+
+// Redact returns s with the key taken out in every encoding Find knows,
+// and whether there was anything to take out. Each occurrence found as is
+// (or in a rendering, reversed, base64) or as hex (any case) is replaced
+// by Redacted; if the key is still found after that (it was below URL or
+// JSON escapes), the whole text is replaced by RedactedWhole. What Redact
+// returns never holds the key for Find.
+func (m *Matcher) Redact(s string) (string, bool) {
+	if _, found := m.Find([]byte(s)); !found {
+		return s, false
+	}
+	b := []byte(s)
+	for _, n := range m.exact {
+		b = bytes.ReplaceAll(b, n, []byte(Redacted))
+	}
+	for _, n := range m.folded {
+		b = replaceFolded(b, n)
+	}
+	if _, still := m.Find(b); still {
+		return RedactedWhole, true
+	}
+	return string(b), true
+}
+
+// replaceFolded replaces every occurrence of the lower-case needle n in
+// b, matched without regard to ASCII case, by Redacted.
+func replaceFolded(b, n []byte) []byte {
+	lower := foldASCII(nil, b)
+	if !bytes.Contains(lower, n) {
+		return b
+	}
+	var out []byte
+	for {
+		i := bytes.Index(lower, n)
+		if i < 0 {
+			return append(out, b...)
+		}
+		out = append(append(out, b[:i]...), Redacted...)
+		b, lower = b[i+len(n):], lower[i+len(n):]
+	}
+}

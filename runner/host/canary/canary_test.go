@@ -21,10 +21,8 @@ func reverse(s string) string {
 	return string(b)
 }
 
-// Every simple encoding of the key is found, each with the positive
-// control that the key is not in the bytes as is; another key in the same
-// encodings is not.
-func TestFindDecodes(t *testing.T) {
+// encodings are the simple encodings of a key the matcher knows.
+func encodings() map[string]func(string) string {
 	jsonEsc := func(s string) string {
 		var b strings.Builder
 		for _, r := range s {
@@ -39,7 +37,7 @@ func TestFindDecodes(t *testing.T) {
 		}
 		return b.String()
 	}
-	enc := map[string]func(string) string{
+	return map[string]func(string) string{
 		"hex lower":         func(s string) string { return hex.EncodeToString([]byte(s)) },
 		"hex upper":         func(s string) string { return strings.ToUpper(hex.EncodeToString([]byte(s))) },
 		"hex mixed":         func(s string) string { h := hex.EncodeToString([]byte(s)); return strings.ToUpper(h[:9]) + h[9:] },
@@ -58,6 +56,13 @@ func TestFindDecodes(t *testing.T) {
 		"URL of hex":        func(s string) string { return pct(hex.EncodeToString([]byte(s))) },
 		"some JSON escapes": func(s string) string { return strings.ReplaceAll(s, "-", `\u002D`) },
 	}
+}
+
+// Every simple encoding of the key is found, each with the positive
+// control that the key is not in the bytes as is; another key in the same
+// encodings is not.
+func TestFindDecodes(t *testing.T) {
+	enc := encodings()
 	m, other := canary.New(key), canary.New("sk-sandproof-canary-ffffffffffffffffffffffffffffffff")
 	for name, f := range enc {
 		t.Run(name, func(t *testing.T) {
@@ -135,5 +140,32 @@ func BenchmarkStream(b *testing.B) {
 		if _, ok := s.Found(); ok {
 			b.Fatal("found")
 		}
+	}
+}
+
+// Redact takes the key out of a text in every encoding Find knows: what
+// it returns is not found; where it could place the key (as is, hex,
+// base64, reversed) only the key goes and the text around it stays; a
+// text without the key is returned as it was.
+func TestRedactEveryEncoding(t *testing.T) {
+	m := canary.New(key)
+	placed := map[string]bool{"hex lower": true, "hex upper": true, "hex mixed": true, "reversed": true, "reversed hex": true, "base64 at 0": true}
+	for name, f := range encodings() {
+		t.Run(name, func(t *testing.T) {
+			text := "prefix " + f(key) + " suffix"
+			if _, ok := m.Find([]byte(text)); !ok {
+				t.Fatalf("positive control: %q does not hold the key", text)
+			}
+			got, hit := m.Redact(text)
+			if _, ok := m.Find([]byte(got)); ok || !hit {
+				t.Errorf("Redact = %q, %t: the key is still there", got, hit)
+			}
+			if placed[name] && (!strings.HasPrefix(got, "prefix ") || !strings.HasSuffix(got, " suffix") || !strings.Contains(got, canary.Redacted)) {
+				t.Errorf("Redact = %q: want the text around the key kept", got)
+			}
+		})
+	}
+	if got, hit := m.Redact("nothing here " + key[:20]); hit || got != "nothing here "+key[:20] {
+		t.Errorf("a text without the key: %q, %t", got, hit)
 	}
 }

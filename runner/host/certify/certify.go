@@ -267,10 +267,25 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	if len(cases) > 0 {
 		sum.Baselines = r.measureBaselines(ctx, r.opts.Baseline)
 	}
-	if err := r.run(ctx, cases, sum); err != nil {
+	return r.runAndFinish(ctx, cases, sum, start)
+}
+
+// runAndFinish runs the cases and then finishes the run whatever they
+// did: a case whose record could not be written (an I/O error) does not
+// skip the run's reports nor its canary scan. The reports are written
+// for what was written, the scan runs, and the write error is the run's
+// error (contract §9: infrastructure, exit 3, which outranks a canary
+// found by the scan; that finding is named in the error's text).
+func (r *runner) runAndFinish(ctx context.Context, cases []caseSpec, sum *Summary, start time.Time) (*Summary, error) {
+	runErr := r.run(ctx, cases, sum)
+	sum, err := r.finish(ctx, sum, start)
+	switch {
+	case runErr == nil:
 		return sum, err
+	case err != nil:
+		return sum, fmt.Errorf("%w; then: %v", runErr, err)
 	}
-	return r.finish(ctx, sum, start)
+	return sum, runErr
 }
 
 // newRunner validates the options and fills in their defaults.
@@ -468,7 +483,7 @@ func (r *runner) run(ctx context.Context, cases []caseSpec, sum *Summary) error 
 				}
 				r.watcher().CaseStarted(c.id)
 				ev, timing := r.runCase(ctx, c)
-				werr := r.ev.Write(ev, r.key)
+				werr := r.ev.Write(ev, r.key, o.APIKey)
 				mu.Lock()
 				sum.Counts[ev.Status]++
 				sum.Timings = append(sum.Timings, timing)
@@ -499,20 +514,39 @@ func (r *runner) run(ctx context.Context, cases []caseSpec, sum *Summary) error 
 }
 
 // finish closes the evidence, writes the reports, and fails the run when
-// a key shows up anywhere in its output.
+// a key shows up anywhere in its output. The scan runs even when the
+// reports could not be written (what the run dir holds is still
+// searched); an error writing them outranks a key found (contract §9).
 func (r *runner) finish(ctx context.Context, sum *Summary, start time.Time) (*Summary, error) {
 	o := r.opts
 	if err := r.ev.Close(); err != nil {
 		return sum, err
 	}
-	rep, err := reports.WriteAll(o.Out)
-	if err != nil {
-		return sum, fmt.Errorf("certify: write reports: %w", err)
+	rep, repErr := reports.WriteAll(o.Out)
+	if repErr != nil {
+		repErr = fmt.Errorf("certify: write reports: %w", repErr)
 	}
 	sum.Report = rep
 	sum.Wall = time.Since(start)
-	// The whole run dir once more (reports included), bounded as every
-	// case's scan is, once per case.
+	scanErr := r.scanRun()
+	switch {
+	case repErr != nil && scanErr != nil:
+		return sum, fmt.Errorf("%w; then: %v", repErr, scanErr)
+	case repErr != nil:
+		return sum, repErr
+	case scanErr != nil:
+		return sum, scanErr
+	}
+	if ctx.Err() != nil {
+		return sum, ctx.Err()
+	}
+	return sum, nil
+}
+
+// scanRun searches the whole run dir once more (reports included) for
+// both keys, bounded as every case's scan is, once per case.
+func (r *runner) scanRun() error {
+	o := r.opts
 	n := int64(max(1, len(r.matrix.Cases)))
 	lim := ScanLimits{Bytes: cmp.Or(o.Scan.Bytes, DefaultScanBytes) * n, Time: cmp.Or(o.Scan.Time, DefaultScanTime) * time.Duration(n)}
 	for _, k := range []string{r.key, o.APIKey} {
@@ -520,15 +554,12 @@ func (r *runner) finish(ctx context.Context, sum *Summary, start time.Time) (*Su
 			continue
 		}
 		if leaks, err := FindCanaryLimit(o.Out, k, lim); err != nil {
-			return sum, err
+			return err
 		} else if len(leaks) > 0 {
-			return sum, fmt.Errorf("%w: %s", ErrCanaryLeaked, strings.Join(leaks, ", "))
+			return fmt.Errorf("%w: %s", ErrCanaryLeaked, strings.Join(leaks, ", "))
 		}
 	}
-	if ctx.Err() != nil {
-		return sum, ctx.Err()
-	}
-	return sum, nil
+	return nil
 }
 
 func interrupted(ic context.Context) bool { return ic != nil && ic.Err() != nil }

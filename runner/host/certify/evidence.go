@@ -2,9 +2,9 @@ package certify
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sync"
 
@@ -27,46 +27,38 @@ type lastAttempt struct {
 
 // openEvidence reads an existing evidence file for --resume: each case's
 // last attempt (the highest; a record without one is attempt 1) and the
-// run id. A torn last line (a
-// crash in the middle of a write) is cut off. Without resume, an existing
-// non-empty file is refused.
+// run id. It reads as every report does (reports.ReadEvidence): a line
+// over the readers' limit is its case's unknown record, so --resume runs
+// that case again rather than trust a record no report can read. A torn
+// last line (a crash in the middle of a write) is cut off. Without
+// resume, an existing non-empty file is refused.
 func openEvidence(path string, resume bool) (map[string]lastAttempt, string, error) {
 	done := map[string]lastAttempt{}
-	data, err := os.ReadFile(path)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return done, "", nil
 	}
 	if err != nil {
 		return nil, "", fmt.Errorf("read evidence: %w", err)
 	}
-	if len(bytes.TrimSpace(data)) == 0 {
-		return done, "", nil
+	defer f.Close()
+	empty, err := cutTornLine(f, resume)
+	if err != nil || empty {
+		return done, "", err
 	}
 	if !resume {
 		return nil, "", fmt.Errorf("%s: %w", path, ErrOutExists)
 	}
-	good := bytes.LastIndexByte(data, '\n') + 1
-	if good < len(data) {
-		// The last write never finished: its case runs again.
-		if err := os.Truncate(path, int64(good)); err != nil {
-			return nil, "", fmt.Errorf("cut torn evidence line: %w", err)
-		}
-		data = data[:good]
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return nil, "", fmt.Errorf("read evidence: %w", err)
 	}
 	runID := ""
-	for i, line := range bytes.Split(data, []byte("\n")) {
-		if len(bytes.TrimSpace(line)) == 0 {
-			continue
-		}
-		var ev reports.Evidence
-		if err := json.Unmarshal(line, &ev); err != nil {
-			return nil, "", fmt.Errorf("%s:%d: %w", path, i+1, err)
-		}
-		if err := ev.Validate(); err != nil {
-			return nil, "", fmt.Errorf("%s:%d: %w", path, i+1, err)
+	for ev, err := range reports.ReadEvidence(f) {
+		if err != nil {
+			return nil, "", fmt.Errorf("%s: %w", path, err)
 		}
 		if runID != "" && ev.RunID != runID {
-			return nil, "", fmt.Errorf("%s:%d: run %q after run %q: --resume finishes one run", path, i+1, ev.RunID, runID)
+			return nil, "", fmt.Errorf("%s:%d: run %q after run %q: --resume finishes one run", path, ev.Line, ev.RunID, runID)
 		}
 		runID = ev.RunID
 		if a := ev.AttemptNumber(); a > done[ev.CaseID].attempt {
@@ -74,6 +66,39 @@ func openEvidence(path string, resume bool) (map[string]lastAttempt, string, err
 		}
 	}
 	return done, runID, nil
+}
+
+// cutTornLine reports whether the file holds nothing but white space
+// and, when it does not and cut is set, cuts a last line that has no
+// newline (its write never finished: its case runs again). It reads the
+// file from its end, a block at a time.
+func cutTornLine(f *os.File, cut bool) (empty bool, err error) {
+	st, err := f.Stat()
+	if err != nil {
+		return false, fmt.Errorf("read evidence: %w", err)
+	}
+	buf := make([]byte, 64<<10)
+	end, lastNL, content := st.Size(), int64(-1), false
+	for off := end; off > 0 && (lastNL < 0 || !content); {
+		n := min(off, int64(len(buf)))
+		off -= n
+		if _, err := f.ReadAt(buf[:n], off); err != nil {
+			return false, fmt.Errorf("read evidence: %w", err)
+		}
+		if i := bytes.LastIndexByte(buf[:n], '\n'); i >= 0 && lastNL < 0 {
+			lastNL = off + int64(i)
+		}
+		content = content || len(bytes.TrimSpace(buf[:n])) > 0
+	}
+	if !content {
+		return true, nil
+	}
+	if cut && lastNL+1 < end {
+		if err := f.Truncate(lastNL + 1); err != nil {
+			return false, fmt.Errorf("cut torn evidence line: %w", err)
+		}
+	}
+	return false, nil
 }
 
 func appendEvidence(path string) (*evidenceFile, error) {
@@ -84,18 +109,18 @@ func appendEvidence(path string) (*evidenceFile, error) {
 	return &evidenceFile{f: f}, nil
 }
 
-// Write validates ev and appends it as one line, then fsyncs. A record
-// that holds the key is refused (nothing is written).
-func (e *evidenceFile) Write(ev *reports.Evidence, key string) error {
+// Write seals ev (sealRecord: the keys redacted, the record bounded and
+// within its budget, the case failed on the check that says why) and
+// appends it as one line, then fsyncs. It refuses only a record that is
+// not valid or whose own identity holds a key; what the harness put in a
+// record never keeps it out of the file.
+func (e *evidenceFile) Write(ev *reports.Evidence, keys ...string) error {
+	b, err := sealRecord(ev, keys)
+	if err != nil {
+		return err
+	}
 	if err := ev.Validate(); err != nil {
 		return fmt.Errorf("write evidence: %w", err)
-	}
-	b, err := json.Marshal(ev)
-	if err != nil {
-		return fmt.Errorf("write evidence of %s: %w", ev.CaseID, err)
-	}
-	if key != "" && bytes.Contains(b, []byte(key)) {
-		return fmt.Errorf("write evidence of %s: %w", ev.CaseID, ErrCanaryLeaked)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
