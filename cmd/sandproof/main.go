@@ -165,11 +165,17 @@ func exitStatus(err error) int {
 	var ie interruptedError
 	var ue usageError
 	var fe failedError
+	var infra infraError
 	switch {
 	case errors.As(err, &ie):
 		return ie.code
 	case errors.As(err, &ue):
 		return exitUsage
+	case errors.As(err, &infra):
+		// Marked infrastructure: it outranks a verdict it carries (a
+		// leaked canary beside a case the engine failed), and its text
+		// (an engine's "invalid argument") is no usage error.
+		return exitInfra
 	case errors.As(err, &fe), errors.Is(err, certify.ErrCanaryLeaked):
 		// Before cobra's text match: a verdict's message may contain
 		// "accepts " ("--allow-empty accepts that").
