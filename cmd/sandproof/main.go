@@ -59,7 +59,8 @@ const (
        regression, or no case passed (certify --allow-empty accepts that)
   2    usage: a bad flag or value, an unknown subcommand, bad evidence input
   3    infrastructure: engine unreachable, image missing, registry down when
-       required, a file that cannot be read or written
+       required, a file that cannot be read or written, a case certify left
+       unknown because the engine failed it (--resume runs it again)
   130  interrupted by SIGINT; 143 by SIGTERM
 When several apply: interrupted > infrastructure > failed.`
 )

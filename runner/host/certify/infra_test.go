@@ -118,6 +118,13 @@ func infraCase(t *testing.T, fault string, dead, hidden bool, harness func(w *wh
 	return w, eng
 }
 
+func errTypeOf(ev *reports.Evidence) string {
+	if ev.ErrorType == nil {
+		return "null"
+	}
+	return *ev.ErrorType
+}
+
 func checkIDs(ev *reports.Evidence, st reports.Status) []string {
 	var out []string
 	for _, c := range ev.Checks {
@@ -171,8 +178,8 @@ func TestEngineFailureIsUnknownNotFailed(t *testing.T) {
 			if got := checkIDs(ev, reports.StatusUnknown); !slices.Equal(got, tc.unkwn) {
 				t.Errorf("unknown checks %q, want %q", got, tc.unkwn)
 			}
-			if ev.Status != tc.status || ev.Passed || ev.ErrorType == nil || *ev.ErrorType != tc.errType {
-				t.Errorf("status %s, passed %t, error_type %v; want %s, %s", ev.Status, ev.Passed, ev.ErrorType, tc.status, tc.errType)
+			if et := errTypeOf(ev); ev.Status != tc.status || ev.Passed || et != tc.errType {
+				t.Errorf("status %s, passed %t, error_type %q; want %s, %s", ev.Status, ev.Passed, et, tc.status, tc.errType)
 			}
 			if st, why := reports.Judge(ev); st != tc.status {
 				t.Errorf("the report judges it %s (%q), want %s", st, why, tc.status)
@@ -213,8 +220,8 @@ func TestUnknownCheckWithoutEngineWordFails(t *testing.T) {
 	cr = &caseRun{ev: &reports.Evidence{Status: reports.StatusUnknown, Infrastructure: engineDown, Checks: []reports.Check{
 		{ID: "setup", Status: reports.StatusPassed}, {ID: "activation.provider", Status: reports.StatusUnknown}}}}
 	cr.finish()
-	if cr.ev.Status != reports.StatusUnknown || cr.ev.ErrorType == nil || *cr.ev.ErrorType != "infrastructure" {
-		t.Fatalf("with the engine's word: %s, error_type %v; want unknown, infrastructure", cr.ev.Status, cr.ev.ErrorType)
+	if cr.ev.Status != reports.StatusUnknown || errTypeOf(cr.ev) != "infrastructure" {
+		t.Fatalf("with the engine's word: %s, error_type %s; want unknown, infrastructure", cr.ev.Status, errTypeOf(cr.ev))
 	}
 }
 
