@@ -49,6 +49,9 @@ func CauseLines(c *Case) []string {
 	if e.Interrupted != "" {
 		out = append(out, fmt.Sprintf("interrupted: %s (attempt %d; --resume runs it again)", e.Interrupted, e.AttemptNumber()))
 	}
+	if e.Infrastructure != "" {
+		out = append(out, fmt.Sprintf("infrastructure: %s (attempt %d; --resume runs it again)", e.Infrastructure, e.AttemptNumber()))
+	}
 	if e.RunnerSaid != "" {
 		out = append(out, "warden run said: "+e.RunnerSaid)
 	}

@@ -73,6 +73,12 @@ type Evidence struct {
 	// activation"); such a case is unknown and --resume runs it again.
 	// Empty when it was not interrupted (added to v1).
 	Interrupted string `json:"interrupted,omitempty"`
+	// Infrastructure is the engine's own word on how it failed the case
+	// ("the engine at unix:///run/docker.sock does not answer: ...
+	// (activation)"), asked after a provider error: such a case is unknown
+	// unless a check failed on its own, the run exits 3, and --resume runs
+	// it again. Empty when the engine did not fail it (added to v1).
+	Infrastructure string `json:"infrastructure,omitempty"`
 	// Shard is "i/N" when the record comes from one slice of a sharded
 	// run (certify --shard), empty otherwise. MatrixSHA256 digests the
 	// whole run's image x adapter matrix (every case's id, adapter digest

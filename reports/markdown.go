@@ -187,6 +187,9 @@ func writeMarkdownDetails(p func(string, ...any), r *Run) {
 		if e.Interrupted != "" {
 			p("- interrupted: %s (attempt %d; `--resume` runs it again)\n", mdText(e.Interrupted), e.AttemptNumber())
 		}
+		if e.Infrastructure != "" {
+			p("- infrastructure: %s (attempt %d; `--resume` runs it again)\n", mdText(e.Infrastructure), e.AttemptNumber())
+		}
 		if e.RunnerSaid != "" {
 			p("- warden run said: %s\n", mdCode(e.RunnerSaid))
 		}

@@ -143,12 +143,26 @@ func runCertify(ctx context.Context, stdout, stderr io.Writer, opts certifyOptio
 		}
 		return s
 	}
+	return certifyOutcome(sum, err, opts.allowEmpty)
+}
+
+// certifyOutcome maps a run that was not interrupted to its exit error
+// (contract §9 exit statuses): usage, then infrastructure (a case the
+// engine failed, or the run's own machinery), then a verdict.
+func certifyOutcome(sum *certify.Summary, err error, allowEmpty bool) error {
+	var ue *certify.UsageError
+	if errors.As(err, &ue) {
+		return usageError{err}
+	}
+	// A case the engine failed, by its own word, is infrastructure,
+	// whatever else the run found (a leaked canary, a failed case).
+	if sum != nil {
+		if infra := sum.Infrastructure(); len(infra) > 0 {
+			return infraError{infraCases(infra, err)}
+		}
+	}
 	if err != nil {
-		var ue *certify.UsageError
-		switch {
-		case errors.As(err, &ue):
-			return usageError{err}
-		case errors.Is(err, certify.ErrCanaryLeaked):
+		if errors.Is(err, certify.ErrCanaryLeaked) {
 			return failedError{err}
 		}
 		return infraError{err}
@@ -156,10 +170,22 @@ func runCertify(ctx context.Context, stdout, stderr io.Writer, opts certifyOptio
 	if sum.Failed() {
 		return exitError{exitFailed}
 	}
-	if sum.Counts[reports.StatusPassed] == 0 && !opts.allowEmpty {
+	if sum.Counts[reports.StatusPassed] == 0 && !allowEmpty {
 		return noCasePassed(sum.Counts[reports.StatusSkipped])
 	}
 	return nil
+}
+
+// infraCases is the error of a run in which the engine failed cases:
+// each case with the engine's word, and the run's own error when it had
+// one too.
+func infraCases(cases []string, err error) error {
+	e := fmt.Errorf("%d case(s) unknown because the engine failed them (infrastructure, not the harnesses; --resume runs them again): %s",
+		len(cases), strings.Join(cases, "; "))
+	if err != nil {
+		e = fmt.Errorf("%w; and: %w", e, err)
+	}
+	return e
 }
 
 // library checks the flags the library does not see as given (the

@@ -59,7 +59,8 @@ const (
        regression, or no case passed (certify --allow-empty accepts that)
   2    usage: a bad flag or value, an unknown subcommand, bad evidence input
   3    infrastructure: engine unreachable, image missing, registry down when
-       required, a file that cannot be read or written
+       required, a file that cannot be read or written, a case certify left
+       unknown because the engine failed it (--resume runs it again)
   130  interrupted by SIGINT; 143 by SIGTERM
 When several apply: interrupted > infrastructure > failed.`
 )
@@ -165,11 +166,17 @@ func exitStatus(err error) int {
 	var ie interruptedError
 	var ue usageError
 	var fe failedError
+	var infra infraError
 	switch {
 	case errors.As(err, &ie):
 		return ie.code
 	case errors.As(err, &ue):
 		return exitUsage
+	case errors.As(err, &infra):
+		// Marked infrastructure: it outranks a verdict it carries (a
+		// leaked canary beside a case the engine failed), and its text
+		// (an engine's "invalid argument") is no usage error.
+		return exitInfra
 	case errors.As(err, &fe), errors.Is(err, certify.ErrCanaryLeaked):
 		// Before cobra's text match: a verdict's message may contain
 		// "accepts " ("--allow-empty accepts that").

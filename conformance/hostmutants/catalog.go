@@ -19,6 +19,8 @@ var Packages = map[string]Pkg{
 	// harness prints its partial line; it guards no catalogued rule.
 	"session": {Dir: "runner/host/session", Skip: "^TestLocalTimedOutRunKeepsPartialOutput$"},
 	"agent":   {Dir: "runner/agent"},
+	"docker":  {Dir: "runner/host/provider/docker"},
+	"cli":     {Dir: "cmd/sandproof"},
 }
 
 // Mutant is one one-line bug of the kind a careful developer commits in a
@@ -51,6 +53,35 @@ var Catalog = []Mutant{
 	{Name: "judge-skip-passes", Pkg: "certify", File: "runner/host/certify/case.go",
 		Old: "\t\tev.Passed = false\n\t\treturn", New: "\t\tev.Passed = true\n\t\treturn",
 		Rule: "a skipped case's passed field is false"},
+
+	// certify: infrastructure failures (the engine's word, not the harness's).
+	{Name: "infra-not-witnessed", Pkg: "certify", File: "runner/host/certify/case.go",
+		Old: "\t\t\terr = cr.witness(name, err)\n", New: "\t\t\tcr.witness(name, err)\n",
+		Rule: "a provider error the engine confirms as its own failure makes the case unknown, not failed"},
+	{Name: "infra-judged-failed", Pkg: "certify", File: "runner/host/certify/case.go",
+		Old: "if !failed && ev.Infrastructure != \"\" {", New: "if !failed && interrupted != \"\" && ev.Infrastructure != \"\" {",
+		Rule: "a case the engine failed, with no check failed on its own, is unknown"},
+	{Name: "infra-unknown-without-cause", Pkg: "certify", File: "runner/host/certify/case.go",
+		Old: "if !failed && ev.Infrastructure != \"\" {", New: "if !failed {",
+		Rule: "an unknown check makes a case unknown only on the interrupt's or the engine's word (else --resume would rerun it forever)"},
+	{Name: "infra-any-provider-error", Pkg: "certify", File: "runner/host/certify/case.go",
+		Old: "\tif cause == \"\" {\n\t\treturn err\n\t}", New: "\tif cause == \"\" {\n\t\tcause = err.Error()\n\t}",
+		Rule: "a channel the harness broke, the engine sound, is the harness's failure"},
+	{Name: "infra-teardown-failed", Pkg: "certify", File: "runner/host/certify/stages.go",
+		Old: "cr.checkErr(\"teardown.container_removed\", clauseTeardown, err,", New: "cr.check(\"teardown.container_removed\", clauseTeardown, err == nil,",
+		Rule: "a teardown the dead engine refused is not judged (unknown), not failed"},
+	{Name: "infra-summary-none", Pkg: "certify", File: "runner/host/certify/certify.go",
+		Old: "if t.Status == reports.StatusUnknown && t.Infrastructure != \"\" {", New: "if t.Status == reports.StatusFailed && t.Infrastructure != \"\" {",
+		Rule: "the run lists the cases the engine failed, for its exit status 3"},
+	{Name: "resume-skips-unknown", Pkg: "certify", File: "runner/host/certify/certify.go",
+		Old: "if ok && last.status != reports.StatusUnknown {", New: "if ok {",
+		Rule: "--resume runs again a case whose last attempt is unknown (the engine failed it, the interrupt cut it)"},
+	{Name: "witness-stream-end-ignored", Pkg: "docker", File: "runner/host/provider/docker/witness.go",
+		Old: "if ctx.Err() == nil {", New: "if ctx.Err() != nil {",
+		Rule: "the engine's event stream ending under a sandbox (the engine stopped or restarted) is the engine's failure; the host ending it is not"},
+	{Name: "exit-infra-as-failed", Pkg: "cli", File: "cmd/sandproof/certify.go",
+		Old: "return infraError{infraCases(infra, err)}", New: "return failedError{infraCases(infra, err)}",
+		Rule: "a run in which the engine failed a case exits 3, not 1"},
 
 	// certify: verify (the fs diff, the markers, the deliverable, the processes).
 	{Name: "fsdiff-prefix-sibling", Pkg: "certify", File: "runner/host/certify/verify.go",

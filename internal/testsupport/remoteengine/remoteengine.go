@@ -304,6 +304,160 @@ func (e *Engine) stop() error {
 	return nil
 }
 
+// Kill ends the engine as a crash would, for a test of what sandproof does
+// when its engine dies under a case: SIGKILL to dockerd (the crash), then
+// to every process left in the engine's mount namespace (its containerd,
+// the containers' shims) and to each container's init, which takes every
+// process of its pid namespace with it. Each process is one this engine
+// started: found, before the crash, as the init of one of its containers
+// (through its API) or in its mount namespace, and checked by start time
+// before the signal. With nothing left to hold its data root, Stop can
+// then detach the loop device and remove Dir. The containers die with the
+// engine (Kill is not a restart), and their emptied cgroups are removed.
+// It returns once all of them are gone.
+func (e *Engine) Kill() error {
+	if st, err := startTime(e.Pid); err != nil || st != e.startTime {
+		return fmt.Errorf("remoteengine: kill: pid %d is no longer the dockerd started (start time %d, now %d: %v); not signalled", e.Pid, e.startTime, st, err)
+	}
+	ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", e.Pid))
+	if err != nil {
+		return fmt.Errorf("remoteengine: kill: %w", err)
+	}
+	inits, cgroups, err := e.containerInits()
+	if err != nil {
+		return err
+	}
+	if err := syscall.Kill(e.Pid, syscall.SIGKILL); err != nil {
+		return fmt.Errorf("remoteengine: kill dockerd %d: %w", e.Pid, err)
+	}
+	select {
+	case <-e.done:
+	case <-time.After(wait):
+		return fmt.Errorf("remoteengine: dockerd %d outlived SIGKILL for %s", e.Pid, wait)
+	}
+	var errs []error
+	for _, p := range inits {
+		if p.alive() {
+			syscall.Kill(p.pid, syscall.SIGKILL)
+		}
+	}
+	// The namespace's processes, until none is left (nothing new starts
+	// in it without dockerd). A process is in it only while it runs: a
+	// zombie has left every namespace.
+	left := func() bool {
+		n := 0
+		for _, p := range inNamespace(ns) {
+			syscall.Kill(p, syscall.SIGKILL)
+			n++
+		}
+		for _, p := range inits {
+			if p.alive() {
+				n++
+			}
+		}
+		return n == 0
+	}
+	if err := waitFor(wait, left); err != nil {
+		errs = append(errs, fmt.Errorf("processes of the engine's namespace %s outlived SIGKILL: %v", ns, inNamespace(ns)))
+	}
+	for _, d := range cgroups {
+		if err := waitFor(wait, func() bool { err := syscall.Rmdir(d); return err == nil || errors.Is(err, syscall.ENOENT) }); err != nil {
+			errs = append(errs, fmt.Errorf("remove the container's cgroup %s: %v", d, err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("remoteengine: kill %s: %w", e.Host, err)
+	}
+	return nil
+}
+
+// proc is a process by pid and start time.
+type proc struct {
+	pid   int
+	start uint64
+}
+
+// alive: the same process still runs (a zombie has ended).
+func (p proc) alive() bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(p.pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	st, err := startTime(p.pid)
+	return len(f) > 0 && f[0] != "Z" && err == nil && st == p.start
+}
+
+// containerInits asks the engine for its containers' init processes (as
+// this host's pid namespace sees them) and the cgroup dirs each is in,
+// those named by the container's id only.
+func (e *Engine) containerInits() ([]proc, []string, error) {
+	cs, err := e.Client.ListContainers(dc.ListContainersOptions{All: true})
+	if err != nil {
+		return nil, nil, fmt.Errorf("remoteengine: kill: list containers: %w", err)
+	}
+	var inits []proc
+	var cgroups []string
+	for _, c := range cs {
+		ct, err := e.Client.InspectContainer(c.ID)
+		if err != nil {
+			return nil, nil, fmt.Errorf("remoteengine: kill: inspect container %s: %w", c.ID, err)
+		}
+		if ct.State.Pid <= 0 {
+			continue
+		}
+		st, err := startTime(ct.State.Pid)
+		if err != nil {
+			continue
+		}
+		inits = append(inits, proc{ct.State.Pid, st})
+		cgroups = append(cgroups, cgroupDirs(ct.State.Pid, c.ID)...)
+	}
+	return inits, cgroups, nil
+}
+
+// cgroupDirs are the cgroup dirs pid is in whose path names the
+// container id, in every hierarchy /proc/PID/cgroup lists.
+func cgroupDirs(pid int, id string) []string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.SplitN(line, ":", 3)
+		if len(f) != 3 || !strings.Contains(f[2], id) {
+			continue
+		}
+		root := "/sys/fs/cgroup/" + strings.TrimPrefix(f[1], "name=")
+		if f[1] == "" {
+			root = "/sys/fs/cgroup/unified"
+			if _, err := os.Stat(root); err != nil {
+				root = "/sys/fs/cgroup"
+			}
+		}
+		out = append(out, filepath.Join(root, f[2]))
+	}
+	return out
+}
+
+// inNamespace lists the processes whose mount namespace is ns.
+func inNamespace(ns string) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, d := range ents {
+		p, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		if l, err := os.Readlink("/proc/" + d.Name() + "/ns/mnt"); err == nil && l == ns {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // removeContainers force-removes every container of the engine.
 func (e *Engine) removeContainers() error {
 	cs, err := e.Client.ListContainers(dc.ListContainersOptions{All: true})

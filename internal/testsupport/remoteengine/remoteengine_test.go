@@ -429,11 +429,12 @@ func TestCLIAndProviderReachIt(t *testing.T) {
 	}
 }
 
-// TestStopLeavesNothing starts an engine of its own, runs a container in
-// it, and stops it: dockerd, its containerd and the container's processes
-// are gone, the loop device is detached and the dir removed. Before the
-// stop each of them is seen (the positive control).
-func TestStopLeavesNothing(t *testing.T) {
+// engineWithSandbox starts an engine of its own with one small image and
+// a container of it, and returns the engine, its processes (dockerd, the
+// container's init, dockerd's children), each seen alive (the positive
+// control), and its data root's file, seen backed by a loop device.
+func engineWithSandbox(t *testing.T) (*remoteengine.Engine, []int, string) {
+	t.Helper()
 	e := remoteengine.Start(t)
 	// An image of its own, small and made here: this engine has none.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -454,7 +455,7 @@ func TestStopLeavesNothing(t *testing.T) {
 	if err := e.Load(ctx, mainEngine, ref); err != nil {
 		t.Fatal(err)
 	}
-	// Not through sandbox(): the stop below removes it, not t's cleanup.
+	// Not through sandbox(): the engine's end removes it, not t's cleanup.
 	sb, err := providerAt(t, e.Host).Create(ctx, provider.CreateSpec{Image: ref, Network: provider.NetworkNone})
 	if err != nil {
 		t.Fatal(err)
@@ -470,31 +471,75 @@ func TestStopLeavesNothing(t *testing.T) {
 	pids := append([]int{e.Pid, ct.State.Pid}, children(t, e.Pid)...)
 	for _, p := range pids {
 		if syscall.Kill(p, 0) != nil {
-			t.Fatalf("pid %d (%s) not alive before the stop", p, cmdline(p))
+			t.Fatalf("pid %d (%s) not alive before the engine's end", p, cmdline(p))
 		}
 	}
 	img := filepath.Join(e.Dir, "disk.img")
 	if !loopAttached(img) {
-		t.Fatalf("no loop device backs %s before the stop", img)
+		t.Fatalf("no loop device backs %s before the engine's end", img)
 	}
+	return e, pids, img
+}
 
-	if err := e.Stop(); err != nil {
-		t.Fatal(err)
-	}
+// leftNothing: after the engine's end, none of pids runs, no loop device
+// backs its data root, its dir is gone and it does not answer.
+func leftNothing(t *testing.T, e *remoteengine.Engine, pids []int, img string) {
+	t.Helper()
 	for _, p := range pids {
-		if syscall.Kill(p, 0) == nil {
-			t.Errorf("pid %d (%s) alive after the stop", p, cmdline(p))
+		if running(p) {
+			t.Errorf("pid %d (%s) alive after the engine's end", p, cmdline(p))
 		}
 	}
 	if loopAttached(img) {
 		t.Errorf("a loop device still backs %s", img)
 	}
 	if _, err := os.Stat(e.Dir); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("%s after the stop: %v", e.Dir, err)
+		t.Errorf("%s after the engine's end: %v", e.Dir, err)
 	}
 	if err := e.Client.Ping(); err == nil {
 		t.Errorf("%s still answers", e.Host)
 	}
+}
+
+// TestStopLeavesNothing starts an engine of its own, runs a container in
+// it, and stops it: dockerd, its containerd and the container's processes
+// are gone, the loop device is detached and the dir removed. Before the
+// stop each of them is seen (the positive control).
+func TestStopLeavesNothing(t *testing.T) {
+	e, pids, img := engineWithSandbox(t)
+	if err := e.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	leftNothing(t, e, pids, img)
+}
+
+// TestKillLeavesNothing: an engine killed as a crash would (SIGKILL to
+// dockerd, then to what it had started, which a crash leaves running)
+// stops answering at once, and once Stop has run nothing of it is left.
+func TestKillLeavesNothing(t *testing.T) {
+	e, pids, img := engineWithSandbox(t)
+	if err := e.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Client.Ping(); err == nil {
+		t.Fatalf("%s answers after the kill", e.Host)
+	}
+	if err := e.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	leftNothing(t, e, pids, img)
+}
+
+// running: pid is a process that has not ended (a zombie waiting for
+// its reaper, the host's init once its parent died, has).
+func running(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	return len(f) > 0 && f[0] != "Z"
 }
 
 func loopAttached(file string) bool {

@@ -78,6 +78,9 @@ type caseRun struct {
 	owner  ownerPaths
 	sess   sessionPaths
 	intr   interruptWatch
+	// sb is the case's sandbox once created: the engine is asked about
+	// it after a provider error (witness).
+	sb provider.Sandbox
 	// borrowed is what a borrowed case's owner started before the launch.
 	borrowed borrowedSeen
 }
@@ -266,9 +269,65 @@ func setErrType(ev *reports.Evidence, t string) {
 // dead sandbox proves nothing).
 func stopsCase(err error) bool { return provider.IsProviderError(err) }
 
+// engineFailed is a stage's provider error that the engine, asked right
+// after it (provider.EngineWitness), confirmed as its own failure: cause
+// is the engine's word. It wraps the error, so stopsCase still holds.
+type engineFailed struct {
+	err   error
+	cause string
+}
+
+func (e *engineFailed) Error() string { return e.err.Error() }
+func (e *engineFailed) Unwrap() error { return e.err }
+
+// infraCause is the engine's word on err when a stage found err to be
+// the engine's failure (witness); "" for every other error.
+func infraCause(err error) string {
+	var ef *engineFailed
+	if errors.As(err, &ef) {
+		return ef.cause
+	}
+	return ""
+}
+
+// witness asks the engine, never the sandbox, whether the provider error
+// err of stage is its own failure: the case's sandbox's witness once it
+// is made (its engine's ping, the event stream held since its creation,
+// its inspect), the provider's before (a ping). Confirmed, err comes back
+// wrapped with the cause, and the case's record keeps the first cause
+// (Evidence.Infrastructure). A provider without a witness confirms
+// nothing, nor does an engine that answers, stayed up and holds the
+// container: a channel the harness broke (it killed the agent, it ran the
+// container out of memory or pids) stays the harness's failure
+// (docs/threat-model.md, Infrastructure failures).
+func (cr *caseRun) witness(stage string, err error) error {
+	if !stopsCase(err) || infraCause(err) != "" {
+		return err
+	}
+	var w provider.EngineWitness
+	if cr.sb != nil {
+		w, _ = provider.As[provider.EngineWitness](cr.sb)
+	} else if cr.r != nil {
+		w, _ = cr.r.prov.(provider.EngineWitness)
+	}
+	if w == nil {
+		return err
+	}
+	cause := w.EngineFault(context.Background())
+	if cause == "" {
+		return err
+	}
+	if cr.ev.Infrastructure == "" {
+		cr.ev.Infrastructure = cause + " (after " + stage + "'s provider error)"
+	}
+	return &engineFailed{err: err, cause: cause}
+}
+
 // stage runs fn as one stage of the protocol, timing it and printing its
-// progress. A provider error is recorded as the stage's failed check;
-// the caller, seeing stopsCase, runs no later stage but teardown.
+// progress. A provider error is recorded as the stage's check: failed,
+// unless the engine confirms it as its own failure (witness), which makes
+// the check unknown; the caller, seeing stopsCase, runs no later stage
+// but teardown.
 func (cr *caseRun) stage(name string, fn func() error) error {
 	t := time.Now()
 	cr.intr.stageBegins(name)
@@ -280,13 +339,29 @@ func (cr *caseRun) stage(name string, fn func() error) error {
 	if err != nil {
 		cr.r.progress("%s: %s failed after %.2fs: %v", cr.c.id, name, secs, redact(err.Error(), cr.r.key))
 		if stopsCase(err) {
-			cr.errType("provider_error")
-			cr.check(name+".provider", clauseFor(name), false, "provider error, case stopped: %s", redact(err.Error(), cr.r.key))
+			err = cr.witness(name, err)
+			if infraCause(err) == "" {
+				cr.errType("provider_error")
+			}
+			cr.checkErr(name+".provider", clauseFor(name), err, "provider error, case stopped: %s", redact(err.Error(), cr.r.key))
 		}
 		return err
 	}
 	cr.r.progress("%s: %s done in %.2fs", cr.c.id, name, secs)
 	return nil
+}
+
+// checkErr records a check that passes when err is nil and fails
+// otherwise, unless err is the engine's failure (infraCause): then it is
+// unknown, with the engine's word, since what the engine cut short proves
+// nothing either way.
+func (cr *caseRun) checkErr(id, clause string, err error, detail string, args ...any) bool {
+	if cause := infraCause(err); cause != "" {
+		cr.ev.Checks = append(cr.ev.Checks, reports.Check{ID: id, Status: reports.StatusUnknown, Clause: clause,
+			Detail: fmt.Sprintf(detail, args...) + "; not judged, the engine failed: " + redact(cause, cr.r.key) + " (--resume runs the case again)"})
+		return false
+	}
+	return cr.check(id, clause, err == nil, detail, args...)
 }
 
 func clauseFor(stage string) string {
@@ -379,8 +454,8 @@ func receiptText(res *session.Result, err error, key string) string {
 // is the conjunction of the checks, and no checks is unknown. A case the
 // run's interrupt reached at any point before this verdict, whatever
 // stage it was in (verify and teardown included, which it does not cut
-// short), is unknown unless a check failed on its own: --resume runs it
-// again.
+// short), or one the engine failed (its own word, Evidence.Infrastructure),
+// is unknown unless a check failed on its own: --resume runs it again.
 func (cr *caseRun) finish() {
 	cr.verdict()
 	if cr.r != nil {
@@ -397,8 +472,11 @@ func (cr *caseRun) verdict() {
 	judge(cr.ev, cr.intr.reason)
 }
 
-// judge sets a case's status from its checks and the interrupt's reason
-// ("" when the interrupt did not reach it).
+// judge sets a case's status from its checks, the interrupt's reason
+// ("" when the interrupt did not reach it) and the engine's word on its
+// own failure (ev.Infrastructure, "" when it did not fail the case). An
+// unknown check makes a case unknown only for these two causes, which
+// the harness cannot bring about; for any other it fails the case.
 func judge(ev *reports.Evidence, interrupted string) {
 	if interrupted != "" && ev.Status != reports.StatusSkipped {
 		// What the interrupt cut short proves nothing either way; a
@@ -426,6 +504,14 @@ func judge(ev *reports.Evidence, interrupted string) {
 	if !failed && interrupted != "" {
 		ev.Status = reports.StatusUnknown
 		setErrType(ev, "interrupted")
+		return
+	}
+	if !failed && ev.Infrastructure != "" {
+		// Not the harness's failure, whatever a stage that met the
+		// engine's failure set before.
+		ev.Status = reports.StatusUnknown
+		t := "infrastructure"
+		ev.ErrorType = &t
 		return
 	}
 	if pass {

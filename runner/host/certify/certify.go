@@ -149,6 +149,9 @@ type CaseTiming struct {
 	// adds to a bare run: the probe's and the agent's execs, the
 	// session's seed, launches and close, verify, the host's checks.
 	Container float64
+	// Infrastructure is the engine's word on how it failed a case that
+	// ended unknown for it (Evidence.Infrastructure); "" otherwise.
+	Infrastructure string
 }
 
 // Summary is what a run did.
@@ -171,6 +174,21 @@ type Summary struct {
 // not fail a run).
 func (s *Summary) Failed() bool {
 	return s.Counts[reports.StatusFailed] > 0 || s.Counts[reports.StatusUnknown] > 0
+}
+
+// Infrastructure lists the cases of this run that ended unknown because
+// the engine failed them (CaseTiming.Infrastructure), "CASE: CAUSE" each:
+// the run exits 3 for them (contract §9 exit statuses), however many
+// attempts they had.
+func (s *Summary) Infrastructure() []string {
+	var out []string
+	for _, t := range s.Timings {
+		if t.Status == reports.StatusUnknown && t.Infrastructure != "" {
+			out = append(out, t.CaseID+": "+t.Infrastructure)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 type caseSpec struct {

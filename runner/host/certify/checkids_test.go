@@ -43,7 +43,7 @@ func emittedCheckIDs(t *testing.T) []string {
 						ids[s] = true
 					}
 				case *ast.CallExpr:
-					if sel, ok := n.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "check" && len(n.Args) > 0 {
+					if sel, ok := n.Fun.(*ast.SelectorExpr); ok && (sel.Sel.Name == "check" || sel.Sel.Name == "checkErr") && len(n.Args) > 0 {
 						if s, ok := lit(n.Args[0]); ok {
 							ids[s] = true
 						} else if b, ok := n.Args[0].(*ast.BinaryExpr); ok && b.Op == token.ADD {

@@ -137,9 +137,10 @@ func (cr *caseRun) borrow(ctx context.Context, bx sandboxed) (sandboxed, error) 
 		bx.ownerProcs = append(bx.ownerProcs, svc.ID())
 		cr.borrowed.service = fmt.Sprintf("%d/%d %s", svc.PID, svc.StartTime, svc.Comm)
 	}
-	cr.check("setup.borrowed", clauseScenario, err == nil, "the owner's task service (%s, uid %d, a session of its own) and task state %s: %s",
+	err = cr.witness("setup.borrowed", err)
+	cr.checkErr("setup.borrowed", clauseScenario, err, "the owner's task service (%s, uid %d, a session of its own) and task state %s: %s",
 		cr.borrowed.service, o.uid, borrowedState, errText(err, cr.r.key))
-	if stopsCase(err) {
+	if stopsCase(err) && infraCause(err) == "" {
 		cr.errType("provider_error")
 	}
 	return bx, err

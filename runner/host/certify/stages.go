@@ -171,6 +171,9 @@ func (cr *caseRun) endTiming(start time.Time) {
 	cr.timing.Seconds = ev.Seconds
 	cr.timing.Overhead = ev.Seconds - cr.timing.Harness - cr.timing.Install
 	cr.timing.Status = ev.Status
+	if ev.Status == reports.StatusUnknown {
+		cr.timing.Infrastructure = ev.Infrastructure
+	}
 }
 
 // startModel starts the scripted model (one server per case on the host's
@@ -273,7 +276,7 @@ func (cr *caseRun) setup(ctx context.Context, ms modelSide) (sandboxed, error) {
 		}
 		return nil
 	})
-	cr.check("setup", clauseSetup, err == nil, "container, /task, the challenge, four XDG markers, probe baseline: %s", errText(err, r.key))
+	cr.checkErr("setup", clauseSetup, err, "container, /task, the challenge, four XDG markers, probe baseline: %s", errText(err, r.key))
 	return bx, err
 }
 
@@ -409,6 +412,7 @@ func (cr *caseRun) createSandbox(ctx context.Context, vols []provider.VolumeMoun
 	if err != nil {
 		return nil, err
 	}
+	cr.sb = sb
 	if os.Getenv("SANDPROOF_TRACE") != "" {
 		sb = provider.Trace(sb, func(format string, args ...any) { r.progress(c.id+": "+format, args...) })
 	}
@@ -702,7 +706,7 @@ func (cr *caseRun) teardown(bx sandboxed) {
 		return nil
 	})
 	cr.ev.OwnerTeardownContainerRemoved = err == nil
-	cr.check("teardown.container_removed", clauseTeardown, err == nil, "container removed and unknown to the engine: %s", errText(err, cr.r.key))
+	cr.checkErr("teardown.container_removed", clauseTeardown, err, "container removed and unknown to the engine: %s", errText(err, cr.r.key))
 }
 
 // canaryScan is what the scan of the case's dir found: the files holding

@@ -59,6 +59,13 @@ type wholeCase struct {
 	token     string // what the harness's write call writes
 	challenge string // what setup gives the probe to write
 	kept      bool   // the engine keeps the sandbox at teardown
+	// wrap, when set, wraps the sandbox the provider creates (an engine
+	// that fails, with its witness).
+	wrap func(provider.Sandbox) provider.Sandbox
+	// activation, when set, runs after the harness as the activation
+	// stage, with the error it returns; one that stops the case
+	// (stopsCase) skips verify, as runSession does.
+	activation func(w *wholeCase) error
 }
 
 // probeSetup scripts the probe's setup on m (called with m's lock held,
@@ -134,6 +141,9 @@ func (w *wholeCase) run(t *testing.T, harness func(w *wholeCase)) *reports.Evide
 	if w.kept {
 		sb = keptSandbox{memDiffer{w.sb}}
 	}
+	if w.wrap != nil {
+		sb = w.wrap(sb)
+	}
 	cr.r.prov = memProvider{sb}
 	if err := os.MkdirAll(cr.dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -159,8 +169,13 @@ func (w *wholeCase) run(t *testing.T, harness func(w *wholeCase)) *reports.Evide
 	if err == nil {
 		harness(w)
 		w.sb.self = witness.ID{PID: 90, StartTime: 900} // the probe after close is a new process
-		// As runSession: an interrupt that reached the case skips verify.
-		if !cr.intr.interruptReached() {
+		var actErr error
+		if w.activation != nil {
+			actErr = cr.stage(reports.StageActivation, func() error { return w.activation(w) })
+		}
+		// As runSession: an interrupt that reached the case, or a stage
+		// that stopped it, skips verify.
+		if !cr.intr.interruptReached() && !stopsCase(actErr) {
 			cr.stage(reports.StageVerify, func() error {
 				_, err := cr.verify(ctx, w.bx.sb, verifyInput{before: w.bx.before, allMarkers: cr.owner.allMarkers, markers: cr.owner.markers,
 					sessDir: cr.sess.dir, proof: loopProof{want: w.token}, allowed: cr.allowed(), key: cr.r.key})

@@ -357,6 +357,23 @@ type ImageFinder interface {
 	ImageID(ctx context.Context, ref string) (string, error)
 }
 
+// EngineWitness is a provider or a sandbox whose engine can be asked
+// about itself apart from the sandbox: after a transport failure certify
+// asks it whether the engine failed (infrastructure: the case is unknown
+// and --resume runs it again) or the sandbox failed on its own (the
+// harness's: the case fails). The answer is the engine's word, read over
+// the host's own connections to it, never the sandbox's: nothing inside a
+// sandbox with no access to the engine's API can make the engine stop
+// answering, forget a container, or restart (docs/threat-model.md,
+// Infrastructure failures).
+type EngineWitness interface {
+	// EngineFault says how the engine failed ("the engine at
+	// unix:///run/docker.sock does not answer: ..."), or "" when it
+	// answers, still holds the sandbox, and has not stopped or restarted
+	// since the sandbox was made. A provider answers for the engine alone.
+	EngineFault(ctx context.Context) string
+}
+
 // As finds the optional part T (Differ, Streamer, Putter...) of sb, or of
 // the sandbox a wrapper (Trace) wraps: a wrapper's Unwrap() Sandbox
 // method leads to it.

@@ -213,7 +213,7 @@ func (p *Provider) Create(ctx context.Context, spec provider.CreateSpec) (provid
 		expire = time.Hour
 	}
 	p.expire(created.ID, expire)
-	return &Sandbox{client: p.Client, id: created.ID, engine: p.Endpoint.Host, archs: p.archs}, nil
+	return &Sandbox{client: p.Client, id: created.ID, engine: p.Endpoint.Host, archs: p.archs, watch: watchEngine(p.Client)}, nil
 }
 
 // expireSignal is the container's stop signal (see Create).
@@ -263,6 +263,7 @@ func (p *Provider) Open(ctx context.Context, id string) (provider.Sandbox, error
 		return nil, provider.Errorf("open", id, provider.ErrGone)
 	}
 	s.id = info.ID
+	s.watch = watchEngine(p.Client)
 	return s, nil
 }
 
@@ -272,6 +273,10 @@ type Sandbox struct {
 	id     string
 	engine string     // the engine's address, for Info.Engine
 	archs  *archCache // image id -> GOARCH, the provider's
+	// watch is the engine's event stream held from the sandbox's
+	// creation (or opening) to its removal, for EngineFault; nil for a
+	// sandbox made otherwise (then only the ping and the inspect witness).
+	watch *engineWatch
 }
 
 func (s *Sandbox) ID() string { return s.id }
@@ -662,6 +667,7 @@ func (s *Sandbox) running(ctx context.Context) (bool, error) {
 
 // Destroy removes the container and its anonymous volumes.
 func (s *Sandbox) Destroy(ctx context.Context) error {
+	s.watch.stop()
 	err := s.client.ContainerRemove(ctx, s.id, container.RemoveOptions{Force: true, RemoveVolumes: true})
 	if err != nil && !errdefs.IsNotFound(err) {
 		return provider.Errorf("destroy", s.id, err)
