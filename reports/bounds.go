@@ -139,6 +139,7 @@ func keysOf(m map[string]int) []string {
 func (e *Evidence) Bound(c Caps) {
 	e.SkipReason = Cut(e.SkipReason, c.Text)
 	e.Interrupted = Cut(e.Interrupted, c.Text)
+	e.Infrastructure = Cut(e.Infrastructure, c.Text)
 	e.RunnerSaid = Cut(e.RunnerSaid, c.Text)
 	e.OutputItemTypes = cutCounts(e.OutputItemTypes, c)
 	e.CloseObservationGaps = cutStrings(e.CloseObservationGaps, c.List, c.Name)
@@ -337,7 +338,7 @@ func (e *Evidence) keepOnlyVerdict() {
 		checks[i].Detail = Cut(checks[i].Detail, 64)
 	}
 	*e = Evidence{Schema: e.Schema, RunID: e.RunID, CaseID: e.CaseID, TaskID: e.TaskID, Attempt: e.Attempt,
-		Interrupted: Cut(e.Interrupted, 64), Shard: e.Shard, ShardRunID: e.ShardRunID, MatrixSHA256: e.MatrixSHA256,
+		Interrupted: Cut(e.Interrupted, 64), Infrastructure: Cut(e.Infrastructure, 64), Shard: e.Shard, ShardRunID: e.ShardRunID, MatrixSHA256: e.MatrixSHA256,
 		MatrixCases: e.MatrixCases, Harness: e.Harness, Image: e.Image, Scenario: e.Scenario,
 		LaunchDeadlineSeconds: e.LaunchDeadlineSeconds, ImageID: e.ImageID, Status: e.Status,
 		SkipReason: Cut(e.SkipReason, 64), Passed: e.Passed, SeedSeconds: e.SeedSeconds, Seconds: e.Seconds,

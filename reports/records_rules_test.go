@@ -48,7 +48,7 @@ func oversizedRecord() *Evidence {
 		e.After.HarnessProcesses = append(e.After.HarnessProcesses, Process{PID: i, StartTime: 1, Comm: long})
 	}
 	e.Before = &Before{OS: long, Python3: long, Bash: long, Processes: e.After.HarnessProcesses}
-	e.After.Deliverable, e.RunnerSaid, e.Interrupted = long, long, long
+	e.After.Deliverable, e.RunnerSaid, e.Interrupted, e.Infrastructure = long, long, long, long
 	reached, _ := json.Marshal(e.After.HarnessProcesses)
 	e.CloseReceipt.Extra = map[string]json.RawMessage{"reached": reached, "launch_id": json.RawMessage(`"L1"`)}
 	msg := long
@@ -119,7 +119,7 @@ func TestBoundCapsEveryHarnessDerivedField(t *testing.T) {
 		string(e.CloseReceipt.Extra["launch_id"]) != `"L1"` || len(*e.CloseReceipt.Error) > c.Text {
 		t.Errorf("receipt: %d reached, omitted %s, launch_id %s", len(reached), e.CloseReceipt.Extra["reached_omitted"], e.CloseReceipt.Extra["launch_id"])
 	}
-	if len(e.RunnerSaid) > c.Text || len(e.Interrupted) > c.Text || len(e.Checks[0].Detail) > c.Detail || len(e.HarnessRuntime.CLIVersion) > c.Text || len(e.HarnessStderrTail) > TailLines {
+	if len(e.RunnerSaid) > c.Text || len(e.Interrupted) > c.Text || len(e.Infrastructure) > c.Text || len(e.Checks[0].Detail) > c.Detail || len(e.HarnessRuntime.CLIVersion) > c.Text || len(e.HarnessStderrTail) > TailLines {
 		t.Errorf("runner_said %d, interrupted %d, detail %d, cli_version %d, tail %d", len(e.RunnerSaid), len(e.Interrupted), len(e.Checks[0].Detail),
 			len(e.HarnessRuntime.CLIVersion), len(e.HarnessStderrTail))
 	}
