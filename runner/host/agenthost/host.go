@@ -171,6 +171,30 @@ func (h *Host) Exec(ctx context.Context, spec provider.ExecSpec) (provider.ExecR
 	return res, nil
 }
 
+// Remove runs the agent's confined removal (runner/confine Rmtree) of args,
+// the rmtree helper's arguments, as root: the paths it removed on stdout,
+// its refusals on stderr, exit 1 when there was any (provider.Remover).
+func (h *Host) Remove(ctx context.Context, args []string) (provider.ExecResult, error) {
+	s, done, err := h.c.Call(ctx, agent.Request{Op: agent.OpRemove, Argv: args})
+	if err != nil {
+		return provider.ExecResult{}, transport(err)
+	}
+	defer done()
+	s.CloseWrite()
+	var out, errb bytes.Buffer
+	r, err := agent.ReadResults(s, &out, &errb)
+	res := provider.ExecResult{ExitCode: r.Code, Stdout: out.Bytes(), Stderr: errb.Bytes()}
+	switch {
+	case ctx.Err() != nil:
+		return res, transport(ctx.Err())
+	case err != nil:
+		return res, transport(err)
+	case r.Error != "":
+		return res, errors.New(r.Error)
+	}
+	return res, nil
+}
+
 // Put creates the entries in order, each as Mkdir or Upload would.
 func (h *Host) Put(ctx context.Context, entries []provider.Entry) error {
 	return h.put(ctx, provider.TarEntries(entries))
