@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path"
-	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -170,35 +169,29 @@ func (r remover) empty(f *os.File, fd int, rel string) error {
 	}
 }
 
-// Match lists the names in the directory fd that match pattern (path.Match
-// syntax; a leading dot is matched like any other character, as
-// filepath.Glob does), sorted. The names are read from fd itself (a
-// descriptor of its own, opened relative to fd): nothing is resolved by
+// eachName calls f with each name in the directory fd, read in batches
+// (a directory of millions of names never sits in memory whole) from a
+// descriptor of its own opened relative to fd: nothing is resolved by
 // name.
-func Match(fd int, pattern string) ([]string, error) {
-	if _, err := path.Match(pattern, ""); err != nil {
-		return nil, fmt.Errorf("pattern %q: %w", pattern, err)
-	}
+func eachName(fd int, f func(name string) error) error {
 	own, err := unix.Openat(fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	f := os.NewFile(uintptr(own), pattern)
-	defer f.Close()
-	var out []string
+	d := os.NewFile(uintptr(own), ".")
+	defer d.Close()
 	for {
-		names, err := f.Readdirnames(256)
+		names, err := d.Readdirnames(256)
 		for _, n := range names {
-			if ok, _ := path.Match(pattern, n); ok {
-				out = append(out, n)
+			if ferr := f(n); ferr != nil {
+				return ferr
 			}
 		}
 		if errors.Is(err, io.EOF) {
-			slices.Sort(out)
-			return out, nil
+			return nil
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
 	}
 }
@@ -206,16 +199,22 @@ func Match(fd int, pattern string) ([]string, error) {
 // RemoveMatches removes every entry pattern matches, and everything below
 // it, calling removed with each one's path. pattern is an absolute clean
 // path with a glob in its last element only (an adapter's scratch entry,
-// as the manifest's parse checked), whose / is root. Its directory is
-// opened once, following no link at any component (a link there refuses
-// the pattern, whatever it leads to); the names are read from that
-// descriptor and each match removed relative to it (RemoveAll). A
-// directory that does not exist has nothing to remove.
+// as the manifest's parse checked), whose / is root; the glob is
+// path.Match's (a leading dot is matched like any other character, as
+// filepath.Glob does). Its directory is opened once, following no link at
+// any component (a link there refuses the pattern, whatever it leads to);
+// the names are read from that descriptor and each match removed relative
+// to it (RemoveAll) as it is read. The directory is read again while a
+// reading removed something (removing may reorder what is left), at most
+// maxRounds times. A directory that does not exist has nothing to remove.
 func RemoveMatches(ctx context.Context, root int, pattern string, removed func(string)) error {
 	dir, last := path.Split(pattern)
 	dir = path.Clean(dir)
 	if !path.IsAbs(pattern) || path.Clean(pattern) != pattern || last == "" || strings.ContainsAny(dir, "*?[]\\") {
 		return fmt.Errorf("refuse %q: not an absolute path with a glob only in its last element", pattern)
+	}
+	if _, err := path.Match(last, ""); err != nil {
+		return fmt.Errorf("refuse %q: %w", pattern, err)
 	}
 	dirRel := strings.TrimPrefix(dir, "/")
 	fd, err := OpenDir(root, dirRel)
@@ -229,18 +228,33 @@ func RemoveMatches(ctx context.Context, root int, pattern string, removed func(s
 		return fmt.Errorf("open %q: %w", dir, err)
 	}
 	defer unix.Close(fd)
-	names, err := Match(fd, last)
-	if err != nil {
-		return fmt.Errorf("read %q: %w", dir, err)
-	}
 	step(dirRel)
 	var errs []error
-	for _, n := range names {
-		if err := RemoveAll(ctx, fd, n, path.Join(dirRel, n)); err != nil {
-			errs = append(errs, err)
-			continue
+	for round := 0; round < maxRounds; round++ {
+		found := false
+		err := eachName(fd, func(n string) error {
+			if ok, _ := path.Match(last, n); !ok {
+				return nil
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			found = true
+			if err := RemoveAll(ctx, fd, n, path.Join(dirRel, n)); err != nil {
+				if len(errs) < 100 {
+					errs = append(errs, err)
+				}
+				return nil
+			}
+			removed(path.Join(dir, n))
+			return nil
+		})
+		if err != nil {
+			return errors.Join(append(errs, fmt.Errorf("read %q: %w", dir, err))...)
 		}
-		removed(path.Join(dir, n))
+		if !found || len(errs) > 0 {
+			break
+		}
 	}
 	return errors.Join(errs...)
 }
