@@ -41,7 +41,7 @@ type Result struct {
 	NotFound bool   `json:"notfound,omitempty"`
 }
 
-// Record kinds on the agent-to-host direction of exec, put and get: a
+// Record kinds on the agent-to-host direction of exec, put, get and remove: a
 // 5-byte header (kind, u32 length) and the bytes. The last record is
 // always recResult.
 const (
