@@ -20,7 +20,13 @@ var (
 	// ErrNotSessionDir refuses a session dir removal of a directory
 	// without bin/warden.
 	ErrNotSessionDir = errors.New("not a session dir (no bin/warden)")
+	// ErrTooDeep is a tree deeper than maxDepth: what is below is left.
+	ErrTooDeep = errors.New("deeper than a removal descends")
 )
+
+// maxDepth bounds how deep a removal descends: each level holds a
+// descriptor, and a tree made deep on purpose must not exhaust them.
+const maxDepth = 4096
 
 // maxRounds bounds how often a directory that fills again while it is
 // emptied (something still writing in it) is read again before its
@@ -78,10 +84,10 @@ func RemoveAll(ctx context.Context, dir int, name, rel string) error {
 	if err != nil {
 		return fmt.Errorf("stat the directory of %q: %w", "/"+rel, err)
 	}
-	return remover{ctx: ctx, top: top}.at(dir, name, rel, swapRetries)
+	return remover{ctx: ctx, top: top}.at(dir, name, rel, 0, swapRetries)
 }
 
-func (r remover) at(dir int, name, rel string, retry int) error {
+func (r remover) at(dir int, name, rel string, depth, retry int) error {
 	if err := r.ctx.Err(); err != nil {
 		return err
 	}
@@ -101,19 +107,22 @@ func (r remover) at(dir int, name, rel string, retry int) error {
 		return nil
 	case (errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR)) && retry > 0:
 		// Swapped since the unlink: a link (or a file) now, removed as one.
-		return r.at(dir, name, rel, retry-1)
+		return r.at(dir, name, rel, depth, retry-1)
 	case err != nil:
 		return fmt.Errorf("open %q: %w", "/"+rel, linkErr(dir, name, rel, err))
 	}
-	return r.opened(dir, name, fd, rel, retry)
+	return r.opened(dir, name, fd, rel, depth, retry)
 }
 
 // opened empties the directory fd (name in dir) and removes name: refused
 // when fd is on another mount than the removal's top; read again while it
 // fills up meanwhile, at most maxRounds times. It closes fd.
-func (r remover) opened(dir int, name string, fd int, rel string, retry int) error {
+func (r remover) opened(dir int, name string, fd int, rel string, depth, retry int) error {
 	f := os.NewFile(uintptr(fd), rel)
 	defer f.Close()
+	if depth >= maxDepth {
+		return fmt.Errorf("remove %q: %w (%d levels)", "/"+rel, ErrTooDeep, maxDepth)
+	}
 	here, err := mountOf(fd)
 	if err != nil {
 		return fmt.Errorf("stat %q: %w", "/"+rel, err)
@@ -122,7 +131,7 @@ func (r remover) opened(dir int, name string, fd int, rel string, retry int) err
 		return fmt.Errorf("remove %q: %w", "/"+rel, ErrMountPoint)
 	}
 	for round := 1; ; round++ {
-		if err := r.empty(f, fd, rel); err != nil {
+		if err := r.empty(f, fd, rel, depth+1); err != nil {
 			return err
 		}
 		err := unix.Unlinkat(dir, name, unix.AT_REMOVEDIR)
@@ -138,7 +147,7 @@ func (r remover) opened(dir int, name string, fd int, rel string, retry int) err
 			// Swapped for a link or a file once emptied: that is
 			// removed as one (the directory emptied is wherever it
 			// was moved to).
-			return r.at(dir, name, rel, retry-1)
+			return r.at(dir, name, rel, depth, retry-1)
 		}
 		return fmt.Errorf("remove %q: %w", "/"+rel, err)
 	}
@@ -148,7 +157,7 @@ func (r remover) opened(dir int, name string, fd int, rel string, retry int) err
 // relative to fd, read in batches (a directory of millions of names never
 // sits in memory whole). Every entry is tried; the first error is
 // returned.
-func (r remover) empty(f *os.File, fd int, rel string) error {
+func (r remover) empty(f *os.File, fd int, rel string, depth int) error {
 	var first error
 	for {
 		if err := r.ctx.Err(); err != nil {
@@ -156,7 +165,7 @@ func (r remover) empty(f *os.File, fd int, rel string) error {
 		}
 		names, err := f.Readdirnames(256)
 		for _, n := range names {
-			if rerr := r.at(fd, n, path.Join(rel, n), swapRetries); rerr != nil && first == nil {
+			if rerr := r.at(fd, n, path.Join(rel, n), depth, swapRetries); rerr != nil && first == nil {
 				first = rerr
 			}
 		}
@@ -292,7 +301,7 @@ func RemoveSessionDir(ctx context.Context, root int, rel string) error {
 		unix.Close(fd)
 		return fmt.Errorf("stat the directory of %q: %w", "/"+rel, err)
 	}
-	return remover{ctx: ctx, top: top}.opened(parent, name, fd, rel, swapRetries)
+	return remover{ctx: ctx, top: top}.opened(parent, name, fd, rel, 0, swapRetries)
 }
 
 // holdsWarden says whether the directory fd holds bin/warden, a regular

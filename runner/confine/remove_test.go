@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sandproof/sandproof/runner/confine"
 )
 
@@ -354,5 +356,42 @@ func TestRmtreeRefusesBadArguments(t *testing.T) {
 		if err := confine.Rmtree(context.Background(), r, args, func(string) {}); err == nil {
 			t.Errorf("rmtree %q: no error", args)
 		}
+	}
+}
+
+// chain makes depth nested directories named d below dir, by
+// descriptors (the path grows past PATH_MAX).
+func chain(t *testing.T, dir string, depth int) {
+	t.Helper()
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	for i := 0; err == nil && i < depth; i++ {
+		if err = unix.Mkdirat(fd, "d", 0o755); err == nil {
+			var next int
+			next, err = unix.Openat(fd, "d", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+			unix.Close(fd)
+			fd = next
+		}
+	}
+	if err != nil {
+		t.Fatalf("make a chain of %d: %v", depth, err)
+	}
+	unix.Close(fd)
+}
+
+// A tree deeper than a removal descends (each level holds a descriptor)
+// is refused with ErrTooDeep, not followed down until descriptors run
+// out; a deep but bounded one goes (the positive control).
+func TestRemoveAllStopsAtItsDepth(t *testing.T) {
+	b := base(t)
+	r := openRoot(t, b)
+	os.Mkdir(filepath.Join(b, "deep"), 0o755)
+	chain(t, filepath.Join(b, "deep"), 300)
+	if err := confine.RemoveAll(context.Background(), r, "deep", "deep"); err != nil {
+		t.Fatalf("positive control: a chain of 300: %v", err)
+	}
+	os.Mkdir(filepath.Join(b, "deeper"), 0o755)
+	chain(t, filepath.Join(b, "deeper"), 4100)
+	if err := confine.RemoveAll(context.Background(), r, "deeper", "deeper"); !errors.Is(err, confine.ErrTooDeep) {
+		t.Errorf("a chain of 4,100: %v, want ErrTooDeep", err)
 	}
 }
