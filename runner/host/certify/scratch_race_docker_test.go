@@ -131,19 +131,17 @@ var (
 )
 
 // staticBuild builds the static program pkg (relative to this package)
-// once per test process and returns its path.
+// once per test process, beside the other builds (binaries), and returns
+// its path.
 func staticBuild(t *testing.T, pkg string) string {
 	t.Helper()
+	warden, _, _ := binaries(t)
 	staticMu.Lock()
 	defer staticMu.Unlock()
 	if p, ok := staticBuilt[pkg]; ok {
 		return p
 	}
-	dir, err := os.MkdirTemp("", "certify-static-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(dir, filepath.Base(pkg))
+	out := filepath.Join(filepath.Dir(warden), filepath.Base(pkg))
 	cmd := exec.Command("go", "build", "-o", out, pkg)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
