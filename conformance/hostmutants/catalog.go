@@ -18,8 +18,8 @@ var Packages = map[string]Pkg{
 	// A 1 s harness deadline that a loaded machine can miss before the
 	// harness prints its partial line; it guards no catalogued rule.
 	"session": {Dir: "runner/host/session", Skip: "^TestLocalTimedOutRunKeepsPartialOutput$"},
-	"agent":   {Dir: "runner/agent"},
 	"confine": {Dir: "runner/confine"},
+	"agent":   {Dir: "runner/agent"},
 }
 
 // Mutant is one one-line bug of the kind a careful developer commits in a
@@ -264,14 +264,6 @@ var Catalog = []Mutant{
 		New:  "func decodeReceipt(cmd, state string, r provider.ExecResult) (int, *receipt.Receipt, []byte, error) {\n\tswitch r.ExitCode {\n\tcase wardenConfirmed:",
 		Rule: "warden's exit 1 carries a receipt (not confirmed), which close reports as such"},
 
-	// agent: what put accepts (its paths are confine's).
-	{Name: "agent-put-symlink", Pkg: "agent", File: "runner/agent/server.go",
-		Old: "if h.Typeflag != tar.TypeDir && h.Typeflag != tar.TypeReg {", New: "if h.Typeflag != tar.TypeDir && h.Typeflag != tar.TypeReg && h.Typeflag != tar.TypeSymlink {",
-		Rule: "put refuses a tar entry that is not a directory or a regular file"},
-	{Name: "agent-put-dotdot", Pkg: "agent", File: "runner/agent/server.go",
-		Old: "if part == \"..\" {", New: "if part == \"...\" {",
-		Rule: "put refuses a tar name with \"..\""},
-
 	// confine: the one confined primitive for root file operations on
 	// sandbox paths (the agent's put, get and remove, the rmtree helper).
 	{Name: "confine-beneath-link-followed", Pkg: "confine", File: "runner/confine/resolve.go",
@@ -309,4 +301,12 @@ var Catalog = []Mutant{
 	{Name: "session-agent-remover-skipped", Pkg: "session", File: "runner/host/session/scratch.go",
 		Old: "if rm, ok := provider.As[provider.Remover](s.sb); ok {", New: "if rm, ok := provider.As[provider.Remover](s.sb); ok && false {",
 		Rule: "a sandbox with the session agent removes through its confined remove, not the image's programs"},
+
+	// agent: what put accepts (its paths are confine's).
+	{Name: "agent-put-symlink", Pkg: "agent", File: "runner/agent/server.go",
+		Old: "if h.Typeflag != tar.TypeDir && h.Typeflag != tar.TypeReg {", New: "if h.Typeflag != tar.TypeDir && h.Typeflag != tar.TypeReg && h.Typeflag != tar.TypeSymlink {",
+		Rule: "put refuses a tar entry that is not a directory or a regular file"},
+	{Name: "agent-put-dotdot", Pkg: "agent", File: "runner/agent/server.go",
+		Old: "if part == \"..\" {", New: "if part == \"...\" {",
+		Rule: "put refuses a tar name with \"..\""},
 }
