@@ -14,10 +14,11 @@ const module = "github.com/sandproof/sandproof/"
 // inSandbox is the code that runs inside a sandbox as root or beside the
 // harness: it must stay static and small and must never pull in the host
 // side (Docker clients, SQLite, reports) by an innocent-looking import.
-// rmtree is the removal helper the session uploads into the sandbox; the
+// rmtree is the removal helper the session uploads into the sandbox, and
+// runner/confine the confined primitive it and the agent share; the
 // session agent's host end is runner/host/agenthost, not in this group.
 func inSandbox(p string) bool {
-	for _, pre := range []string{"runner/warden/", "cmd/warden", "runner/probe", "cmd/probe", "runner/witness", "runner/agent", "runner/agent/", "cmd/sandagent", "runner/host/session/rmtree"} {
+	for _, pre := range []string{"runner/warden/", "cmd/warden", "runner/probe", "cmd/probe", "runner/witness", "runner/agent", "runner/agent/", "cmd/sandagent", "runner/host/session/rmtree", "runner/confine"} {
 		if p == strings.TrimSuffix(pre, "/") || strings.HasPrefix(p, pre) && strings.HasSuffix(pre, "/") {
 			return true
 		}
@@ -204,10 +205,15 @@ func TestInSandboxBinariesLinkNoHostPackage(t *testing.T) {
 		{"cmd/warden", func(p string) bool { return p == "cmd/warden" || strings.HasPrefix(p, "runner/warden/") }},
 		{"cmd/probe", func(p string) bool { return p == "cmd/probe" || p == "runner/probe" || p == "runner/witness" }},
 		// sandagent links the channel and its in-sandbox end, the PAX
-		// names it shares with the host's tar consumer, and warden's
-		// version stamp; the host end is runner/host/agenthost.
+		// names it shares with the host's tar consumer, the confined
+		// primitive and warden's version stamp; the host end is
+		// runner/host/agenthost.
 		{"cmd/sandagent", func(p string) bool {
-			return slices.Contains([]string{"cmd/sandagent", "runner/agent", "runner/agent/pax", "runner/warden/version"}, p)
+			return slices.Contains([]string{"cmd/sandagent", "runner/agent", "runner/agent/pax", "runner/confine", "runner/warden/version"}, p)
+		}},
+		// rmtree is the confined primitive's removal and nothing else.
+		{"runner/host/session/rmtree", func(p string) bool {
+			return p == "runner/host/session/rmtree" || p == "runner/confine"
 		}},
 	} {
 		t.Run(c.cmd, func(t *testing.T) {

@@ -18,6 +18,7 @@ var Packages = map[string]Pkg{
 	// A 1 s harness deadline that a loaded machine can miss before the
 	// harness prints its partial line; it guards no catalogued rule.
 	"session": {Dir: "runner/host/session", Skip: "^TestLocalTimedOutRunKeepsPartialOutput$"},
+	"confine": {Dir: "runner/confine"},
 	"agent":   {Dir: "runner/agent"},
 	"docker":  {Dir: "runner/host/provider/docker"},
 	"cli":     {Dir: "cmd/sandproof"},
@@ -294,13 +295,45 @@ var Catalog = []Mutant{
 		New:  "func decodeReceipt(cmd, state string, r provider.ExecResult) (int, *receipt.Receipt, []byte, error) {\n\tswitch r.ExitCode {\n\tcase wardenConfirmed:",
 		Rule: "warden's exit 1 carries a receipt (not confirmed), which close reports as such"},
 
-	// agent: the root confinement of put and get.
-	{Name: "agent-root-prefix", Pkg: "agent", File: "runner/agent/server.go",
-		Old: "if real != rr && !strings.HasPrefix(real, rr+string(filepath.Separator)) {", New: "if real != rr && !strings.HasPrefix(real, rr) {",
-		Rule: "a path whose parent resolves to a sibling of the root (root2 for root) leaves the root"},
-	{Name: "agent-root-links", Pkg: "agent", File: "runner/agent/server.go",
-		Old: "if srv.root == \"/\" || hp == srv.root {", New: "if srv.root == \"/\" || strings.HasPrefix(hp, srv.root) {",
-		Rule: "a path through a link out of the root is refused"},
+	// confine: the one confined primitive for root file operations on
+	// sandbox paths (the agent's put, get and remove, the rmtree helper).
+	{Name: "confine-beneath-link-followed", Pkg: "confine", File: "runner/confine/resolve.go",
+		Old: "Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,", New: "Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,",
+		Rule: "resolution refuses a link that stays under the root too (in a container the root is /: every link)"},
+	{Name: "confine-walk-link-followed", Pkg: "confine", File: "runner/confine/resolve.go",
+		Old:  "next, err := unix.Openat(dir, part, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)\n\t\tif err != nil {",
+		New:  "next, err := unix.Openat(dir, part, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)\n\t\tif err != nil {",
+		Rule: "without openat2, the walk to a path follows no link at any component"},
+	{Name: "confine-last-link-followed", Pkg: "confine", File: "runner/confine/resolve.go",
+		Old: "fd, err := unix.Openat(parent, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)", New: "fd, err := unix.Openat(parent, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)",
+		Rule: "a scratch pattern whose directory is a link (its last component) is refused, never followed"},
+	{Name: "confine-put-missing-parent", Pkg: "confine", File: "runner/confine/resolve.go",
+		Old:  "next, err := unix.Openat(dir, part, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)\n\t\tif errors.Is(err, unix.ENOENT) {",
+		New:  "next, err := unix.Openat(dir, part, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)\n\t\tif errors.Is(err, unix.ENOENT) {",
+		Rule: "put makes a missing parent relative to its parent's descriptor, never through a link (`put lnk/newdir/file`)"},
+	{Name: "confine-path-twice", Pkg: "confine", File: "runner/confine/remove.go",
+		Old: "if err := RemoveAll(ctx, fd, n, path.Join(dirRel, n)); err != nil {", New: "if err := RemoveAll(ctx, root, path.Join(dirRel, n), path.Join(dirRel, n)); err != nil {",
+		Rule: "a scratch match is removed relative to the directory opened once, never by its path resolved again"},
+	{Name: "confine-descend-link-followed", Pkg: "confine", File: "runner/confine/remove.go",
+		Old: "fd, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)", New: "fd, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)",
+		Rule: "a directory swapped for a link mid-removal is removed as a link, its target never entered"},
+	{Name: "confine-mount-crossed", Pkg: "confine", File: "runner/confine/remove.go",
+		Old: "if !here.within(r.top) {", New: "if !here.within(here) {",
+		Rule: "a removal never descends into another mount (st_dev)"},
+	{Name: "confine-bind-mount-crossed", Pkg: "confine", File: "runner/confine/remove.go",
+		Old: "return m.dev == top.dev && (m.id == 0 || top.id == 0 || m.id == top.id)", New: "return m.dev == top.dev",
+		Rule: "a removal never descends into a bind mount of the same filesystem (the mount id)"},
+
+	// session: close removes as root only through the confined primitive.
+	{Name: "session-scratch-as-root", Pkg: "session", File: "runner/host/session/scratch.go",
+		Old:  "r, err = s.sb.Exec(ctx, provider.ExecSpec{Argv: append([]string{\"sh\", \"-c\", scratchScript, \"sh\"}, pats...), User: s.cfg.User})",
+		New:  "r, err = s.sb.Exec(ctx, provider.ExecSpec{Argv: append([]string{\"sh\", \"-c\", scratchScript, \"sh\"}, pats...), User: \"0\"})",
+		Rule: "without a confined remover, the scratch is removed as the harness's user, never as root"},
+	{Name: "session-agent-remover-skipped", Pkg: "session", File: "runner/host/session/scratch.go",
+		Old: "if rm, ok := provider.As[provider.Remover](s.sb); ok {", New: "if rm, ok := provider.As[provider.Remover](s.sb); ok && false {",
+		Rule: "a sandbox with the session agent removes through its confined remove, not the image's programs"},
+
+	// agent: what put accepts (its paths are confine's).
 	{Name: "agent-put-symlink", Pkg: "agent", File: "runner/agent/server.go",
 		Old: "if h.Typeflag != tar.TypeDir && h.Typeflag != tar.TypeReg {", New: "if h.Typeflag != tar.TypeDir && h.Typeflag != tar.TypeReg && h.Typeflag != tar.TypeSymlink {",
 		Rule: "put refuses a tar entry that is not a directory or a regular file"},

@@ -11,7 +11,7 @@ import (
 // Call opens a stream for req, the request leading its data, and resets
 // the stream when ctx ends; done (call it when the operation is over)
 // closes it. This is the opening half of every operation the host runs
-// (exec, put, get); ReadResults is the other.
+// (exec, put, get, remove); ReadResults is the other.
 func (c *Conn) Call(ctx context.Context, req Request) (s *Stream, done func(), err error) {
 	b, err := json.Marshal(req)
 	if err != nil {

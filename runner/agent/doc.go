@@ -11,7 +11,7 @@
 // stdout are one channel. Frames have a 9-byte header (type, stream id, length) and at
 // most MaxPayload bytes; both ends send a hello with the protocol Version
 // first and refuse another. Many streams share the channel: the host opens
-// odd ids (exec, put, get), the agent even ones (one per connection
+// odd ids (exec, put, get, remove), the agent even ones (one per connection
 // accepted on its tunnel listener). Each stream has a credit window per
 // direction: a sender sends only what the receiver granted, the receiver
 // buffers at most that and grants more as its reader consumes, so a stream
@@ -32,5 +32,8 @@
 // stream's request names nothing, so a hostile agent can reach only that
 // relay, never the host's other services. The agent itself works only
 // inside the sandbox (paths under its --root) and needs no network but
-// the sandbox's loopback.
+// the sandbox's loopback. Every path its put, get and remove act on as
+// root is resolved and acted on with the confined primitive
+// (runner/confine): from a descriptor of the root, no link followed at
+// any component, never by a path resolved again.
 package agent

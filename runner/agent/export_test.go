@@ -1,12 +1,14 @@
 package agent
 
+import "github.com/sandproof/sandproof/runner/confine"
+
 // What the package's external tests (package agent_test: they drive the
 // in-sandbox end with the host's, runner/host/agenthost, which imports
-// this package) reach inside for: the confinement's hooks, and the
-// frames and records a hostile peer writes by hand.
+// this package) reach inside for: the confinement's hooks (runner/confine's),
+// and the frames and records a hostile peer writes by hand.
 var (
-	StepHook       = &stepHook
-	Openat2Missing = &openat2Missing
+	StepHook       = &confine.StepHook
+	Openat2Missing = &confine.Openat2Missing
 	ErrProtocol    = errProtocol
 	NewConn        = newConn
 	ReadRequest    = readRequest

@@ -14,6 +14,7 @@ const (
 	OpExec   = "exec"   // host opens: run argv; stdin up, records down
 	OpPut    = "put"    // host opens: a tar of entries up, a result down
 	OpGet    = "get"    // host opens: nothing up, a tar of a path down
+	OpRemove = "remove" // host opens: remove as root, confined (Argv: rmtree's arguments); removed paths down
 	OpTunnel = "tunnel" // agent opens: raw bytes of one accepted connection
 )
 
@@ -40,7 +41,7 @@ type Result struct {
 	NotFound bool   `json:"notfound,omitempty"`
 }
 
-// Record kinds on the agent-to-host direction of exec, put and get: a
+// Record kinds on the agent-to-host direction of exec, put, get and remove: a
 // 5-byte header (kind, u32 length) and the bytes. The last record is
 // always recResult.
 const (

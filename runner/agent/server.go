@@ -3,6 +3,9 @@ package agent
 import (
 	"archive/tar"
 	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,6 +24,7 @@ import (
 	"time"
 
 	"github.com/sandproof/sandproof/runner/agent/pax"
+	"github.com/sandproof/sandproof/runner/confine"
 	"golang.org/x/sys/unix"
 )
 
@@ -139,6 +143,8 @@ func (srv *server) handle(s *Stream) {
 		res = srv.put(s, req)
 	case OpGet:
 		res = srv.get(rw, req)
+	case OpRemove:
+		res = srv.remove(s, rw, req)
 	default:
 		res = Result{Code: -1, Error: fmt.Sprintf("unknown op %q", req.Op)}
 	}
@@ -471,31 +477,20 @@ func readColon(p string, n int) ([][]string, error) {
 	return out, sc.Err()
 }
 
-// resolve maps a sandbox path under the root, refusing one that is not
-// absolute or whose parent resolves (through links) outside the root.
-func (srv *server) resolve(p string) (string, error) {
-	if !path.IsAbs(p) {
-		return "", fmt.Errorf("path %q: not absolute", p)
-	}
-	hp := filepath.Join(srv.root, filepath.FromSlash(p))
-	if srv.root == "/" || hp == srv.root {
-		return hp, nil
-	}
-	if real, err := filepath.EvalSymlinks(filepath.Dir(hp)); err == nil {
-		rr, _ := filepath.EvalSymlinks(srv.root)
-		if real != rr && !strings.HasPrefix(real, rr+string(filepath.Separator)) {
-			return "", fmt.Errorf("path %q: leaves the root", p)
-		}
-	}
-	return hp, nil
-}
-
 // put extracts a tar of directories and regular files as the host's Put
 // creates entries: missing parents 0755 root, then the entry with its mode
 // and owner; an existing directory is left as it is; a file replaces what
 // was there through a rename. Anything else, and any name with "..", is
-// refused.
+// refused. Each entry's parent is opened, and its missing components
+// made, with the confined primitive (runner/confine), from a descriptor of
+// the root following no link at any component (one that stays under the
+// root included), and the entry is made relative to that descriptor.
 func (srv *server) put(s *Stream, req Request) Result {
+	root, err := confine.OpenRoot(srv.root)
+	if err != nil {
+		return Result{Code: -1, Error: "put: " + err.Error()}
+	}
+	defer unix.Close(root)
 	tr := tar.NewReader(s)
 	for {
 		h, err := tr.Next()
@@ -505,13 +500,14 @@ func (srv *server) put(s *Stream, req Request) Result {
 		if err != nil {
 			return Result{Code: -1, Error: fmt.Sprintf("put: %v", err)}
 		}
-		if err := srv.putEntry(tr, h); err != nil {
+		if err := putEntry(root, tr, h); err != nil {
 			return Result{Code: -1, Error: fmt.Sprintf("put %q: %v", h.Name, err)}
 		}
 	}
 }
 
-func (srv *server) putEntry(tr *tar.Reader, h *tar.Header) error {
+// putEntry makes the entry h (its content read from tr) beneath root.
+func putEntry(root int, tr *tar.Reader, h *tar.Header) error {
 	name := strings.TrimSuffix(h.Name, "/")
 	for _, part := range strings.Split(name, "/") {
 		if part == ".." {
@@ -521,69 +517,108 @@ func (srv *server) putEntry(tr *tar.Reader, h *tar.Header) error {
 	if h.Typeflag != tar.TypeDir && h.Typeflag != tar.TypeReg {
 		return fmt.Errorf("entry type %q: only directories and regular files", h.Typeflag)
 	}
-	hp, err := srv.resolve("/" + strings.TrimPrefix(path.Clean("/"+name), "/"))
-	if err != nil {
-		return err
-	}
-	if hp == srv.root {
+	rel := strings.TrimPrefix(path.Clean("/"+name), "/")
+	if rel == "" {
 		return errors.New("the root itself")
 	}
-	if err := mkParents(filepath.Dir(hp)); err != nil {
-		return err
-	}
-	mode := os.FileMode(h.Mode).Perm()
-	if h.Typeflag == tar.TypeDir {
-		if err := os.Mkdir(hp, mode); err != nil {
-			if fi, serr := os.Lstat(hp); serr == nil && fi.IsDir() {
-				return nil
-			}
-			return err
-		}
-		if err := os.Chmod(hp, mode); err != nil {
-			return err
-		}
-		return os.Lchown(hp, h.Uid, h.Gid)
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(hp), ".sandagent-put-*")
+	dirRel, base := path.Split(rel)
+	dir, err := confine.MkdirAll(root, strings.TrimSuffix(dirRel, "/"))
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name())
-	n, err := io.Copy(tmp, tr)
-	if err == nil && n != h.Size {
-		err = fmt.Errorf("wrote %d bytes, want %d", n, h.Size)
+	defer unix.Close(dir)
+	mode := uint32(os.FileMode(h.Mode).Perm())
+	if h.Typeflag == tar.TypeDir {
+		return putDir(dir, base, mode, h.Uid, h.Gid)
+	}
+	return putFile(dir, base, tr, h.Size, mode, h.Uid, h.Gid)
+}
+
+// putDir makes the directory name in dir with mode and owner; an existing
+// directory is left as it is, anything else there (a link) refused.
+func putDir(dir int, name string, mode uint32, uid, gid int) error {
+	if err := unix.Mkdirat(dir, name, mode); err != nil {
+		var st unix.Stat_t
+		if serr := unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW); serr == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			return nil
+		}
+		return err
+	}
+	fd, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if err := unix.Fchmod(fd, mode); err != nil {
+		return err
+	}
+	return unix.Fchown(fd, uid, gid)
+}
+
+// putFile writes size bytes of r to a new file in dir, with mode and
+// owner, and renames it over name (a link there is replaced, never
+// followed).
+func putFile(dir int, name string, r io.Reader, size int64, mode uint32, uid, gid int) error {
+	var rnd [8]byte
+	rand.Read(rnd[:])
+	tmp := ".sandagent-put-" + hex.EncodeToString(rnd[:])
+	fd, err := unix.Openat(dir, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return err
+	}
+	f := os.NewFile(uintptr(fd), tmp)
+	n, err := io.Copy(f, r)
+	if err == nil && n != size {
+		err = fmt.Errorf("wrote %d bytes, want %d", n, size)
 	}
 	if err == nil {
-		err = tmp.Chmod(mode)
+		err = unix.Fchmod(fd, mode)
 	}
 	if err == nil {
-		err = tmp.Chown(h.Uid, h.Gid)
+		err = unix.Fchown(fd, uid, gid)
 	}
-	if cerr := tmp.Close(); err == nil {
+	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp.Name(), hp)
+		err = unix.Renameat(dir, tmp, dir, name)
+	}
+	if err != nil {
+		unix.Unlinkat(dir, tmp, 0)
 	}
 	return err
 }
 
-// mkParents creates dir and its missing parents, 0755 owned by root.
-func mkParents(dir string) error {
-	if fi, err := os.Stat(dir); err == nil {
-		if !fi.IsDir() {
-			return fmt.Errorf("%q: not a directory", dir)
+// remove runs the confined primitive's removal (runner/confine Rmtree:
+// req.Argv are the rmtree helper's arguments, DIR or --scratch
+// PATTERN...) beneath the root, as root: every path opened once, following
+// no link, everything removed relative to the descriptors it opened,
+// never across a mount. Each path removed is a line of stdout, the
+// refusals one line of stderr, and the result exit 1 when there was any.
+// The host giving up (its context) stops the walk.
+func (srv *server) remove(s *Stream, rw *recordWriter, req Request) Result {
+	root, err := confine.OpenRoot(srv.root)
+	if err != nil {
+		kindWriter{rw, recErr}.Write([]byte(err.Error() + "\n"))
+		return Result{Code: 1}
+	}
+	defer unix.Close(root)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-s.Done():
+			cancel()
+		case <-ctx.Done():
 		}
-		return nil
+	}()
+	out := kindWriter{rw, recOut}
+	err = confine.Rmtree(ctx, root, req.Argv, func(p string) { out.Write([]byte(p + "\n")) })
+	if err != nil {
+		kindWriter{rw, recErr}.Write([]byte(err.Error() + "\n"))
+		return Result{Code: 1}
 	}
-	if err := mkParents(filepath.Dir(dir)); err != nil {
-		return err
-	}
-	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-		return err
-	}
-	os.Chmod(dir, 0o755)
-	return os.Lchown(dir, 0, 0)
+	return Result{}
 }
 
 // get streams a tar of req.Path (a file or a tree) whose first component
@@ -605,9 +640,9 @@ func (srv *server) get(rw *recordWriter, req Request) Result {
 		runtime.LockOSThread()
 		// The root is the agent's to choose: opened with its own ids,
 		// before they are given up.
-		root, err := unix.Open(srv.root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		root, err := confine.OpenRoot(srv.root)
 		if err != nil {
-			done <- Result{Code: -1, Error: fmt.Sprintf("get: open the root %q: %v", srv.root, err)}
+			done <- Result{Code: -1, Error: "get: " + err.Error()}
 			return
 		}
 		defer unix.Close(root)
@@ -630,13 +665,13 @@ func (srv *server) getAt(rw *recordWriter, root int, p string) Result {
 	fail := func(err error) Result {
 		return Result{Code: -1, Error: fmt.Sprintf("get %q: %v", p, err)}
 	}
-	dir, name, err := openParent(root, strings.TrimPrefix(clean, "/"))
-	var link *errLink
+	dir, name, err := confine.OpenParent(root, strings.TrimPrefix(clean, "/"))
+	var link *confine.LinkError
 	switch {
 	case errors.As(err, &link):
 		h := header(top, tar.TypeSymlink, nil)
-		h.Linkname = link.target
-		h.PAXRecords = map[string]string{pax.LinkAt: "/" + link.at}
+		h.Linkname = link.Target
+		h.PAXRecords = map[string]string{pax.LinkAt: "/" + link.At}
 		if err := tw.WriteHeader(h); err != nil {
 			return fail(err)
 		}
@@ -716,12 +751,12 @@ func (w *walker) entry(dir int, name, tname string, retry int) error {
 		}
 		return err
 	}
-	if stepHook != nil {
-		stepHook(tname)
+	if confine.StepHook != nil {
+		confine.StepHook(tname)
 	}
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFLNK:
-		t, err := readlinkAt(dir, name)
+		t, err := confine.Readlink(dir, name)
 		if err != nil {
 			if retry > 0 && errors.Is(err, unix.EINVAL) {
 				return w.entry(dir, name, tname, retry-1)

@@ -23,7 +23,13 @@ import (
 // the host end.
 func inProcess(t *testing.T) (*agenthost.Host, string) {
 	t.Helper()
-	hr, hw, root := serveInProcess(t)
+	return inProcessAt(t, "")
+}
+
+// inProcessAt is inProcess with the agent's root at root ("" a temp dir).
+func inProcessAt(t *testing.T, root string) (*agenthost.Host, string) {
+	t.Helper()
+	hr, hw, root := serveInProcessAt(t, root)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	h, err := agenthost.NewHost(ctx, hr, hw, agenthost.Options{})
@@ -39,11 +45,19 @@ func inProcess(t *testing.T) (*agenthost.Host, string) {
 // the host's end closes.
 func serveInProcess(t *testing.T) (io.ReadCloser, io.WriteCloser, string) {
 	t.Helper()
+	return serveInProcessAt(t, "")
+}
+
+// serveInProcessAt is serveInProcess with the root at root ("" a temp dir).
+func serveInProcessAt(t *testing.T, root string) (io.ReadCloser, io.WriteCloser, string) {
+	t.Helper()
 	if euid := os.Geteuid(); euid != 0 {
 		// Put sets owners, as the agent (root in a sandbox) does.
 		testenv.Missing(t, fmt.Sprintf("root for the agent, which runs as root in a sandbox (euid is %d)", euid), "run the tests as root, e.g. `sudo make test`")
 	}
-	root := t.TempDir()
+	if root == "" {
+		root = t.TempDir()
+	}
 	ar, hw := io.Pipe()
 	hr, aw := io.Pipe()
 	served := make(chan error, 1)

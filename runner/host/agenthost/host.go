@@ -171,6 +171,68 @@ func (h *Host) Exec(ctx context.Context, spec provider.ExecSpec) (provider.ExecR
 	return res, nil
 }
 
+// Remove runs the agent's confined removal (runner/confine Rmtree) of args,
+// the rmtree helper's arguments, as root: the paths it removed on stdout,
+// its refusals on stderr, exit 1 when there was any (provider.Remover).
+func (h *Host) Remove(ctx context.Context, args []string) (provider.ExecResult, error) {
+	s, done, err := h.c.Call(ctx, agent.Request{Op: agent.OpRemove, Argv: args})
+	if err != nil {
+		return provider.ExecResult{}, transport(err)
+	}
+	defer done()
+	s.CloseWrite()
+	// The paths removed can be millions (what the harness made): the
+	// host keeps a bounded prefix of whole lines, never what the agent
+	// chooses to send.
+	out, errb := &keepFirst{max: maxRemoveOut}, &keepFirst{max: maxRemoveErr}
+	r, err := agent.ReadResults(s, out, errb)
+	res := provider.ExecResult{ExitCode: r.Code, Stdout: out.lines(), Stderr: errb.lines()}
+	switch {
+	case ctx.Err() != nil:
+		return res, transport(ctx.Err())
+	case err != nil:
+		return res, transport(err)
+	case r.Error != "":
+		return res, errors.New(r.Error)
+	}
+	return res, nil
+}
+
+// What Remove keeps of the agent's report: the first MiB of the paths it
+// removed, the first 64 KiB of its refusals.
+const (
+	maxRemoveOut = 1 << 20
+	maxRemoveErr = 64 << 10
+)
+
+// keepFirst keeps the first max bytes written and drops the rest (never
+// an error: the stream is read to its end).
+type keepFirst struct {
+	b       bytes.Buffer
+	max     int
+	dropped bool
+}
+
+func (k *keepFirst) Write(p []byte) (int, error) {
+	n := len(p)
+	if room := k.max - k.b.Len(); n > room {
+		k.dropped = true
+		p = p[:max(room, 0)]
+	}
+	k.b.Write(p)
+	return n, nil
+}
+
+// lines is what was kept, cut back to its last whole line when the rest
+// was dropped.
+func (k *keepFirst) lines() []byte {
+	b := k.b.Bytes()
+	if k.dropped {
+		b = b[:bytes.LastIndexByte(b, '\n')+1]
+	}
+	return b
+}
+
 // Put creates the entries in order, each as Mkdir or Upload would.
 func (h *Host) Put(ctx context.Context, entries []provider.Entry) error {
 	return h.put(ctx, provider.TarEntries(entries))

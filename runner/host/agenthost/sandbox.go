@@ -13,8 +13,8 @@ import (
 	"github.com/sandproof/sandproof/runner/host/provider"
 )
 
-// Sandbox is a provider.Sandbox whose Exec, Upload, Mkdir, Put, Download
-// and Fetch go over the agent's channel (one stream each, no engine round
+// Sandbox is a provider.Sandbox whose Exec, Upload, Mkdir, Put, Download,
+// Fetch and Remove go over the agent's channel (one stream each, no engine round
 // trip), and whose ID, Inspect and Destroy go to the wrapped sandbox.
 // Transport failures are *provider.ProviderError, with ErrGone when the
 // wrapped sandbox is gone.
@@ -31,6 +31,7 @@ type Sandbox struct {
 var (
 	_ provider.Sandbox = (*Sandbox)(nil)
 	_ provider.Putter  = (*Sandbox)(nil)
+	_ provider.Remover = (*Sandbox)(nil)
 )
 
 // Start starts the agent in under with argv (the path of sandagent in the
@@ -116,6 +117,11 @@ func (s *Sandbox) Mkdir(ctx context.Context, path string, mode os.FileMode, uid,
 
 func (s *Sandbox) Put(ctx context.Context, entries []provider.Entry) error {
 	return s.transportErr(ctx, "put", s.host.Put(ctx, entries))
+}
+
+func (s *Sandbox) Remove(ctx context.Context, args []string) (provider.ExecResult, error) {
+	res, err := s.host.Remove(ctx, args)
+	return res, s.transportErr(ctx, "remove", err)
 }
 
 func (s *Sandbox) Download(ctx context.Context, path, hostPath string) error {

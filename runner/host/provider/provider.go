@@ -328,6 +328,23 @@ type Streamer interface {
 	Start(ctx context.Context, spec ExecSpec, stderr io.Writer) (*Process, error)
 }
 
+// Remover is a sandbox that removes paths in it as root with the confined
+// primitive (runner/confine: every path opened once from a descriptor of
+// the root, no link followed at any component, everything removed
+// relative to the descriptors it opened, never across a mount), without
+// running a program of the image: the session agent's sandbox
+// (runner/host/agenthost) is one. The session removes an adapter's
+// scratch and its session dir through it when the sandbox has one.
+type Remover interface {
+	// Remove runs the removal args ask for, the rmtree helper's
+	// arguments (runner/host/session/rmtree: DIR, or --scratch
+	// PATTERN...; sandbox paths), and reports it as the helper's exec
+	// would: each path removed a line of stdout, the refusals on stderr,
+	// exit 1 when there was any. A transport failure is a
+	// *ProviderError.
+	Remove(ctx context.Context, args []string) (ExecResult, error)
+}
+
 // Change kinds, as the engines' diffs name them.
 const (
 	ChangeModified = "C"

@@ -365,26 +365,24 @@ func recordCaptures(res *CloseResult, jobs []*captureJob) error {
 	return errors.Join(errs...)
 }
 
-// removeDir removes the session dir with the uploaded rmtree helper when
-// there is one, else with the image's rm, and checks it is gone.
+// removeDir removes the session dir as root with the confined primitive
+// (confinedRemove: the session agent, else the rmtree helper) and checks
+// it is gone. Without either nothing is removed: the image's rm recursing
+// by path as root can be steered out of the dir by a link the harness
+// swaps in under home/ or run/ (BusyBox's does: issue 35), and the harness
+// cannot remove root's dir itself, so close fails with ErrNotRemoved
+// instead (an image without rm works either way).
 func (s *Session) removeDir(ctx context.Context) (bool, error) {
-	var argv []string
-	if _, ok := s.cfg.Binaries.Rmtree[s.arch]; ok {
-		argv = []string{s.x(path.Join(s.dir, "bin", "rmtree")), s.x(s.dir)}
-	} else {
-		argv = []string{"rm", "-rf", "--", s.x(s.dir)}
-	}
-	r, err := s.sb.Exec(ctx, provider.ExecSpec{Argv: argv, User: "0"})
-	if err == nil && r.ExitCode == 127 && argv[0] != "rm" {
-		// The helper never made it (a seed that failed early).
-		argv = []string{"rm", "-rf", "--", s.x(s.dir)}
-		r, err = s.sb.Exec(ctx, provider.ExecSpec{Argv: argv, User: "0"})
-	}
-	if err != nil {
+	r, by, ok, err := s.confinedRemove(ctx, []string{s.dir})
+	switch {
+	case err != nil:
 		return false, err
-	}
-	if r.ExitCode != 0 {
-		return false, fmt.Errorf("remove session dir %q with %s: exit %d: %s: %w", s.dir, argv[0], r.ExitCode, firstLine(r.Stderr), ErrNotRemoved)
+	case !ok:
+		return false, fmt.Errorf("remove session dir %q: no confined remover (no session agent, no rmtree helper), and rm as root could be steered: %w", s.dir, ErrNotRemoved)
+	case r.ExitCode == 127 && by == "the rmtree helper":
+		return false, fmt.Errorf("remove session dir %q: the rmtree helper is not there (a seed that failed before its upload): %w", s.dir, ErrNotRemoved)
+	case r.ExitCode != 0:
+		return false, fmt.Errorf("remove session dir %q with %s: exit %d: %s: %w", s.dir, by, r.ExitCode, firstLine(r.Stderr), ErrNotRemoved)
 	}
 	there, err := s.exists(ctx, s.dir)
 	if err != nil {

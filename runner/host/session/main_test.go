@@ -11,8 +11,12 @@ import (
 	"github.com/sandproof/sandproof/runner/host/session"
 )
 
-// bins are the static builds every test uploads, built once.
-var bins session.Binaries
+// bins are the static builds every test uploads, built once; sandagent is
+// the session agent, for the sessions over its channel.
+var (
+	bins      session.Binaries
+	sandagent string
+)
 
 func TestMain(m *testing.M) {
 	if os.Getenv(leaseChildEnv) != "" {
@@ -41,6 +45,7 @@ func buildBinaries(dir string) error {
 		Probe:  map[string]string{a: filepath.Join(dir, "probe")},
 		Rmtree: map[string]string{a: filepath.Join(dir, "rmtree")},
 	}
+	sandagent = filepath.Join(dir, "sandagent")
 	if _, err := os.Stat("/bin/bash-static"); err == nil {
 		bins.Bash = map[string]string{a: "/bin/bash-static"}
 	}
@@ -48,6 +53,7 @@ func buildBinaries(dir string) error {
 		{bins.Warden[a], "../../../cmd/warden"},
 		{bins.Probe[a], "../../../cmd/probe"},
 		{bins.Rmtree[a], "./rmtree"},
+		{sandagent, "../../../cmd/sandagent"},
 	} {
 		cmd := exec.Command("go", "build", "-o", b.out, b.pkg)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")

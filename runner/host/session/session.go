@@ -14,7 +14,7 @@
 //	BaseDir/SESSION/          root 0755
 //	    bin/warden            verified by sha256 in the sandbox (uploaded, or placed by the probe from Binaries.WardenAt)
 //	    bin/bash              bash-static, only when the adapter needs bash and the image has none
-//	    bin/rmtree            the optional removal helper
+//	    bin/rmtree            the optional removal helper (when the sandbox has no session agent)
 //	    tools/probe           the hashing witness
 //	    home/                 the adapter's private HOME, owned by the harness user
 //	    state/ID/             warden's state dir per launch (root only: the harness cannot rewrite its receipt)
@@ -109,8 +109,12 @@ type Binaries struct {
 	// Bash is a static bash (Debian's bash-static), uploaded when the
 	// adapter needs bash and the image has none.
 	Bash map[string]string
-	// Rmtree is the optional removal helper (runner/host/session/rmtree); when
-	// absent, close uses the image's rm.
+	// Rmtree is the optional removal helper (runner/host/session/rmtree,
+	// the confined primitive runner/confine), used at close when the
+	// sandbox is not the session agent's (provider.Remover). With
+	// neither, close removes the scratch with the image's sh and rm as
+	// the harness's user and leaves the session dir (ErrNotRemoved):
+	// root never removes by path.
 	Rmtree map[string]string
 }
 
