@@ -53,9 +53,14 @@ const (
 )
 
 // addDetail reads the Detail of every process of procs whose uid is in
-// uids, within the bounds above.
+// uids, within the bounds above. The exe links root may not read are read
+// afterwards, a uid and gid at a time (readlinksAs), so the filesystem
+// ids change once per identity, not once per process.
 func addDetail(fs witness.FS, procs []Process, uids []int) {
 	n := 0
+	type ids struct{ uid, gid int }
+	later := map[ids][]*Detail{}
+	links := map[*Detail]string{}
 	for i := range procs {
 		p := &procs[i]
 		if p.UID < 0 || !slices.Contains(uids, p.UID) {
@@ -67,13 +72,30 @@ func addDetail(fs witness.FS, procs []Process, uids []int) {
 			continue
 		}
 		n++
-		p.Detail = readDetail(fs, p.PID)
+		d, uid, link := readDetail(fs, p.PID)
+		p.Detail = d
+		if link != "" {
+			later[ids{uid, d.GID}] = append(later[ids{uid, d.GID}], d)
+			links[d] = link
+		}
+	}
+	for id, ds := range later {
+		paths := make([]string, len(ds))
+		for i, d := range ds {
+			paths[i] = links[d]
+		}
+		targets, errs := readlinksAs(paths, id.uid, id.gid)
+		for i, d := range ds {
+			d.Exe, d.Error = exeOrError(targets[i], errs[i], d.Error)
+		}
 	}
 }
 
 // readDetail reads one process's Detail; what cannot be read is named in
-// Error and left at its "unknown" value.
-func readDetail(fs witness.FS, pid int) *Detail {
+// Error and left at its "unknown" value. An exe link root may not read
+// (another uid's, no CAP_SYS_PTRACE) is returned, with the process's
+// uid, for addDetail to read with the owner's ids; "" when done.
+func readDetail(fs witness.FS, pid int) (*Detail, int, string) {
 	d := &Detail{GID: -1, TracerPID: -1, Cmdline: []string{}}
 	var errs []string
 	st, serr := fs.ReadStatus(pid)
@@ -87,16 +109,30 @@ func readDetail(fs witness.FS, pid int) *Detail {
 	if d.Cmdline, d.CmdlineCut, err = readCmdline(base + "/cmdline"); err != nil {
 		errs = append(errs, err.Error())
 	}
-	if serr == nil {
-		d.Exe, err = readExe(base+"/exe", st.UID, st.GID)
-	} else {
-		d.Exe, err = readExe(base+"/exe", -1, -1)
-	}
-	if err != nil {
-		errs = append(errs, err.Error())
-	}
 	d.Error = strings.Join(errs, "; ")
-	return d
+	link := base + "/exe"
+	target, err := os.Readlink(link)
+	denied := errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.EPERM)
+	if denied && serr == nil && st.UID > 0 && st.GID >= 0 && os.Geteuid() == 0 {
+		return d, st.UID, link
+	}
+	d.Exe, d.Error = exeOrError(target, err, d.Error)
+	return d, -1, ""
+}
+
+// exeOrError is an exe link's target, bounded, or "" with why joined to
+// the detail's errors.
+func exeOrError(target string, err error, errs string) (string, string) {
+	if err == nil && len(target) > maxExe {
+		err = fmt.Errorf("a path of %d bytes, over %d", len(target), maxExe)
+	}
+	if err == nil {
+		return target, errs
+	}
+	if errs != "" {
+		errs += "; "
+	}
+	return "", errs + "read exe: " + err.Error()
 }
 
 // readCmdline reads at most MaxCmdline bytes of a cmdline file and splits
@@ -123,60 +159,54 @@ func readCmdline(path string) ([]string, bool, error) {
 	return strings.Split(string(b), "\x00"), cut, nil
 }
 
-// readExe reads where an exe link points. Root in a container has no
-// CAP_SYS_PTRACE, and the kernel lets only a tracer-capable reader follow
-// another user's exe link: the link of a process of another uid (uid,
-// gid, when known) is read again with that uid and gid as the thread's
-// filesystem ids (setfsuid), as warden reads such environments.
-func readExe(path string, uid, gid int) (string, error) {
-	target, err := os.Readlink(path)
-	if err != nil && (errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.EPERM)) && uid > 0 && gid >= 0 && os.Geteuid() == 0 {
-		target, err = readlinkAs(path, uid, gid)
-	}
-	if err != nil {
-		return "", err
-	}
-	if len(target) > maxExe {
-		return "", fmt.Errorf("read %s: a path of %d bytes, over %d", path, len(target), maxExe)
-	}
-	return target, nil
-}
-
 // errIDsNotRestored means the thread's own filesystem ids or capabilities
 // could not be restored: it stays locked, so the runtime ends it with the
 // goroutine instead of handing it to another.
 var errIDsNotRestored = errors.New("filesystem ids not restored")
 
-// readlinkAs reads a link with uid and gid as the calling thread's
-// filesystem ids, on a thread locked for the duration.
-func readlinkAs(path string, uid, gid int) (string, error) {
+// readlinksAs reads links with uid and gid as the calling thread's
+// filesystem ids, on a thread locked for the duration: root in a
+// container has no CAP_SYS_PTRACE, and the kernel lets only a
+// tracer-capable reader, or one with the process's own ids, follow
+// another user's exe link (warden reads such environments the same way).
+// Each link gets its target or its error.
+func readlinksAs(paths []string, uid, gid int) ([]string, []error) {
 	runtime.LockOSThread()
-	target, err := readlinkWithIDs(path, uid, gid)
+	targets, errs, err := readlinksWithIDs(paths, uid, gid)
 	if !errors.Is(err, errIDsNotRestored) {
 		runtime.UnlockOSThread()
 	}
-	return target, err
+	return targets, errs
 }
 
-// readlinkWithIDs is readlinkAs's work on the locked thread. setfsuid and
-// setfsgid report no error: asked for -1 they change nothing and return
-// the current id, which is how each change is checked.
-func readlinkWithIDs(path string, uid, gid int) (string, error) {
+// readlinksWithIDs is readlinksAs's work on the locked thread. setfsuid
+// and setfsgid report no error: asked for -1 they change nothing and
+// return the current id, which is how each change is checked. A change
+// or a restore that did not take is every link's error.
+func readlinksWithIDs(paths []string, uid, gid int) ([]string, []error, error) {
+	targets, errs := make([]string, len(paths)), make([]error, len(paths))
+	fail := func(err error) ([]string, []error, error) {
+		for i := range paths {
+			targets[i], errs[i] = "", err
+		}
+		return targets, errs, err
+	}
 	ownUID, _ := unix.SetfsuidRetUid(-1)
 	ownGID, _ := unix.SetfsgidRetGid(-1)
 	ownCaps, err := threadCaps()
 	if err != nil {
-		return "", err
+		return fail(err)
 	}
 	unix.SetfsgidRetGid(gid)
 	unix.SetfsuidRetUid(uid)
-	target := ""
 	if u, _ := unix.SetfsuidRetUid(-1); u != uid {
-		err = fmt.Errorf("read %s: fsuid %d, want %d", path, u, uid)
+		err = fmt.Errorf("fsuid %d, want %d", u, uid)
 	} else if g, _ := unix.SetfsgidRetGid(-1); g != gid {
-		err = fmt.Errorf("read %s: fsgid %d, want %d", path, g, gid)
+		err = fmt.Errorf("fsgid %d, want %d", g, gid)
 	} else {
-		target, err = os.Readlink(path)
+		for i, p := range paths {
+			targets[i], errs[i] = os.Readlink(p)
+		}
 	}
 	unix.SetfsuidRetUid(ownUID)
 	unix.SetfsgidRetGid(ownGID)
@@ -184,9 +214,12 @@ func readlinkWithIDs(path string, uid, gid int) (string, error) {
 	g, _ := unix.SetfsgidRetGid(-1)
 	caps, cerr := threadCaps()
 	if u != ownUID || g != ownGID || cerr != nil || caps != ownCaps {
-		return "", fmt.Errorf("%w: fsuid %d fsgid %d, capabilities %x (%v); were %d %d %x", errIDsNotRestored, u, g, caps, cerr, ownUID, ownGID, ownCaps)
+		return fail(fmt.Errorf("%w: fsuid %d fsgid %d, capabilities %x (%v); were %d %d %x", errIDsNotRestored, u, g, caps, cerr, ownUID, ownGID, ownCaps))
 	}
-	return target, err
+	if err != nil {
+		return fail(err)
+	}
+	return targets, errs, nil
 }
 
 // threadCaps reads the calling thread's effective capability set.

@@ -141,12 +141,20 @@ func TestDetailTracerReal(t *testing.T) {
 	}
 	t.Cleanup(func() { plain.Process.Kill(); plain.Wait() })
 
-	if d := readDetail(witness.Proc, traced.Process.Pid); d.TracerPID != tracer {
+	if d := detailOf(traced.Process.Pid, os.Getuid()); d.TracerPID != tracer {
 		t.Errorf("traced child: detail %+v, want tracer %d", d, tracer)
 	}
-	if d := readDetail(witness.Proc, plain.Process.Pid); d.TracerPID != 0 || d.Error != "" {
+	if d := detailOf(plain.Process.Pid, os.Getuid()); d.TracerPID != 0 || d.Error != "" {
 		t.Errorf("untraced child: detail %+v, want tracer 0", d)
 	}
+}
+
+// detailOf is the Detail the probe reads of the real process pid, of
+// uid.
+func detailOf(pid, uid int) *Detail {
+	procs := []Process{{PID: pid, UID: uid}}
+	addDetail(witness.Proc, procs, []int{uid})
+	return procs[0].Detail
 }
 
 // detailChildEnv marks the run of TestDetailExeOfAnotherUser without
@@ -172,33 +180,41 @@ func TestDetailExeOfAnotherUser(t *testing.T) {
 		}
 		return
 	}
-	sleeper := exec.Command("sleep", "600")
-	sleeper.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-	if err := sleeper.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sleeper.Process.Kill(); sleeper.Wait() })
-	pid := sleeper.Process.Pid
-	want, err := filepath.EvalSymlinks(sleeper.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	link := "/proc/" + strconv.Itoa(pid) + "/exe"
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-		if comm, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm"); string(comm) == "sleep\n" {
-			break
+	// Two of uid 65534 (read in one change of ids) and one of uid 1000.
+	var procs []Process
+	var want []string
+	for _, uid := range []uint32{65534, 65534, 1000} {
+		sleeper := exec.Command("sleep", "600")
+		sleeper.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+		if err := sleeper.Start(); err != nil {
+			t.Fatal(err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("uid 65534's sleep never exec'd")
+		t.Cleanup(func() { sleeper.Process.Kill(); sleeper.Wait() })
+		pid := sleeper.Process.Pid
+		exe, err := filepath.EvalSymlinks(sleeper.Path)
+		if err != nil {
+			t.Fatal(err)
 		}
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+			if comm, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm"); string(comm) == "sleep\n" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("uid %d's sleep never exec'd", uid)
+			}
+		}
+		// Positive control: with root's own ids the link is refused.
+		if _, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe"); !errors.Is(err, fs.ErrPermission) {
+			t.Fatalf("positive control: root without CAP_SYS_PTRACE read uid %d's exe link (err %v); want EACCES", uid, err)
+		}
+		procs = append(procs, Process{PID: pid, UID: int(uid)})
+		want = append(want, exe)
 	}
-	// Positive control: with root's own ids the link is refused.
-	if _, err := os.Readlink(link); !errors.Is(err, fs.ErrPermission) {
-		t.Fatalf("positive control: root without CAP_SYS_PTRACE read uid 65534's exe link (err %v); want EACCES", err)
-	}
-	d := readDetail(witness.Proc, pid)
-	if d.Exe != want || d.Error != "" || d.GID != 65534 {
-		t.Errorf("uid 65534's sleep: detail %+v, want exe %q", d, want)
+	addDetail(witness.Proc, procs, []int{65534, 1000})
+	for i, p := range procs {
+		if d := p.Detail; d == nil || d.Exe != want[i] || d.Error != "" || d.GID != p.UID {
+			t.Errorf("uid %d's sleep: detail %+v, want exe %q", p.UID, d, want[i])
+		}
 	}
 	// The thread's own ids came back: root still reads its own files.
 	if _, err := os.Readlink("/proc/self/exe"); err != nil {
