@@ -188,8 +188,8 @@ func (cr *caseRun) borrow(ctx context.Context, bx sandboxed) (sandboxed, error) 
 		cr.borrowed.started = svc
 		cr.borrowed.service = fmt.Sprintf("%d/%d %s, uid %d, %s", svc.PID, svc.StartTime, svc.Comm, svc.UID, svc.Detail.Exe)
 	}
-	cr.check("setup.borrowed", clauseScenario, err == nil, "the owner's task service (%s, a session of its own) and task state %s, as uid %d: %s",
-		cr.borrowed.service, borrowedState, uid, errText(err, cr.r.key))
+	cr.check("setup.borrowed", clauseScenario, err == nil, "the owner's task service (%s, a session of its own) and task state %s: %s",
+		pick(cr.borrowed.service == "", fmt.Sprintf("uid %d", uid), cr.borrowed.service), borrowedState, errText(err, cr.r.key))
 	if stopsCase(err) {
 		cr.errType("provider_error")
 	}

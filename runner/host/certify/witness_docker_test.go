@@ -287,3 +287,33 @@ func notPassed(ev *reports.Evidence) []string {
 	}
 	return out
 }
+
+// The fixture adapters `make certify` runs pass the scenarios whose
+// positive controls read the witnesses (timeout, cancel, borrowed) on
+// debian-12, each with the witness named: the writer seen by the probe
+// and reached by the stop, the service as uid 65534 kept as it started.
+func TestCertifyFixturesPassTheWitnessedScenarios(t *testing.T) {
+	img := needEngine(t, "debian-12")[0]
+	ms := load(t, "miniagent-pi", "miniagent-opencode", "miniagent-daemon")
+	scs := []string{certify.ScenarioTimeout, certify.ScenarioCancel, certify.ScenarioBorrowed}
+	_, evs := certifyCases(t, img, ms, scs...)
+	for _, m := range ms {
+		for _, sc := range scs {
+			ev := evs[certify.CaseID(img.Name, m.Name, sc)]
+			if ev == nil {
+				t.Fatalf("%s/%s: no evidence", m.Name, sc)
+			}
+			if ev.Status != reports.StatusPassed {
+				t.Errorf("%s/%s: %s, want passed; not passed: %v", m.Name, sc, ev.Status, notPassed(ev))
+				continue
+			}
+			id, says := "scenario.writer_started", "lists it as reached"
+			if sc == certify.ScenarioBorrowed {
+				id, says = "scenario.borrowed_kept", "uid 65534"
+			}
+			if c := checkOf(ev, id); !strings.Contains(c.Detail, says) {
+				t.Errorf("%s/%s: %s %q does not say %q", m.Name, sc, id, c.Detail, says)
+			}
+		}
+	}
+}
