@@ -112,6 +112,9 @@ func TestWriterCheckRules(t *testing.T) {
 			w.content, w.witness = "0 1800000005\n", writerWitness{looks: 100, others: []string{"miniagent"}}
 		}, reports.StatusFailed, reports.StatusFailed, "saw no process of uid 1000 running the writer's command"},
 		{"the writer's whole file by hand, no writer seen", func(w *writerSeen) { w.witness = writerWitness{looks: 100} }, reports.StatusFailed, reports.StatusFailed, "saw no process"},
+		{"no writer among many processes", func(w *writerSeen) {
+			w.witness = writerWitness{looks: 1, others: strings.Fields(strings.Repeat("sh ", 300))}
+		}, reports.StatusFailed, reports.StatusFailed, "sh, sh and 290 more"},
 		{"the writer seen, its file one line by hand", func(w *writerSeen) { w.content = "0 1800000001\n" }, reports.StatusFailed, reports.StatusFailed, "want at least 8"},
 		{"the writer stopped long before the stop", func(w *writerSeen) { w.content = writerLines(1_800_000_001, 30) }, reports.StatusFailed, reports.StatusFailed, "within 5s"},
 		{"the stop did not reach it", func(w *writerSeen) { w.reached = []witness.Member{{PID: 81, StartTime: 811}} }, reports.StatusFailed, reports.StatusFailed, "does not list it"},

@@ -104,6 +104,9 @@ type writerWitness struct {
 	err     error // the last look's error
 }
 
+// maxOthers bounds the comms a witness's detail names.
+const maxOthers = 10
+
 // seen reports whether the probe listed the writer.
 func (w writerWitness) seen() bool { return w.proc.PID != 0 }
 
@@ -134,7 +137,11 @@ func (w writerWitness) text(uid int) string {
 	}
 	s := fmt.Sprintf("the probe saw no process of uid %d running the writer's command (sh -c <its loop>) in %d look(s) from the stall", uid, w.looks)
 	if w.looks > 0 {
-		s += fmt.Sprintf("; uid %d's other processes at the last: %s", uid, pick(len(w.others) == 0, "none", strings.Join(w.others, ", ")))
+		others := strings.Join(w.others[:min(len(w.others), maxOthers)], ", ")
+		if len(w.others) > maxOthers {
+			others += fmt.Sprintf(" and %d more", len(w.others)-maxOthers)
+		}
+		s += fmt.Sprintf("; uid %d's other processes at the last: %s", uid, pick(len(w.others) == 0, "none", others))
 	}
 	if w.limited {
 		s += fmt.Sprintf(" (the probe's limit of %d detailed processes was reached)", probe.MaxDetailed)
