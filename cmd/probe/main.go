@@ -3,7 +3,7 @@
 // harness runs and after it closed, and reports what changed. It is a static
 // binary that needs nothing from the image, and it shares no code with warden.
 //
-//	probe snapshot [--place SRC,DST] [--markers PATH,...] [--proc-root DIR] [--root DIR] [--no-exec]
+//	probe snapshot [--place SRC,DST] [--markers PATH,...] [--detail-uids UID,...] [--proc-root DIR] [--root DIR] [--no-exec]
 //	probe setup --owner UID:GID [--dirs DIR,...] [--write-markers PATH,...] [--markers PATH,...] [--secret PATH] [-- ARGV...]
 //	probe diff BEFORE.json AFTER.json
 //
@@ -26,6 +26,10 @@
 // over DST) before the snapshot, so the --markers hashes that follow are of
 // the placed file: a session's seed places warden from the owner's volume
 // and verifies it in one run.
+//
+// snapshot --detail-uids gives each process of those uids with its
+// command line, executable and tracer (probe.Detail, bounded): the
+// owner's witness of what a process runs, read as root.
 //
 // diff exits 0 when nothing changed, 1 when something did, 2 on bad usage.
 package main
@@ -66,7 +70,7 @@ var execve = func(argv []string) error { return syscall.Exec(argv[0], argv, os.E
 // maxSecret bounds what --secret reads: a challenge is one short line.
 const maxSecret = 64 << 10
 
-const usage = `usage: probe snapshot [--place SRC,DST] [--markers PATH,...] [--proc-root DIR] [--root DIR] [--no-exec]
+const usage = `usage: probe snapshot [--place SRC,DST] [--markers PATH,...] [--detail-uids UID,...] [--proc-root DIR] [--root DIR] [--no-exec]
        probe setup --owner UID:GID [--dirs DIR,...] [--write-markers PATH,...] [--markers PATH,...] [--secret PATH] [-- ARGV...]
        probe diff BEFORE.json AFTER.json`
 
@@ -110,8 +114,13 @@ func snapshot(stdout, stderr io.Writer, args []string) error {
 	root := fs.String("root", "/", "root under which etc/os-release is read")
 	noExec := fs.Bool("no-exec", false, "find and hash python3 and bash without running them")
 	place := fs.String("place", "", "SRC,DST: copy SRC to DST before the snapshot")
+	detailUIDs := fs.String("detail-uids", "", "comma-separated uids whose processes are given with their detail")
 	if err := fs.Parse(args); err != nil {
 		return usagef("snapshot: %v", err)
+	}
+	detail, err := uidList(*detailUIDs)
+	if err != nil {
+		return err
 	}
 	if fs.NArg() != 0 {
 		return usagef("snapshot: unexpected argument %q", fs.Arg(0))
@@ -129,11 +138,27 @@ func snapshot(stdout, stderr io.Writer, args []string) error {
 			return err
 		}
 	}
-	s, err := probe.Take(context.Background(), probe.Options{ProcRoot: *procRoot, Root: *root, Markers: ms, NoExec: *noExec})
+	s, err := probe.Take(context.Background(), probe.Options{ProcRoot: *procRoot, Root: *root, Markers: ms, NoExec: *noExec, Detail: detail})
 	if err != nil {
 		return err
 	}
 	return writeJSON(stdout, s)
+}
+
+// uidList splits --detail-uids: numeric uids, comma-separated.
+func uidList(v string) ([]int, error) {
+	if v == "" {
+		return nil, nil
+	}
+	var out []int
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 0 {
+			return nil, usagef("snapshot: --detail-uids: bad value %q (want numeric uids, comma-separated)", v)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 // pathList splits a comma-separated list of absolute paths.

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -27,6 +28,9 @@ func TestUsageErrors(t *testing.T) {
 		{"snapshot", "--place", "/only-one"},
 		{"snapshot", "--place", "relative,/b"},
 		{"snapshot", "--place", "/a,/b,/c"},
+		{"snapshot", "--detail-uids", "task"},
+		{"snapshot", "--detail-uids", "1000,,0"},
+		{"snapshot", "--detail-uids", "-1"},
 		{"diff", "one.json"},
 		{"setup"},
 		{"setup", "--owner", "1000"},
@@ -92,6 +96,43 @@ func TestSnapshotThenDiff(t *testing.T) {
 	var r probe.Report
 	if err := json.Unmarshal(out.Bytes(), &r); err != nil || r.Clean || len(r.Changes) != 1 {
 		t.Fatalf("diff report = %+v, %v; want one change", r, err)
+	}
+}
+
+// snapshot --detail-uids gives the processes of those uids with their
+// command line and executable, and the others without: the test's own
+// process (this uid) carries its argv[0] and its executable.
+func TestSnapshotDetailUIDs(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(&out, &bytes.Buffer{}, []string{"snapshot", "--no-exec", "--detail-uids", strconv.Itoa(os.Getuid())}); err != nil {
+		t.Fatalf("snapshot: %v", err)
+	}
+	var s probe.Snapshot
+	if err := json.Unmarshal(out.Bytes(), &s); err != nil {
+		t.Fatal(err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var self *probe.Process
+	others := 0
+	for i, p := range s.Processes {
+		switch {
+		case p.PID == os.Getpid():
+			self = &s.Processes[i]
+		case p.UID != os.Getuid() && p.Detail != nil:
+			others++
+		}
+	}
+	if self == nil || self.Detail == nil {
+		t.Fatalf("own process %+v: want it with its detail", self)
+	}
+	if d := self.Detail; len(d.Cmdline) == 0 || d.Cmdline[0] != os.Args[0] || d.Exe != exe || d.TracerPID != 0 || d.GID != os.Getgid() {
+		t.Errorf("own detail %+v, want argv[0] %q, exe %q, tracer 0, gid %d", d, os.Args[0], exe, os.Getgid())
+	}
+	if others > 0 {
+		t.Errorf("%d processes of other uids carry a detail nobody asked for", others)
 	}
 }
 

@@ -19,6 +19,10 @@ type Process struct {
 	// than one is a process whose main thread exited while another runs,
 	// alive. Zero (a snapshot from before the field) reads as unknown.
 	Threads int `json:"threads,omitempty"`
+	// Detail is what the probe read of the process beyond stat and status
+	// (its command line, executable and tracer): only for a process whose
+	// uid the snapshot asked about (Options.Detail); nil for the others.
+	Detail *Detail `json:"detail,omitempty"`
 }
 
 // Dead reports whether no thread of the process runs: X, or Z with no
@@ -42,6 +46,12 @@ func (p Process) ID() witness.ID { return witness.ID{PID: p.PID, StartTime: p.St
 // vanish during the scan are skipped; a stat line that does not parse is an
 // error, since a table that silently drops processes would let a leak pass.
 func ReadProcesses(procRoot string) ([]Process, error) {
+	return readProcesses(procRoot, nil)
+}
+
+// readProcesses is ReadProcesses with the Detail of the processes of the
+// uids in detail (detail.go bounds how much).
+func readProcesses(procRoot string, detail []int) ([]Process, error) {
 	fs := witness.FS(procRoot)
 	table, err := fs.Table()
 	if err != nil {
@@ -58,5 +68,6 @@ func ReadProcesses(procRoot string) ([]Process, error) {
 		}
 		procs = append(procs, p)
 	}
+	addDetail(fs, procs, detail)
 	return procs, nil
 }

@@ -135,6 +135,10 @@ type Options struct {
 	// session's seed must not start the task's own interpreters (the
 	// tripwire specs check it). Version stays empty.
 	NoExec bool
+	// Detail lists the uids whose processes the table gives with their
+	// Detail (command line, executable, tracer; bounded, detail.go); empty
+	// reads none.
+	Detail []int
 }
 
 // Take takes a snapshot. The process table is read last, after the
@@ -175,7 +179,7 @@ func Take(ctx context.Context, o Options) (Snapshot, error) {
 		s.Markers = append(s.Markers, readMarker(m))
 	}
 	wg.Wait()
-	procs, err := ReadProcesses(o.ProcRoot)
+	procs, err := readProcesses(o.ProcRoot, o.Detail)
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("take snapshot: %w", err)
 	}

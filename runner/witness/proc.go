@@ -267,6 +267,55 @@ func (fs FS) UID(pid int) (int, error) {
 	return 0, fmt.Errorf("no Uid line in %s/%d/status", string(fs), pid)
 }
 
+// Status is the part of PID/status the witnesses look at beyond the uid:
+// the real ids and the tracer.
+type Status struct {
+	UID, GID int
+	// TracerPID is the pid of the process that ptraces this one, 0 when
+	// none does.
+	TracerPID int
+}
+
+// ReadStatus reads the real uid and gid and the tracer of a process from
+// PID/status ("Uid:\t1000\t1000\t1000\t1000", "Gid:\t...",
+// "TracerPid:\t0"). A line that is missing or does not parse is an error:
+// a tracer nobody could read must never pass for "none".
+func (fs FS) ReadStatus(pid int) (Status, error) {
+	data, err := fs.read(pid, "status")
+	if err != nil {
+		return Status{}, err
+	}
+	var st Status
+	want := map[string]*int{"Uid:": &st.UID, "Gid:": &st.GID, "TracerPid:": &st.TracerPID}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		for prefix, dst := range want {
+			v, ok := strings.CutPrefix(line, prefix)
+			if !ok {
+				continue
+			}
+			f := strings.Fields(v)
+			n, err := 0, error(nil)
+			if len(f) > 0 {
+				n, err = strconv.Atoi(f[0])
+			}
+			if len(f) == 0 || err != nil || n < 0 {
+				return Status{}, fmt.Errorf("invalid %s line in %s/%d/status: %q", strings.TrimSuffix(prefix, ":"), string(fs), pid, line)
+			}
+			*dst = n
+			delete(want, prefix)
+		}
+	}
+	if len(want) > 0 {
+		var missing []string
+		for p := range want {
+			missing = append(missing, strings.TrimSuffix(p, ":"))
+		}
+		slices.Sort(missing)
+		return Status{}, fmt.Errorf("no %s line in %s/%d/status", strings.Join(missing, ", "), string(fs), pid)
+	}
+	return st, nil
+}
+
 // Environ returns the process's environment entries, in order.
 func (fs FS) Environ(pid int) ([]string, error) {
 	data, err := fs.read(pid, "environ")

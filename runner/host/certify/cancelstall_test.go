@@ -3,22 +3,23 @@ package certify
 import (
 	"context"
 	"encoding/json"
-	"slices"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sandproof/sandproof/runner/host/provider"
 	"github.com/sandproof/sandproof/runner/model"
+	"github.com/sandproof/sandproof/runner/probe"
 )
 
-// The cancel's owner (cancelOnStall) on the in-memory sandbox: it closes
-// only once the model stalls, and when the harness ran the writer only
-// once the writer's file holds a line, so scenario.writer_started never
-// races the writer; a harness that never ran it is closed at the stall.
-// Each test waits on what the owner did (its snapshots counted, its
-// cancel seen), never on a sleep.
+// The owner's watch at the stall (watchStall) on the in-memory sandbox:
+// it looks only once the model stalls; when the harness ran the writer
+// it looks for the process running the writer's command (the witness of
+// scenario.writer_started), and a cancel's owner closes only once it saw
+// that process and the writer's file holds a line, so the positive
+// control never races the writer; a harness that never ran it is closed
+// at the stall. Each test waits on what the owner did (its snapshots
+// counted, its cancel seen), never on a sleep.
 
 // ranWriter is the model's record at the stall when the harness ran the
 // writer: the request that asked for it, and not yet the one after it
@@ -28,24 +29,34 @@ var ranWriter = []model.Call{{Seq: 1, Reply: "tool_call"}, {Seq: 2, Reply: "star
 
 const stalledAfterWriter = 3
 
-// ownerRun is one cancelOnStall running in the background.
+// ownerRun is one watchStall running in the background.
 type ownerRun struct {
 	stalled   chan struct{}
 	cancelled chan struct{}
 	returned  chan struct{}
-	snapshots atomic.Int32 // the probe snapshots it took
+	snapshots atomic.Int32  // the probe snapshots it took
+	witness   writerWitness // what it returned, once returned is closed
 }
 
+// writerProc is the writer as the probe lists it: uid 1000's `sh -c` of
+// the writer's loop.
+func writerProc(pid int) probe.Process {
+	return probe.Process{PID: pid, StartTime: uint64(pid) * 10, PPID: 1, UID: 1000, Comm: "sh", State: "S",
+		Detail: &probe.Detail{GID: 1000, Cmdline: []string{"sh", "-c", model.WriterLoop(writerFile)}, Exe: "/usr/bin/dash"}}
+}
+
+// startOwner starts a cancel's owner (cancels) or a timeout's (its
+// cancel is nil).
 func startOwner(ctx context.Context, sb *memSandbox, calls []model.Call, stallSeq int) *ownerRun {
+	return startWatch(ctx, sb, calls, stallSeq, true)
+}
+
+func startWatch(ctx context.Context, sb *memSandbox, calls []model.Call, stallSeq int, cancels bool) *ownerRun {
 	o := &ownerRun{stalled: make(chan struct{}), cancelled: make(chan struct{}), returned: make(chan struct{})}
 	// The probe's snapshot as the mem sandbox answers it, counted.
 	sb.execs[probePath+" snapshot"] = func(spec provider.ExecSpec) (provider.ExecResult, error) {
 		o.snapshots.Add(1)
-		var paths []string
-		if i := slices.Index(spec.Argv, "--markers"); i >= 0 && i+1 < len(spec.Argv) {
-			paths = strings.Split(spec.Argv[i+1], ",")
-		}
-		out, err := json.Marshal(sb.snapshotLocked(paths))
+		out, err := json.Marshal(sb.probeLocked(spec.Argv))
 		return provider.ExecResult{Stdout: out}, err
 	}
 	var once atomic.Bool
@@ -54,9 +65,12 @@ func startOwner(ctx context.Context, sb *memSandbox, calls []model.Call, stallSe
 			close(o.cancelled)
 		}
 	}
+	if !cancels {
+		cancel = nil
+	}
 	go func() {
 		defer close(o.returned)
-		cancelOnStall(ctx, o.stalled, func() int { return stallSeq }, func() []model.Call { return calls }, memDiffer{sb}, cancel)
+		o.witness = watchStall(ctx, o.stalled, func() int { return stallSeq }, func() []model.Call { return calls }, memDiffer{sb}, 1000, cancel)
 	}()
 	return o
 }
@@ -97,9 +111,12 @@ func isClosed(ch <-chan struct{}) bool {
 	}
 }
 
-// The harness ran the writer: after the stall the owner keeps looking while the writer's file is missing or
-// empty, and closes once it holds a line.
-func TestCancelOwnerWaitsForTheWritersFirstLine(t *testing.T) {
+// The harness ran the writer: after the stall the owner keeps looking
+// while the writer's process is not in the table or its file is missing
+// or empty (a file the harness wrote by hand, with no writer running,
+// does not end the look), and closes once it saw both; the witness is
+// the writer's process.
+func TestCancelOwnerWaitsForTheWritersProcessAndFirstLine(t *testing.T) {
 	sb := newMemSandbox(nil)
 	o := startOwner(context.Background(), sb, ranWriter, stalledAfterWriter)
 	close(o.stalled)
@@ -107,14 +124,45 @@ func TestCancelOwnerWaitsForTheWritersFirstLine(t *testing.T) {
 	if isClosed(o.cancelled) {
 		t.Fatal("closed while the writer's file was missing")
 	}
+	sb.write(writerFile, "0 1765000000\n")
+	o.awaitSnapshots(t, 2, 5*time.Second)
+	if isClosed(o.cancelled) {
+		t.Fatal("closed on the writer's file alone, no writer running")
+	}
+	// A process with the writer's mark but not its command is not it.
+	fake := writerProc(60)
+	fake.Detail.Cmdline = []string{"sh", "-c", ": sandproof-writer; sleep 100"}
+	sb.spawn(fake)
 	sb.write(writerFile, "")
 	o.awaitSnapshots(t, 2, 5*time.Second)
 	if isClosed(o.cancelled) {
 		t.Fatal("closed while the writer's file was empty")
 	}
-	sb.write(writerFile, "1765000000\n")
-	waitFor(t, o.cancelled, 5*time.Second, "close once the writer wrote")
+	sb.spawn(writerProc(61))
+	o.awaitSnapshots(t, 2, 5*time.Second)
+	if isClosed(o.cancelled) {
+		t.Fatal("closed while the writer's file was still empty")
+	}
+	sb.write(writerFile, "0 1765000000\n")
+	waitFor(t, o.cancelled, 5*time.Second, "close once the writer ran and wrote")
 	waitFor(t, o.returned, 5*time.Second, "owner returns")
+	if o.witness.proc.ID() != writerProc(61).ID() {
+		t.Errorf("witness %+v, want the writer's process 61", o.witness)
+	}
+}
+
+// A timeout's watch (no cancel) ends once it saw the writer's process,
+// whatever the file, and closes nothing.
+func TestTimeoutWatchSeesTheWriter(t *testing.T) {
+	sb := newMemSandbox(nil)
+	o := startWatch(context.Background(), sb, ranWriter, stalledAfterWriter, false)
+	close(o.stalled)
+	o.awaitSnapshots(t, 2, 5*time.Second)
+	sb.spawn(writerProc(70))
+	waitFor(t, o.returned, 5*time.Second, "the watch returns once it saw the writer")
+	if o.witness.proc.PID != 70 || o.witness.looks < 3 {
+		t.Errorf("witness %+v, want pid 70 after 3 looks or more", o.witness)
+	}
 }
 
 // A harness that never ran the writer (it asked for it and nothing came
@@ -145,7 +193,8 @@ func TestCancelOwnerClosesAtTheStallWithoutTheWriter(t *testing.T) {
 // activation's wait is not its to end.
 func TestCancelOwnerWaitsForTheStall(t *testing.T) {
 	sb := newMemSandbox(nil)
-	sb.write(writerFile, "1765000000\n")
+	sb.write(writerFile, "0 1765000000\n")
+	sb.spawn(writerProc(80))
 	ctx, stop := context.WithCancel(context.Background())
 	o := startOwner(ctx, sb, ranWriter, stalledAfterWriter)
 	select {

@@ -142,7 +142,10 @@ type sessionAgent struct {
 type activationResult struct {
 	// cancelled is when a cancel's owner stopped waiting to close the
 	// session (the model had stalled); zero otherwise.
-	cancelled  time.Time
+	cancelled time.Time
+	// writer is what the owner's probe saw of the writer from the stall
+	// on (watchStall); zero outside the writer scenarios.
+	writer     writerWitness
 	launched   bool
 	res        *session.Result
 	version    *session.Result

@@ -76,12 +76,29 @@ func (m *memSandbox) Exec(_ context.Context, spec provider.ExecSpec) (provider.E
 	if len(spec.Argv) < 2 || spec.Argv[0] != probePath || spec.Argv[1] != "snapshot" {
 		return provider.ExecResult{ExitCode: 127, Stderr: []byte(fmt.Sprintf("mem sandbox: no script for %q", spec.Argv))}, nil
 	}
-	var paths []string
-	if i := slices.Index(spec.Argv, "--markers"); i >= 0 && i+1 < len(spec.Argv) {
-		paths = strings.Split(spec.Argv[i+1], ",")
-	}
-	out, err := json.Marshal(m.snapshotLocked(paths))
+	out, err := json.Marshal(m.probeLocked(spec.Argv))
 	return provider.ExecResult{Stdout: out}, err
+}
+
+// probeLocked is what `probe snapshot` with argv prints: the markers
+// hashed, and the Detail the table's processes carry kept only for the
+// uids --detail-uids names (the probe reads no other).
+func (m *memSandbox) probeLocked(argv []string) probe.Snapshot {
+	var paths []string
+	if i := slices.Index(argv, "--markers"); i >= 0 && i+1 < len(argv) {
+		paths = strings.Split(argv[i+1], ",")
+	}
+	var uids []string
+	if i := slices.Index(argv, "--detail-uids"); i >= 0 && i+1 < len(argv) {
+		uids = strings.Split(argv[i+1], ",")
+	}
+	s := m.snapshotLocked(paths)
+	for i, p := range s.Processes {
+		if !slices.Contains(uids, fmt.Sprint(p.UID)) {
+			s.Processes[i].Detail = nil
+		}
+	}
+	return s
 }
 
 // snapshotLocked is what the probe would print: each path asked for

@@ -196,6 +196,15 @@ func (s Scenario) paths() []string {
 	return out
 }
 
+// detailUIDs are the uids whose processes verify's snapshot gives with
+// their detail, for the scenario's witnesses: the borrowed service's.
+func (s Scenario) detailUIDs(taskUID int) []int {
+	if s.Owner == ownerBorrowed {
+		return []int{serviceUID(taskUID)}
+	}
+	return nil
+}
+
 // launchDeadline is the activation's deadline: the scenario's, else the
 // manifest's launch.deadline.
 func (s Scenario) launchDeadline(m *adapter.Manifest) float64 {

@@ -2,13 +2,14 @@ package certify
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/sandproof/sandproof/reports"
 	"github.com/sandproof/sandproof/runner/host/capture"
 	"github.com/sandproof/sandproof/runner/model"
+	"github.com/sandproof/sandproof/runner/probe"
+	"github.com/sandproof/sandproof/runner/witness"
 )
 
 // The verdict rules of the scenarios other than the challenge (contract
@@ -50,24 +51,41 @@ func stopCheck(sc Scenario, rec *reports.Receipt) reports.Check {
 
 // writerSeen is what the owner read of the writer: whether the model's
 // writer call was answered by the harness (a request carried its
-// result), why not, the file as read after close, and its size then and
-// writerQuiet later.
+// result), why not, the witnesses (what the probe saw from the stall on,
+// the stop's receipt), the file as read after close, and its size then
+// and writerQuiet later.
 type writerSeen struct {
-	state         writerState
-	whyNot        string // unless writerRan: why not
-	content       string
-	readErr       error
-	atClose, then int64
-	present       bool // the file was there at close
-	// stopAt is when the stop came: the receipt's ended_at (timeout) or
-	// the owner's close (cancel).
+	state  writerState
+	whyNot string // unless writerRan: why not
+	uid    int    // the task user's, as whom the writer runs
+	// witness is what the owner's probe saw from the stall on; reached
+	// is what the stop's receipt says it reached (reachedErr: why it
+	// could not be read).
+	witness    writerWitness
+	reached    []witness.Member
+	reachedErr error
+	content    string
+	readErr    error
+	atClose    int64
+	then       int64
+	present    bool // the file was there at close
+	thenGone   bool // the file was not there writerQuiet after close
+	// stopAt is when the stop began: the deadline (timeout) or the
+	// owner's close (cancel).
 	stopAt time.Time
 }
 
-// writerChecks are scenario.writer_started, the positive control (the
-// writer wrote its first line no later than the stop: it ran, so a stop
-// that leaves it running would be seen), and scenario.writer_stopped (its
-// file did not grow in writerQuiet after close). A harness whose model
+// writerChecks are scenario.writer_started, the positive control, and
+// scenario.writer_stopped. writer_started reads witnesses the harness
+// cannot write (witness.go): the owner's probe saw, from the stall on, a
+// live process of the task user running the writer's command; the stop's
+// receipt lists that process (pid and start time) as reached, so it was
+// of the harness's tree and alive until the stop; and its file keeps the
+// writer's cadence up to the stop. The file alone, which the harness can
+// write, never passes it. writer_stopped: the file's size writerQuiet
+// after close equals its size at close (grown: the writer survived;
+// shrunk or gone: the file was touched after the stop; a survivor is
+// also a new process to verify.no_new_processes). A harness whose model
 // call never reached a shell tool has both skipped, with the reason.
 func writerChecks(w writerSeen) []reports.Check {
 	switch w.state {
@@ -78,40 +96,41 @@ func writerChecks(w writerSeen) []reports.Check {
 		why := "the writer was never started, so the stop of one is not shown: " + w.whyNot
 		return []reports.Check{scenarioCheck("scenario.writer_started", false, "%s", why), scenarioCheck("scenario.writer_stopped", false, "%s", why)}
 	}
-	first, err := firstWriterLine(w.content)
-	started := w.present && err == nil && w.readErr == nil && !first.After(w.stopAt.Truncate(time.Second))
-	detail := fmt.Sprintf("%s: %d bytes at close", writerFile, w.atClose)
+	_, inReceipt := witness.Find(w.reached, w.witness.proc.ID())
+	cad := writerCadence(w.content, w.stopAt)
+	started := w.present && w.readErr == nil && w.witness.seen() && inReceipt && cad.ok(w.stopAt)
+	detail := w.witness.text(w.uid)
+	switch {
+	case !w.witness.seen():
+	case w.reachedErr != nil:
+		detail += "; the stop's receipt: " + w.reachedErr.Error()
+	case !inReceipt:
+		detail += fmt.Sprintf("; the stop's receipt does not list it as reached (%d reached): it was not of the harness's tree, or gone before the stop", len(w.reached))
+	default:
+		detail += "; the stop's receipt lists it as reached"
+	}
 	switch {
 	case !w.present:
-		detail = writerFile + " not there after close: the writer never wrote"
+		detail += "; " + writerFile + " not there after close"
 	case w.readErr != nil:
-		detail += "; read: " + w.readErr.Error()
-	case err != nil:
-		detail += "; " + err.Error()
+		detail += fmt.Sprintf("; %s: %d bytes at close, read: %s", writerFile, w.atClose, w.readErr.Error())
 	default:
-		detail += fmt.Sprintf("; first line at %s, the stop at %s", first.UTC().Format(time.RFC3339), w.stopAt.UTC().Format(time.RFC3339Nano))
+		detail += fmt.Sprintf("; %s: %d bytes at close, %s; the stop at %s", writerFile, w.atClose, cad.text(w.stopAt), w.stopAt.UTC().Format(time.RFC3339Nano))
 	}
-	stopped := started && w.atClose == w.then
+	stopped := started && !w.thenGone && w.atClose == w.then
+	after := fmt.Sprintf("%d bytes", w.then)
+	switch {
+	case w.thenGone:
+		after = "gone"
+	case w.then > w.atClose:
+		after += ": the detached writer survived the stop"
+	case w.then < w.atClose:
+		after += ": the file shrank after the stop"
+	}
 	return []reports.Check{
 		scenarioCheck("scenario.writer_started", started, "%s", detail),
-		scenarioCheck("scenario.writer_stopped", stopped, "%s: %d bytes at close, %d bytes %s later%s", writerFile, w.atClose, w.then, writerQuiet,
-			pick(w.then > w.atClose, ": the detached writer survived the stop", "")),
+		scenarioCheck("scenario.writer_stopped", stopped, "%s: %d bytes at close, %s %s later", writerFile, w.atClose, after, writerQuiet),
 	}
-}
-
-// firstWriterLine is the time the writer's first line carries ("0
-// EPOCH").
-func firstWriterLine(content string) (time.Time, error) {
-	line, _, _ := strings.Cut(content, "\n")
-	f := strings.Fields(line)
-	if len(f) != 2 {
-		return time.Time{}, fmt.Errorf("first line %q is not \"N EPOCH\"", truncate(line, 80))
-	}
-	secs, err := strconv.ParseInt(f[1], 10, 64)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("first line %q: %v", truncate(line, 80), err)
-	}
-	return time.Unix(secs, 0), nil
 }
 
 // transcriptSeen is what the case kept of a harness stopped mid-task: the
@@ -202,21 +221,29 @@ func modelFaultCheck(f faultSeen) (reports.Check, bool) {
 // borrowedSeen is what the owner found of its own service and state after
 // close.
 type borrowedSeen struct {
-	service      string // "PID/STARTTIME comm" as started
-	alive        bool
+	service string // "PID/STARTTIME comm, uid U, EXE" as started
+	// started is the service as the probe listed it once started, with
+	// its detail; changed is what keptAsStarted found different after
+	// close (empty: kept).
+	started      probe.Process
+	changed      []string
 	stateBefore  string // sha256 of the task state as written
 	stateAfter   string
 	stateMissing bool
 }
 
 // borrowedCheck is scenario.borrowed_kept: the owner's task service,
-// started before the launch outside the harness's tree, is alive after
-// close, and the task state it wrote is there unchanged.
+// started before the launch outside the harness's tree as a uid the
+// harness can neither signal nor trace, is after close the process it
+// was (pid and start time), alive, not stopped, untraced, running the
+// executable and command line it ran (keptAsStarted, the probe's reading
+// as root); and the task state it wrote is there unchanged.
 func borrowedCheck(b borrowedSeen) reports.Check {
 	intact := !b.stateMissing && b.stateBefore != "" && b.stateAfter == b.stateBefore
-	return scenarioCheck("scenario.borrowed_kept", b.alive && intact,
-		"owner's service %s alive after close: %t; task state %s unchanged: %t (sha256 %s -> %s)",
-		b.service, b.alive, borrowedState, intact, short(b.stateBefore), pick(b.stateMissing, "missing", short(b.stateAfter)))
+	kept := b.started.PID != 0 && len(b.changed) == 0
+	return scenarioCheck("scenario.borrowed_kept", kept && intact,
+		"owner's service %s kept after close: %t%s; task state %s unchanged: %t (sha256 %s -> %s)",
+		b.service, kept, pick(kept, "", " ("+strings.Join(b.changed, "; ")+")"), borrowedState, intact, short(b.stateBefore), pick(b.stateMissing, "missing", short(b.stateAfter)))
 }
 
 func short(s string) string { return truncate(s, 12) }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -59,22 +60,67 @@ func TestStopCheckRules(t *testing.T) {
 	}
 }
 
+// writerLines is the writer's file as it writes it: n lines from its
+// first second, ten a second.
+func writerLines(from int64, n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "%d %d\n", i, from+int64(i/10))
+	}
+	return b.String()
+}
+
+// reachedJSON is a receipt's reached list naming ps.
+func reachedJSON(ps ...probe.Process) map[string]json.RawMessage {
+	var ms []witness.Member
+	for _, p := range ps {
+		ms = append(ms, witness.Member{PID: p.PID, StartTime: p.StartTime, Comm: p.Comm, Why: "orphan"})
+	}
+	b, _ := json.Marshal(ms)
+	return map[string]json.RawMessage{"reached": b}
+}
+
+// scenario.writer_started passes only on witnesses the harness cannot
+// write: the probe saw the writer's process at the stall, the stop's
+// receipt reached it, and its file keeps the writer's cadence up to the
+// stop. The file alone, written by hand, fails it; so does a writer the
+// harness stopped long before the stop. writer_stopped wants the file's
+// size unchanged after close: grown, shrunk or gone fail.
 func TestWriterCheckRules(t *testing.T) {
 	stop := time.Unix(1_800_000_010, 500)
-	good := writerSeen{state: writerRan, present: true, content: "0 1800000005\n1 1800000005\n", atClose: 26, then: 26, stopAt: stop}
+	proc := writerProc(81)
+	content := writerLines(1_800_000_005, 50)
+	good := writerSeen{state: writerRan, uid: 1000, present: true, content: content, atClose: int64(len(content)), then: int64(len(content)), stopAt: stop,
+		witness: writerWitness{proc: proc, at: time.Unix(1_800_000_005, 0), looks: 1}, reached: []witness.Member{{PID: 81, StartTime: 810, Comm: "sh"}}}
 	for _, tc := range []struct {
 		name             string
 		bend             func(*writerSeen)
 		started, stopped reports.Status
+		says             string // in writer_started's detail
 	}{
-		{"wrote before the stop, then still", func(*writerSeen) {}, reports.StatusPassed, reports.StatusPassed},
-		{"first line in the stop's second", func(w *writerSeen) { w.content = "0 1800000010\n" }, reports.StatusPassed, reports.StatusPassed},
-		{"grew after close: it survived", func(w *writerSeen) { w.then = 39 }, reports.StatusPassed, reports.StatusFailed},
-		{"first line after the stop", func(w *writerSeen) { w.content = "0 1800000011\n" }, reports.StatusFailed, reports.StatusFailed},
-		{"never wrote", func(w *writerSeen) { w.present, w.content, w.atClose, w.then = false, "", 0, 0 }, reports.StatusFailed, reports.StatusFailed},
-		{"not the writer's lines", func(w *writerSeen) { w.content = "hello\n" }, reports.StatusFailed, reports.StatusFailed},
-		{"no shell tool", func(w *writerSeen) { w.state, w.whyNot = writerNoShell, "no shell tool (tools: read)" }, reports.StatusSkipped, reports.StatusSkipped},
-		{"the harness never got to the writer", func(w *writerSeen) { w.state, w.whyNot = writerNotReached, "0 model request(s)" }, reports.StatusFailed, reports.StatusFailed},
+		{"ran from the stall to the stop, then still", func(*writerSeen) {}, reports.StatusPassed, reports.StatusPassed, "lists it as reached"},
+		{"first line in the stop's second", func(w *writerSeen) { w.content = "0 1800000010\n" }, reports.StatusPassed, reports.StatusPassed, "1 line(s)"},
+		{"grew after close: it survived", func(w *writerSeen) { w.then += 13 }, reports.StatusPassed, reports.StatusFailed, ""},
+		{"shrank after close", func(w *writerSeen) { w.then -= 13 }, reports.StatusPassed, reports.StatusFailed, ""},
+		{"gone after close", func(w *writerSeen) { w.then, w.thenGone = 0, true }, reports.StatusPassed, reports.StatusFailed, ""},
+		{"first line after the stop", func(w *writerSeen) { w.content = "0 1800000011\n" }, reports.StatusFailed, reports.StatusFailed, "no line before the stop"},
+		{"never wrote", func(w *writerSeen) { w.present, w.content, w.atClose, w.then = false, "", 0, 0 }, reports.StatusFailed, reports.StatusFailed, "not there"},
+		{"not the writer's lines", func(w *writerSeen) { w.content = "hello\n" }, reports.StatusFailed, reports.StatusFailed, "not \"0 EPOCH\""},
+		{"lines not numbered from 0 in order", func(w *writerSeen) { w.content = "0 1800000005\n2 1800000005\n" }, reports.StatusFailed, reports.StatusFailed, "line 2"},
+		{"a time that goes back", func(w *writerSeen) { w.content = "0 1800000009\n1 1800000005\n" }, reports.StatusFailed, reports.StatusFailed, "back in time"},
+		{"the file written by hand, no writer seen", func(w *writerSeen) {
+			w.content, w.witness = "0 1800000005\n", writerWitness{looks: 100, others: []string{"miniagent"}}
+		}, reports.StatusFailed, reports.StatusFailed, "saw no process of uid 1000 running the writer's command"},
+		{"the writer's whole file by hand, no writer seen", func(w *writerSeen) { w.witness = writerWitness{looks: 100} }, reports.StatusFailed, reports.StatusFailed, "saw no process"},
+		{"no writer among many processes", func(w *writerSeen) {
+			w.witness = writerWitness{looks: 1, others: strings.Fields(strings.Repeat("sh ", 300))}
+		}, reports.StatusFailed, reports.StatusFailed, "sh, sh and 290 more"},
+		{"the writer seen, its file one line by hand", func(w *writerSeen) { w.content = "0 1800000001\n" }, reports.StatusFailed, reports.StatusFailed, "want at least 8"},
+		{"the writer stopped long before the stop", func(w *writerSeen) { w.content = writerLines(1_800_000_001, 30) }, reports.StatusFailed, reports.StatusFailed, "within 5s"},
+		{"the stop did not reach it", func(w *writerSeen) { w.reached = []witness.Member{{PID: 81, StartTime: 811}} }, reports.StatusFailed, reports.StatusFailed, "does not list it"},
+		{"no reached list", func(w *writerSeen) { w.reached, w.reachedErr = nil, fmt.Errorf("no receipt") }, reports.StatusFailed, reports.StatusFailed, "no receipt"},
+		{"no shell tool", func(w *writerSeen) { w.state, w.whyNot = writerNoShell, "no shell tool (tools: read)" }, reports.StatusSkipped, reports.StatusSkipped, "no shell tool"},
+		{"the harness never got to the writer", func(w *writerSeen) { w.state, w.whyNot = writerNotReached, "0 model request(s)" }, reports.StatusFailed, reports.StatusFailed, "never started"},
 	} {
 		w := good
 		tc.bend(&w)
@@ -85,9 +131,55 @@ func TestWriterCheckRules(t *testing.T) {
 		if cs[0].Status != tc.started || cs[1].Status != tc.stopped {
 			t.Errorf("%s: started %s (%s), stopped %s (%s); want %s, %s", tc.name, cs[0].Status, cs[0].Detail, cs[1].Status, cs[1].Detail, tc.started, tc.stopped)
 		}
-		if tc.stopped == reports.StatusSkipped && !strings.Contains(cs[0].Detail, "no shell tool") {
-			t.Errorf("%s: the skip does not say why: %q", tc.name, cs[0].Detail)
+		if !strings.Contains(cs[0].Detail, tc.says) {
+			t.Errorf("%s: writer_started's detail %q does not say %q", tc.name, cs[0].Detail, tc.says)
 		}
+	}
+}
+
+// isWriter knows the writer by what the probe read as root: a live
+// process of the task user whose command line is sh -c and the writer's
+// own loop, whole. A process carrying the writer's mark in another
+// command, the setsid before its exec, another uid's, a cut command
+// line, a zombie and an unread detail are not it.
+func TestIsWriter(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		bend func(*probe.Process)
+		want bool
+	}{
+		{"the writer", func(*probe.Process) {}, true},
+		{"BusyBox's sh", func(p *probe.Process) { p.Detail.Exe = "/bin/busybox" }, true},
+		{"the mark in another command", func(p *probe.Process) { p.Detail.Cmdline[2] = ": sandproof-writer; sleep 100" }, false},
+		{"the loop inside a longer command", func(p *probe.Process) { p.Detail.Cmdline[2] += "; true" }, false},
+		{"setsid before its exec", func(p *probe.Process) { p.Detail.Cmdline = append([]string{"setsid"}, p.Detail.Cmdline...) }, false},
+		{"not -c", func(p *probe.Process) { p.Detail.Cmdline[1] = "-x" }, false},
+		{"another uid", func(p *probe.Process) { p.UID = 0 }, false},
+		{"a cut command line", func(p *probe.Process) { p.Detail.CmdlineCut = true }, false},
+		{"a zombie", func(p *probe.Process) { p.State = "Z" }, false},
+		{"no detail read", func(p *probe.Process) { p.Detail = nil }, false},
+	} {
+		p := writerProc(90)
+		tc.bend(&p)
+		if got := isWriter(p, 1000); got != tc.want {
+			t.Errorf("%s: isWriter %t, want %t", tc.name, got, tc.want)
+		}
+	}
+}
+
+// The stop's time for the writer's cadence: the deadline when it came
+// before the launch ended (a harness that outlived its TERM's grace ends
+// later than its writer), else the receipt's end.
+func TestStopBegan(t *testing.T) {
+	rec := &reports.Receipt{Extra: map[string]json.RawMessage{
+		"started_at": json.RawMessage(`"2026-12-04T22:51:06.5Z"`), "ended_at": json.RawMessage(`"2026-12-04T22:51:56.5Z"`)}}
+	ev := &reports.Evidence{ActivationReceipt: rec, LaunchDeadlineSeconds: 40}
+	if got := stopBegan(ev); !got.Equal(time.Date(2026, 12, 4, 22, 51, 46, 5e8, time.UTC)) {
+		t.Errorf("deadline 40 s: %s, want started_at + 40 s", got)
+	}
+	ev.LaunchDeadlineSeconds = 120
+	if got := stopBegan(ev); !got.Equal(time.Date(2026, 12, 4, 22, 51, 56, 5e8, time.UTC)) {
+		t.Errorf("deadline past the end: %s, want ended_at", got)
 	}
 }
 
@@ -145,34 +237,59 @@ func TestModelFaultRules(t *testing.T) {
 	}
 }
 
+// serviceProc is the owner's service as the probe lists it: uid 65534's
+// sleep, with its detail.
+func serviceProc() probe.Process {
+	return probe.Process{PID: 40, StartTime: 400, Comm: "sleep", State: "S", UID: 65534,
+		Detail: &probe.Detail{GID: 65534, Cmdline: []string{"sleep", "1799"}, Exe: "/usr/bin/sleep"}}
+}
+
 // borrowed on the in-memory sandbox: the owner's service in the process
-// table after close and its state as written pass scenario.borrowed_kept,
-// and the service is not a new process of the harness's; the service
-// gone, or its state changed or removed, fails it.
+// table after close as it started (same process, alive, not stopped,
+// untraced, same executable and command line) and its state as written
+// pass scenario.borrowed_kept, and the service is not a new process of
+// the harness's; each way of losing, stopping or hijacking the service,
+// or changing its state, fails it.
 func TestBorrowedRules(t *testing.T) {
-	svc := probe.Process{PID: 40, StartTime: 400, Comm: "sleep", State: "S", UID: 1000}
+	svc := serviceProc()
 	state := "owner task state 1\n"
 	sum := sha256.Sum256([]byte(state))
 	for _, tc := range []struct {
 		name string
-		bend func(w *world)
+		bend func(w *world, in *verifyInput)
 		want reports.Status
+		says string
 	}{
-		{"service alive, state intact", func(*world) {}, reports.StatusPassed},
-		{"the stop killed the service", func(w *world) { w.sb.procs = w.sb.procs[:1] }, reports.StatusFailed},
-		{"the service is a zombie", func(w *world) { w.sb.procs[1].State = "Z" }, reports.StatusFailed},
-		{"another process reuses its pid", func(w *world) { w.sb.procs[1].StartTime = 401 }, reports.StatusFailed},
-		{"the state was rewritten", func(w *world) { w.sb.write(borrowedState, "clobbered") }, reports.StatusFailed},
-		{"the state was removed", func(w *world) { w.sb.remove(borrowedState) }, reports.StatusFailed},
+		{"service alive, state intact", func(*world, *verifyInput) {}, reports.StatusPassed, "kept after close: true"},
+		{"the stop killed the service", func(w *world, _ *verifyInput) { w.sb.procs = w.sb.procs[:1] }, reports.StatusFailed, "gone"},
+		{"the service is a zombie", func(w *world, _ *verifyInput) { w.sb.procs[1].State = "Z" }, reports.StatusFailed, "dead"},
+		{"another process reuses its pid", func(w *world, _ *verifyInput) { w.sb.procs[1].StartTime = 401 }, reports.StatusFailed, "gone"},
+		{"SIGSTOPped", func(w *world, _ *verifyInput) { w.sb.procs[1].State = "T" }, reports.StatusFailed, "stopped (state T)"},
+		{"held in a tracing stop", func(w *world, _ *verifyInput) {
+			w.sb.procs[1].State, w.sb.procs[1].Detail.TracerPID = "t", 77
+		}, reports.StatusFailed, "stopped (state t)"},
+		{"traced, running", func(w *world, _ *verifyInput) { w.sb.procs[1].Detail.TracerPID = 77 }, reports.StatusFailed, "traced (TracerPid 77)"},
+		{"made to exec another program, name and arguments kept", func(w *world, _ *verifyInput) { w.sb.procs[1].Detail.Exe = "/task/.h/sleep" }, reports.StatusFailed, "executable"},
+		{"made to exec with other arguments", func(w *world, _ *verifyInput) {
+			w.sb.procs[1].Detail.Cmdline = []string{"sh", "-c", "writer"}
+		}, reports.StatusFailed, "command line"},
+		{"another uid", func(w *world, _ *verifyInput) { w.sb.procs[1].UID = 1000 }, reports.StatusFailed, "uid 1000"},
+		{"its detail not read after close", func(_ *world, in *verifyInput) { in.detailUIDs = nil }, reports.StatusFailed, "not read"},
+		{"its executable unreadable", func(w *world, _ *verifyInput) {
+			w.sb.procs[1].Detail.Exe, w.sb.procs[1].Detail.Error = "", "readlink: permission denied"
+		}, reports.StatusFailed, "unread"},
+		{"the state was rewritten", func(w *world, _ *verifyInput) { w.sb.write(borrowedState, "clobbered") }, reports.StatusFailed, "unchanged: false"},
+		{"the state was removed", func(w *world, _ *verifyInput) { w.sb.remove(borrowedState) }, reports.StatusFailed, "missing"},
 	} {
 		w := cleanWorld(t)
-		w.sb.spawn(svc)
+		now := serviceProc()
+		w.sb.spawn(now)
 		w.sb.write(borrowedState, state)
-		tc.bend(w)
 		cr := &caseRun{r: &runner{opts: Options{TaskHome: ruleHome}}, ev: &reports.Evidence{Status: reports.StatusUnknown}}
-		owner := []witness.ID{svc.ID()}
 		in := verifyInput{before: w.before, allMarkers: append(slices.Clone(ruleMarkers), ruleReq), markers: ruleMarkers,
-			sessDir: ruleSession, proof: w.proof, allowed: cr.allowed(), ownerProcs: owner, scenarioPaths: []string{borrowedState}}
+			sessDir: ruleSession, proof: w.proof, allowed: cr.allowed(), ownerProcs: []witness.ID{svc.ID()}, scenarioPaths: []string{borrowedState},
+			detailUIDs: scenario(t, ScenarioBorrowed).detailUIDs(1000)}
+		tc.bend(w, &in)
 		v, err := cr.verify(context.Background(), memDiffer{w.sb}, in)
 		if err != nil {
 			t.Fatalf("%s: verify: %v", tc.name, err)
@@ -182,10 +299,32 @@ func TestBorrowedRules(t *testing.T) {
 		if st, detail := statusOf(cr.ev, "verify.no_new_processes"); st != reports.StatusPassed && !strings.Contains(tc.name, "reuses") {
 			t.Errorf("%s: verify.no_new_processes %s (%s): the owner's service counted as the harness's", tc.name, st, detail)
 		}
-		b := borrowedAfter(borrowedSeen{service: "40/400 sleep", stateBefore: hex.EncodeToString(sum[:])}, owner, v.after)
-		if c := borrowedCheck(b); c.ID != "scenario.borrowed_kept" || c.Status != tc.want {
-			t.Errorf("%s: %s %s (%s), want %s", tc.name, c.ID, c.Status, c.Detail, tc.want)
+		b := borrowedAfter(borrowedSeen{service: "40/400 sleep", started: svc, stateBefore: hex.EncodeToString(sum[:])}, v.after)
+		if c := borrowedCheck(b); c.ID != "scenario.borrowed_kept" || c.Status != tc.want || !strings.Contains(c.Detail, tc.says) {
+			t.Errorf("%s: %s %s (%s), want %s saying %q", tc.name, c.ID, c.Status, c.Detail, tc.want, tc.says)
 		}
+	}
+	// The service never found (no process recorded at the start) is not
+	// kept, whatever the table holds.
+	if c := borrowedCheck(borrowedSeen{stateBefore: "x", stateAfter: "x"}); c.Status != reports.StatusFailed {
+		t.Errorf("no service found at the start: %s (%s), want failed", c.Status, c.Detail)
+	}
+}
+
+// The owner's service runs as another uid than the task user's, so the
+// harness can neither signal nor ptrace it; verify's snapshot details
+// that uid, and only borrowed asks for it.
+func TestServiceUIDIsNotTheTaskUsers(t *testing.T) {
+	for _, task := range []int{1000, 65534, 0} {
+		if u := serviceUID(task); u == task || u == 0 {
+			t.Errorf("task uid %d: service uid %d, want another, not root", task, u)
+		}
+	}
+	if got := scenario(t, ScenarioBorrowed).detailUIDs(1000); !slices.Equal(got, []int{65534}) {
+		t.Errorf("borrowed details %v, want [65534]", got)
+	}
+	if got := scenario(t, ScenarioTimeout).detailUIDs(1000); got != nil {
+		t.Errorf("timeout details %v, want none", got)
 	}
 }
 
@@ -216,9 +355,11 @@ func TestReadWriterSeesASurvivingWriter(t *testing.T) {
 		for _, m := range first.Markers {
 			a.seen[m.Path] = m
 		}
-		cr := &caseRun{r: &runner{}, ev: &reports.Evidence{}}
+		proc := writerProc(61)
+		cr := &caseRun{r: &runner{}, ev: &reports.Evidence{CloseReceipt: &reports.Receipt{Extra: reachedJSON(proc)}}, owner: ownerPaths{uid: 1000}}
 		calls := []model.Call{{Seq: 1, Reply: "read_challenge"}, {Seq: 2, Reply: "start_writer"}, {Seq: 3, Reply: "stall"}}
-		w, err := cr.readWriter(context.Background(), sb, calls, verified{after: a}, activationResult{cancelled: time.Unix(1_800_000_001, 0)})
+		w, err := cr.readWriter(context.Background(), sb, calls, verified{after: a},
+			activationResult{cancelled: time.Unix(1_800_000_001, 0), writer: writerWitness{proc: proc, at: time.Unix(1_800_000_000, 0), looks: 1}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,7 +16,6 @@ import (
 	"github.com/sandproof/sandproof/runner/host/provider"
 	"github.com/sandproof/sandproof/runner/model"
 	"github.com/sandproof/sandproof/runner/probe"
-	"github.com/sandproof/sandproof/runner/witness"
 )
 
 // What the owner does and reads in the scenarios beyond the protocol
@@ -47,22 +47,28 @@ func (s *stallSignal) began(seq int) {
 // stalledSeq is the first stalled request's number; 0 before a stall.
 func (s *stallSignal) stalledSeq() int { return int(s.seq.Load()) }
 
-// cancelOnStall is a cancel's owner: once the model stalls (stalled is
-// closed) it closes the session (cancel ends the activation's wait;
-// close stops the launch). When the harness ran the writer (calls, the
-// model's record, with the stalled request stallSeq gives, shows a request
-// after the one that asked for it), the owner first waits, bounded by
-// writerShowWait, for the writer's file to show with a line in it in the
-// sandbox, so the positive control does not race the writer's first line.
-// ctx ending first (the launch ended, or the run's interrupt) returns
-// without cancelling.
-func cancelOnStall(ctx context.Context, stalled <-chan struct{}, stallSeq func() int, calls func() []model.Call, sb provider.Sandbox, cancel context.CancelFunc) {
+// watchStall is the owner's watch at the stall of a writer scenario
+// (timeout, cancel): once the model stalls (stalled is closed), when the
+// harness ran the writer (calls, the model's record, with the stalled
+// request stallSeq gives, shows a request after the one that asked for
+// it), the owner's probe looks for the process that runs the writer's
+// command (witnessSnapshot, the task user's uid), bounded by
+// writerShowWait: scenario.writer_started's witness. A cancel's owner
+// (cancel not nil) also waits for the writer's file to show a line, so
+// the positive control does not race the writer's first line, then
+// closes the session (cancel ends the activation's wait; close stops the
+// launch), also when the harness never ran the writer. ctx ending first
+// (the launch ended, or the run's interrupt) returns without cancelling.
+func watchStall(ctx context.Context, stalled <-chan struct{}, stallSeq func() int, calls func() []model.Call, sb provider.Sandbox, uid int, cancel context.CancelFunc) writerWitness {
+	var w writerWitness
 	select {
 	case <-ctx.Done():
-		return
+		return w
 	case <-stalled:
 	}
-	defer cancel()
+	if cancel != nil {
+		defer cancel()
+	}
 	seen := calls()
 	// The model records a request when it is answered, and a stalled one
 	// is not answered until the stall ends: without it here, the request
@@ -72,24 +78,51 @@ func cancelOnStall(ctx context.Context, stalled <-chan struct{}, stallSeq func()
 		seen = append(seen, model.Call{Seq: seq, Reply: "stall"})
 	}
 	if state, _ := writerCalled(seen); state != writerRan {
-		return
+		return w
 	}
 	for deadline := time.Now().Add(writerShowWait); time.Now().Before(deadline); {
-		s, err := snapshot(ctx, sb, []string{writerFile})
-		if err != nil || slices.ContainsFunc(s.Markers, func(m probe.Marker) bool { return m.Path == writerFile && !m.Missing && m.Size > 0 }) {
-			return
+		s, err := witnessSnapshot(ctx, sb, []int{uid}, []string{writerFile})
+		if err != nil {
+			w.err = err
+			return w
+		}
+		w.look(s, uid)
+		wrote := slices.ContainsFunc(s.Markers, func(m probe.Marker) bool { return m.Path == writerFile && !m.Missing && m.Size > 0 })
+		if w.seen() && (cancel == nil || wrote) {
+			return w
 		}
 		select {
 		case <-ctx.Done():
-			return
+			return w
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+	return w
 }
 
-// writerShowWait bounds a cancel owner's wait for the writer's first
-// line: past it the owner closes anyway, and scenario.writer_started
-// judges what was there.
+// watchWriter starts the stall's watch of a writer scenario (watchStall;
+// a cancel's owner closes through cancel) and returns where its witness
+// comes once ctx ends or the watch is done; outside a writer scenario,
+// or with a real model, the witness is empty at once.
+func (cr *caseRun) watchWriter(ctx context.Context, ms modelSide, sb provider.Sandbox, cancel context.CancelFunc) <-chan writerWitness {
+	out := make(chan writerWitness, 1)
+	sc := cr.c.scenario
+	if !sc.Writer || ms.stall == nil || ms.srv == nil {
+		out <- writerWitness{}
+		return out
+	}
+	if sc.Owner != ownerCancel {
+		cancel = nil
+	}
+	go func() {
+		out <- watchStall(ctx, ms.stall.ctx.Done(), ms.stall.stalledSeq, ms.srv.Calls, sb, cr.owner.uid, cancel)
+	}()
+	return out
+}
+
+// writerShowWait bounds the owner's look for the writer from the stall:
+// past it a cancel's owner closes anyway, and scenario.writer_started
+// judges what was seen.
 const writerShowWait = 10 * time.Second
 
 // skipScenario records a case whose scenario the manifest marks
@@ -109,21 +142,38 @@ const (
 	borrowedSeconds = 1799
 )
 
+// serviceUID is the uid and gid the owner's service and state run as: not
+// the task user's, so the harness (the task user) can neither signal nor
+// ptrace the service (the kernel allows both only to the same uid, or to
+// CAP_KILL and CAP_SYS_PTRACE, which it has not). 65534 (nobody, in every
+// image; a uid needs no passwd entry for an engine exec), or 65533 when
+// the task user is 65534. A variable so an engine test can give the
+// service the task user's uid (the identity before, which the harness
+// could hijack) and show borrowed_kept catch what the identity now
+// prevents.
+var serviceUID = func(taskUID int) int {
+	if taskUID == 65534 {
+		return 65533
+	}
+	return 65534
+}
+
 // borrow is borrowed's step before the seed (owner): it starts a task
-// service of its own as the task user through an engine exec, in a
-// session of its own (outside the harness's tree, as an environment
-// server's services are), writes task state, and finds the service in
-// the process table. A failure is the failed check setup.borrowed; the
-// case stops there.
+// service of its own through an engine exec, in a session of its own
+// (outside the harness's tree, as an environment server's services
+// are), as serviceUID (so the harness cannot stop, kill or hijack it),
+// writes task state, and finds the service in the process table with
+// its executable and command line. A failure is the failed check
+// setup.borrowed; the case stops there.
 func (cr *caseRun) borrow(ctx context.Context, bx sandboxed) (sandboxed, error) {
-	o := cr.owner
+	uid := serviceUID(cr.owner.uid)
 	state := []byte("owner task state " + randomHex(8) + "\n")
 	sum := sha256.Sum256(state)
 	cr.borrowed = borrowedSeen{stateBefore: hex.EncodeToString(sum[:])}
-	err := provider.UploadBytes(ctx, bx.sb, state, borrowedState, 0o644, o.uid, o.gid)
+	err := provider.UploadBytes(ctx, bx.sb, state, borrowedState, 0o644, uid, uid)
 	var res provider.ExecResult
 	if err == nil {
-		res, err = bx.sb.Exec(ctx, provider.ExecSpec{User: fmt.Sprintf("%d:%d", o.uid, o.gid),
+		res, err = bx.sb.Exec(ctx, provider.ExecSpec{User: fmt.Sprintf("%d:%d", uid, uid),
 			Argv: []string{"/bin/sh", "-c", fmt.Sprintf("setsid sleep %d </dev/null >/dev/null 2>&1 &", borrowedSeconds)}})
 	}
 	if err == nil && res.ExitCode != 0 {
@@ -131,15 +181,16 @@ func (cr *caseRun) borrow(ctx context.Context, bx sandboxed) (sandboxed, error) 
 	}
 	var svc probe.Process
 	if err == nil {
-		svc, err = cr.findService(ctx, bx)
+		svc, err = cr.findService(ctx, bx, uid)
 	}
 	if err == nil {
 		bx.ownerProcs = append(bx.ownerProcs, svc.ID())
-		cr.borrowed.service = fmt.Sprintf("%d/%d %s", svc.PID, svc.StartTime, svc.Comm)
+		cr.borrowed.started = svc
+		cr.borrowed.service = fmt.Sprintf("%d/%d %s, uid %d, %s", svc.PID, svc.StartTime, svc.Comm, svc.UID, svc.Detail.Exe)
 	}
 	err = cr.witness("setup.borrowed", err)
-	cr.checkErr("setup.borrowed", clauseScenario, err, "the owner's task service (%s, uid %d, a session of its own) and task state %s: %s",
-		cr.borrowed.service, o.uid, borrowedState, errText(err, cr.r.key))
+	cr.checkErr("setup.borrowed", clauseScenario, err, "the owner's task service (%s, a session of its own) and task state %s: %s",
+		pick(cr.borrowed.service == "", fmt.Sprintf("uid %d", uid), cr.borrowed.service), borrowedState, errText(err, cr.r.key))
 	if stopsCase(err) && infraCause(err) == "" {
 		cr.errType("provider_error")
 	}
@@ -147,21 +198,23 @@ func (cr *caseRun) borrow(ctx context.Context, bx sandboxed) (sandboxed, error) 
 }
 
 // findService waits (bounded) for the owner's service to show in the
-// probe's process table: the one new sleep of the task user.
-func (cr *caseRun) findService(ctx context.Context, bx sandboxed) (probe.Process, error) {
+// probe's process table: the one new sleep of uid, once the probe could
+// read its executable and command line (the sleep's own, `sleep N`).
+func (cr *caseRun) findService(ctx context.Context, bx sandboxed, uid int) (probe.Process, error) {
 	deadline := time.Now().Add(10 * time.Second)
+	want := []string{"sleep", strconv.Itoa(borrowedSeconds)}
 	for {
-		s, err := snapshot(ctx, bx.sb, nil)
+		s, err := witnessSnapshot(ctx, bx.sb, []int{uid}, nil)
 		if err != nil {
 			return probe.Process{}, err
 		}
 		for _, p := range probe.Diff(bx.before, s).NewProcesses {
-			if p.Comm == "sleep" && p.UID == cr.owner.uid {
+			if p.Comm == "sleep" && p.UID == uid && p.Detail != nil && p.Detail.Exe != "" && p.Detail.TracerPID == 0 && slices.Equal(p.Detail.Cmdline, want) {
 				return p, nil
 			}
 		}
 		if time.Now().After(deadline) {
-			return probe.Process{}, fmt.Errorf("the owner's service is not in the process table 10 s after its start")
+			return probe.Process{}, fmt.Errorf("the owner's service (uid %d, %q, its executable read) is not in the process table 10 s after its start", uid, strings.Join(want, " "))
 		}
 		select {
 		case <-ctx.Done():
@@ -212,21 +265,21 @@ func (cr *caseRun) scenarioVerify(ctx context.Context, ms modelSide, bx sandboxe
 		}
 	}
 	if sc.Owner == ownerBorrowed {
-		ev.Checks = append(ev.Checks, borrowedCheck(borrowedAfter(cr.borrowed, bx.ownerProcs, v.after)))
+		ev.Checks = append(ev.Checks, borrowedCheck(borrowedAfter(cr.borrowed, v.after)))
 	}
 	return nil
 }
 
-// borrowedAfter is b with what verify's snapshot found after close: the
-// owner's service alive (its pid and start time, not dead), the state's
-// hash.
-func borrowedAfter(b borrowedSeen, owner []witness.ID, a afterClose) borrowedSeen {
+// borrowedAfter is b with what verify's snapshot (which details the
+// service's uid, scenario.detailUIDs) found after close: how the service
+// differs from how it started (keptAsStarted), the state's hash.
+func borrowedAfter(b borrowedSeen, a afterClose) borrowedSeen {
 	m, ok := a.seen[borrowedState]
 	b.stateMissing = !ok || m.Missing || m.Error != ""
 	b.stateAfter = m.SHA256
-	b.alive = len(owner) > 0 && slices.ContainsFunc(a.snap.Processes, func(p probe.Process) bool {
-		return p.ID() == owner[0] && !p.Dead()
-	})
+	if b.started.PID != 0 {
+		b.changed = keptAsStarted(b.started, a.snap.Processes)
+	}
 	return b
 }
 
@@ -234,10 +287,11 @@ func borrowedAfter(b borrowedSeen, owner []witness.ID, a afterClose) borrowedSee
 // snapshot, its content, and its size writerQuiet later; whether the
 // harness ran the model's writer call comes from the model's calls.
 func (cr *caseRun) readWriter(ctx context.Context, sb provider.Sandbox, calls []model.Call, v verified, act activationResult) (writerSeen, error) {
-	w := writerSeen{stopAt: act.cancelled}
+	w := writerSeen{stopAt: act.cancelled, uid: cr.owner.uid, witness: act.writer}
 	if w.stopAt.IsZero() {
-		w.stopAt = receiptEnd(cr.ev)
+		w.stopAt = stopBegan(cr.ev)
 	}
+	w.reached, w.reachedErr = reachedBy(stopReceipt(cr.ev))
 	w.state, w.whyNot = writerCalled(calls)
 	m, ok := v.after.seen[writerFile]
 	w.present = ok && !m.Missing && m.Error == ""
@@ -259,25 +313,42 @@ func (cr *caseRun) readWriter(ctx context.Context, sb provider.Sandbox, calls []
 	if err != nil {
 		return w, err
 	}
+	w.thenGone = true
 	for _, lm := range later.Markers {
 		if lm.Path == writerFile {
-			w.then = lm.Size
+			w.then, w.thenGone = lm.Size, lm.Missing
 		}
 	}
 	return w, nil
 }
 
-// receiptEnd is when the activation's receipt says the launch ended.
-func receiptEnd(ev *reports.Evidence) time.Time {
+// stopBegan is when the activation's stop began by its receipt: the
+// deadline (started_at plus the launch deadline) when it came before
+// the launch ended, else ended_at (a harness that stops after its TERM's
+// grace ends later than its writer, which the TERM ended).
+func stopBegan(ev *reports.Evidence) time.Time {
+	field := func(rec *reports.Receipt, name string) (time.Time, bool) {
+		raw, ok := rec.Extra[name]
+		if !ok {
+			return time.Time{}, false
+		}
+		t, err := time.Parse(`"`+time.RFC3339Nano+`"`, string(raw))
+		return t, err == nil
+	}
 	for _, rec := range []*reports.Receipt{ev.CloseReceipt, ev.ActivationReceipt} {
 		if rec == nil {
 			continue
 		}
-		if raw, ok := rec.Extra["ended_at"]; ok {
-			if t, err := time.Parse(`"`+time.RFC3339Nano+`"`, string(raw)); err == nil {
-				return t
+		end, ok := field(rec, "ended_at")
+		if !ok {
+			continue
+		}
+		if start, ok := field(rec, "started_at"); ok && ev.LaunchDeadlineSeconds > 0 {
+			if dl := start.Add(time.Duration(ev.LaunchDeadlineSeconds * float64(time.Second))); dl.Before(end) {
+				return dl
 			}
 		}
+		return end
 	}
 	return time.Now()
 }

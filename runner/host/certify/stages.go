@@ -534,9 +534,8 @@ func (cr *caseRun) activate(ctx context.Context, sess *session.Session, ms model
 			// cancel's owner ends it the same way once the model stalls.
 			wctx, cancel := interruptible(ctx, cr.r.opts.Interrupt)
 			defer cancel()
-			if sc.Owner == ownerCancel && ms.stall != nil {
-				go cancelOnStall(wctx, ms.stall.ctx.Done(), ms.stall.stalledSeq, ms.srv.Calls, sb, cancel)
-			}
+			watched := cr.watchWriter(wctx, ms, sb, cancel)
+			defer func() { cancel(); act.writer = <-watched }()
 			var err error
 			act.launched = true
 			// Recorded before the launch, so a case interrupted in it
@@ -670,7 +669,7 @@ func (cr *caseRun) verifyCase(ctx context.Context, ms modelSide, bx sandboxed, a
 		v, err := cr.verify(ctx, bx.sb, verifyInput{before: bx.before, allMarkers: cr.owner.allMarkers, markers: cr.owner.markers,
 			sessDir: cr.sess.dir, proof: proof, allowed: cr.allowed(), key: cr.r.key,
 			scratch: cr.c.adapter.Scratch, scratchRemoved: scratchRemoved, ownerProcs: bx.ownerProcs,
-			scenarioPaths: cr.c.scenario.paths(), noDeliverable: cr.c.scenario.NoDeliverable})
+			scenarioPaths: cr.c.scenario.paths(), detailUIDs: cr.c.scenario.detailUIDs(cr.owner.uid), noDeliverable: cr.c.scenario.NoDeliverable})
 		if err != nil {
 			return err
 		}

@@ -40,6 +40,9 @@ type verifyInput struct {
 	// scenarioPaths are the files the scenario's checks read in the same
 	// snapshot (the writer's file, the borrowed state).
 	scenarioPaths []string
+	// detailUIDs are the uids whose processes the same snapshot gives
+	// with their detail (the borrowed service's, its witness).
+	detailUIDs []int
 	// noDeliverable leaves verify.deliverable out of the checks (the
 	// scenario judges it, or does not ask for it); verified still says
 	// whether it holds.
@@ -87,7 +90,7 @@ func readAfterClose(ctx context.Context, sb provider.Sandbox, in verifyInput) (a
 	go func() {
 		defer wg.Done()
 		paths := append(slices.Clone(in.allMarkers), Deliverable, in.sessDir)
-		a.snap, snapErr = snapshot(ctx, sb, append(paths, in.scenarioPaths...))
+		a.snap, snapErr = probeSnapshot(ctx, sb, append(paths, in.scenarioPaths...), in.detailUIDs, false)
 	}()
 	if canDiff {
 		wg.Add(1)
