@@ -376,8 +376,16 @@ func TestBuildTakesTheLoaderFromTheLibraryDirs(t *testing.T) {
 func TestBuildCopiesOnlyFromTheLibraryDirs(t *testing.T) {
 	root := shortDir(t)
 	hostBinary(t, "true", filepath.Join(root, "bin", "true"))
-	outside := libDirWith(t, "libc.so.6")
 	d := libDirWith(t, hostLoader(t))
+	// Outside, though its path starts with the lib dir's (as /usr/lib64's
+	// starts with /usr/lib's).
+	outside := d + "-out"
+	if err := os.Mkdir(outside, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(libDirWith(t, "libc.so.6"), "libc.so.6"), filepath.Join(outside, "libc.so.6")); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.Symlink(filepath.Join(outside, "libc.so.6"), filepath.Join(d, "libc.so.6")); err != nil {
 		t.Fatal(err)
 	}
@@ -503,5 +511,27 @@ func TestBuildCapsItsCounts(t *testing.T) {
 	hostBinary(t, "true", filepath.Join(root, "bin", "one-more"))
 	if _, err := scanTree(root); !errors.Is(err, artifact.ErrRefused) {
 		t.Errorf("%d executables: %v, want refused", MaxExecutables+1, err)
+	}
+}
+
+// A PT_INTERP longer than a path is refused unread: the old reader took
+// the whole segment, whatever size its header gave.
+func TestInterpIsBounded(t *testing.T) {
+	exe := filepath.Join(t.TempDir(), "tool")
+	long := "/" + strings.Repeat("x", MaxInterp+100)
+	hostile.ELF(t, exe, long)
+	f, err := elf.Open(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	// Positive control: the segment holds the whole path.
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP && p.Filesz <= MaxInterp {
+			t.Fatalf("positive control: PT_INTERP is %d bytes", p.Filesz)
+		}
+	}
+	if got, err := Interp(exe); !errors.Is(err, artifact.ErrRefused) || got != "" {
+		t.Errorf("Interp of a %d-byte PT_INTERP = %d bytes, %v; want refused", len(long)+1, len(got), err)
 	}
 }
