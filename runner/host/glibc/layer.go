@@ -170,20 +170,21 @@ func scanTree(root string) (elfTree, error) {
 		}
 		defer f.Close()
 		t.machines[p] = f.Machine
+		rel, _ := filepath.Rel(root, p) // what errors name: the package's path
 		interp, err := InterpOf(f)
 		if err != nil {
-			return fmt.Errorf("build glibc layer: %s: %w", p, err)
+			return fmt.Errorf("build glibc layer: %s: %w", rel, err)
 		}
 		switch {
 		case interp == "" && f.Type == elf.ET_DYN:
 			t.libs = append(t.libs, p)
 		case interp == "" || isMuslLoader(interp):
 		case !isGlibcLoader(interp, f.Machine):
-			return fmt.Errorf("build glibc layer: %w: %s wants the loader %s, which is not the glibc loader of %s in a standard place (the layer's loader is the host's own)", artifact.ErrRefused, p, quoteInterp(interp), f.Machine)
+			return fmt.Errorf("build glibc layer: %w: %s wants the loader %s, which is not the glibc loader of %s in a standard place (the layer's loader is the host's own)", artifact.ErrRefused, rel, quoteInterp(interp), f.Machine)
 		case len(t.exes) > 0 && f.Machine != t.machine:
-			return fmt.Errorf("build glibc layer: %w: %s is built for %s, %s for %s", artifact.ErrRefused, p, f.Machine, t.exes[0], t.machine)
+			return fmt.Errorf("build glibc layer: %w: %s is built for %s, another glibc executable for %s", artifact.ErrRefused, rel, f.Machine, t.machine)
 		case len(t.exes) >= MaxExecutables:
-			return fmt.Errorf("build glibc layer: %w: %s is one glibc executable more than the cap of %d", artifact.ErrRefused, p, MaxExecutables)
+			return fmt.Errorf("build glibc layer: %w: %s is one glibc executable more than the cap of %d", artifact.ErrRefused, rel, MaxExecutables)
 		default:
 			t.machine = f.Machine
 			t.exes = append(t.exes, p)
