@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sandproof/sandproof/reports"
+	"github.com/sandproof/sandproof/runner/host/artifact"
 	"github.com/sandproof/sandproof/runner/host/certify"
 )
 
@@ -57,7 +58,8 @@ const (
   0    every case passed (skipped cases allowed); report diff: no regression
   1    a case failed or is unknown, a canary leaked, report diff found a
        regression, or no case passed (certify --allow-empty accepts that)
-  2    usage: a bad flag or value, an unknown subcommand, bad evidence input
+  2    usage: a bad flag or value, an unknown subcommand, bad evidence input,
+       an adapter's runtime refused (a loader that is none, a link in a tarball)
   3    infrastructure: engine unreachable, image missing, registry down when
        required, a file that cannot be read or written, a case certify left
        unknown because the engine failed it (--resume runs it again)
@@ -183,8 +185,11 @@ func exitStatus(err error) int {
 		return exitFailed
 	case isCobraUsage(err):
 		return exitUsage
-	case errors.Is(err, reports.ErrInvalidEvidence), errors.Is(err, reports.ErrDuplicateCase), errors.Is(err, certify.ErrOutExists):
-		// Bad input named by file and line.
+	case errors.Is(err, reports.ErrInvalidEvidence), errors.Is(err, reports.ErrDuplicateCase), errors.Is(err, certify.ErrOutExists),
+		errors.Is(err, artifact.ErrRefused):
+		// Bad input named by file and line, or an adapter's runtime the
+		// host's readers refuse (certify stopped on it as on any runtime
+		// it could not make, but trying again cannot help).
 		return exitUsage
 	}
 	return exitInfra

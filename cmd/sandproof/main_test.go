@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/sandproof/sandproof/reports"
+	"github.com/sandproof/sandproof/runner/host/artifact"
 	"github.com/sandproof/sandproof/runner/host/certify"
 )
 
@@ -68,6 +69,9 @@ func TestExitStatuses(t *testing.T) {
 		{noCasePassed(3), exitFailed},
 		{fmt.Errorf("f:1: %w", reports.ErrInvalidEvidence), exitUsage},
 		{fmt.Errorf("x: %w", certify.ErrOutExists), exitUsage},
+		// A runtime the host's readers refused stops certify like any
+		// runtime it could not make, but it is bad input, not the engine.
+		{infraError{fmt.Errorf("certify: prepare runtime: %w", artifact.ErrRefused)}, exitUsage},
 		{errors.New("ping engine: connection refused"), exitInfra},
 		{interruptedError{"SIGTERM", exitSIGTERM}, exitSIGTERM},
 	} {

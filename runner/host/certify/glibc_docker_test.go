@@ -1,8 +1,11 @@
 package certify_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,8 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandproof/sandproof/internal/testsupport/hostile"
 	"github.com/sandproof/sandproof/reports"
 	"github.com/sandproof/sandproof/runner/host/adapter"
+	"github.com/sandproof/sandproof/runner/host/artifact"
 	"github.com/sandproof/sandproof/runner/host/certify"
 	"github.com/sandproof/sandproof/runner/host/glibc"
 )
@@ -27,6 +32,31 @@ func init() {
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("go build: %v: %s", err, out)
+		}
+		req.Out.Platform = "linux-" + req.GOARCH + "-glibc"
+		if req.Libc == "glibc" {
+			return nil
+		}
+		l, err := glibc.Build(glibc.Options{Root: req.Dir, Dir: "glibc", SandboxDir: adapter.GlibcLayerMountDir, LibDirs: glibc.HostLibDirs(req.GOARCH)})
+		if err != nil {
+			return err
+		}
+		req.Out.Platform += "-layer"
+		req.Out.GlibcLayer, req.Out.Provides = l, []string{"glibc"}
+		return nil
+	}})
+	// A hostile package: the mini-agent built static, beside a glibc
+	// executable of its own whose PT_INTERP is with.interp; on an image
+	// without glibc the runtime carries a layer.
+	adapter.Register("test-glibc-hostile", adapter.PreparerSpec{PerPlatform: true, Prepare: func(ctx context.Context, req adapter.PrepareRequest) error {
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(req.Dir, "bin", "miniagent"), "../cmd/miniagent")
+		cmd.Dir = req.ManifestDir
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("go build: %v: %s", err, out)
+		}
+		if err := hostile.Link(filepath.Join(req.Dir, "bin", "tool"), req.With["interp"]); err != nil {
+			return err
 		}
 		req.Out.Platform = "linux-" + req.GOARCH + "-glibc"
 		if req.Libc == "glibc" {
@@ -94,5 +124,63 @@ func TestCertifyRunsAGlibcHarnessThroughItsLayer(t *testing.T) {
 		if !libc {
 			t.Errorf("layer files %+v: no libc.so.6", l.Files)
 		}
+	}
+}
+
+// A harness package whose glibc executable names a host file as its
+// loader (PT_INTERP /proc/self//////////environ, certify's own
+// environment, with a marker in it) is refused while its runtime is
+// prepared, before any case runs; no byte of the file reaches the run
+// dir. On main the file was copied into the layer as ld.so, the harness
+// (a shell around the mini-agent) printed it, and the marker reached the
+// events, the evidence and every report.
+func TestCertifyRefusesAHarnessLoader(t *testing.T) {
+	marker := hostile.EnvironMarker(t)
+	if marker == "" {
+		return // the child with the marker in its environment ran it
+	}
+	imgs := needEngine(t, "alpine-class")
+	warden, probe, _ := binaries(t)
+	const interp = "/proc/self//////////environ"
+	m := fixtureVariant(t, "miniagent-glibc", "hostile-loader", func(s string) string {
+		old := "runtime:\n  prepare:\n    name: go-build\n    with:\n      package: ../cmd/miniagent\n      output: bin/miniagent\n      cgo: \"true\"\n"
+		launch := "\n  argv: [\"{runtime_dir}/bin/miniagent\","
+		if !strings.Contains(s, old) || !strings.Contains(s, launch) {
+			t.Fatalf("miniagent-glibc.yaml has no go-build block %q or no launch %q", old, launch)
+		}
+		s = strings.Replace(s, old, "runtime:\n  delivery: mount\n  prepare:\n    name: test-glibc-hostile\n    with:\n      interp: \""+interp+"\"\n", 1)
+		// The harness prints the layer's loader after the agent ran.
+		q := `"$@"; rc=$?; cat ` + adapter.GlibcLayerMountDir + `/ld.so; exit $rc`
+		return strings.Replace(s, launch, "\n  argv: [\"/bin/sh\", \"-c\", \""+strings.ReplaceAll(q, `"`, `\"`)+"\", \"sh\", \"{runtime_dir}/bin/miniagent\",", 1)
+	})
+	out := t.TempDir()
+	var progress syncBuf
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	_, err := certify.Run(ctx, certify.Options{Adapters: []*adapter.Manifest{m}, Images: imgs,
+		Warden: warden, Probe: probe, Out: out, Progress: &progress})
+	// Refused as bad input (sandproof exits 2: cmd/sandproof
+	// TestExitStatuses), naming the executable and its interpreter.
+	if !errors.Is(err, artifact.ErrRefused) || !strings.Contains(err.Error(), "bin/tool") || !strings.Contains(err.Error(), fmt.Sprintf("%q", interp)) {
+		t.Errorf("certify of a runtime whose executable wants the loader %q = %v, want it refused naming bin/tool and the loader\n%s", interp, err, progress.String())
+	}
+	t.Logf("certify: %v", err)
+	if strings.Contains(progress.String(), "alpine-class/miniagent-glibc: setup") {
+		t.Errorf("a case started:\n%s", progress.String())
+	}
+	var hits []string
+	filepath.WalkDir(out, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if b, err := os.ReadFile(p); err == nil && bytes.Contains(b, []byte(marker)) {
+				hits = append(hits, p)
+			}
+		}
+		return nil
+	})
+	if len(hits) > 0 {
+		t.Errorf("certify's environment (its marker) reached the run dir: %v", hits)
+	}
+	if b, err := os.ReadFile(filepath.Join(out, reports.EvidenceFile)); err == nil && len(b) > 0 {
+		t.Errorf("a case ran: %s has %d bytes", reports.EvidenceFile, len(b))
 	}
 }

@@ -13,121 +13,66 @@
 // environment: musl programs the harness runs look for musl's libc, which
 // the layer does not hold (one linking libstdc++.so.6 would find the
 // layer's glibc build first: docs/adapters.md says so).
+//
+// The runtime's ELF files are the harness's, and the layer goes where the
+// harness reads it, so nothing they say is a host path to read: the
+// loader is the host's glibc loader for their machine, which sandproof
+// looks up by its soname in the library dirs (a PT_INTERP is only
+// compared with the loaders sandproof knows), and every file copied is a
+// regular file inside a library dir, readable by every user, an ELF
+// object of the runtime's machine, within the caps below
+// (docs/threat-model.md, "Host-side readers of harness artifacts").
 package glibc
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"debug/elf"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"maps"
 	"os"
 	"path"
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/sandproof/sandproof/runner/host/artifact"
 )
 
-// LoaderName is the loader's file name inside the layer.
-const LoaderName = "ld.so"
+// Caps on a layer. A real one holds the loader (0.2 MB), libc.so.6 (2 MB)
+// and, for Node or Bun builds, libstdc++.so.6 (2.4 MB), libm and libgcc_s:
+// about 5 MB in 7 files, for one or two executables. The largest library
+// of a Debian host is LLVM's (libLLVM-15.so, 117 MB). The caps sit well
+// above a closure that holds it, and bound what a runtime whose ELF files
+// need every library of the host (670 MB here) may put on the disk that
+// holds the runtime cache, and how many lines the layer adds to a record.
+const (
+	// MaxFileBytes caps one library.
+	MaxFileBytes = 256 << 20
+	// MaxLayerBytes caps the layer's files together.
+	MaxLayerBytes = 512 << 20
+	// MaxLayerFiles caps the libraries, the loader included.
+	MaxLayerFiles = 256
+	// MaxExecutables caps the glibc executables patched (each is a line of
+	// the evidence's glibc_layer).
+	MaxExecutables = 64
+)
 
-// ErrTooLong means the layer's loader path does not fit in an ELF file's
-// PT_INTERP (the edit never moves bytes).
-var ErrTooLong = errors.New("interpreter path does not fit")
-
-// Interp returns the ELF file's interpreter ("" when it has none: static,
-// or a shared object).
-func Interp(p string) (string, error) {
-	f, err := elf.Open(p)
-	if err != nil {
-		return "", fmt.Errorf("read ELF %s: %w", p, err)
-	}
-	defer f.Close()
-	for _, prog := range f.Progs {
-		if prog.Type == elf.PT_INTERP {
-			b, err := io.ReadAll(prog.Open())
-			if err != nil {
-				return "", fmt.Errorf("read PT_INTERP of %s: %w", p, err)
-			}
-			return string(bytes.TrimRight(b, "\x00")), nil
-		}
-	}
-	return "", nil
-}
-
-// SetInterp rewrites the PT_INTERP string of the ELF file p in place to
-// interp, NUL-padded to the segment's size, and returns the old one. The
-// file keeps its size and every other byte: data appended after the ELF
-// image (a Bun binary's payload) survives. An interp that does not fit is
-// ErrTooLong; a file without PT_INTERP is an error.
-func SetInterp(p, interp string) (string, error) {
-	f, err := elf.Open(p)
-	if err != nil {
-		return "", fmt.Errorf("set interpreter of %s: %w", p, err)
-	}
-	var seg *elf.Prog
-	for _, prog := range f.Progs {
-		if prog.Type == elf.PT_INTERP {
-			seg = prog
-			break
-		}
-	}
-	if seg == nil {
-		f.Close()
-		return "", fmt.Errorf("set interpreter of %s: no PT_INTERP (a static binary or a library)", p)
-	}
-	old, err := io.ReadAll(seg.Open())
-	f.Close()
-	if err != nil {
-		return "", fmt.Errorf("set interpreter of %s: %w", p, err)
-	}
-	if strings.IndexByte(interp, 0) >= 0 || !path.IsAbs(interp) {
-		return "", fmt.Errorf("set interpreter of %s: %q is not an absolute path", p, interp)
-	}
-	if uint64(len(interp))+1 > seg.Filesz {
-		return "", fmt.Errorf("%w: %q is %d bytes, the PT_INTERP of %s holds %d with its NUL", ErrTooLong, interp, len(interp), p, seg.Filesz)
-	}
-	buf := make([]byte, seg.Filesz)
-	copy(buf, interp)
-	w, err := os.OpenFile(p, os.O_WRONLY, 0)
-	if err != nil {
-		return "", fmt.Errorf("set interpreter of %s: %w", p, err)
-	}
-	if _, err := w.WriteAt(buf, int64(seg.Off)); err != nil {
-		w.Close()
-		return "", fmt.Errorf("set interpreter of %s: %w", p, err)
-	}
-	if err := w.Close(); err != nil {
-		return "", fmt.Errorf("set interpreter of %s: %w", p, err)
-	}
-	return string(bytes.TrimRight(old, "\x00")), nil
-}
-
-// HostLibDirs are where a Debian host keeps the libraries of arch (GOARCH
-// spelling), searched in order.
-func HostLibDirs(arch string) []string {
-	triplet := map[string]string{"amd64": "x86_64-linux-gnu", "arm64": "aarch64-linux-gnu"}[arch]
-	var dirs []string
-	if triplet != "" {
-		dirs = append(dirs, "/lib/"+triplet, "/usr/lib/"+triplet)
-	}
-	return append(dirs, "/lib64", "/usr/lib64", "/lib", "/usr/lib")
-}
+// layerLimits are the artifact.Tree limits of a layer's directory.
+var layerLimits = artifact.Limits{FileBytes: MaxFileBytes, TotalBytes: MaxLayerBytes, Entries: MaxLayerFiles}
 
 // Options say where the layer goes and where it will be in the sandbox.
 type Options struct {
-	// Root is the runtime tree on the host; Dir the layer's directory,
-	// relative to Root (slash-separated).
+	// Root is the runtime tree on the host; Dir the layer's directory in
+	// it, one name, which must not exist yet.
 	Root, Dir string
 	// SandboxDir is where the layer's directory is seen by the processes
 	// in the sandbox: the patched executables' interpreter is
 	// SandboxDir/ld.so, and LD_LIBRARY_PATH is SandboxDir.
 	SandboxDir string
-	// LibDirs are the host dirs DT_NEEDED names are looked up in.
+	// LibDirs are the host dirs the loader and the DT_NEEDED names are
+	// looked up in; nothing outside their real paths is copied.
 	LibDirs []string
 }
 
@@ -162,29 +107,36 @@ func (l *Layer) Has(name string) bool {
 	return slices.ContainsFunc(l.Files, func(f File) bool { return path.Base(f.Path) == name })
 }
 
-// Build makes the layer under Root/Dir: the loader of the tree's glibc
-// executables (every ELF file with a glibc interpreter), and the closure
-// of the DT_NEEDED of those executables and of the tree's shared objects
-// (Node addons) whose needs the host can meet; a shared object needing
-// what the host lacks (a musl build beside a glibc one) is left alone, as
-// the glibc runtime never loads it. Then it rewrites the executables'
-// interpreter. A tree without a glibc executable is an error.
+// Build makes the layer under Root/Dir: the host's glibc loader for the
+// machine of the tree's glibc executables (every ELF file whose PT_INTERP
+// names a glibc loader sandproof knows), and the closure of the DT_NEEDED
+// of those executables and of the tree's shared objects (Node addons)
+// whose needs the host can meet; a shared object needing what the host
+// lacks (a musl build beside a glibc one) is left alone, as the glibc
+// runtime never loads it. Then it rewrites the executables' interpreter.
+// A tree without a glibc executable is an error; one whose ELF files
+// break a rule of the layer is refused (artifact.ErrRefused) before
+// anything is copied.
 func Build(o Options) (*Layer, error) {
+	if o.Dir == "" || o.Dir == "." || o.Dir == ".." || strings.ContainsAny(o.Dir, `/\`) {
+		return nil, fmt.Errorf("build glibc layer: dir %q is not one name", o.Dir)
+	}
 	tree, err := scanTree(o.Root)
 	if err != nil {
 		return nil, err
 	}
-	dir := filepath.Join(o.Root, filepath.FromSlash(o.Dir))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	r := newResolver(o.LibDirs, tree.machine)
+	if err := tree.closure(r); err != nil {
 		return nil, fmt.Errorf("build glibc layer: %w", err)
 	}
-	libs, err := tree.closure(o.LibDirs)
+	t, err := artifact.Create(filepath.Join(o.Root, o.Dir), layerLimits)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("build glibc layer: %w", err)
 	}
+	defer t.Close()
 	l := &Layer{Loader: path.Join(o.SandboxDir, LoaderName), LibDir: o.SandboxDir}
-	if err := l.copyLibs(o, dir, tree.interp, libs); err != nil {
-		return nil, err
+	if err := l.copyLibs(t, r, o.Dir, loaders[tree.machine]); err != nil {
+		return nil, fmt.Errorf("build glibc layer: %w", err)
 	}
 	if err := l.patch(o.Root, tree.exes); err != nil {
 		return nil, err
@@ -193,19 +145,21 @@ func Build(o Options) (*Layer, error) {
 }
 
 // elfTree is what a tree's ELF files say: its glibc executables (a glibc
-// interpreter), the one interpreter they share, its shared objects
-// (no interpreter) and each file's machine.
+// loader as interpreter), their one machine, its shared objects (no
+// interpreter) and each file's machine.
 type elfTree struct {
 	exes, libs []string
-	interp     string
-	machine    map[string]elf.Machine
+	machine    elf.Machine
+	machines   map[string]elf.Machine
 }
 
-// scanTree reads every regular file under root that is an ELF file. Two
-// glibc executables wanting different loaders, or none at all, is an
-// error.
+// scanTree reads every regular file under root that is an ELF file. An
+// interpreter that is neither a glibc loader sandproof knows for the
+// file's machine nor a musl loader is refused, naming the file and the
+// interpreter; so are glibc executables of two machines, or more than
+// MaxExecutables. None at all is an error.
 func scanTree(root string) (elfTree, error) {
-	t := elfTree{machine: map[string]elf.Machine{}}
+	t := elfTree{machines: map[string]elf.Machine{}}
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || !d.Type().IsRegular() {
 			return err
@@ -215,23 +169,25 @@ func scanTree(root string) (elfTree, error) {
 			return nil // not an ELF file
 		}
 		defer f.Close()
-		t.machine[p] = f.Machine
-		interp := ""
-		for _, prog := range f.Progs {
-			if prog.Type == elf.PT_INTERP {
-				b, _ := io.ReadAll(prog.Open())
-				interp = string(bytes.TrimRight(b, "\x00"))
-			}
+		t.machines[p] = f.Machine
+		rel, _ := filepath.Rel(root, p) // what errors name: the package's path
+		interp, err := InterpOf(f)
+		if err != nil {
+			return fmt.Errorf("build glibc layer: %s: %w", rel, err)
 		}
 		switch {
-		case interp != "" && !strings.Contains(interp, "musl"):
-			if t.interp != "" && interp != t.interp {
-				return fmt.Errorf("build glibc layer: %s wants loader %s, another file %s", p, interp, t.interp)
-			}
-			t.interp = interp
-			t.exes = append(t.exes, p)
 		case interp == "" && f.Type == elf.ET_DYN:
 			t.libs = append(t.libs, p)
+		case interp == "" || isMuslLoader(interp):
+		case !isGlibcLoader(interp, f.Machine):
+			return fmt.Errorf("build glibc layer: %w: %s wants the loader %s, which is not the glibc loader of %s in a standard place (the layer's loader is the host's own)", artifact.ErrRefused, rel, quoteInterp(interp), f.Machine)
+		case len(t.exes) > 0 && f.Machine != t.machine:
+			return fmt.Errorf("build glibc layer: %w: %s is built for %s, another glibc executable for %s", artifact.ErrRefused, rel, f.Machine, t.machine)
+		case len(t.exes) >= MaxExecutables:
+			return fmt.Errorf("build glibc layer: %w: %s is one glibc executable more than the cap of %d", artifact.ErrRefused, rel, MaxExecutables)
+		default:
+			t.machine = f.Machine
+			t.exes = append(t.exes, p)
 		}
 		return nil
 	})
@@ -244,59 +200,62 @@ func scanTree(root string) (elfTree, error) {
 	return t, nil
 }
 
-// closure resolves, in libDirs, the DT_NEEDED closure of the executables
-// (each must resolve) and of each shared object of their machine whose
-// closure resolves whole: a soname to its host file, the loader's own
-// included.
-func (t elfTree) closure(libDirs []string) (map[string]string, error) {
+// closure resolves in r the host's loader for the tree's machine, by its
+// soname, then the DT_NEEDED closure of the executables (each must
+// resolve) and of each shared object of their machine whose closure
+// resolves whole.
+func (t elfTree) closure(r *resolver) error {
 	// The loader is its own soname's library (libc.so.6 needs
-	// ld-linux-x86-64.so.2): rtld knows itself by it and never loads it twice.
-	r := &resolver{dirs: libDirs, seen: map[string]string{path.Base(t.interp): t.interp}}
+	// ld-linux-x86-64.so.2): rtld knows itself by it and never loads it
+	// twice.
+	if err := r.need("the "+t.machine.String()+" glibc loader", []string{loaders[t.machine]}); err != nil {
+		return err
+	}
 	for _, e := range t.exes {
-		if err := r.closure(e); err != nil {
-			return nil, fmt.Errorf("build glibc layer: %w", err)
+		if err := r.needFile(e); err != nil {
+			return err
 		}
 	}
 	for _, s := range t.libs {
-		if t.machine[s] != t.machine[t.exes[0]] {
+		if t.machines[s] != t.machine {
 			continue // another arch's addon, never loaded here
 		}
-		sub := &resolver{dirs: r.dirs, seen: maps.Clone(r.seen)}
-		if sub.closure(s) == nil {
-			r.seen = sub.seen
+		if err := r.try(s); err != nil {
+			return err
 		}
 	}
-	return r.seen, nil
+	return nil
 }
 
-// copyLibs copies the loader (as LoaderName) and every other library of
-// libs into dir, in name order, recording each with its source and
-// sha256.
-func (l *Layer) copyLibs(o Options, dir, interp string, libs map[string]string) error {
-	add := func(name, src string) error {
-		real, err := filepath.EvalSymlinks(src)
+// copyLibs copies the loader (soname loader, as LoaderName) and every
+// other library r resolved into t, in name order, recording each with
+// its source and sha256. Each is opened again as r.open checks it.
+func (l *Layer) copyLibs(t *artifact.Tree, r *resolver, dir, loader string) error {
+	add := func(name string, lb lib) error {
+		f, fi, err := r.open(lb.src)
 		if err != nil {
-			return fmt.Errorf("build glibc layer: %w", err)
+			return err
 		}
-		sum, err := copyFile(real, filepath.Join(dir, name))
-		if err != nil {
-			return fmt.Errorf("build glibc layer: copy %s: %w", real, err)
+		defer f.Close()
+		h := sha256.New()
+		if err := t.WriteFile(name, true, fi.Size(), io.TeeReader(f, h)); err != nil {
+			return fmt.Errorf("copy %s: %w", lb.src, err)
 		}
-		l.Files = append(l.Files, File{Path: path.Join(o.Dir, name), Source: src, SHA256: sum})
+		l.Files = append(l.Files, File{Path: path.Join(dir, name), Source: lb.src, SHA256: hex.EncodeToString(h.Sum(nil))})
 		return nil
 	}
-	if err := add(LoaderName, interp); err != nil {
+	if err := add(LoaderName, r.seen[loader]); err != nil {
 		return err
 	}
-	names := make([]string, 0, len(libs))
-	for n := range libs {
-		if n != path.Base(interp) {
+	names := make([]string, 0, len(r.seen))
+	for n := range r.seen {
+		if n != loader {
 			names = append(names, n)
 		}
 	}
 	slices.Sort(names)
 	for _, n := range names {
-		if err := add(n, libs[n]); err != nil {
+		if err := add(n, r.seen[n]); err != nil {
 			return err
 		}
 	}
@@ -320,72 +279,6 @@ func (l *Layer) patch(root string, exes []string) error {
 		l.Patched = append(l.Patched, Patched{Path: filepath.ToSlash(rel), OldInterp: old, SHA256: sum})
 	}
 	return nil
-}
-
-// resolver walks DT_NEEDED: seen maps each soname to the host file.
-type resolver struct {
-	dirs []string
-	seen map[string]string
-}
-
-func (r *resolver) closure(p string) error {
-	f, err := elf.Open(p)
-	if err != nil {
-		return fmt.Errorf("read ELF %s: %w", p, err)
-	}
-	needed, err := f.ImportedLibraries()
-	f.Close()
-	if err != nil {
-		return fmt.Errorf("read DT_NEEDED of %s: %w", p, err)
-	}
-	for _, n := range needed {
-		if _, ok := r.seen[n]; ok {
-			continue
-		}
-		// A soname is a file name. The runtime's ELF files are the
-		// harness's, so a name with a slash ("../../etc/x") would have the
-		// host copy a file from outside its library dirs into the layer,
-		// and write it outside the layer's dir.
-		if n == "" || n == "." || n == ".." || strings.ContainsRune(n, '/') {
-			return fmt.Errorf("%s needs %q, which is not a library file name", p, n)
-		}
-		src := ""
-		for _, d := range r.dirs {
-			if fi, err := os.Stat(filepath.Join(d, n)); err == nil && fi.Mode().IsRegular() {
-				src = filepath.Join(d, n)
-				break
-			}
-		}
-		if src == "" {
-			return fmt.Errorf("%s needs %s, which is in none of %s on this host", p, n, strings.Join(r.dirs, ", "))
-		}
-		r.seen[n] = src
-		if err := r.closure(src); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func copyFile(src, dst string) (string, error) {
-	in, err := os.Open(src)
-	if err != nil {
-		return "", err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
-	if err != nil {
-		return "", err
-	}
-	h := sha256.New()
-	if _, err := io.Copy(io.MultiWriter(out, h), in); err != nil {
-		out.Close()
-		return "", err
-	}
-	if err := out.Close(); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 func hashFile(p string) (string, error) {

@@ -2,16 +2,22 @@ package glibc
 
 import (
 	"bytes"
+	"debug/elf"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 
+	"github.com/sandproof/sandproof/internal/testsupport/hostile"
 	"github.com/sandproof/sandproof/internal/testsupport/testenv"
+	"github.com/sandproof/sandproof/runner/host/artifact"
+	"github.com/sandproof/sandproof/runner/host/hostfile"
 )
 
 // hostBinary copies a dynamically linked host binary (Debian's coreutils)
@@ -156,12 +162,49 @@ func TestBuildRefusesATreeWithoutGlibcExecutable(t *testing.T) {
 	}
 }
 
+// libDirWith is a library dir holding copies of the host's files of
+// those names (found in the host's library dirs), each 0755.
+func libDirWith(t *testing.T, names ...string) string {
+	t.Helper()
+	d := t.TempDir()
+	for _, n := range names {
+		found := false
+		for _, hd := range HostLibDirs(runtime.GOARCH) {
+			if b, err := os.ReadFile(filepath.Join(hd, n)); err == nil {
+				if err := os.WriteFile(filepath.Join(d, n), b, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				found = true
+				break
+			}
+		}
+		if !found {
+			testenv.Missing(t, n+" in the host's library dirs", "run on a Debian glibc host")
+		}
+	}
+	return d
+}
+
+// hostLoader is the soname of the host's glibc loader.
+func hostLoader(t *testing.T) string {
+	t.Helper()
+	so := map[string]string{"amd64": "ld-linux-x86-64.so.2", "arm64": "ld-linux-aarch64.so.1"}[runtime.GOARCH]
+	if so == "" {
+		testenv.Missing(t, "an amd64 or arm64 host", "run on one")
+	}
+	return so
+}
+
 func TestBuildNamesAMissingLibrary(t *testing.T) {
 	root := shortDir(t)
 	hostBinary(t, "cat", filepath.Join(root, "bin", "cat"))
 	_, err := Build(Options{Root: root, Dir: "g", SandboxDir: root + "/g", LibDirs: []string{t.TempDir()}})
+	if err == nil || !strings.Contains(err.Error(), "needs "+hostLoader(t)) {
+		t.Fatalf("Build with empty lib dirs = %v, want it to name the loader", err)
+	}
+	_, err = Build(Options{Root: root, Dir: "g", SandboxDir: root + "/g", LibDirs: []string{libDirWith(t, hostLoader(t))}})
 	if err == nil || !strings.Contains(err.Error(), "needs libc.so.6") {
-		t.Fatalf("Build with empty lib dirs = %v, want it to name libc.so.6", err)
+		t.Fatalf("Build with only the loader in the lib dir = %v, want it to name libc.so.6", err)
 	}
 }
 
@@ -202,9 +245,293 @@ func TestClosureRefusesANeededNameThatIsAPath(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, "libc.6"), ld, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r := &resolver{dirs: []string{libs}, seen: map[string]string{}}
-	err = r.closure(exe)
-	if err == nil || !strings.Contains(err.Error(), `"../libc.6"`) {
+	r := newResolver([]string{libs}, elf.EM_X86_64)
+	err = r.needFile(exe)
+	if !errors.Is(err, artifact.ErrRefused) || !strings.Contains(err.Error(), `"../libc.6"`) {
 		t.Fatalf("closure of a binary needing %q = %v (resolved %v), want it refused by name", crafted, err, r.seen)
+	}
+}
+
+// treeHolds reports the files under root whose bytes contain marker.
+func treeHolds(t *testing.T, root string, marker []byte) []string {
+	t.Helper()
+	var hits []string
+	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if b, err := os.ReadFile(p); err == nil && bytes.Contains(b, marker) {
+				hits = append(hits, p)
+			}
+		}
+		return nil
+	})
+	return hits
+}
+
+// The layer's loader is the host's, found by sandproof; a harness
+// executable whose PT_INTERP names any other host file is refused before
+// a byte of that file is read. On main, Build copied the file PT_INTERP
+// names into the layer as ld.so: this test's own environment (its marker
+// in it), the bytes of /etc/hostname, and /dev/zero without end.
+func TestBuildTakesNoLoaderFromTheHarness(t *testing.T) {
+	marker := hostile.EnvironMarker(t)
+	if marker == "" {
+		return // the child with the marker in its environment ran it
+	}
+	// On a Build that copies /dev/zero, the copy stops at this size.
+	hostile.LimitFileSize(t, 64<<20)
+	hostname, err := os.ReadFile("/etc/hostname")
+	if err != nil || len(hostname) == 0 {
+		testenv.Missing(t, fmt.Sprintf("a non-empty /etc/hostname (%v)", err), "run on a host that has one")
+	}
+	// The loader's soname in a place no glibc build names it: compared,
+	// never read, it is refused too.
+	elsewhere := filepath.Join(shortDir(t), hostLoader(t))
+	for _, interp := range []string{"/proc/self//////////environ", "/proc/self/environ", "/dev/zero", "/etc/hostname", elsewhere} {
+		t.Run(strings.ReplaceAll(interp, "/", "_"), func(t *testing.T) {
+			root := shortDir(t)
+			exe := filepath.Join(root, "bin", "tool")
+			hostile.ELF(t, exe, interp)
+			if got, err := Interp(exe); err != nil || got != interp {
+				t.Fatalf("positive control: the built ELF's interpreter is %q (%v), want %q", got, err, interp)
+			}
+			_, err := Build(Options{Root: root, Dir: "g", SandboxDir: "/g", LibDirs: HostLibDirs(runtime.GOARCH)})
+			if !errors.Is(err, artifact.ErrRefused) || !strings.Contains(err.Error(), "bin/tool wants") || !strings.Contains(err.Error(), fmt.Sprintf("%q", interp)) {
+				t.Errorf("Build of a tree whose executable wants the loader %q = %v, want it refused naming the file and the interpreter", interp, err)
+			}
+			if hits := treeHolds(t, root, []byte(marker)); len(hits) > 0 {
+				t.Errorf("the environment's marker was copied into the tree: %v", hits)
+			}
+			if b, err := os.ReadFile(filepath.Join(root, "g", LoaderName)); err == nil {
+				t.Errorf("the layer has a loader after a refused build (%d bytes, %q...)", len(b), b[:min(len(b), 40)])
+			}
+		})
+	}
+}
+
+// gcc builds src (C) with args, or ends t when the host has no gcc.
+func gcc(t *testing.T, src string, args ...string) {
+	t.Helper()
+	if _, err := exec.LookPath("gcc"); err != nil {
+		testenv.Missing(t, "gcc (the test links ELF files)", "apt-get install gcc")
+	}
+	c := filepath.Join(t.TempDir(), "x.c")
+	if err := os.WriteFile(c, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("gcc", append([]string{c}, args...)...).CombinedOutput(); err != nil {
+		t.Fatalf("gcc %v: %v: %s", args, err, out)
+	}
+}
+
+// sharedLib builds dir/soname, a shared object that needs nothing.
+func sharedLib(t *testing.T, dir, soname string) string {
+	t.Helper()
+	p := filepath.Join(dir, soname)
+	gcc(t, "int f_"+strings.NewReplacer(".", "_", "-", "_").Replace(soname)+"(void) { return 1; }\n",
+		"-shared", "-fPIC", "-nostdlib", "-Wl,-soname,"+soname, "-o", p)
+	return p
+}
+
+// layerMade reports whether Build left anything of the layer dir.
+func layerMade(root string) bool {
+	_, err := os.Lstat(filepath.Join(root, "g"))
+	return err == nil
+}
+
+// The loader is the file of its soname in the library dirs, whatever
+// path the executable's PT_INTERP names: with a lib dir holding a marked
+// copy of the loader, the layer's ld.so is that copy, recorded by its
+// lib-dir path, and not the host's /lib64 one the binary names.
+func TestBuildTakesTheLoaderFromTheLibraryDirs(t *testing.T) {
+	root := shortDir(t)
+	hostBinary(t, "true", filepath.Join(root, "bin", "true"))
+	d := libDirWith(t, hostLoader(t), "libc.so.6")
+	marker := []byte("loader-from-the-lib-dir-" + filepath.Base(root))
+	f, err := os.OpenFile(filepath.Join(d, hostLoader(t)), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write(marker)
+	f.Close()
+	l, err := Build(Options{Root: root, Dir: "g", SandboxDir: root + "/g", LibDirs: []string{d}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(root, "g", LoaderName))
+	if err != nil || !bytes.HasSuffix(got, marker) {
+		t.Errorf("the layer's loader (%d bytes, %v) is not the lib dir's marked copy", len(got), err)
+	}
+	if l.Files[0].Path != "g/"+LoaderName || l.Files[0].Source != filepath.Join(d, hostLoader(t)) {
+		t.Errorf("layer's first file %+v, want g/ld.so from %s", l.Files[0], filepath.Join(d, hostLoader(t)))
+	}
+	if len(l.Patched) != 1 || !isGlibcLoader(l.Patched[0].OldInterp, elf.EM_X86_64) && !isGlibcLoader(l.Patched[0].OldInterp, elf.EM_AARCH64) {
+		t.Errorf("patched %+v: want bin/true, its host interpreter recorded", l.Patched)
+	}
+}
+
+// Every file the layer copies lies under a library dir's real path: a
+// link in a lib dir to a library outside every lib dir is refused, before
+// anything is copied; links that stay inside, and a lib dir that is
+// itself a link (Debian's /lib -> usr/lib), are followed.
+func TestBuildCopiesOnlyFromTheLibraryDirs(t *testing.T) {
+	root := shortDir(t)
+	hostBinary(t, "true", filepath.Join(root, "bin", "true"))
+	d := libDirWith(t, hostLoader(t))
+	// Outside, though its path starts with the lib dir's (as /usr/lib64's
+	// starts with /usr/lib's).
+	outside := d + "-out"
+	if err := os.Mkdir(outside, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(libDirWith(t, "libc.so.6"), "libc.so.6"), filepath.Join(outside, "libc.so.6")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(outside, "libc.so.6"), filepath.Join(d, "libc.so.6")); err != nil {
+		t.Fatal(err)
+	}
+	// Positive control: through the link is a real libc.
+	if ef, err := elf.Open(filepath.Join(d, "libc.so.6")); err != nil {
+		t.Fatalf("positive control: the link does not reach a libc: %v", err)
+	} else {
+		ef.Close()
+	}
+	_, err := Build(Options{Root: root, Dir: "g", SandboxDir: root + "/g", LibDirs: []string{d}})
+	if err == nil || !strings.Contains(err.Error(), "outside the library dirs") || !strings.Contains(err.Error(), outside) {
+		t.Errorf("Build through a link out of the lib dir = %v, want it refused naming where it leads", err)
+	}
+	if layerMade(root) {
+		t.Error("a refused build left a layer dir")
+	}
+
+	// Inside: the link's target in the lib dir, the lib dir through a link.
+	os.Remove(filepath.Join(d, "libc.so.6"))
+	if err := os.Rename(filepath.Join(outside, "libc.so.6"), filepath.Join(d, "libc-real.so")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("libc-real.so", filepath.Join(d, "libc.so.6")); err != nil {
+		t.Fatal(err)
+	}
+	merged := filepath.Join(t.TempDir(), "lib")
+	if err := os.Symlink(d, merged); err != nil {
+		t.Fatal(err)
+	}
+	l, err := Build(Options{Root: root, Dir: "g", SandboxDir: root + "/g", LibDirs: []string{merged}})
+	if err != nil || !l.Has("libc.so.6") {
+		t.Fatalf("Build through links inside the lib dir = %+v, %v; want libc.so.6", l, err)
+	}
+}
+
+// A library is copied only as a regular file (fstat, opened without
+// following a link or blocking) that every user may read: a fifo and a
+// 0750 file in the lib dir are refused, naming them.
+func TestBuildCopiesOnlyRegularWorldReadableFiles(t *testing.T) {
+	root := shortDir(t)
+	hostBinary(t, "true", filepath.Join(root, "bin", "true"))
+	d := libDirWith(t, hostLoader(t), "libc.so.6")
+	libc := filepath.Join(d, "libc.so.6")
+	if err := os.Chmod(libc, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Build(Options{Root: root, Dir: "g", SandboxDir: root + "/g", LibDirs: []string{d}})
+	if err == nil || !strings.Contains(err.Error(), "not readable by every user") || layerMade(root) {
+		t.Errorf("Build with a 0750 libc = %v (layer made %v), want it refused", err, layerMade(root))
+	}
+	os.Remove(libc)
+	if err := syscall.Mkfifo(libc, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Build(Options{Root: root, Dir: "g", SandboxDir: root + "/g", LibDirs: []string{d}})
+	if !errors.Is(err, hostfile.ErrNotRegular) || layerMade(root) {
+		t.Errorf("Build with a fifo for libc = %v (layer made %v), want ErrNotRegular", err, layerMade(root))
+	}
+}
+
+// The caps hold before a byte is copied: a library one byte over
+// MaxFileBytes, and libraries that together pass MaxLayerBytes (sparse
+// files: nothing is written to make them), are refused and the layer dir
+// is never made.
+func TestBuildCapsTheLayer(t *testing.T) {
+	root := shortDir(t)
+	hostBinary(t, "true", filepath.Join(root, "bin", "true"))
+	d := libDirWith(t, hostLoader(t), "libc.so.6")
+	libc := filepath.Join(d, "libc.so.6")
+	if err := os.Truncate(libc, MaxFileBytes+1); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Build(Options{Root: root, Dir: "g", SandboxDir: root + "/g", LibDirs: []string{d}})
+	if !errors.Is(err, artifact.ErrRefused) || !strings.Contains(err.Error(), "needs libc.so.6") || !strings.Contains(err.Error(), "per library") || layerMade(root) {
+		t.Errorf("Build with a libc of %d bytes = %v (layer made %v), want it refused before the copy", MaxFileBytes+1, err, layerMade(root))
+	}
+
+	// Two libraries at the file cap: with libc they pass the layer's.
+	d = libDirWith(t, hostLoader(t), "libc.so.6")
+	for _, so := range []string{"libbig1.so", "libbig2.so"} {
+		if err := os.Truncate(sharedLib(t, d, so), MaxFileBytes); err != nil {
+			t.Fatal(err)
+		}
+	}
+	root = shortDir(t)
+	gcc(t, "int main(void) { return 0; }\n", "-o", filepath.Join(root, "tool"), "-L"+d, "-Wl,--no-as-needed", "-l:libbig1.so", "-l:libbig2.so")
+	_, err = Build(Options{Root: root, Dir: "g", SandboxDir: root + "/g", LibDirs: []string{d}})
+	if !errors.Is(err, artifact.ErrRefused) || !strings.Contains(err.Error(), "needs libbig2.so") || !strings.Contains(err.Error(), "takes the layer over its cap") || layerMade(root) {
+		t.Errorf("Build needing %d bytes of libraries = %v (layer made %v), want it refused before the copy", 2*MaxFileBytes, err, layerMade(root))
+	}
+}
+
+// At most MaxLayerFiles libraries and MaxExecutables glibc executables:
+// the cap itself is allowed, one more is refused.
+func TestBuildCapsItsCounts(t *testing.T) {
+	d := t.TempDir()
+	one, err := os.ReadFile(sharedLib(t, d, "libone.so"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for i := range MaxLayerFiles + 1 {
+		names = append(names, fmt.Sprintf("libn%03d.so", i))
+		if err := os.WriteFile(filepath.Join(d, names[i]), one, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}[runtime.GOARCH]
+	if err := newResolver([]string{d}, m).need("t", names[:MaxLayerFiles]); err != nil {
+		t.Fatalf("%d libraries: %v", MaxLayerFiles, err)
+	}
+	if err := newResolver([]string{d}, m).need("t", names); !errors.Is(err, artifact.ErrRefused) {
+		t.Errorf("%d libraries: %v, want refused", len(names), err)
+	}
+
+	root := shortDir(t)
+	for i := range MaxExecutables {
+		hostBinary(t, "true", filepath.Join(root, "bin", fmt.Sprintf("t%03d", i)))
+	}
+	if _, err := scanTree(root); err != nil {
+		t.Fatalf("%d executables: %v", MaxExecutables, err)
+	}
+	hostBinary(t, "true", filepath.Join(root, "bin", "one-more"))
+	if _, err := scanTree(root); !errors.Is(err, artifact.ErrRefused) {
+		t.Errorf("%d executables: %v, want refused", MaxExecutables+1, err)
+	}
+}
+
+// A PT_INTERP longer than a path is refused unread: the old reader took
+// the whole segment, whatever size its header gave.
+func TestInterpIsBounded(t *testing.T) {
+	exe := filepath.Join(t.TempDir(), "tool")
+	long := "/" + strings.Repeat("x", MaxInterp+100)
+	hostile.ELF(t, exe, long)
+	f, err := elf.Open(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	// Positive control: the segment holds the whole path.
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP && p.Filesz <= MaxInterp {
+			t.Fatalf("positive control: PT_INTERP is %d bytes", p.Filesz)
+		}
+	}
+	if got, err := Interp(exe); !errors.Is(err, artifact.ErrRefused) || got != "" {
+		t.Errorf("Interp of a %d-byte PT_INTERP = %d bytes, %v; want refused", len(long)+1, len(got), err)
 	}
 }

@@ -3,6 +3,9 @@
 // component of the path, reads only regular files, and is capped in bytes.
 // The directories above a capture are made by sandproof itself (downloads
 // never create links), so the last component is the one a sandbox controls.
+// Open is also how the host opens a host file a harness artifact chose (a
+// library a glibc layer copies, runner/host/glibc): no link followed, no
+// fifo or device read.
 package hostfile
 
 import (

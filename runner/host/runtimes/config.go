@@ -513,6 +513,20 @@ func checkLock(data []byte, pkg, version, integrity string) error {
 		slices.Sort(missing)
 		return fmt.Errorf("%d package(s) without integrity, e.g. %s", len(missing), missing[0])
 	}
+	// npm ci makes a link entry a symbolic link to its "resolved" path,
+	// anywhere on the host; the staging that follows would then read (and
+	// move) what is behind it. A runtime holds only files and directories
+	// from pinned tarballs, so no link entry can make one.
+	var links []string
+	for name, e := range lock.Packages {
+		if e.Link {
+			links = append(links, name)
+		}
+	}
+	if len(links) > 0 {
+		slices.Sort(links)
+		return fmt.Errorf("%d link entr(ies), e.g. %s: a runtime holds only files and directories from pinned tarballs", len(links), links[0])
+	}
 	return nil
 }
 

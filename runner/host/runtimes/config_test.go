@@ -181,7 +181,7 @@ func writeTgz(t *testing.T, entries []tarEntry) string {
 	tw := tar.NewWriter(gz)
 	for _, e := range entries {
 		h := &tar.Header{Name: e.name, Typeflag: e.typ, Mode: e.mode, Size: int64(len(e.body))}
-		if e.typ == tar.TypeSymlink {
+		if e.typ == tar.TypeSymlink || e.typ == tar.TypeLink {
 			h.Linkname, h.Size = e.body, 0
 		}
 		if e.typ == tar.TypeDir {

@@ -1,7 +1,6 @@
 package runtimes
 
 import (
-	"bytes"
 	"debug/elf"
 	"fmt"
 	"io"
@@ -11,6 +10,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/sandproof/sandproof/runner/host/glibc"
 )
 
 // NodePath is the Node binary copied into runtimes with entry.node; ""
@@ -106,14 +107,11 @@ func elfArch(f *elf.File) string {
 	return f.Machine.String()
 }
 
+// elfInterp is the ELF file's interpreter ("" when it has none, or one
+// longer than a path: glibc.InterpOf reads at most glibc.MaxInterp bytes).
 func elfInterp(f *elf.File) string {
-	for _, prog := range f.Progs {
-		if prog.Type == elf.PT_INTERP {
-			b, _ := io.ReadAll(prog.Open())
-			return string(bytes.TrimRight(b, "\x00"))
-		}
-	}
-	return ""
+	s, _ := glibc.InterpOf(f)
+	return s
 }
 
 // checkBinary makes sure an ELF entry is built for target: its machine,

@@ -1,7 +1,6 @@
 package runtimes
 
 import (
-	"archive/tar"
 	"compress/gzip"
 	"context"
 	"crypto/sha512"
@@ -12,9 +11,10 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path"
 	"path/filepath"
 	"strings"
+
+	"github.com/sandproof/sandproof/runner/host/artifact"
 )
 
 // npmCmd runs npm with the caller's npm configuration (registry, cache,
@@ -90,12 +90,21 @@ func integrity(p string) (string, error) {
 	return "sha512-" + base64.StdEncoding.EncodeToString(h.Sum(nil)), nil
 }
 
-// extractPackage unpacks an npm tarball into dst the way npm does: the
-// first path segment of every entry is dropped (usually "package/", but
-// some packages use another), a file listed twice keeps its last copy (as
-// tar does), and modes are normalised to 0755 (any executable bit) or 0644.
-// Only directories and regular files are accepted (pax headers are
-// metadata), and no entry may leave dst.
+// Caps on one npm tarball unpacked by the host. The largest seen are
+// Claude Code's platform package (one 402 MB file), Codex's (315 MB of
+// bin/codex) and a 311 MB package of 12,583 files; the caps sit well
+// above them and bound what a pinned tarball (its content is the
+// harness's: a gzip bomb compresses a thousand to one) may put on the
+// disk that holds the runtime cache.
+var npmLimits = artifact.Limits{FileBytes: 1 << 30, TotalBytes: 2 << 30, Entries: 100_000}
+
+// extractPackage unpacks an npm tarball into dst (which must not exist;
+// its parent is made) the way npm does: the first path segment of every
+// entry is dropped (usually "package/", but some packages use another), a
+// file listed twice keeps its last copy (as tar does), and modes are
+// normalised to 0755 (any executable bit) or 0644. It is an artifact.Tree:
+// only directories and regular files, no entry outside dst, each file and
+// the whole capped (npmLimits); a refusal wraps artifact.ErrRefused.
 func extractPackage(tgz, dst string) error {
 	f, err := os.Open(tgz)
 	if err != nil {
@@ -106,66 +115,25 @@ func extractPackage(tgz, dst string) error {
 	if err != nil {
 		return fmt.Errorf("extract %s: %w", filepath.Base(tgz), err)
 	}
-	if err := os.MkdirAll(dst, 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return err
 	}
-	tr := tar.NewReader(gz)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("extract %s: %w", filepath.Base(tgz), err)
-		}
-		if h.Typeflag == tar.TypeXGlobalHeader || h.Typeflag == tar.TypeXHeader {
-			continue
-		}
-		name := strings.TrimPrefix(h.Name, "./")
-		_, rel, _ := strings.Cut(name, "/")
-		rel = strings.TrimSuffix(rel, "/")
-		if rel == "" {
-			continue // the top directory itself
-		}
-		if strings.ContainsRune(rel, 0) || path.IsAbs(rel) || path.Clean(rel) != rel || rel == ".." || strings.HasPrefix(rel, "../") {
-			return fmt.Errorf("extract %s: entry %q leaves the package", filepath.Base(tgz), h.Name)
-		}
-		to := filepath.Join(dst, filepath.FromSlash(rel))
-		switch h.Typeflag {
-		case tar.TypeDir:
-			if err := os.MkdirAll(to, 0o755); err != nil {
-				return fmt.Errorf("extract %s: %w", filepath.Base(tgz), err)
-			}
-		case tar.TypeReg, tar.TypeRegA:
-			mode := os.FileMode(0o644)
-			if h.Mode&0o111 != 0 {
-				mode = 0o755
-			}
-			if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
-				return fmt.Errorf("extract %s: %w", filepath.Base(tgz), err)
-			}
-			// A second copy of a file replaces the first; a file where a
-			// directory was is refused by the open.
-			if fi, err := os.Lstat(to); err == nil && fi.Mode().IsRegular() {
-				if err := os.Remove(to); err != nil {
-					return err
-				}
-			}
-			out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
-			if err != nil {
-				return fmt.Errorf("extract %s: %w", filepath.Base(tgz), err)
-			}
-			if _, err := io.Copy(out, tr); err != nil {
-				out.Close()
-				return fmt.Errorf("extract %s: %w", filepath.Base(tgz), err)
-			}
-			if err := out.Close(); err != nil {
-				return err
-			}
-		default:
-			return fmt.Errorf("extract %s: entry %q is not a file or directory (type %q)", filepath.Base(tgz), h.Name, h.Typeflag)
-		}
+	t, err := artifact.Create(dst, npmLimits)
+	if err != nil {
+		return fmt.Errorf("extract %s: %w", filepath.Base(tgz), err)
 	}
+	defer t.Close()
+	if err := artifact.Untar(gz, t, npmEntryName); err != nil {
+		return fmt.Errorf("extract %s: %w", filepath.Base(tgz), err)
+	}
+	return nil
+}
+
+// npmEntryName is an npm tarball entry's path in the package: its name
+// without the first segment ("" for the top directory itself).
+func npmEntryName(name string) string {
+	_, rel, _ := strings.Cut(strings.TrimPrefix(name, "./"), "/")
+	return rel
 }
 
 // RegistryReachable asks the registry for the version of pkg. It returns

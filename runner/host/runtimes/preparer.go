@@ -119,6 +119,11 @@ func stage(ctx context.Context, c Config, pl *Platform, nodeFrom nodeSource, tar
 		if err := npmCI(ctx, c, dir); err != nil {
 			return err
 		}
+		// Before anything below reads or moves a path in the tree, which
+		// would follow a link npm made out of it.
+		if err := filesOnly(dir); err != nil {
+			return fmt.Errorf("npm ci: %w", err)
+		}
 	} else {
 		tgz, err := npmPack(ctx, dl, c.Package, c.Version, c.Integrity)
 		if err != nil {

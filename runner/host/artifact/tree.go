@@ -1,0 +1,166 @@
+// Package artifact writes what the host takes from a harness's artifacts
+// into a directory of its own, before any sandbox exists: the files of an
+// npm tarball (and of the Python wheels to come), and the host libraries
+// a glibc layer carries. The harness names, shapes or chooses all of it,
+// so a Tree trusts none of it:
+//
+//   - every name is a local, clean, slash-separated path below the tree's
+//     directory (no absolute name, no "..", no empty or "." element, no
+//     NUL), and every operation goes through an os.Root opened on that
+//     directory, so nothing is created, written or removed outside it,
+//     through a link or otherwise;
+//   - only directories and regular files are made, each file 0755 (any
+//     executable bit asked for) or 0644: no link, device, fifo or setuid
+//     bit ever comes from an artifact;
+//   - each file is capped in bytes, the tree in bytes and in entries,
+//     decided on the size an entry declares before a byte of it is
+//     written, and a file whose reader yields more than it declared is
+//     refused at the declared size.
+//
+// A refusal wraps ErrRefused: the artifact is bad input (sandproof exits
+// 2), and trying again cannot help. Untar drives a Tree from a tar stream;
+// a wheel's zip would drive it the same way.
+package artifact
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"strings"
+)
+
+// ErrRefused means an artifact breaks a rule of the host's readers (a
+// name that leaves the tree, a link, a file over its cap, a loader that
+// is none): it is refused as bad input.
+var ErrRefused = errors.New("harness artifact refused")
+
+// Limits bound what one Tree holds. Every field must be positive.
+type Limits struct {
+	// FileBytes caps one file.
+	FileBytes int64
+	// TotalBytes caps the files of the tree together, and what Untar
+	// reads of an archive, entries it leaves out included.
+	TotalBytes int64
+	// Entries caps the files and directories written.
+	Entries int
+}
+
+// Tree is a directory being filled from an artifact.
+type Tree struct {
+	dir     string
+	root    *os.Root
+	lim     Limits
+	bytes   int64
+	entries int
+}
+
+// Create makes the directory dir, which must not exist (its parent must),
+// and returns the Tree that fills it under lim. Close it when done.
+func Create(dir string, lim Limits) (*Tree, error) {
+	if lim.FileBytes <= 0 || lim.TotalBytes <= 0 || lim.Entries <= 0 {
+		return nil, fmt.Errorf("create %s: limits %+v: each must be positive", dir, lim)
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create %s: %w", dir, err)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("create %s: %w", dir, err)
+	}
+	return &Tree{dir: dir, root: root, lim: lim}, nil
+}
+
+// Close releases the tree's directory; what was written stays.
+func (t *Tree) Close() error { return t.root.Close() }
+
+// Bytes is what the tree's files were declared to hold, together.
+func (t *Tree) Bytes() int64 { return t.bytes }
+
+// checkName refuses a name that is not a path inside the tree.
+func checkName(name string) error {
+	if name == "." || !fs.ValidPath(name) || strings.IndexByte(name, 0) >= 0 {
+		return fmt.Errorf("%w: entry %q is not a path inside the tree", ErrRefused, name)
+	}
+	return nil
+}
+
+// entry counts one more entry against the cap.
+func (t *Tree) entry(name string) error {
+	if t.entries >= t.lim.Entries {
+		return fmt.Errorf("%w: entry %q is one more than the cap of %d entries", ErrRefused, name, t.lim.Entries)
+	}
+	t.entries++
+	return nil
+}
+
+// Mkdir makes the directory name, and those above it.
+func (t *Tree) Mkdir(name string) error {
+	if err := checkName(name); err != nil {
+		return err
+	}
+	if err := t.entry(name); err != nil {
+		return err
+	}
+	if err := t.root.MkdirAll(name, 0o755); err != nil {
+		return fmt.Errorf("write %s: %w", t.dir, err)
+	}
+	return nil
+}
+
+// WriteFile writes the regular file name (and the directories above it)
+// from r, which must yield exactly size bytes; exec makes it 0755, else
+// 0644. A regular file already there is replaced (a file a tar lists
+// twice keeps its last copy); anything else there is an error.
+func (t *Tree) WriteFile(name string, exec bool, size int64, r io.Reader) error {
+	if err := checkName(name); err != nil {
+		return err
+	}
+	switch {
+	case size < 0:
+		return fmt.Errorf("%w: %q declares %d bytes", ErrRefused, name, size)
+	case size > t.lim.FileBytes:
+		return fmt.Errorf("%w: %q is %d bytes, over the cap of %d per file", ErrRefused, name, size, t.lim.FileBytes)
+	case size > t.lim.TotalBytes-t.bytes:
+		return fmt.Errorf("%w: %q (%d bytes) takes the tree over its cap of %d bytes", ErrRefused, name, size, t.lim.TotalBytes)
+	}
+	if err := t.entry(name); err != nil {
+		return err
+	}
+	t.bytes += size
+	if dir := path.Dir(name); dir != "." {
+		if err := t.root.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("write %s: %w", t.dir, err)
+		}
+	}
+	if fi, err := t.root.Lstat(name); err == nil && fi.Mode().IsRegular() {
+		if err := t.root.Remove(name); err != nil {
+			return fmt.Errorf("write %s: %w", t.dir, err)
+		}
+	}
+	mode := os.FileMode(0o644)
+	if exec {
+		mode = 0o755
+	}
+	f, err := t.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", t.dir, err)
+	}
+	n, err := io.Copy(f, io.LimitReader(r, size))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write %s: %q: %w", t.dir, name, err)
+	}
+	if n < size {
+		return fmt.Errorf("write %s: %q yields %d of its %d bytes: %w", t.dir, name, n, size, io.ErrUnexpectedEOF)
+	}
+	// One byte more than declared: the file grew, or lied about its size.
+	if m, _ := io.ReadFull(r, make([]byte, 1)); m > 0 {
+		return fmt.Errorf("%w: %q yields more than the %d bytes it declared", ErrRefused, name, size)
+	}
+	return nil
+}
