@@ -174,6 +174,11 @@ func exitStatus(err error) int {
 		return ie.code
 	case errors.As(err, &ue):
 		return exitUsage
+	case errors.Is(err, artifact.ErrRefused):
+		// An adapter's runtime the host's readers refuse: certify stops on
+		// it as on any runtime it could not make (and marks that
+		// infrastructure), but it is bad input: trying again cannot help.
+		return exitUsage
 	case errors.As(err, &infra):
 		// Marked infrastructure: it outranks a verdict it carries (a
 		// leaked canary beside a case the engine failed), and its text
@@ -185,11 +190,8 @@ func exitStatus(err error) int {
 		return exitFailed
 	case isCobraUsage(err):
 		return exitUsage
-	case errors.Is(err, reports.ErrInvalidEvidence), errors.Is(err, reports.ErrDuplicateCase), errors.Is(err, certify.ErrOutExists),
-		errors.Is(err, artifact.ErrRefused):
-		// Bad input named by file and line, or an adapter's runtime the
-		// host's readers refuse (certify stopped on it as on any runtime
-		// it could not make, but trying again cannot help).
+	case errors.Is(err, reports.ErrInvalidEvidence), errors.Is(err, reports.ErrDuplicateCase), errors.Is(err, certify.ErrOutExists):
+		// Bad input named by file and line.
 		return exitUsage
 	}
 	return exitInfra
