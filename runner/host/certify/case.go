@@ -84,11 +84,10 @@ type caseRun struct {
 
 // ownerPaths are the task user and the owner's markers in the sandbox.
 type ownerPaths struct {
-	uid, gid   int
-	home       string
-	markers    []string // the four XDG markers
-	reqPaths   []string // the files the declared requirements look for
-	allMarkers []string
+	uid, gid int
+	home     string
+	markers  []string // the four XDG markers
+	reqPaths []string // the files the declared requirements look for
 }
 
 // sessionPaths name the adapter's session in the sandbox.
@@ -415,17 +414,26 @@ func judge(ev *reports.Evidence, interrupted string) {
 		ev.Status = reports.StatusUnknown
 		return
 	}
-	pass, failed := true, false
+	pass, failed, unknown := true, false, false
 	for _, c := range ev.Checks {
 		if c.Status != reports.StatusPassed {
 			pass = false
 		}
 		failed = failed || c.Status == reports.StatusFailed
+		unknown = unknown || c.Status == reports.StatusUnknown
 	}
 	ev.Passed = pass
 	if !failed && interrupted != "" {
 		ev.Status = reports.StatusUnknown
 		setErrType(ev, "interrupted")
+		return
+	}
+	// A check nobody could judge (the owner could not look: a step past
+	// its deadline, a diff no provider reports) and none failed: the
+	// case is not known either way, and --resume runs it again.
+	if !failed && unknown {
+		ev.Status = reports.StatusUnknown
+		setErrType(ev, "check_unknown")
 		return
 	}
 	if pass {
@@ -451,6 +459,9 @@ func probeRun(ctx context.Context, sb provider.Sandbox, argv []string) (probe.Sn
 	res, err := sb.Exec(ctx, provider.ExecSpec{Argv: argv, User: "0"})
 	if err != nil {
 		return probe.Snapshot{}, err
+	}
+	if res.ExitCode == probe.ExitDeadline {
+		return probe.Snapshot{}, probeDeadline(argv, res.Stderr)
 	}
 	if res.ExitCode != 0 {
 		return probe.Snapshot{}, fmt.Errorf("probe %s: exit %d: %s", argv[1], res.ExitCode, strings.TrimSpace(string(res.Stderr)))
@@ -491,6 +502,17 @@ func markerPresent(s probe.Snapshot, p string) bool {
 	return false
 }
 
+// imageHas says whether the probe found p in the image (a regular file,
+// links followed: probe --present).
+func imageHas(s probe.Snapshot, p string) bool {
+	for _, m := range s.Present {
+		if m.Path == p {
+			return !m.Missing && m.Error == ""
+		}
+	}
+	return false
+}
+
 // missingRequirements lists the declared requirements the probed image
 // lacks, each with what was looked for.
 func missingRequirements(reqs []string, s probe.Snapshot, hostBash bool) []string {
@@ -506,7 +528,7 @@ func missingRequirements(reqs []string, s probe.Snapshot, hostBash bool) []strin
 				out = append(out, "python3 (none on the image's PATH)")
 			}
 		default:
-			if !slices.ContainsFunc(requirementPaths[q], func(p string) bool { return markerPresent(s, p) }) {
+			if !slices.ContainsFunc(requirementPaths[q], func(p string) bool { return imageHas(s, p) }) {
 				out = append(out, fmt.Sprintf("%s (none of %s)", q, strings.Join(requirementPaths[q], ", ")))
 			}
 		}

@@ -158,7 +158,6 @@ func ownerPathsFor(opts Options, requires []string) ownerPaths {
 	for _, q := range requires {
 		o.reqPaths = append(o.reqPaths, requirementPaths[q]...)
 	}
-	o.allMarkers = append(slices.Clone(o.markers), o.reqPaths...)
 	return o
 }
 
@@ -273,7 +272,7 @@ func (cr *caseRun) setup(ctx context.Context, ms modelSide) (sandboxed, error) {
 		}
 		return nil
 	})
-	cr.check("setup", clauseSetup, err == nil, "container, /task, the challenge, four XDG markers, probe baseline: %s", errText(err, r.key))
+	cr.ownerCheck("setup", clauseSetup, err, "container, /task, the challenge, four XDG markers, probe baseline: %s", errText(err, r.key))
 	return bx, err
 }
 
@@ -316,10 +315,14 @@ func (cr *caseRun) setupRun(ctx context.Context, sb provider.Sandbox, st provide
 	if err != nil {
 		return probe.Snapshot{}, nil, provider.Errorf("probe setup", sb.ID(), err)
 	}
-	s, err := readBaseline(ctx, proc, challenge)
+	s, err := readBaseline(ctx, cr.r.opts.ownerDeadline(), proc, challenge)
 	if err != nil {
 		code, werr := endProcess(proc)
 		switch {
+		case ownerBlind(err):
+			return s, nil, err
+		case errors.Is(err, io.EOF) && werr == nil && code == probe.ExitDeadline:
+			return s, nil, probeDeadline(argv, []byte(errb.String()))
 		case errors.Is(err, io.EOF) && werr == nil:
 			// The probe printed nothing: its own error is on its stderr.
 			return s, nil, fmt.Errorf("probe setup: exit %d: %s", code, strings.TrimSpace(errb.String()))
@@ -340,8 +343,9 @@ const maxSnapshot = 16 << 20
 
 // readBaseline writes the challenge's frame to the setup run's stdin and
 // reads the baseline's frame from its stdout, nothing past either: the
-// rest of both streams is the agent's.
-func readBaseline(ctx context.Context, proc *provider.Process, challenge string) (probe.Snapshot, error) {
+// rest of both streams is the agent's. It waits at most d (the owner's
+// deadline) for the frame.
+func readBaseline(ctx context.Context, d time.Duration, proc *provider.Process, challenge string) (probe.Snapshot, error) {
 	type read struct {
 		b   []byte
 		err error
@@ -355,10 +359,14 @@ func readBaseline(ctx context.Context, proc *provider.Process, challenge string)
 		return probe.Snapshot{}, err
 	}
 	var r read
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
 	select {
 	case r = <-got:
 	case <-ctx.Done():
 		return probe.Snapshot{}, fmt.Errorf("wait for the baseline: %w", ctx.Err())
+	case <-deadline.C:
+		return probe.Snapshot{}, &ownerDeadlineError{op: "probe setup (its baseline)", after: d, by: "the host"}
 	}
 	if r.err != nil {
 		return probe.Snapshot{}, r.err
@@ -412,7 +420,8 @@ func (cr *caseRun) createSandbox(ctx context.Context, vols []provider.VolumeMoun
 	if os.Getenv("SANDPROOF_TRACE") != "" {
 		sb = provider.Trace(sb, func(format string, args ...any) { r.progress(c.id+": "+format, args...) })
 	}
-	return sb, nil
+	// Every owner step on it from here on has the owner's deadline.
+	return withOwnerDeadline(sb, r.opts.ownerDeadline()), nil
 }
 
 // inspectSandbox records what the engine applies, read back, not what
@@ -450,7 +459,7 @@ func (cr *caseRun) setupArgv() []string {
 	argv := []string{probePath, "setup", "--owner", fmt.Sprintf("%d:%d", o.uid, o.gid),
 		"--dirs", strings.Join(dirs, ","), "--write-markers", strings.Join(o.markers, ","), "--secret", ChallengeFile}
 	if len(o.reqPaths) > 0 {
-		argv = append(argv, "--markers", strings.Join(o.reqPaths, ","))
+		argv = append(argv, "--present", strings.Join(o.reqPaths, ","))
 	}
 	return argv
 }
@@ -653,7 +662,7 @@ func closeEvidence(ev *reports.Evidence, res *session.CloseResult) {
 // are closed first: Close waits for calls in flight, so the transcript is
 // whole.
 func (cr *caseRun) verifyCase(ctx context.Context, ms modelSide, bx sandboxed, act activationResult, scratchRemoved []string) {
-	cr.stage(reports.StageVerify, func() error {
+	cr.ownerStage(reports.StageVerify, func() error {
 		ms.rel.Close()
 		derived := ""
 		if ms.srv != nil {
@@ -663,7 +672,7 @@ func (cr *caseRun) verifyCase(ctx context.Context, ms modelSide, bx sandboxed, a
 		cr.ev.ModelCalls = ms.rel.ModelCalls()
 		proof := analyse(ms.rel.Calls(), ms.challenge, derived, ms.modelName)
 		cr.loopChecks(proof, derived)
-		v, err := cr.verify(ctx, bx.sb, verifyInput{before: bx.before, allMarkers: cr.owner.allMarkers, markers: cr.owner.markers,
+		v, err := cr.verify(ctx, bx.sb, verifyInput{before: bx.before, markers: cr.owner.markers,
 			sessDir: cr.sess.dir, proof: proof, allowed: cr.allowed(), key: cr.r.key,
 			scratch: cr.c.adapter.Scratch, scratchRemoved: scratchRemoved, ownerProcs: bx.ownerProcs,
 			scenarioPaths: cr.c.scenario.paths(), noDeliverable: cr.c.scenario.NoDeliverable})
@@ -702,7 +711,7 @@ func (cr *caseRun) teardown(bx sandboxed) {
 		return nil
 	})
 	cr.ev.OwnerTeardownContainerRemoved = err == nil
-	cr.check("teardown.container_removed", clauseTeardown, err == nil, "container removed and unknown to the engine: %s", errText(err, cr.r.key))
+	cr.ownerCheck("teardown.container_removed", clauseTeardown, err, "container removed and unknown to the engine: %s", errText(err, cr.r.key))
 }
 
 // canaryScan is what the scan of the case's dir found: the files holding

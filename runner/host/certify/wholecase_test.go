@@ -59,6 +59,9 @@ type wholeCase struct {
 	token     string // what the harness's write call writes
 	challenge string // what setup gives the probe to write
 	kept      bool   // the engine keeps the sandbox at teardown
+	// wrap, when set, is the sandbox the provider makes, around the
+	// in-memory one (an engine that stops answering, say).
+	wrap func(memDiffer) provider.Sandbox
 }
 
 // probeSetup scripts the probe's setup on m (called with m's lock held,
@@ -92,7 +95,9 @@ func probeSetup(m *memSandbox) func(provider.ExecSpec) (provider.ExecResult, err
 				m.files[argv[i+1]] = string(b)
 			}
 		}
-		out, err := json.Marshal(m.snapshotLocked(paths))
+		s := m.snapshotLocked(paths)
+		s.Present = m.presentLocked(argv)
+		out, err := json.Marshal(s)
 		if err != nil || !became {
 			return provider.ExecResult{Stdout: out}, err
 		}
@@ -134,6 +139,9 @@ func (w *wholeCase) run(t *testing.T, harness func(w *wholeCase)) *reports.Evide
 	if w.kept {
 		sb = keptSandbox{memDiffer{w.sb}}
 	}
+	if w.wrap != nil {
+		sb = w.wrap(memDiffer{w.sb})
+	}
 	cr.r.prov = memProvider{sb}
 	if err := os.MkdirAll(cr.dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -152,7 +160,7 @@ func (w *wholeCase) run(t *testing.T, harness func(w *wholeCase)) *reports.Evide
 		cr.ev.Before = beforeOf(w.bx.before, cr.owner.markers)
 		return nil
 	})
-	cr.check("setup", clauseSetup, err == nil, "setup: %v", err)
+	cr.ownerCheck("setup", clauseSetup, err, "setup: %v", err)
 	if err != nil {
 		t.Logf("setup: %v", err)
 	}
@@ -161,8 +169,8 @@ func (w *wholeCase) run(t *testing.T, harness func(w *wholeCase)) *reports.Evide
 		w.sb.self = witness.ID{PID: 90, StartTime: 900} // the probe after close is a new process
 		// As runSession: an interrupt that reached the case skips verify.
 		if !cr.intr.interruptReached() {
-			cr.stage(reports.StageVerify, func() error {
-				_, err := cr.verify(ctx, w.bx.sb, verifyInput{before: w.bx.before, allMarkers: cr.owner.allMarkers, markers: cr.owner.markers,
+			cr.ownerStage(reports.StageVerify, func() error {
+				_, err := cr.verify(ctx, w.bx.sb, verifyInput{before: w.bx.before, markers: cr.owner.markers,
 					sessDir: cr.sess.dir, proof: loopProof{want: w.token}, allowed: cr.allowed(), key: cr.r.key})
 				return err
 			})
@@ -258,6 +266,16 @@ func TestWholeCaseBrokenRuleFailsItsCheck(t *testing.T) {
 		{"a marker removed", "verify.markers", nil, func(w *wholeCase) {
 			goodHarness(w)
 			w.sb.remove(w.cr.owner.markers[0])
+		}},
+		// The probe reads at most its cap of a file it hashes: one past
+		// it is not hashed, so never the token or the baseline's marker.
+		{"the deliverable over the probe's cap", "verify.deliverable", nil, func(w *wholeCase) {
+			goodHarness(w)
+			w.sb.write(Deliverable, w.token+strings.Repeat("\x00", probe.MaxMarkerBytes))
+		}},
+		{"a marker over the probe's cap", "verify.markers", nil, func(w *wholeCase) {
+			goodHarness(w)
+			w.sb.write(w.cr.owner.markers[1], strings.Repeat("\x00", probe.MaxMarkerBytes+1))
 		}},
 		{"the session dir left", "verify.session_dir_removed", nil, func(w *wholeCase) {
 			goodHarness(w)
