@@ -175,6 +175,29 @@ func TestWholeCaseVerifyPastTheDeadlineIsUnknown(t *testing.T) {
 	}
 }
 
+// A probe that exits non-zero at verify (an owner's witness that broke)
+// is recorded as verify.owner, unknown, never dropped: before, verify
+// returned its error, no verify check was written, and the case was
+// judged passed on the others.
+func TestWholeCaseProbeFailureAtVerifyIsUnknown(t *testing.T) {
+	w := newWholeCase(t)
+	ev := w.run(t, func(w *wholeCase) {
+		goodHarness(w)
+		w.sb.mu.Lock()
+		w.sb.execs[probePath+" snapshot"] = func(provider.ExecSpec) (provider.ExecResult, error) {
+			return provider.ExecResult{ExitCode: 1, Stderr: []byte("probe: take snapshot: read /proc: boom")}, nil
+		}
+		w.sb.mu.Unlock()
+	})
+	c := checkByID(ev, "verify.owner")
+	if c.Status != reports.StatusUnknown || !strings.Contains(c.Detail, "exit 1: probe: take snapshot: read /proc: boom") {
+		t.Errorf("verify.owner %+v, want unknown with the probe's word", c)
+	}
+	if ev.Status != reports.StatusUnknown || ev.Passed || ev.ErrorType == nil || *ev.ErrorType != "owner_error" {
+		t.Errorf("status %s, passed %t, error_type %v; want unknown, owner_error", ev.Status, ev.Passed, ev.ErrorType)
+	}
+}
+
 // Setup's probe run that never prints its baseline: setup ends at the
 // deadline, unknown (nothing of the harness ran, so it is the owner's,
 // not the harness's); the case is unknown.
