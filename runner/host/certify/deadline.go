@@ -23,7 +23,8 @@ import (
 //     filesystem diff; an inspect) and the wait for the setup run's
 //     baseline: Options.OwnerDeadline, DefaultOwnerDeadline unless set.
 //     ownerSandbox applies it to the case's sandbox once, where it is
-//     made, so a new owner step cannot miss it;
+//     made, so a new owner step cannot miss it; the same deadline bounds
+//     each bare `docker run` a baseline times (bareRun);
 //   - the probe's own run: probe.DefaultDeadline (below the owner's, so a
 //     probe the host stopped waiting for ends by itself), exit
 //     probe.ExitDeadline;
