@@ -51,9 +51,6 @@ var Catalog = []Mutant{
 	{Name: "judge-skip-passes", Pkg: "certify", File: "runner/host/certify/case.go",
 		Old: "\t\tev.Passed = false\n\t\treturn", New: "\t\tev.Passed = true\n\t\treturn",
 		Rule: "a skipped case's passed field is false"},
-	{Name: "judge-unknown-is-failed", Pkg: "certify", File: "runner/host/certify/case.go",
-		Old: "if !failed && unknown {", New: "if !failed && unknown && false {",
-		Rule: "a case with an unknown check and none failed is unknown (--resume runs it again), not failed"},
 
 	// certify: the owner's deadlines (deadline.go; issue 35, class C).
 	{Name: "owner-deadline-dropped", Pkg: "certify", File: "runner/host/certify/deadline.go",
@@ -62,12 +59,12 @@ var Catalog = []Mutant{
 	{Name: "owner-sandbox-unwrapped", Pkg: "certify", File: "runner/host/certify/stages.go",
 		Old: "return withOwnerDeadline(sb, r.opts.ownerDeadline()), nil", New: "return sb, nil",
 		Rule: "every owner step on a case's sandbox has the owner's deadline"},
-	{Name: "owner-stage-error-passes", Pkg: "certify", File: "runner/host/certify/deadline.go",
-		Old: "ID: stage + \".owner\", Status: reports.StatusUnknown,", New: "ID: stage + \".owner\", Status: reports.StatusPassed,",
-		Rule: "a verify the owner could not finish (a deadline met, a probe that failed) is unknown, never passed"},
-	{Name: "owner-deadline-fails", Pkg: "certify", File: "runner/host/certify/deadline.go",
-		Old: "\t\tc.Status = reports.StatusUnknown\n", New: "\t\tc.Status = reports.StatusFailed\n",
-		Rule: "an owner step past its deadline leaves its check unknown, not failed"},
+	{Name: "owner-verify-error-passes", Pkg: "certify", File: "runner/host/certify/deadline.go",
+		Old: "cr.check(\"verify.owner\", clauseVerify, false,", New: "cr.check(\"verify.owner\", clauseVerify, true,",
+		Rule: "a verify the owner's probe could not finish (it failed, or met its own deadline) fails verify.owner, never passes"},
+	{Name: "owner-deadline-not-provider", Pkg: "certify", File: "runner/host/certify/deadline.go",
+		Old: "return zero, provider.Errorf(op, o.ID(), &ownerDeadlineError{op: op, after: o.d, by: \"the host\"})", New: "return zero, &ownerDeadlineError{op: op, after: o.d, by: \"the host\"}",
+		Rule: "an owner step past the host's deadline is a provider error of its stage (the case stops; the engine's word decides unknown)"},
 
 	// certify: verify (the fs diff, the markers, the deliverable, the processes).
 	{Name: "fsdiff-prefix-sibling", Pkg: "certify", File: "runner/host/certify/verify.go",

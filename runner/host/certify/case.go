@@ -84,10 +84,11 @@ type caseRun struct {
 
 // ownerPaths are the task user and the owner's markers in the sandbox.
 type ownerPaths struct {
-	uid, gid int
-	home     string
-	markers  []string // the four XDG markers
-	reqPaths []string // the files the declared requirements look for
+	uid, gid   int
+	home       string
+	markers    []string // the four XDG markers
+	reqPaths   []string // the files the declared requirements look for
+	allMarkers []string
 }
 
 // sessionPaths name the adapter's session in the sandbox.
@@ -414,26 +415,17 @@ func judge(ev *reports.Evidence, interrupted string) {
 		ev.Status = reports.StatusUnknown
 		return
 	}
-	pass, failed, unknown := true, false, false
+	pass, failed := true, false
 	for _, c := range ev.Checks {
 		if c.Status != reports.StatusPassed {
 			pass = false
 		}
 		failed = failed || c.Status == reports.StatusFailed
-		unknown = unknown || c.Status == reports.StatusUnknown
 	}
 	ev.Passed = pass
 	if !failed && interrupted != "" {
 		ev.Status = reports.StatusUnknown
 		setErrType(ev, "interrupted")
-		return
-	}
-	// A check nobody could judge (the owner could not look: a step past
-	// its deadline, a diff no provider reports) and none failed: the
-	// case is not known either way, and --resume runs it again.
-	if !failed && unknown {
-		ev.Status = reports.StatusUnknown
-		setErrType(ev, "check_unknown")
 		return
 	}
 	if pass {

@@ -14,8 +14,8 @@ import (
 )
 
 // emittedCheckIDs reads this package's sources for every check id it can
-// write: the first argument of each check (or ownerCheck) call, each
-// reports.Check{ID: ...} literal, every dotted string naming a stage's check (ids passed through
+// write: the first argument of each check call, each reports.Check{ID: ...}
+// literal, every dotted string naming a stage's check (ids passed through
 // variables), and STAGE.x for an id built from a stage's name.
 func emittedCheckIDs(t *testing.T) []string {
 	t.Helper()
@@ -43,7 +43,7 @@ func emittedCheckIDs(t *testing.T) []string {
 						ids[s] = true
 					}
 				case *ast.CallExpr:
-					if sel, ok := n.Fun.(*ast.SelectorExpr); ok && (sel.Sel.Name == "check" || sel.Sel.Name == "ownerCheck") && len(n.Args) > 0 {
+					if sel, ok := n.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "check" && len(n.Args) > 0 {
 						if s, ok := lit(n.Args[0]); ok {
 							ids[s] = true
 						} else if b, ok := n.Args[0].(*ast.BinaryExpr); ok && b.Op == token.ADD {
@@ -56,10 +56,6 @@ func emittedCheckIDs(t *testing.T) []string {
 					if k, ok := n.Key.(*ast.Ident); ok && k.Name == "ID" {
 						if s, ok := lit(n.Value); ok && s != "" {
 							ids[s] = true
-						} else if b, ok := n.Value.(*ast.BinaryExpr); ok && b.Op == token.ADD {
-							if s, ok := lit(b.Y); ok && strings.HasPrefix(s, ".") {
-								ids["STAGE"+s] = true
-							}
 						}
 					}
 				}

@@ -31,14 +31,19 @@ import (
 //   - what the probe reads of one marker: probe.MaxMarkerBytes, so no file
 //     a harness plants can make a snapshot slow (a larger file is not
 //     hashed, and is changed);
-//   - the cancel owner's wait for the writer's first line: writerShowWait
-//     (each of its snapshots within it); the owner's service showing in
-//     the process table: findService's 10 s.
+//   - the owner's watch at the stall: writerShowWait between its looks,
+//     each look an exec of the case's sandbox (above); the owner's service
+//     showing in the process table: findService's 10 s.
 //
-// A deadline met is never a pass and never a wait: the step's check is
-// unknown (the owner could not look; --resume runs the case again), or,
-// where the harness made the look fail (a marker over the cap), the check
-// that needed it fails. docs/threat-model.md, "The owner's reads and
+// A deadline met is never a pass and never a wait. The host's is a
+// provider error of its step (the provider did not answer in time): the
+// case stops there, the step's check fails, and whether it is the
+// engine's failure (unknown, --resume runs it again) is the engine's word,
+// as for any provider error. The probe's own (the exec answered: exit
+// probe.ExitDeadline) and any other probe failure at verify are
+// verify.owner, failed: a verify that could not look passes nothing.
+// Where the harness made a read fail (a marker over the cap, a link), the
+// check that needed it fails. docs/threat-model.md, "The owner's reads and
 // deadlines", lists each.
 
 // DefaultOwnerDeadline bounds one owner step on a case's sandbox. A probe
@@ -55,9 +60,9 @@ func (o Options) ownerDeadline() time.Duration {
 }
 
 // ownerDeadlineError is an owner step that did not end within its
-// deadline: the host's (ownerSandbox) or the probe's own (exit
-// probe.ExitDeadline). It is not a provider error (the sandbox may be
-// fine) and not a finding about the harness: the step's check is unknown.
+// deadline: the host's (ownerSandbox, readBaseline: wrapped in a provider
+// error, as the provider did not answer) or the probe's own (exit
+// probe.ExitDeadline: the exec answered, so no provider error).
 type ownerDeadlineError struct {
 	op    string        // what ran: "exec /sandproof/probe snapshot", "download /task/deliverable.txt"
 	after time.Duration // the deadline
@@ -82,25 +87,15 @@ func ownerBlind(err error) bool {
 	return errors.As(err, &de)
 }
 
-// ownerCheck records a check of an owner step: passed without an error,
-// unknown when the step met its deadline (ownerBlind), failed otherwise.
-func (cr *caseRun) ownerCheck(id, clause string, err error, detail string, args ...any) {
-	c := newCheck(id, clause, err == nil, detail, args...)
-	if ownerBlind(err) {
-		c.Status = reports.StatusUnknown
-		cr.errType("owner_deadline")
-	}
-	cr.ev.Checks = append(cr.ev.Checks, c)
-}
-
-// ownerStage runs an owner stage (stage) and records what ended it
-// without a provider error (stage records those): a step past its
-// deadline, a probe that exited non-zero or printed no snapshot. The
-// check STAGE.owner is unknown: what the step was to read is not
-// judged, so nothing it would have found is passed (verify's checks
-// after it are not recorded), and --resume runs the case again.
-func (cr *caseRun) ownerStage(stage string, fn func() error) {
-	err := cr.stage(stage, fn)
+// verifyStage runs verify as a stage (stage records a provider error)
+// and records what ended it otherwise: the probe's own deadline, a probe
+// that exited non-zero or printed no snapshot. Before, such an error left
+// no verify check and the case was judged on the others. The check
+// verify.owner fails: what verify was to read is not judged (its checks
+// after the error are not recorded), and a case cannot pass on a verify
+// that did not look; the exec answered, so the engine stands.
+func (cr *caseRun) verifyStage(fn func() error) {
+	err := cr.stage(reports.StageVerify, fn)
 	if err == nil || stopsCase(err) {
 		return
 	}
@@ -109,8 +104,7 @@ func (cr *caseRun) ownerStage(stage string, fn func() error) {
 	} else {
 		cr.errType("owner_error")
 	}
-	cr.ev.Checks = append(cr.ev.Checks, reports.Check{ID: stage + ".owner", Status: reports.StatusUnknown, Clause: clauseFor(stage),
-		Detail: fmt.Sprintf("the owner could not finish %s: %s; what it was to read is not judged", stage, redact(err.Error(), cr.r.key))})
+	cr.check("verify.owner", clauseVerify, false, "the owner could not finish verify: %s; what it was to read is not judged", redact(err.Error(), cr.r.key))
 }
 
 // withOwnerDeadline is sb with every owner call bounded by d
@@ -193,9 +187,9 @@ func (o *ownerDiffer) Changes(ctx context.Context) ([]provider.Change, string, e
 
 // bounded runs fn under o's deadline and returns when fn does or when the
 // deadline passes, whichever is first. A deadline met while ctx still
-// runs is an *ownerDeadlineError (also when fn returned an error just as
-// it passed); ctx ending first is ctx's error, as a provider error (the
-// run's hard stop, which fails what it cuts, as the engine's own would).
+// runs is a provider error wrapping an *ownerDeadlineError (also when fn
+// returned an error just as it passed); ctx ending first is ctx's error,
+// as a provider error (the run's hard stop, as the engine's own would be).
 func bounded[T any](ctx context.Context, o *ownerSandbox, op string, fn func(context.Context) (T, error)) (T, error) {
 	dctx, cancel := context.WithTimeout(ctx, o.d)
 	defer cancel()
@@ -212,14 +206,14 @@ func bounded[T any](ctx context.Context, o *ownerSandbox, op string, fn func(con
 	select {
 	case r := <-done:
 		if r.err != nil && ctx.Err() == nil && dctx.Err() != nil {
-			return r.v, &ownerDeadlineError{op: op, after: o.d, by: "the host", err: r.err.Error()}
+			return r.v, provider.Errorf(op, o.ID(), &ownerDeadlineError{op: op, after: o.d, by: "the host", err: r.err.Error()})
 		}
 		return r.v, r.err
 	case <-dctx.Done():
 		if err := ctx.Err(); err != nil {
 			return zero, provider.Errorf(op, o.ID(), err)
 		}
-		return zero, &ownerDeadlineError{op: op, after: o.d, by: "the host"}
+		return zero, provider.Errorf(op, o.ID(), &ownerDeadlineError{op: op, after: o.d, by: "the host"})
 	}
 }
 

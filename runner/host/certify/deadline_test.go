@@ -12,14 +12,13 @@ import (
 
 	"github.com/sandproof/sandproof/reports"
 	"github.com/sandproof/sandproof/runner/host/provider"
-	"github.com/sandproof/sandproof/runner/model"
 	"github.com/sandproof/sandproof/runner/probe"
 )
 
 // The owner's deadlines (deadline.go), engine-free: an owner exec that
-// never returns ends at the deadline with the documented status, at each
-// place the owner execs (verify, setup's baseline, the cancel owner's
-// wait), and a case whose owner could not look is unknown, never passed.
+// never returns ends at the deadline with the documented status, where
+// the owner execs (verify, setup's baseline), and a case whose owner
+// could not look is never passed.
 // No test times anything: each waits on what happened, and a minute is
 // only the bound past which a hang is reported rather than waited out.
 
@@ -93,9 +92,10 @@ func await[T any](t *testing.T, what string, fn func() T) T {
 }
 
 // A probe snapshot whose exec never returns ends at the owner's
-// deadline, with an error that says so and is no provider error (the
-// sandbox may be fine); the run's own end, by contrast, is the hard stop
-// (a provider error), and the wrapper keeps the sandbox's parts.
+// deadline, as a provider error (the provider did not answer in time:
+// the case stops, and the engine's word decides unknown or failed) that
+// says so; the run's own end is the hard stop (a provider error, no
+// deadline), and the wrapper keeps the sandbox's parts.
 func TestOwnerExecThatNeverReturnsEndsAtTheDeadline(t *testing.T) {
 	stuck := newStuck(t, memDiffer{newMemSandbox(nil)}, probePath+" snapshot")
 	sb := withOwnerDeadline(stuck, 20*time.Millisecond)
@@ -103,14 +103,14 @@ func TestOwnerExecThatNeverReturnsEndsAtTheDeadline(t *testing.T) {
 	if stuck.entered.Load() != 1 {
 		t.Fatalf("positive control: the stuck exec was entered %d times, want once", stuck.entered.Load())
 	}
-	if !ownerBlind(err) || provider.IsProviderError(err) || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "20ms") {
-		t.Fatalf("snapshot: %v; want the owner's deadline (20ms), no provider error", err)
+	if !ownerBlind(err) || !provider.IsProviderError(err) || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "did not end within 20ms") {
+		t.Fatalf("snapshot: %v; want a provider error naming the owner's deadline (20ms)", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	err = await(t, "snapshot, the run stopped", func() error { _, err := snapshot(ctx, sb, nil); return err })
 	if !provider.IsProviderError(err) || ownerBlind(err) {
-		t.Errorf("snapshot once the run's context ended: %v, want a provider error (the hard stop)", err)
+		t.Errorf("snapshot once the run's context ended: %v, want a provider error (the hard stop), not the deadline", err)
 	}
 	if _, ok := provider.As[provider.Differ](sb); !ok {
 		t.Error("the bounded sandbox lost its Differ")
@@ -125,24 +125,25 @@ func TestOwnerExecThatNeverReturnsEndsAtTheDeadline(t *testing.T) {
 }
 
 // The probe's own deadline (exit probe.ExitDeadline) is the owner's
-// deadline too, by the probe itself.
+// deadline too, by the probe itself; the exec answered, so it is no
+// provider error.
 func TestProbeOwnDeadlineIsTheOwners(t *testing.T) {
 	mem := newMemSandbox(nil)
 	mem.execs[probePath+" snapshot"] = func(provider.ExecSpec) (provider.ExecResult, error) {
 		return provider.ExecResult{ExitCode: probe.ExitDeadline, Stderr: []byte("probe: the probe's deadline passed (1m0s)")}, nil
 	}
 	_, err := snapshot(context.Background(), mem, nil)
-	if !ownerBlind(err) || !strings.Contains(err.Error(), "the probe itself") {
-		t.Fatalf("snapshot whose probe exited %d: %v, want the owner's deadline, by the probe", probe.ExitDeadline, err)
+	if !ownerBlind(err) || provider.IsProviderError(err) || !strings.Contains(err.Error(), "the probe itself") {
+		t.Fatalf("snapshot whose probe exited %d: %v, want the owner's deadline, by the probe, no provider error", probe.ExitDeadline, err)
 	}
 }
 
 // A whole case whose verify snapshot never returns: verify ends at the
-// deadline, the case is unknown (verify.owner, error_type
-// owner_deadline), nothing verify was to read is judged, and teardown
-// still runs. The same case with the probe answering passes (the
-// positive control: the rest of it is good).
-func TestWholeCaseVerifyPastTheDeadlineIsUnknown(t *testing.T) {
+// deadline with its provider check (verify.provider, naming the
+// deadline), nothing verify was to read is judged, teardown still runs,
+// and the case is not passed. The same case with the probe answering
+// passes (the positive control: the rest of it is good).
+func TestWholeCaseVerifyPastTheDeadlineStops(t *testing.T) {
 	w := newWholeCase(t)
 	if ev := w.run(t, goodHarness); ev.Status != reports.StatusPassed {
 		t.Fatalf("positive control: the good case is %s, failed %q", ev.Status, failedChecks(ev))
@@ -158,50 +159,59 @@ func TestWholeCaseVerifyPastTheDeadlineIsUnknown(t *testing.T) {
 	if stuck.entered.Load() != 1 {
 		t.Fatalf("positive control: verify's snapshot was entered %d times, want once", stuck.entered.Load())
 	}
-	c := checkByID(ev, "verify.owner")
-	if c.Status != reports.StatusUnknown || !strings.Contains(c.Detail, "did not end within 20ms") {
-		t.Errorf("verify.owner %+v, want unknown naming the deadline", c)
+	c := checkByID(ev, "verify.provider")
+	if c.Status != reports.StatusFailed || !strings.Contains(c.Detail, "did not end within 20ms") {
+		t.Errorf("verify.provider %+v, want failed naming the owner's deadline", c)
 	}
-	if ev.Status != reports.StatusUnknown || ev.Passed || ev.ErrorType == nil || *ev.ErrorType != "owner_deadline" {
-		t.Errorf("status %s, passed %t, error_type %v; want unknown, owner_deadline", ev.Status, ev.Passed, ev.ErrorType)
+	if ev.Status == reports.StatusPassed || ev.Passed || ev.VerifierPassed {
+		t.Errorf("status %s, passed %t, verifier_passed %t; want not passed", ev.Status, ev.Passed, ev.VerifierPassed)
 	}
 	for _, c := range ev.Checks {
-		if strings.HasPrefix(c.ID, "verify.") && c.ID != "verify.owner" {
+		if strings.HasPrefix(c.ID, "verify.") && c.ID != "verify.provider" {
 			t.Errorf("%s %s: judged although verify could not look", c.ID, c.Status)
 		}
 	}
-	if c := checkByID(ev, "teardown.container_removed"); c.Status != reports.StatusPassed || ev.VerifierPassed {
-		t.Errorf("teardown %+v, verifier_passed %t; want teardown passed, the verifier not", c, ev.VerifierPassed)
+	if c := checkByID(ev, "teardown.container_removed"); c.Status != reports.StatusPassed {
+		t.Errorf("teardown %+v, want passed", c)
 	}
 }
 
-// A probe that exits non-zero at verify (an owner's witness that broke)
-// is recorded as verify.owner, unknown, never dropped: before, verify
-// returned its error, no verify check was written, and the case was
-// judged passed on the others.
-func TestWholeCaseProbeFailureAtVerifyIsUnknown(t *testing.T) {
-	w := newWholeCase(t)
-	ev := w.run(t, func(w *wholeCase) {
-		goodHarness(w)
-		w.sb.mu.Lock()
-		w.sb.execs[probePath+" snapshot"] = func(provider.ExecSpec) (provider.ExecResult, error) {
-			return provider.ExecResult{ExitCode: 1, Stderr: []byte("probe: take snapshot: read /proc: boom")}, nil
+// A probe that exits non-zero at verify (its own deadline, exit 3, or any
+// other failure) is recorded as verify.owner, failed, never dropped:
+// before, verify returned its error, no verify check was written, and
+// the case was judged passed on the others.
+func TestWholeCaseProbeFailureAtVerifyFails(t *testing.T) {
+	for _, tc := range []struct {
+		code    int
+		said    string
+		errType string
+	}{
+		{1, "probe: take snapshot: read /proc: boom", "owner_error"},
+		{probe.ExitDeadline, "probe: the probe's deadline passed (1m0s)", "owner_deadline"},
+	} {
+		w := newWholeCase(t)
+		ev := w.run(t, func(w *wholeCase) {
+			goodHarness(w)
+			w.sb.mu.Lock()
+			w.sb.execs[probePath+" snapshot"] = func(provider.ExecSpec) (provider.ExecResult, error) {
+				return provider.ExecResult{ExitCode: tc.code, Stderr: []byte(tc.said)}, nil
+			}
+			w.sb.mu.Unlock()
+		})
+		c := checkByID(ev, "verify.owner")
+		if c.Status != reports.StatusFailed || !strings.Contains(c.Detail, tc.said) {
+			t.Errorf("exit %d: verify.owner %+v, want failed with the probe's word", tc.code, c)
 		}
-		w.sb.mu.Unlock()
-	})
-	c := checkByID(ev, "verify.owner")
-	if c.Status != reports.StatusUnknown || !strings.Contains(c.Detail, "exit 1: probe: take snapshot: read /proc: boom") {
-		t.Errorf("verify.owner %+v, want unknown with the probe's word", c)
-	}
-	if ev.Status != reports.StatusUnknown || ev.Passed || ev.ErrorType == nil || *ev.ErrorType != "owner_error" {
-		t.Errorf("status %s, passed %t, error_type %v; want unknown, owner_error", ev.Status, ev.Passed, ev.ErrorType)
+		if ev.Status != reports.StatusFailed || ev.Passed || ev.ErrorType == nil || *ev.ErrorType != tc.errType {
+			t.Errorf("exit %d: status %s, passed %t, error_type %v; want failed, %s", tc.code, ev.Status, ev.Passed, ev.ErrorType, tc.errType)
+		}
 	}
 }
 
 // Setup's probe run that never prints its baseline: setup ends at the
-// deadline, unknown (nothing of the harness ran, so it is the owner's,
-// not the harness's); the case is unknown.
-func TestWholeCaseBaselinePastTheDeadlineIsUnknown(t *testing.T) {
+// deadline (a provider error: setup.provider names it), and the case
+// stops there, not passed.
+func TestWholeCaseBaselinePastTheDeadlineStops(t *testing.T) {
 	w := newWholeCase(t)
 	var stuck *stuckSandbox
 	w.wrap = func(m memDiffer) provider.Sandbox {
@@ -213,77 +223,12 @@ func TestWholeCaseBaselinePastTheDeadlineIsUnknown(t *testing.T) {
 	if stuck.entered.Load() != 1 {
 		t.Fatalf("positive control: setup's run was started %d times, want once", stuck.entered.Load())
 	}
-	c := checkByID(ev, "setup")
-	if c.Status != reports.StatusUnknown || !strings.Contains(c.Detail, "baseline") {
-		t.Errorf("setup %+v, want unknown naming the baseline", c)
+	c := checkByID(ev, "setup.provider")
+	if c.Status != reports.StatusFailed || !strings.Contains(c.Detail, "its baseline") || !strings.Contains(c.Detail, "did not end within 20ms") {
+		t.Errorf("setup.provider %+v, want failed naming the baseline's deadline", c)
 	}
-	if ev.Status != reports.StatusUnknown || ev.ErrorType == nil || *ev.ErrorType != "owner_deadline" {
-		t.Errorf("status %s, error_type %v; want unknown, owner_deadline", ev.Status, ev.ErrorType)
-	}
-}
-
-// The cancel's owner, the harness having run the writer, looks for the
-// writer's file with a snapshot that never returns: it closes the session
-// at the deadline (scenario.writer_started then judges what verify finds)
-// rather than waiting.
-func TestCancelOwnerSnapshotPastTheDeadlineCloses(t *testing.T) {
-	stuck := newStuck(t, memDiffer{newMemSandbox(nil)}, probePath+" snapshot")
-	stalled, cancelled := make(chan struct{}), make(chan struct{})
-	close(stalled)
-	await(t, "the cancel owner", func() struct{} {
-		cancelOnStall(context.Background(), stalled, func() int { return stalledAfterWriter }, func() []model.Call { return ranWriter },
-			withOwnerDeadline(stuck, 20*time.Millisecond), func() { close(cancelled) })
-		return struct{}{}
-	})
-	if stuck.entered.Load() != 1 || !isClosed(cancelled) {
-		t.Fatalf("snapshot entered %d times, cancelled %t; want one stuck snapshot, then the close", stuck.entered.Load(), isClosed(cancelled))
-	}
-}
-
-// The judge: a check unknown and none failed is an unknown case (--resume
-// runs it again), error_type check_unknown unless a step named its own;
-// a failed check still fails it; all passed passes (positive control).
-func TestJudgeUnknownWithoutFailureIsUnknown(t *testing.T) {
-	passed := reports.Check{ID: "setup", Status: reports.StatusPassed}
-	unknown := reports.Check{ID: "verify.owner", Status: reports.StatusUnknown}
-	failed := reports.Check{ID: "verify.markers", Status: reports.StatusFailed}
-	for _, tc := range []struct {
-		checks  []reports.Check
-		status  reports.Status
-		errType string
-	}{
-		{[]reports.Check{passed, passed}, reports.StatusPassed, ""},
-		{[]reports.Check{passed, unknown}, reports.StatusUnknown, "check_unknown"},
-		{[]reports.Check{unknown, failed}, reports.StatusFailed, "check_failed"},
-	} {
-		ev := &reports.Evidence{Status: reports.StatusUnknown, Checks: tc.checks}
-		judge(ev, "")
-		et := ""
-		if ev.ErrorType != nil {
-			et = *ev.ErrorType
-		}
-		if ev.Status != tc.status || et != tc.errType || ev.Passed != (tc.status == reports.StatusPassed) {
-			t.Errorf("checks %v: %s (%q, passed %t), want %s (%q)", tc.checks, ev.Status, et, ev.Passed, tc.status, tc.errType)
-		}
-	}
-}
-
-// ownerCheck: passed without an error, failed on one the harness may
-// have made, unknown on the owner's deadline.
-func TestOwnerCheckStatuses(t *testing.T) {
-	for _, tc := range []struct {
-		err  error
-		want reports.Status
-	}{
-		{nil, reports.StatusPassed},
-		{errors.New("probe setup: exit 1: mkdir /task: file exists"), reports.StatusFailed},
-		{&ownerDeadlineError{op: "inspect", after: time.Second, by: "the host"}, reports.StatusUnknown},
-	} {
-		cr := &caseRun{ev: &reports.Evidence{}}
-		cr.ownerCheck("setup", clauseSetup, tc.err, "x: %v", tc.err)
-		if got := cr.ev.Checks[0].Status; got != tc.want {
-			t.Errorf("ownerCheck(%v) = %s, want %s", tc.err, got, tc.want)
-		}
+	if ev.Status == reports.StatusPassed || checkByID(ev, "verify.deliverable").ID != "" {
+		t.Errorf("status %s, checks %+v; want the case stopped at setup, not passed", ev.Status, ev.Checks)
 	}
 }
 

@@ -171,7 +171,7 @@ func TestBorrowedRules(t *testing.T) {
 		tc.bend(w)
 		cr := &caseRun{r: &runner{opts: Options{TaskHome: ruleHome}}, ev: &reports.Evidence{Status: reports.StatusUnknown}}
 		owner := []witness.ID{svc.ID()}
-		in := verifyInput{before: w.before, markers: ruleMarkers,
+		in := verifyInput{before: w.before, allMarkers: append(slices.Clone(ruleMarkers), ruleReq), markers: ruleMarkers,
 			sessDir: ruleSession, proof: w.proof, allowed: cr.allowed(), ownerProcs: owner, scenarioPaths: []string{borrowedState}}
 		v, err := cr.verify(context.Background(), memDiffer{w.sb}, in)
 		if err != nil {

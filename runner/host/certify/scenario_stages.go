@@ -74,17 +74,13 @@ func cancelOnStall(ctx context.Context, stalled <-chan struct{}, stallSeq func()
 	if state, _ := writerCalled(seen); state != writerRan {
 		return
 	}
-	// The wait, its snapshots included, ends at writerShowWait: a
-	// snapshot still running then is cut (the owner's deadline, deadline.go).
-	wctx, stop := context.WithTimeout(ctx, writerShowWait)
-	defer stop()
-	for wctx.Err() == nil {
-		s, err := snapshot(wctx, sb, []string{writerFile})
+	for deadline := time.Now().Add(writerShowWait); time.Now().Before(deadline); {
+		s, err := snapshot(ctx, sb, []string{writerFile})
 		if err != nil || slices.ContainsFunc(s.Markers, func(m probe.Marker) bool { return m.Path == writerFile && !m.Missing && m.Size > 0 }) {
 			return
 		}
 		select {
-		case <-wctx.Done():
+		case <-ctx.Done():
 			return
 		case <-time.After(100 * time.Millisecond):
 		}
@@ -141,7 +137,7 @@ func (cr *caseRun) borrow(ctx context.Context, bx sandboxed) (sandboxed, error) 
 		bx.ownerProcs = append(bx.ownerProcs, svc.ID())
 		cr.borrowed.service = fmt.Sprintf("%d/%d %s", svc.PID, svc.StartTime, svc.Comm)
 	}
-	cr.ownerCheck("setup.borrowed", clauseScenario, err, "the owner's task service (%s, uid %d, a session of its own) and task state %s: %s",
+	cr.check("setup.borrowed", clauseScenario, err == nil, "the owner's task service (%s, uid %d, a session of its own) and task state %s: %s",
 		cr.borrowed.service, o.uid, borrowedState, errText(err, cr.r.key))
 	if stopsCase(err) {
 		cr.errType("provider_error")

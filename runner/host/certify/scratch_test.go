@@ -2,6 +2,7 @@ package certify
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -20,7 +21,7 @@ func (w *world) verifyScratch(t *testing.T, scratch []string) *reports.Evidence 
 	if w.differ {
 		sb = memDiffer{w.sb}
 	}
-	in := verifyInput{before: w.before, markers: ruleMarkers,
+	in := verifyInput{before: w.before, allMarkers: append(slices.Clone(ruleMarkers), ruleReq), markers: ruleMarkers,
 		sessDir: ruleSession, proof: w.proof, allowed: cr.allowed(), scratch: scratch, scratchRemoved: []string{"/tmp/openclaw"}}
 	if _, err := cr.verify(context.Background(), sb, in); err != nil {
 		t.Fatalf("verify: %v", err)

@@ -158,6 +158,9 @@ func ownerPathsFor(opts Options, requires []string) ownerPaths {
 	for _, q := range requires {
 		o.reqPaths = append(o.reqPaths, requirementPaths[q]...)
 	}
+	// What verify hashes: the markers. The requirements' files are the
+	// image's, looked up once at setup (--present), never read.
+	o.allMarkers = slices.Clone(o.markers)
 	return o
 }
 
@@ -272,7 +275,7 @@ func (cr *caseRun) setup(ctx context.Context, ms modelSide) (sandboxed, error) {
 		}
 		return nil
 	})
-	cr.ownerCheck("setup", clauseSetup, err, "container, /task, the challenge, four XDG markers, probe baseline: %s", errText(err, r.key))
+	cr.check("setup", clauseSetup, err == nil, "container, /task, the challenge, four XDG markers, probe baseline: %s", errText(err, r.key))
 	return bx, err
 }
 
@@ -320,7 +323,8 @@ func (cr *caseRun) setupRun(ctx context.Context, sb provider.Sandbox, st provide
 		code, werr := endProcess(proc)
 		switch {
 		case ownerBlind(err):
-			return s, nil, err
+			// The provider did not answer in time, as ownerSandbox's.
+			return s, nil, provider.Errorf("probe setup", sb.ID(), err)
 		case errors.Is(err, io.EOF) && werr == nil && code == probe.ExitDeadline:
 			return s, nil, probeDeadline(argv, []byte(errb.String()))
 		case errors.Is(err, io.EOF) && werr == nil:
@@ -662,7 +666,7 @@ func closeEvidence(ev *reports.Evidence, res *session.CloseResult) {
 // are closed first: Close waits for calls in flight, so the transcript is
 // whole.
 func (cr *caseRun) verifyCase(ctx context.Context, ms modelSide, bx sandboxed, act activationResult, scratchRemoved []string) {
-	cr.ownerStage(reports.StageVerify, func() error {
+	cr.verifyStage(func() error {
 		ms.rel.Close()
 		derived := ""
 		if ms.srv != nil {
@@ -672,7 +676,7 @@ func (cr *caseRun) verifyCase(ctx context.Context, ms modelSide, bx sandboxed, a
 		cr.ev.ModelCalls = ms.rel.ModelCalls()
 		proof := analyse(ms.rel.Calls(), ms.challenge, derived, ms.modelName)
 		cr.loopChecks(proof, derived)
-		v, err := cr.verify(ctx, bx.sb, verifyInput{before: bx.before, markers: cr.owner.markers,
+		v, err := cr.verify(ctx, bx.sb, verifyInput{before: bx.before, allMarkers: cr.owner.allMarkers, markers: cr.owner.markers,
 			sessDir: cr.sess.dir, proof: proof, allowed: cr.allowed(), key: cr.r.key,
 			scratch: cr.c.adapter.Scratch, scratchRemoved: scratchRemoved, ownerProcs: bx.ownerProcs,
 			scenarioPaths: cr.c.scenario.paths(), noDeliverable: cr.c.scenario.NoDeliverable})
@@ -711,7 +715,7 @@ func (cr *caseRun) teardown(bx sandboxed) {
 		return nil
 	})
 	cr.ev.OwnerTeardownContainerRemoved = err == nil
-	cr.ownerCheck("teardown.container_removed", clauseTeardown, err, "container removed and unknown to the engine: %s", errText(err, cr.r.key))
+	cr.check("teardown.container_removed", clauseTeardown, err == nil, "container removed and unknown to the engine: %s", errText(err, cr.r.key))
 }
 
 // canaryScan is what the scan of the case's dir found: the files holding

@@ -71,7 +71,7 @@ func (w *world) verify(t *testing.T) *reports.Evidence {
 	if w.differ {
 		sb = memDiffer{w.sb}
 	}
-	in := verifyInput{before: w.before, markers: ruleMarkers,
+	in := verifyInput{before: w.before, allMarkers: append(slices.Clone(ruleMarkers), ruleReq), markers: ruleMarkers,
 		sessDir: ruleSession, proof: w.proof, allowed: cr.allowed()}
 	if _, err := cr.verify(context.Background(), sb, in); err != nil {
 		t.Fatalf("verify: %v", err)
@@ -199,7 +199,7 @@ func TestVerifyDiffErrorIsNotPassed(t *testing.T) {
 	w := cleanWorld(t)
 	w.sb.diffErr = provider.Errorf("diff", "mem", provider.ErrGone)
 	cr := &caseRun{r: &runner{opts: Options{TaskHome: ruleHome}}, ev: &reports.Evidence{Status: reports.StatusUnknown}}
-	in := verifyInput{before: w.before, markers: ruleMarkers,
+	in := verifyInput{before: w.before, allMarkers: append(slices.Clone(ruleMarkers), ruleReq), markers: ruleMarkers,
 		sessDir: ruleSession, proof: w.proof, allowed: cr.allowed()}
 	_, err := cr.verify(context.Background(), memDiffer{w.sb}, in)
 	if !errors.Is(err, provider.ErrGone) {

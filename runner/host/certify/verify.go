@@ -24,12 +24,13 @@ const maxDeliverable = 64 << 10
 // the probe's baseline, the paths it looks at, the loop proof and the
 // diff's allow-list. Every field is a value the earlier stages returned.
 type verifyInput struct {
-	before  probe.Snapshot
-	markers []string // the four XDG markers
-	sessDir string
-	proof   loopProof
-	allowed []string // the fs diff's allow-list (caseRun.allowed)
-	scratch []string // the adapter's scratch (scratch.go)
+	before     probe.Snapshot
+	allMarkers []string // the markers verify hashes (ownerPaths.allMarkers)
+	markers    []string // the four XDG markers
+	sessDir    string
+	proof      loopProof
+	allowed    []string // the fs diff's allow-list (caseRun.allowed)
+	scratch    []string // the adapter's scratch (scratch.go)
 	// scratchRemoved are the scratch paths close removed, for the detail.
 	scratchRemoved []string
 	key            string // redacted from the details
@@ -85,7 +86,7 @@ func readAfterClose(ctx context.Context, sb provider.Sandbox, in verifyInput) (a
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		paths := append(slices.Clone(in.markers), Deliverable, in.sessDir)
+		paths := append(slices.Clone(in.allMarkers), Deliverable, in.sessDir)
 		a.snap, snapErr = snapshot(ctx, sb, append(paths, in.scenarioPaths...))
 	}()
 	if canDiff {
@@ -188,7 +189,7 @@ type deliverableCheck struct {
 // downloaded, so the evidence can say what the file held; one the probe
 // found over its cap is neither hashed nor downloaded (it is larger than
 // the download's cap too), and never delivered. It returns an error only
-// for a provider error on that download, or its deadline.
+// for a provider error on that download.
 func checkDeliverable(ctx context.Context, sb provider.Sandbox, seen map[string]probe.Marker, proof loopProof, key string) (deliverableCheck, error) {
 	var out deliverableCheck
 	want := sha256.Sum256([]byte(proof.want))
@@ -204,7 +205,7 @@ func checkDeliverable(ctx context.Context, sb provider.Sandbox, seen map[string]
 	default:
 		// A no-follow, capped read: a link is named, never followed.
 		got, err := provider.DownloadFile(ctx, sb, Deliverable, maxDeliverable)
-		if provider.IsProviderError(err) || ownerBlind(err) {
+		if provider.IsProviderError(err) {
 			return out, err
 		}
 		out.content, detailErr = string(got), err

@@ -160,7 +160,7 @@ func (w *wholeCase) run(t *testing.T, harness func(w *wholeCase)) *reports.Evide
 		cr.ev.Before = beforeOf(w.bx.before, cr.owner.markers)
 		return nil
 	})
-	cr.ownerCheck("setup", clauseSetup, err, "setup: %v", err)
+	cr.check("setup", clauseSetup, err == nil, "setup: %v", err)
 	if err != nil {
 		t.Logf("setup: %v", err)
 	}
@@ -169,8 +169,8 @@ func (w *wholeCase) run(t *testing.T, harness func(w *wholeCase)) *reports.Evide
 		w.sb.self = witness.ID{PID: 90, StartTime: 900} // the probe after close is a new process
 		// As runSession: an interrupt that reached the case skips verify.
 		if !cr.intr.interruptReached() {
-			cr.ownerStage(reports.StageVerify, func() error {
-				_, err := cr.verify(ctx, w.bx.sb, verifyInput{before: w.bx.before, markers: cr.owner.markers,
+			cr.verifyStage(func() error {
+				_, err := cr.verify(ctx, w.bx.sb, verifyInput{before: w.bx.before, allMarkers: cr.owner.allMarkers, markers: cr.owner.markers,
 					sessDir: cr.sess.dir, proof: loopProof{want: w.token}, allowed: cr.allowed(), key: cr.r.key})
 				return err
 			})
