@@ -3,9 +3,21 @@
 // harness runs and after it closed, and reports what changed. It is a static
 // binary that needs nothing from the image, and it shares no code with warden.
 //
-//	probe snapshot [--place SRC,DST] [--markers PATH,...] [--detail-uids UID,...] [--proc-root DIR] [--root DIR] [--no-exec]
-//	probe setup --owner UID:GID [--dirs DIR,...] [--write-markers PATH,...] [--markers PATH,...] [--secret PATH] [-- ARGV...]
+//	probe snapshot [--place SRC,DST] [--markers PATH,...] [--detail-uids UID,...] [--present PATH,...] [--max-hash BYTES] [--deadline DUR] [--proc-root DIR] [--root DIR] [--no-exec]
+//	probe setup --owner UID:GID [--dirs DIR,...] [--write-markers PATH,...] [--markers PATH,...] [--present PATH,...] [--deadline DUR] [--secret PATH] [-- ARGV...]
 //	probe diff BEFORE.json AFTER.json
+//
+// --markers are hashed through the probe's one bounded reader: a link at
+// the last component is named, not followed; only a regular file is read,
+// at most --max-hash bytes of it (probe.MaxMarkerBytes, 1 MiB, by
+// default); a larger one is recorded over_cap with its size, not hashed.
+// --present are looked up for presence only (stat, links followed,
+// nothing opened): the image's loaders and libraries a requirement names.
+//
+// snapshot and setup bound their own time: past --deadline
+// (probe.DefaultDeadline by default) the run ends with exit 3
+// (probe.ExitDeadline) and a line on stderr, whatever it was doing, so a
+// run the host stopped waiting for does not go on in the sandbox.
 //
 // setup makes the owner's directories and marker files (contract §7.1)
 // and prints the snapshot taken right after, with the written markers and
@@ -32,6 +44,7 @@
 // owner's witness of what a process runs, read as root.
 //
 // diff exits 0 when nothing changed, 1 when something did, 2 on bad usage.
+// snapshot and setup exit 3 when their deadline passed.
 package main
 
 import (
@@ -45,6 +58,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/sandproof/sandproof/runner/probe"
 )
@@ -70,9 +84,26 @@ var execve = func(argv []string) error { return syscall.Exec(argv[0], argv, os.E
 // maxSecret bounds what --secret reads: a challenge is one short line.
 const maxSecret = 64 << 10
 
-const usage = `usage: probe snapshot [--place SRC,DST] [--markers PATH,...] [--detail-uids UID,...] [--proc-root DIR] [--root DIR] [--no-exec]
-       probe setup --owner UID:GID [--dirs DIR,...] [--write-markers PATH,...] [--markers PATH,...] [--secret PATH] [-- ARGV...]
+const usage = `usage: probe snapshot [--place SRC,DST] [--markers PATH,...] [--detail-uids UID,...] [--present PATH,...] [--max-hash BYTES] [--deadline DUR] [--proc-root DIR] [--root DIR] [--no-exec]
+       probe setup --owner UID:GID [--dirs DIR,...] [--write-markers PATH,...] [--markers PATH,...] [--present PATH,...] [--deadline DUR] [--secret PATH] [-- ARGV...]
        probe diff BEFORE.json AFTER.json`
+
+// atDeadline ends the process once a run's deadline passed, for a step
+// stuck where no context reaches (a read the kernel does not return
+// from). A test sets its own.
+var atDeadline = func(d time.Duration) {
+	fmt.Fprintf(os.Stderr, "probe: %v (%s)\n", probe.ErrDeadline, d)
+	os.Exit(probe.ExitDeadline)
+}
+
+// bounded is a run's context, ending at its deadline, and the watchdog
+// behind it (atDeadline, a moment after the context: a step that heeds the
+// context ends with its own error first). stop ends both.
+func bounded(d time.Duration) (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t := time.AfterFunc(d+time.Second, func() { atDeadline(d) })
+	return ctx, func() { t.Stop(); cancel() }
+}
 
 func main() {
 	err := run(os.Stdout, os.Stderr, os.Args[1:])
@@ -81,6 +112,9 @@ func main() {
 	case err == nil:
 	case errors.Is(err, errDirty):
 		os.Exit(1)
+	case errors.Is(err, probe.ErrDeadline):
+		fmt.Fprintf(os.Stderr, "probe: %v\n", err)
+		os.Exit(probe.ExitDeadline)
 	case errors.As(err, &ue):
 		fmt.Fprintf(os.Stderr, "probe: %v\n%s\n", err, usage)
 		os.Exit(2)
@@ -110,6 +144,9 @@ func snapshot(stdout, stderr io.Writer, args []string) error {
 	fs := flag.NewFlagSet("snapshot", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	markers := fs.String("markers", "", "comma-separated marker files to hash")
+	present := fs.String("present", "", "comma-separated files to look up (stat only)")
+	maxHash := fs.Int64("max-hash", probe.MaxMarkerBytes, "the most read of one marker to hash it")
+	deadline := fs.Duration("deadline", probe.DefaultDeadline, "the run's own deadline")
 	procRoot := fs.String("proc-root", "/proc", "where /proc is")
 	root := fs.String("root", "/", "root under which etc/os-release is read")
 	noExec := fs.Bool("no-exec", false, "find and hash python3 and bash without running them")
@@ -125,10 +162,19 @@ func snapshot(stdout, stderr io.Writer, args []string) error {
 	if fs.NArg() != 0 {
 		return usagef("snapshot: unexpected argument %q", fs.Arg(0))
 	}
+	if *maxHash < 1 || *deadline <= 0 {
+		return usagef("snapshot: --max-hash %d, --deadline %s: want both above zero", *maxHash, *deadline)
+	}
 	ms, err := pathList("--markers", *markers)
 	if err != nil {
 		return err
 	}
+	ps, err := pathList("--present", *present)
+	if err != nil {
+		return err
+	}
+	ctx, stop := bounded(*deadline)
+	defer stop()
 	if *place != "" {
 		ps, err := pathList("--place", *place)
 		if err != nil || len(ps) != 2 {
@@ -138,7 +184,7 @@ func snapshot(stdout, stderr io.Writer, args []string) error {
 			return err
 		}
 	}
-	s, err := probe.Take(context.Background(), probe.Options{ProcRoot: *procRoot, Root: *root, Markers: ms, NoExec: *noExec, Detail: detail})
+	s, err := probe.Take(ctx, probe.Options{ProcRoot: *procRoot, Root: *root, Markers: ms, Present: ps, MaxHash: *maxHash, NoExec: *noExec, Detail: detail})
 	if err != nil {
 		return err
 	}
@@ -183,6 +229,8 @@ func setup(stdout, stderr io.Writer, args []string) error {
 	dirs := fs.String("dirs", "", "comma-separated dirs to make, in order")
 	write := fs.String("write-markers", "", "comma-separated marker files to write")
 	markers := fs.String("markers", "", "comma-separated further files to hash")
+	present := fs.String("present", "", "comma-separated files to look up (stat only)")
+	deadline := fs.Duration("deadline", probe.DefaultDeadline, "the run's own deadline, up to the exec")
 	secret := fs.String("secret", "", "file to write from stdin, mode 0400, owned by --owner")
 	if err := fs.Parse(args); err != nil {
 		return usagef("setup: %v", err)
@@ -208,6 +256,15 @@ func setup(stdout, stderr io.Writer, args []string) error {
 	if err != nil {
 		return err
 	}
+	ps, err := pathList("--present", *present)
+	if err != nil {
+		return err
+	}
+	if *deadline <= 0 {
+		return usagef("setup: --deadline %s: want above zero", *deadline)
+	}
+	ctx, stop := bounded(*deadline)
+	defer stop()
 	if *secret != "" {
 		if o.Secret, err = onePath("--secret", *secret); err != nil {
 			return err
@@ -219,7 +276,7 @@ func setup(stdout, stderr io.Writer, args []string) error {
 	if err := probe.Setup(o); err != nil {
 		return err
 	}
-	s, err := probe.Take(context.Background(), probe.Options{Markers: append(append([]string{}, o.Markers...), more...)})
+	s, err := probe.Take(ctx, probe.Options{Markers: append(append([]string{}, o.Markers...), more...), Present: ps})
 	if err != nil {
 		return err
 	}
@@ -233,6 +290,8 @@ func setup(stdout, stderr io.Writer, args []string) error {
 	if err := probe.WriteFrame(stdout, probe.TagSnapshot, b); err != nil {
 		return err
 	}
+	// What it becomes has no deadline of the probe's.
+	stop()
 	if err := execve(then); err != nil {
 		return fmt.Errorf("setup: exec %q: %w", then[0], err)
 	}

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sandproof/sandproof/runner/probe"
 )
@@ -301,5 +302,32 @@ func TestSetupBecomesItsCommand(t *testing.T) {
 	err = run(io.Discard, io.Discard, []string{"setup", "--owner", owner, "--secret", secret, "--", "/nope"})
 	if err == nil || !strings.Contains(err.Error(), `exec "/nope"`) {
 		t.Errorf("setup whose exec failed = %v, want the exec's error", err)
+	}
+}
+
+// snapshot ends at its own --deadline with probe.ErrDeadline (main exits
+// probe.ExitDeadline on it), and refuses a cap or a deadline of zero.
+func TestSnapshotEndsAtItsDeadline(t *testing.T) {
+	var fired []time.Duration
+	was := atDeadline
+	atDeadline = func(d time.Duration) { fired = append(fired, d) }
+	t.Cleanup(func() { atDeadline = was })
+	var out bytes.Buffer
+	err := run(&out, &bytes.Buffer{}, []string{"snapshot", "--no-exec", "--deadline", "1ns"})
+	if !errors.Is(err, probe.ErrDeadline) || out.Len() != 0 {
+		t.Fatalf("snapshot --deadline 1ns: %v, printed %d bytes; want ErrDeadline and nothing printed", err, out.Len())
+	}
+	// Positive control: the same snapshot with the default deadline ends well.
+	if err := run(&out, &bytes.Buffer{}, []string{"snapshot", "--no-exec"}); err != nil || out.Len() == 0 {
+		t.Fatalf("positive control: %v", err)
+	}
+	for _, args := range [][]string{{"snapshot", "--max-hash", "0"}, {"snapshot", "--deadline", "0s"}, {"setup", "--owner", "1:1", "--deadline", "0s"}} {
+		var ue usageError
+		if err := run(&out, &bytes.Buffer{}, args); !errors.As(err, &ue) {
+			t.Errorf("run(%q) = %v, want a usage error", args, err)
+		}
+	}
+	if len(fired) != 0 {
+		t.Errorf("the watchdog fired %v: the context ended the run first", fired)
 	}
 }

@@ -1,8 +1,6 @@
 package probe
 
 import (
-	"fmt"
-
 	"github.com/sandproof/sandproof/runner/witness"
 )
 
@@ -103,7 +101,9 @@ func toolChanges(name string, b, a Tool) []Change {
 	add("path", b.Path, a.Path)
 	add("resolved", b.Resolved, a.Resolved)
 	add("version", b.Version, a.Version)
-	add("sha256", b.SHA256, a.SHA256)
+	if !sameDigest(b.SHA256, a.SHA256, b.OverCap, a.OverCap) {
+		cs = append(cs, Change{What: name, Path: a.Path, Before: "sha256=" + digestText(b.SHA256, b.OverCap), After: "sha256=" + digestText(a.SHA256, a.OverCap)})
+	}
 	return cs
 }
 
@@ -118,28 +118,32 @@ func markerChanges(before, after []Marker) []Change {
 		bm[b.Path] = true
 		a, ok := am[b.Path]
 		if !ok {
-			cs = append(cs, Change{What: "marker_set", Path: b.Path, Before: describe(b), After: "not checked"})
+			cs = append(cs, Change{What: "marker_set", Path: b.Path, Before: b.State(), After: "not checked"})
 			continue
 		}
-		if db, da := describe(b), describe(a); db != da {
-			cs = append(cs, Change{What: "marker", Path: b.Path, Before: db, After: da})
+		// Two looks that read the file are the same only by SameContent
+		// (one over the cap never is); two that did not, when they
+		// failed the same way.
+		same := b.State() == a.State()
+		if b.readable() || a.readable() {
+			same = b.SameContent(a)
+		}
+		if !same {
+			cs = append(cs, Change{What: "marker", Path: b.Path, Before: b.State(), After: a.State()})
 		}
 	}
 	for _, a := range after {
 		if !bm[a.Path] {
-			cs = append(cs, Change{What: "marker_set", Path: a.Path, Before: "not checked", After: describe(a)})
+			cs = append(cs, Change{What: "marker_set", Path: a.Path, Before: "not checked", After: a.State()})
 		}
 	}
 	return cs
 }
 
-func describe(m Marker) string {
-	switch {
-	case m.Missing:
-		return "missing"
-	case m.Error != "":
-		return "error: " + m.Error
-	default:
-		return fmt.Sprintf("sha256=%s size=%d", m.SHA256, m.Size)
+// digestText is a tool's hash as a change shows it.
+func digestText(sum string, over bool) string {
+	if over {
+		return "over the cap: not hashed"
 	}
+	return sum
 }

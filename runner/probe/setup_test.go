@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -37,7 +38,7 @@ func TestSetupMakesOwnedDirsAndFreshMarkers(t *testing.T) {
 	if fi, err := os.Stat(existing); err != nil || fi.Mode().Perm() != 0o711 {
 		t.Errorf("existing dir changed: %v, %v", fi.Mode(), err)
 	}
-	first := readMarker(marker)
+	first := readMarker(context.Background(), marker, MaxMarkerBytes)
 	if first.Missing || first.Error != "" || first.Size == 0 {
 		t.Fatalf("marker = %+v", first)
 	}
@@ -46,7 +47,7 @@ func TestSetupMakesOwnedDirsAndFreshMarkers(t *testing.T) {
 	if err := Setup(SetupOptions{Markers: []string{marker}, UID: uid, GID: gid}); err != nil {
 		t.Fatal(err)
 	}
-	if again := readMarker(marker); again.SHA256 == first.SHA256 {
+	if again := readMarker(context.Background(), marker, MaxMarkerBytes); again.SHA256 == first.SHA256 {
 		t.Errorf("marker content not fresh: %s twice", again.SHA256)
 	}
 }

@@ -44,10 +44,17 @@ type Snapshot struct {
 	OSName string `json:"os_name,omitempty"`
 	// Path is the PATH the tools were looked up on: the image's, as the
 	// container runtime gave it to the probe.
-	Path      string     `json:"path"`
-	Python3   Tool       `json:"python3"`
-	Bash      Tool       `json:"bash"`
-	Markers   []Marker   `json:"markers"`
+	Path    string   `json:"path"`
+	Python3 Tool     `json:"python3"`
+	Bash    Tool     `json:"bash"`
+	Markers []Marker `json:"markers"`
+	// MaxHash is the most the probe read of one marker to hash it
+	// (Options.MaxHash); a marker past it is OverCap. Zero in a snapshot
+	// from before the field.
+	MaxHash int64 `json:"max_hash,omitempty"`
+	// Present are the files looked up for presence only (Options.Present):
+	// never opened, so never hashed.
+	Present   []Marker   `json:"present,omitempty"`
 	Self      witness.ID `json:"self"`
 	Processes []Process  `json:"processes"`
 }
@@ -62,6 +69,9 @@ type Tool struct {
 	// Python 2 and some builds print it on stderr).
 	Version string `json:"version"`
 	SHA256  string `json:"sha256"`
+	// OverCap says the file has more than MaxToolBytes: it was not hashed
+	// (SHA256 is empty) and compares as changed to anything (sameDigest).
+	OverCap bool `json:"over_cap,omitempty"`
 	// Error says why Version or SHA256 could not be had; empty when they were.
 	Error string `json:"error,omitempty"`
 }
@@ -113,10 +123,46 @@ type Marker struct {
 	Path    string `json:"path"`
 	Missing bool   `json:"missing"`
 	SHA256  string `json:"sha256,omitempty"`
-	Size    int64  `json:"size"`
-	// Error says why a present marker could not be hashed (not a regular
-	// file, permission denied).
+	// Size is the bytes hashed, or for a marker over the cap its size by
+	// fstat (a file too large to hash is still seen growing).
+	Size int64 `json:"size"`
+	// OverCap says the file holds more than the snapshot's MaxHash bytes:
+	// it was not hashed (SHA256 is empty, Error too: it is there) and it
+	// is the same as nothing, itself included (SameContent).
+	OverCap bool `json:"over_cap,omitempty"`
+	// Error says why a present marker could not be hashed (a link, which
+	// is not followed; not a regular file; permission denied).
 	Error string `json:"error,omitempty"`
+}
+
+// SameContent reports whether m and o hold the same bytes as far as the
+// probe can tell: both hashed whole (there, readable, within the cap) with
+// the same sha256. It is the one comparison of two looks at a marker: a
+// marker over the cap, missing or unreadable is never the same.
+func (m Marker) SameContent(o Marker) bool {
+	return m.readable() && o.readable() && sameDigest(m.SHA256, o.SHA256, m.OverCap, o.OverCap)
+}
+
+// readable says the probe opened and read the marker.
+func (m Marker) readable() bool { return !m.Missing && m.Error == "" }
+
+// sameDigest compares two hashes the probe took: a file over its cap has
+// none, and is never the same as another (nor as itself at another look).
+func sameDigest(a, b string, aOver, bOver bool) bool { return !aOver && !bOver && a == b }
+
+// State is the marker as one line: "missing", "error: ...", "size=N over
+// the cap: not hashed" or "sha256=... size=N".
+func (m Marker) State() string {
+	switch {
+	case m.Missing:
+		return "missing"
+	case m.Error != "":
+		return "error: " + m.Error
+	case m.OverCap:
+		return fmt.Sprintf("size=%d over the cap: not hashed", m.Size)
+	default:
+		return fmt.Sprintf("sha256=%s size=%d", m.SHA256, m.Size)
+	}
 }
 
 // Options says where to look. The zero value looks at the running system.
@@ -127,8 +173,16 @@ type Options struct {
 	Root string
 	// Path is the PATH to search; empty means the probe's own $PATH.
 	Path string
-	// Markers are the files to hash.
+	// Markers are the files to hash, each read through hashFile: never
+	// through a link at its last component, a regular file only, at most
+	// MaxHash bytes.
 	Markers []string
+	// MaxHash caps what is read of one marker; zero means MaxMarkerBytes.
+	MaxHash int64
+	// Present are files of the image looked up for presence only (the
+	// requirements' loaders and libraries, often links): stat follows
+	// links, nothing is opened or read.
+	Present []string
 	// ToolTimeout bounds each `--version` run; zero means 10 seconds.
 	ToolTimeout time.Duration
 	// NoExec finds and hashes python3 and bash without running them: a
@@ -141,8 +195,37 @@ type Options struct {
 	Detail []int
 }
 
+// MaxMarkerBytes is the most the probe reads of one marker to hash it,
+// unless Options.MaxHash says otherwise. What the owner hashes after a
+// harness ran is small: a marker is one line, the deliverable one token
+// (the host downloads at most 64 KiB of it), the writer's file about 400
+// short lines (under 16 KiB) by its deadline, the borrowed state one line.
+// 1 MiB is far above all of them and hashes in about a millisecond, so a
+// harness that plants a 16 GiB sparse file where one of them should be
+// costs the owner one read of 1 MiB, and the file is "changed".
+const MaxMarkerBytes = 1 << 20
+
+// MaxToolBytes is the most the probe reads of python3 or bash to hash it:
+// an interpreter is a few MiB (Debian 12's python3.11 is 6.6 MiB, a static
+// bash 1.5 MiB); 128 MiB hashes in well under the probe's deadline.
+const MaxToolBytes = 128 << 20
+
+// DefaultDeadline bounds one probe run (cmd/probe --deadline's default):
+// a snapshot takes well under a second; what is still running at the
+// deadline ends with ErrDeadline (exit ExitDeadline), never later.
+const DefaultDeadline = 60 * time.Second
+
+// ExitDeadline is cmd/probe's exit status when its own deadline passed:
+// the host reads it as "the owner could not look", not as a finding.
+const ExitDeadline = 3
+
+// ErrDeadline is what a run cut at its deadline ends with.
+var ErrDeadline = errors.New("the probe's deadline passed")
+
 // Take takes a snapshot. The process table is read last, after the
-// `--version` children have been waited for, so they are not in it.
+// `--version` children have been waited for, so they are not in it. It
+// ends with ErrDeadline (wrapped) once ctx's deadline passed, whatever it
+// was doing; a marker's read stops at ctx's end.
 func Take(ctx context.Context, o Options) (Snapshot, error) {
 	if o.ProcRoot == "" {
 		o.ProcRoot = "/proc"
@@ -156,7 +239,10 @@ func Take(ctx context.Context, o Options) (Snapshot, error) {
 	if o.ToolTimeout == 0 {
 		o.ToolTimeout = 10 * time.Second
 	}
-	s := Snapshot{Schema: Schema, TakenAt: time.Now().UTC(), Path: o.Path, Markers: []Marker{}}
+	if o.MaxHash <= 0 {
+		o.MaxHash = MaxMarkerBytes
+	}
+	s := Snapshot{Schema: Schema, TakenAt: time.Now().UTC(), Path: o.Path, Markers: []Marker{}, MaxHash: o.MaxHash}
 	s.OS, s.OSName = readOSRelease(o.Root)
 	// python3 and bash are looked at side by side, each in a goroutine of
 	// its own (hash, then `--version`), while the markers are hashed: the
@@ -176,12 +262,21 @@ func Take(ctx context.Context, o Options) (Snapshot, error) {
 		}()
 	}
 	for _, m := range o.Markers {
-		s.Markers = append(s.Markers, readMarker(m))
+		s.Markers = append(s.Markers, readMarker(ctx, m, o.MaxHash))
+	}
+	for _, p := range o.Present {
+		s.Present = append(s.Present, lookUp(p))
 	}
 	wg.Wait()
+	if err := deadline(ctx); err != nil {
+		return Snapshot{}, err
+	}
 	procs, err := readProcesses(o.ProcRoot, o.Detail)
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("take snapshot: %w", err)
+	}
+	if err := deadline(ctx); err != nil {
+		return Snapshot{}, err
 	}
 	s.Processes = procs
 	s.Self = witness.ID{PID: os.Getpid()}
@@ -191,6 +286,15 @@ func Take(ctx context.Context, o Options) (Snapshot, error) {
 		}
 	}
 	return s, nil
+}
+
+// deadline is ErrDeadline, wrapped, once ctx ended; a snapshot that
+// went on past it would hold what a half-finished look saw.
+func deadline(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("take snapshot: %w (%v)", ErrDeadline, err)
+	}
+	return nil
 }
 
 // readOSRelease returns ID-VERSION_ID and PRETTY_NAME from etc/os-release
@@ -278,10 +382,15 @@ func findTool(ctx context.Context, name, path string, timeout time.Duration, noE
 	} else {
 		errs = append(errs, fmt.Sprintf("resolve %q: %v", p, err))
 	}
-	if sum, _, err := hashFile(t.Resolved); err == nil {
-		t.SHA256 = sum
-	} else {
+	// Resolved has no link left, so hashFile's no-follow open reads it.
+	switch h, err := hashFile(ctx, t.Resolved, MaxToolBytes); {
+	case err != nil:
 		errs = append(errs, err.Error())
+	case h.over:
+		t.OverCap = true
+		errs = append(errs, fmt.Sprintf("hash %q: %d bytes, over the cap of %d: not hashed", t.Resolved, h.size, int64(MaxToolBytes)))
+	default:
+		t.SHA256 = h.sum
 	}
 	// Run it by the name PATH gave, not the resolved file: a venv's python
 	// finds its environment through the path it was started by.
@@ -321,42 +430,110 @@ func withoutPath(env []string) []string {
 	return out
 }
 
-func readMarker(path string) Marker {
+func readMarker(ctx context.Context, path string, max int64) Marker {
 	m := Marker{Path: path}
-	sum, size, err := hashFile(path)
+	h, err := hashFile(ctx, path, max)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		m.Missing = true
 	case err != nil:
 		m.Error = err.Error()
 	default:
-		m.SHA256, m.Size = sum, size
+		m.SHA256, m.Size, m.OverCap = h.sum, h.size, h.over
 	}
 	return m
 }
 
-// hashFile returns the sha256 of a regular file and its size. The open
-// never blocks: a fifo planted where a marker or the deliverable should be
-// is refused, not waited on.
-func hashFile(path string) (string, int64, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+// lookUp is a Present file: there or missing, its size, by stat (links
+// followed); a file that is not regular is there with an error.
+func lookUp(path string) Marker {
+	m := Marker{Path: path}
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		m.Missing = true
+	case err != nil:
+		m.Error = err.Error()
+	case !fi.Mode().IsRegular():
+		m.Error = fmt.Sprintf("look up %q: not a regular file (%s)", path, fi.Mode().Type())
+	default:
+		m.Size = fi.Size()
+	}
+	return m
+}
+
+// hashed is what hashFile found: the sha256 of the whole file and its
+// size, or (over) that it holds more than the cap, with its size by fstat.
+type hashed struct {
+	sum  string
+	size int64
+	over bool
+}
+
+// hashFile is the probe's one reader of a file it hashes (markers, the
+// deliverable, the writer's file, python3 and bash). It opens path
+// without following a link at its last component (O_NOFOLLOW: a link is
+// an error naming it, never read) and without blocking (O_NONBLOCK: a
+// fifo is not waited on), reads only a regular file (fstat: a device is
+// refused, not read), and hashes at most max bytes of it (hashPrefix). A
+// larger file is not hashed: over, with its size by fstat.
+func hashFile(ctx context.Context, path string, max int64) (hashed, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if errors.Is(err, syscall.ELOOP) {
+		target, _ := os.Readlink(path)
+		return hashed{}, fmt.Errorf("hash %q: a symbolic link to %q, not followed", path, target)
+	}
 	if err != nil {
-		return "", 0, err
+		return hashed{}, err
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return "", 0, fmt.Errorf("stat %q: %w", path, err)
+		return hashed{}, fmt.Errorf("stat %q: %w", path, err)
 	}
 	if !fi.Mode().IsRegular() {
-		return "", 0, fmt.Errorf("hash %q: not a regular file (%s)", path, fi.Mode().Type())
+		return hashed{}, fmt.Errorf("hash %q: not a regular file (%s)", path, fi.Mode().Type())
 	}
-	h := sha256.New()
-	n, err := io.Copy(h, f)
+	h, err := hashPrefix(ctx, f, max)
 	if err != nil {
-		return "", 0, fmt.Errorf("hash %q: %w", path, err)
+		return hashed{}, fmt.Errorf("hash %q: %w", path, err)
 	}
-	return hex.EncodeToString(h.Sum(nil)), n, nil
+	if h.over {
+		// The size from fstat, after the read: a file still growing
+		// is seen at its latest.
+		if fi, err := f.Stat(); err == nil && fi.Size() > h.size {
+			h.size = fi.Size()
+		}
+	}
+	return h, nil
+}
+
+// hashPrefix hashes r when it holds at most max bytes, reading at most
+// max+1 of them (the one past max says it is over); ctx ending stops it
+// between reads.
+func hashPrefix(ctx context.Context, r io.Reader, max int64) (hashed, error) {
+	h := sha256.New()
+	n, err := io.CopyBuffer(h, ctxReader{ctx, io.LimitReader(r, max+1)}, make([]byte, 32<<10))
+	if err != nil {
+		return hashed{}, err
+	}
+	if n > max {
+		return hashed{size: n, over: true}, nil
+	}
+	return hashed{sum: hex.EncodeToString(h.Sum(nil)), size: n}, nil
+}
+
+// ctxReader ends a read once ctx ended.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, fmt.Errorf("%w (%v)", ErrDeadline, err)
+	}
+	return c.r.Read(p)
 }
 
 // maxFile caps how much of one small file (os-release) is read, so that a

@@ -191,7 +191,7 @@ func TestReadMarkerFifoDoesNotBlock(t *testing.T) {
 	if err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
 		t.Fatalf("positive control: %v is not a fifo: %v", p, err)
 	}
-	m := readMarker(p)
+	m := readMarker(context.Background(), p, MaxMarkerBytes)
 	if m.Error == "" || m.SHA256 != "" {
 		t.Errorf("fifo marker = %+v, want an error and no hash", m)
 	}

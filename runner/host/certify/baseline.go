@@ -36,7 +36,7 @@ func (r *runner) measureBaselines(ctx context.Context, runs int) []Baseline {
 	for _, img := range r.opts.Images {
 		b := Baseline{Image: img.Name}
 		for i := 0; i < runs && b.Err == ""; i++ {
-			secs, err := bareRun(ctx, img.Ref)
+			secs, err := bareRun(ctx, img.Ref, r.opts.ownerDeadline())
 			if err != nil {
 				b.Err = err.Error()
 				break
@@ -57,8 +57,11 @@ func (r *runner) measureBaselines(ctx context.Context, runs int) []Baseline {
 }
 
 // bareRun times one `docker run --rm --network none IMAGE true` through
-// the docker CLI, with the engine every other part of sandproof reaches.
-func bareRun(ctx context.Context, ref string) (float64, error) {
+// the docker CLI, with the engine every other part of sandproof reaches;
+// a run past the owner's deadline d is killed and leaves no figure.
+func bareRun(ctx context.Context, ref string, d time.Duration) (float64, error) {
+	dctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
 	ep, err := engine.Default()
 	if err != nil {
 		return 0, err
@@ -67,11 +70,14 @@ func bareRun(ctx context.Context, ref string) (float64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("no docker CLI on PATH: no baseline")
 	}
-	cmd := exec.CommandContext(ctx, cli, "run", "--rm", "--network", provider.NetworkNone, ref, "true")
+	cmd := exec.CommandContext(dctx, cli, "run", "--rm", "--network", provider.NetworkNone, ref, "true")
 	cmd.Env = ep.Env(os.Environ())
 	t := time.Now()
 	out, err := cmd.CombinedOutput()
 	secs := time.Since(t).Seconds()
+	if err != nil && ctx.Err() == nil && dctx.Err() != nil {
+		return 0, fmt.Errorf("docker run --rm %s true: not ended within %s (the owner's deadline)", ref, d)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("docker run --rm %s true: %v: %s", ref, err, out)
 	}

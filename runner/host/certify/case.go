@@ -541,6 +541,9 @@ func probeRun(ctx context.Context, sb provider.Sandbox, argv []string) (probe.Sn
 	if err != nil {
 		return probe.Snapshot{}, err
 	}
+	if res.ExitCode == probe.ExitDeadline {
+		return probe.Snapshot{}, probeDeadline(argv, res.Stderr)
+	}
 	if res.ExitCode != 0 {
 		return probe.Snapshot{}, fmt.Errorf("probe %s: exit %d: %s", argv[1], res.ExitCode, strings.TrimSpace(string(res.Stderr)))
 	}
@@ -580,6 +583,17 @@ func markerPresent(s probe.Snapshot, p string) bool {
 	return false
 }
 
+// imageHas says whether the probe found p in the image (a regular file,
+// links followed: probe --present).
+func imageHas(s probe.Snapshot, p string) bool {
+	for _, m := range s.Present {
+		if m.Path == p {
+			return !m.Missing && m.Error == ""
+		}
+	}
+	return false
+}
+
 // missingRequirements lists the declared requirements the probed image
 // lacks, each with what was looked for.
 func missingRequirements(reqs []string, s probe.Snapshot, hostBash bool) []string {
@@ -595,7 +609,7 @@ func missingRequirements(reqs []string, s probe.Snapshot, hostBash bool) []strin
 				out = append(out, "python3 (none on the image's PATH)")
 			}
 		default:
-			if !slices.ContainsFunc(requirementPaths[q], func(p string) bool { return markerPresent(s, p) }) {
+			if !slices.ContainsFunc(requirementPaths[q], func(p string) bool { return imageHas(s, p) }) {
 				out = append(out, fmt.Sprintf("%s (none of %s)", q, strings.Join(requirementPaths[q], ", ")))
 			}
 		}

@@ -132,6 +132,10 @@ type Options struct {
 	// Scan bounds each canary search of a case's files; zero fields
 	// mean DefaultScanBytes and DefaultScanTime.
 	Scan ScanLimits
+	// OwnerDeadline bounds each owner step on a case's sandbox (an exec,
+	// a download, the diff, the wait for the baseline; deadline.go); 0
+	// means DefaultOwnerDeadline. A step past it leaves its check unknown.
+	OwnerDeadline time.Duration
 }
 
 // CaseTiming is what a case cost.

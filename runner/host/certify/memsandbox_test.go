@@ -93,6 +93,7 @@ func (m *memSandbox) probeLocked(argv []string) probe.Snapshot {
 		uids = strings.Split(argv[i+1], ",")
 	}
 	s := m.snapshotLocked(paths)
+	s.Present = m.presentLocked(argv)
 	for i, p := range s.Processes {
 		if !slices.Contains(uids, fmt.Sprint(p.UID)) {
 			s.Processes[i].Detail = nil
@@ -101,10 +102,26 @@ func (m *memSandbox) probeLocked(argv []string) probe.Snapshot {
 	return s
 }
 
+// presentLocked is the probe's --present answer in argv: each path there
+// or missing, never hashed.
+func (m *memSandbox) presentLocked(argv []string) []probe.Marker {
+	i := slices.Index(argv, "--present")
+	if i < 0 || i+1 >= len(argv) {
+		return nil
+	}
+	var out []probe.Marker
+	for _, p := range strings.Split(argv[i+1], ",") {
+		c, ok := m.files[p]
+		out = append(out, probe.Marker{Path: p, Missing: !ok, Size: int64(len(c))})
+	}
+	return out
+}
+
 // snapshotLocked is what the probe would print: each path asked for
-// hashed (or missing), the process table with the probe in it.
+// hashed (or missing, or over the probe's cap), the process table with
+// the probe in it.
 func (m *memSandbox) snapshotLocked(paths []string) probe.Snapshot {
-	s := probe.Snapshot{Schema: probe.Schema, OS: m.os, Bash: m.bash, Python3: m.python3, Self: m.self, Processes: slices.Clone(m.procs)}
+	s := probe.Snapshot{Schema: probe.Schema, MaxHash: probe.MaxMarkerBytes, OS: m.os, Bash: m.bash, Python3: m.python3, Self: m.self, Processes: slices.Clone(m.procs)}
 	if m.self.PID != 0 {
 		s.Processes = append(s.Processes, probe.Process{PID: m.self.PID, StartTime: m.self.StartTime, Comm: "probe", State: "R"})
 	}
@@ -118,6 +135,11 @@ func (m *memSandbox) snapshotLocked(paths []string) probe.Snapshot {
 			continue
 		case !ok:
 			s.Markers = append(s.Markers, probe.Marker{Path: p, Missing: true})
+			continue
+		}
+		if len(c) > probe.MaxMarkerBytes {
+			// As the probe's bounded reader: over its cap, not hashed.
+			s.Markers = append(s.Markers, probe.Marker{Path: p, Size: int64(len(c)), OverCap: true})
 			continue
 		}
 		sum := sha256.Sum256([]byte(c))

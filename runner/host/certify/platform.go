@@ -38,13 +38,14 @@ func (r *runner) imageLibc(ctx context.Context, ref, name string) (string, error
 		return "", err
 	}
 	defer sb.Destroy(context.WithoutCancel(ctx))
+	sb = withOwnerDeadline(sb, r.opts.ownerDeadline())
 	paths := append(slices.Clone(requirementPaths["glibc"]), requirementPaths["musl"]...)
-	s, err := probeRun(ctx, sb, []string{probePath, "snapshot", "--no-exec", "--markers", strings.Join(paths, ",")})
+	s, err := probeRun(ctx, sb, []string{probePath, "snapshot", "--no-exec", "--present", strings.Join(paths, ",")})
 	if err != nil {
 		return "", err
 	}
 	for _, libc := range []string{"glibc", "musl"} {
-		if slices.ContainsFunc(requirementPaths[libc], func(p string) bool { return markerPresent(s, p) }) {
+		if slices.ContainsFunc(requirementPaths[libc], func(p string) bool { return imageHas(s, p) }) {
 			return libc, nil
 		}
 	}

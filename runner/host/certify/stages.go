@@ -158,7 +158,9 @@ func ownerPathsFor(opts Options, requires []string) ownerPaths {
 	for _, q := range requires {
 		o.reqPaths = append(o.reqPaths, requirementPaths[q]...)
 	}
-	o.allMarkers = append(slices.Clone(o.markers), o.reqPaths...)
+	// What verify hashes: the markers. The requirements' files are the
+	// image's, looked up once at setup (--present), never read.
+	o.allMarkers = slices.Clone(o.markers)
 	return o
 }
 
@@ -319,10 +321,15 @@ func (cr *caseRun) setupRun(ctx context.Context, sb provider.Sandbox, st provide
 	if err != nil {
 		return probe.Snapshot{}, nil, provider.Errorf("probe setup", sb.ID(), err)
 	}
-	s, err := readBaseline(ctx, proc, challenge)
+	s, err := readBaseline(ctx, cr.r.opts.ownerDeadline(), proc, challenge)
 	if err != nil {
 		code, werr := endProcess(proc)
 		switch {
+		case ownerBlind(err):
+			// The provider did not answer in time, as ownerSandbox's.
+			return s, nil, provider.Errorf("probe setup", sb.ID(), err)
+		case errors.Is(err, io.EOF) && werr == nil && code == probe.ExitDeadline:
+			return s, nil, probeDeadline(argv, []byte(errb.String()))
 		case errors.Is(err, io.EOF) && werr == nil:
 			// The probe printed nothing: its own error is on its stderr.
 			return s, nil, fmt.Errorf("probe setup: exit %d: %s", code, strings.TrimSpace(errb.String()))
@@ -343,8 +350,9 @@ const maxSnapshot = 16 << 20
 
 // readBaseline writes the challenge's frame to the setup run's stdin and
 // reads the baseline's frame from its stdout, nothing past either: the
-// rest of both streams is the agent's.
-func readBaseline(ctx context.Context, proc *provider.Process, challenge string) (probe.Snapshot, error) {
+// rest of both streams is the agent's. It waits at most d (the owner's
+// deadline) for the frame.
+func readBaseline(ctx context.Context, d time.Duration, proc *provider.Process, challenge string) (probe.Snapshot, error) {
 	type read struct {
 		b   []byte
 		err error
@@ -358,10 +366,14 @@ func readBaseline(ctx context.Context, proc *provider.Process, challenge string)
 		return probe.Snapshot{}, err
 	}
 	var r read
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
 	select {
 	case r = <-got:
 	case <-ctx.Done():
 		return probe.Snapshot{}, fmt.Errorf("wait for the baseline: %w", ctx.Err())
+	case <-deadline.C:
+		return probe.Snapshot{}, &ownerDeadlineError{op: "probe setup (its baseline)", after: d, by: "the host"}
 	}
 	if r.err != nil {
 		return probe.Snapshot{}, r.err
@@ -416,7 +428,8 @@ func (cr *caseRun) createSandbox(ctx context.Context, vols []provider.VolumeMoun
 	if os.Getenv("SANDPROOF_TRACE") != "" {
 		sb = provider.Trace(sb, func(format string, args ...any) { r.progress(c.id+": "+format, args...) })
 	}
-	return sb, nil
+	// Every owner step on it from here on has the owner's deadline.
+	return withOwnerDeadline(sb, r.opts.ownerDeadline()), nil
 }
 
 // inspectSandbox records what the engine applies, read back, not what
@@ -454,7 +467,7 @@ func (cr *caseRun) setupArgv() []string {
 	argv := []string{probePath, "setup", "--owner", fmt.Sprintf("%d:%d", o.uid, o.gid),
 		"--dirs", strings.Join(dirs, ","), "--write-markers", strings.Join(o.markers, ","), "--secret", ChallengeFile}
 	if len(o.reqPaths) > 0 {
-		argv = append(argv, "--markers", strings.Join(o.reqPaths, ","))
+		argv = append(argv, "--present", strings.Join(o.reqPaths, ","))
 	}
 	return argv
 }
@@ -656,7 +669,7 @@ func closeEvidence(ev *reports.Evidence, res *session.CloseResult) {
 // are closed first: Close waits for calls in flight, so the transcript is
 // whole.
 func (cr *caseRun) verifyCase(ctx context.Context, ms modelSide, bx sandboxed, act activationResult, scratchRemoved []string) {
-	cr.stage(reports.StageVerify, func() error {
+	cr.verifyStage(func() error {
 		ms.rel.Close()
 		derived := ""
 		if ms.srv != nil {

@@ -25,7 +25,7 @@ const maxDeliverable = 64 << 10
 // diff's allow-list. Every field is a value the earlier stages returned.
 type verifyInput struct {
 	before     probe.Snapshot
-	allMarkers []string // the markers and the requirement paths
+	allMarkers []string // the markers verify hashes (ownerPaths.allMarkers)
 	markers    []string // the four XDG markers
 	sessDir    string
 	proof      loopProof
@@ -189,18 +189,23 @@ type deliverableCheck struct {
 // checkDeliverable is verify.deliverable: the deliverable's sha256
 // against the content the model's write call carried; only a mismatch (or
 // a shell write, whose content is somewhere in its command) is
-// downloaded, so the evidence can say what the file held. It returns an
-// error only for a provider error on that download.
+// downloaded, so the evidence can say what the file held; one the probe
+// found over its cap is neither hashed nor downloaded (it is larger than
+// the download's cap too), and never delivered. It returns an error only
+// for a provider error on that download.
 func checkDeliverable(ctx context.Context, sb provider.Sandbox, seen map[string]probe.Marker, proof loopProof, key string) (deliverableCheck, error) {
 	var out deliverableCheck
 	want := sha256.Sum256([]byte(proof.want))
 	dm, ok := seen[Deliverable]
 	present := ok && !dm.Missing && dm.Error == ""
-	delivered := present && proof.want != "" && dm.SHA256 == hex.EncodeToString(want[:])
+	delivered := present && proof.want != "" && dm.SameContent(probe.Marker{SHA256: hex.EncodeToString(want[:])})
 	var detailErr error
-	if delivered {
+	switch {
+	case delivered:
 		out.content = proof.want
-	} else {
+	case dm.OverCap:
+		detailErr = fmt.Errorf("the probe found %d bytes, over its cap: not hashed, not downloaded", dm.Size)
+	default:
 		// A no-follow, capped read: a link is named, never followed.
 		got, err := provider.DownloadFile(ctx, sb, Deliverable, maxDeliverable)
 		if provider.IsProviderError(err) {
@@ -233,27 +238,43 @@ type markersCheck struct {
 
 // checkMarkers is verify.markers: every XDG marker the owner wrote is
 // there after close with the content it had in the baseline; one the
-// snapshot does not report, or could not read, is not kept.
+// snapshot does not report, could not read, or found over its cap (not
+// hashed: probe.Marker.SameContent) is not kept.
 func checkMarkers(before, after probe.Snapshot, markers []string) markersCheck {
 	out := markersCheck{kept: []string{}, lost: []string{}}
 	beforeMarkers := map[string]probe.Marker{}
 	for _, m := range before.Markers {
 		beforeMarkers[m.Path] = m
 	}
+	var why []string
 	for _, m := range after.Markers {
 		if !slices.Contains(markers, m.Path) {
 			continue
 		}
-		b := beforeMarkers[m.Path]
-		if !m.Missing && m.Error == "" && m.SHA256 == b.SHA256 && !b.Missing {
+		if b := beforeMarkers[m.Path]; b.SameContent(m) {
 			out.kept = append(out.kept, m.Path)
 		} else {
 			out.lost = append(out.lost, m.Path)
+			why = append(why, fmt.Sprintf("%s (%s)", m.Path, lostWhy(m)))
 		}
 	}
 	out.check = verifyCheck("verify.markers", len(out.kept) == len(markers) && len(out.lost) == 0,
-		"%d of %d XDG markers kept unchanged; lost: %v", len(out.kept), len(markers), out.lost)
+		"%d of %d XDG markers kept unchanged; lost: %v", len(out.kept), len(markers), why)
 	return out
+}
+
+// lostWhy says why a marker is not kept, in sandproof's words only (a
+// read error may quote a link's target, which the harness chose).
+func lostWhy(m probe.Marker) string {
+	switch {
+	case m.Missing:
+		return "missing"
+	case m.Error != "":
+		return "not read: a link, not a regular file, or unreadable"
+	case m.OverCap:
+		return fmt.Sprintf("%d bytes, over the probe's cap: not hashed", m.Size)
+	}
+	return "content changed"
 }
 
 // sessionDirCheck is verify.session_dir_removed and its finding.

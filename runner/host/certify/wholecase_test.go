@@ -99,7 +99,9 @@ func probeSetup(m *memSandbox) func(provider.ExecSpec) (provider.ExecResult, err
 				m.files[argv[i+1]] = string(b)
 			}
 		}
-		out, err := json.Marshal(m.snapshotLocked(paths))
+		s := m.snapshotLocked(paths)
+		s.Present = m.presentLocked(argv)
+		out, err := json.Marshal(s)
 		if err != nil || !became {
 			return provider.ExecResult{Stdout: out}, err
 		}
@@ -176,7 +178,7 @@ func (w *wholeCase) run(t *testing.T, harness func(w *wholeCase)) *reports.Evide
 		// As runSession: an interrupt that reached the case, or a stage
 		// that stopped it, skips verify.
 		if !cr.intr.interruptReached() && !stopsCase(actErr) {
-			cr.stage(reports.StageVerify, func() error {
+			cr.verifyStage(func() error {
 				_, err := cr.verify(ctx, w.bx.sb, verifyInput{before: w.bx.before, allMarkers: cr.owner.allMarkers, markers: cr.owner.markers,
 					sessDir: cr.sess.dir, proof: loopProof{want: w.token}, allowed: cr.allowed(), key: cr.r.key})
 				return err
@@ -273,6 +275,16 @@ func TestWholeCaseBrokenRuleFailsItsCheck(t *testing.T) {
 		{"a marker removed", "verify.markers", nil, func(w *wholeCase) {
 			goodHarness(w)
 			w.sb.remove(w.cr.owner.markers[0])
+		}},
+		// The probe reads at most its cap of a file it hashes: one past
+		// it is not hashed, so never the token or the baseline's marker.
+		{"the deliverable over the probe's cap", "verify.deliverable", nil, func(w *wholeCase) {
+			goodHarness(w)
+			w.sb.write(Deliverable, w.token+strings.Repeat("\x00", probe.MaxMarkerBytes))
+		}},
+		{"a marker over the probe's cap", "verify.markers", nil, func(w *wholeCase) {
+			goodHarness(w)
+			w.sb.write(w.cr.owner.markers[1], strings.Repeat("\x00", probe.MaxMarkerBytes+1))
 		}},
 		{"the session dir left", "verify.session_dir_removed", nil, func(w *wholeCase) {
 			goodHarness(w)

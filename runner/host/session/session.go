@@ -660,6 +660,11 @@ func (s *Session) inspectImage(ctx context.Context, probe string, place []string
 	return f, nil
 }
 
+// seedHashBytes is the most the probe reads of a file seed hashes: warden
+// and a static bash are a few MiB each; a build past it is not hashed,
+// and seed fails on its hash.
+const seedHashBytes = 64 << 20
+
 type probeSnapshot struct {
 	Bash    *json.RawMessage `json:"-"`
 	BashRaw json.RawMessage  `json:"bash"`
@@ -676,7 +681,9 @@ type probeSnapshot struct {
 func (s *Session) snapshot(ctx context.Context, probe string, place, markers []string) (*probeSnapshot, error) {
 	// --no-exec: seed only needs to know where bash is and to hash files;
 	// it must not start the image's python3 or bash (tripwire specs).
-	argv := []string{s.x(probe), "snapshot", "--no-exec"}
+	// The files it hashes are sandproof's own builds, over the probe's
+	// default cap for a marker: --max-hash raises it to seedHashBytes.
+	argv := []string{s.x(probe), "snapshot", "--no-exec", "--max-hash", strconv.Itoa(seedHashBytes)}
 	if len(place) == 2 {
 		argv = append(argv, "--place", s.x(place[0])+","+s.x(place[1]))
 	}
