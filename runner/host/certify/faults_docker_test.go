@@ -20,10 +20,11 @@ import (
 // debian-12 (contract §7.6 scenarios): the fixture mini-agent that exits
 // 1 right after the answer to its second request whatever it was
 // (--crash-after 2, retrying the 429 so that it makes one), and the one
-// that exits right after sending its first, the answer unread
-// (--crash-on-send 1). main passed the first on model-429 (its exit
-// followed a 200) and model-400, the second on model-429; both fail both
-// now. The positive control: the same agent exiting 1 on the model's
+// that exits as soon as the answer to its first begins to arrive,
+// reading none of it (--crash-unread 1). main passed the first on
+// model-429 (its exit followed a 200) and model-400, the second on
+// model-429; both fail both now (the second's model-400 ends before the
+// fault). The positive control: the same agent exiting 1 on the model's
 // error and saying so on its stderr (no Pi-like events: miniagent's
 // plain mode) passes both as a model error, so the rule is live and
 // reads what the harness said.
@@ -31,13 +32,13 @@ func TestCertifyCrashingHarnessesFailTheFaults(t *testing.T) {
 	imgs := needEngine(t, "debian-12")
 	warden, probe, _ := binaries(t)
 	crashAfter := swapArg(t, "miniagent-pi", "crash-after-2", `"--detach-tools"`, `"--detach-tools", "--retry-429", "2", "--crash-after", "2"`)
-	crashOnSend := swapArg(t, "miniagent-pi", "crash-on-send-1", `"--detach-tools"`, `"--detach-tools", "--crash-on-send", "1"`)
+	crashUnread := swapArg(t, "miniagent-pi", "crash-unread-1", `"--detach-tools"`, `"--detach-tools", "--crash-unread", "1"`)
 	reportsIt := swapArg(t, "miniagent-pi", "exit1-reports", `"--events", "pi",`, ``)
 	out := t.TempDir()
 	var progress syncBuf
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	_, err := certify.Run(ctx, certify.Options{Adapters: []*adapter.Manifest{crashAfter, crashOnSend, reportsIt}, Images: imgs,
+	_, err := certify.Run(ctx, certify.Options{Adapters: []*adapter.Manifest{crashAfter, crashUnread, reportsIt}, Images: imgs,
 		Scenarios: []string{certify.ScenarioModel429, certify.ScenarioModel400}, Parallel: 2,
 		Warden: warden, Probe: probe, Bash: bashStatic(), Out: out, Progress: &progress})
 	if err != nil {
@@ -52,8 +53,8 @@ func TestCertifyCrashingHarnessesFailTheFaults(t *testing.T) {
 	}{
 		{crashAfter.Name, certify.ScenarioModel429, reports.StatusFailed, "was answered normally", 2},
 		{crashAfter.Name, certify.ScenarioModel400, reports.StatusFailed, "said nothing of the context limit", 2},
-		{crashOnSend.Name, certify.ScenarioModel429, reports.StatusFailed, "", 1},
-		{crashOnSend.Name, certify.ScenarioModel400, reports.StatusFailed, "never answered", 1},
+		{crashUnread.Name, certify.ScenarioModel429, reports.StatusFailed, "said nothing of the rate limit", 1},
+		{crashUnread.Name, certify.ScenarioModel400, reports.StatusFailed, "never answered", 1},
 		{reportsIt.Name, certify.ScenarioModel429, reports.StatusPassed, `"rate limit" in its stderr`, 1},
 		{reportsIt.Name, certify.ScenarioModel400, reports.StatusPassed, "in its stderr", 2},
 	} {
