@@ -99,6 +99,8 @@ func faultCases() []faultCase {
 		// the model found no task in, then exit 1.
 		{"side answers after the 400 (a title, the model finding no task)", f400(1, []said{{"events", `{"type":"error","error":{"name":"ContextOverflowError"}}`}},
 			side(1, 10), answered(2, 400, 20), side(3, 30), side(4, 40)), reports.StatusPassed, true, `"contextoverflow" in its events`},
+		{"a retry answered 500, left unread: the model's errors ended it", f429(1, rateLimited, answered(1, 429, 10), answered(2, 500, -1)),
+			reports.StatusPassed, true, "filed as a model error"},
 		{"a request the relay refused after the fault (no answer of the model's)", f429(1, rateLimited, answered(1, 429, 10), relay.Call{Seq: 2, Status: 403, Refused: relay.RefusedCanary}),
 			reports.StatusPassed, true, "filed as a model error"},
 

@@ -324,10 +324,10 @@ func exitedOnFault(f faultSeen, t faultTrail) (bool, string) {
 	}
 	where, term := faultNamed(f.fault, f.said)
 	if where == "" {
-		return false, fmt.Sprintf("exited %d right after the %s's answer, and said nothing of the %s itself (read: its %s): a crash, not a model error",
+		return false, fmt.Sprintf("exited %d, the %s's answer the last that asked anything of it, and said nothing of the %s itself (read: its %s): a crash, not a model error",
 			rc, f.fault, faultNames[f.fault], saidPlaces(f.said))
 	}
-	return true, fmt.Sprintf("exited %d right after the %s's answer, reporting it (%q in its %s): filed as a model error", rc, f.fault, term, where)
+	return true, fmt.Sprintf("exited %d, the %s's answer the last that asked anything of it, reporting it (%q in its %s): filed as a model error", rc, f.fault, term, where)
 }
 
 func lastText(seq int) string {
