@@ -83,6 +83,10 @@ type caseRun struct {
 	sb provider.Sandbox
 	// borrowed is what a borrowed case's owner started before the launch.
 	borrowed borrowedSeen
+	// resultFailure is the adapter's result rule's failure message
+	// (readCaptures), where a fault case looks for the harness's own
+	// report of the fault.
+	resultFailure string
 }
 
 // ownerPaths are the task user and the owner's markers in the sandbox.
@@ -686,6 +690,7 @@ func (cr *caseRun) readCaptures(act *session.Result, captures map[string]string)
 		}
 	}
 	out := j.Outcome()
+	cr.resultFailure = out.FailureMessage
 	var rc *int
 	if act != nil && act.Receipt != nil {
 		rc = act.Receipt.ReturnCode

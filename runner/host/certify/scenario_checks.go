@@ -2,11 +2,13 @@ package certify
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
 	"github.com/sandproof/sandproof/reports"
 	"github.com/sandproof/sandproof/runner/host/capture"
+	"github.com/sandproof/sandproof/runner/host/relay"
 	"github.com/sandproof/sandproof/runner/model"
 	"github.com/sandproof/sandproof/runner/probe"
 	"github.com/sandproof/sandproof/runner/witness"
@@ -169,24 +171,105 @@ func partialTranscriptCheck(t transcriptSeen) reports.Check {
 		stalledAt, modelCalls, t.relayCalls, t.roundTripped, t.records, t.eventLines, t.gaps)
 }
 
-// faultSeen is what a model-fault case (model-429, model-400) ended with.
+// faultSeen is what a model-fault case (model-429, model-400) ended with:
+// the model's count of the fault answered, the relay's record of every
+// request of the case, the activation's receipt, and what the harness
+// itself said.
 type faultSeen struct {
-	fault     model.Fault
-	answered  int // requests the fault answered
-	rec       *reports.Receipt
-	response  string // response_status
-	delivered bool   // verify.deliverable's verdict, with the derived token
+	fault       model.Fault
+	answered    int          // requests the model answered with the fault
+	calls       []relay.Call // the relay's record, in request order
+	rec         *reports.Receipt
+	response    string // response_status
+	deliverable bool   // verify.deliverable's verdict, with the derived token
+	// said is where the harness reports, each read bounded from what
+	// the case captured (harnessSaid): its result's failure message and
+	// the tails of its stderr, stdout and events.
+	said []said
 }
 
-// modelFaultCheck is scenario.model_fault: the harness met the fault and
-// finished the challenge (exit 0, the deliverable holding the token the
-// model derived from the challenge, through the write call that came
-// after it), or exited non-zero, which the receipt carries and the case
-// files as a model error; never exit 0 without the deliverable, never a
-// hang to the deadline, and the cleanup confirmed either way.
+// said is one place the harness reports in and the text read there.
+type said struct{ where, text string }
+
+// faultStatus is the HTTP status the scripted model answers each fault
+// with: the relay's record finds the fault's answer by it.
+var faultStatus = map[model.Fault]int{model.Fault429: 429, model.Fault400: 400}
+
+// faultTerms are what a harness's own report of each fault says: the
+// rate limit (the 429's reason phrase, the OpenAI error's code and
+// wording, Claude Code's "Rate limit reached"), the context limit (the
+// 400's code and wording, Codex's "context window", OpenCode's
+// ContextOverflowError, OpenClaw's stored message). A bare status number
+// is not enough: "400" is in too much output that has nothing to do with
+// the fault.
+var faultTerms = map[model.Fault]*regexp.Regexp{
+	model.Fault429: regexp.MustCompile(`(?i)rate[ _-]?limit|too many requests`),
+	model.Fault400: regexp.MustCompile(`(?i)context[ _-]?(length|window|limit|overflow)|maximum context|prompt is too long|too many tokens`),
+}
+
+// faultNames say what each fault is, for details.
+var faultNames = map[model.Fault]string{model.Fault429: "rate limit", model.Fault400: "context limit"}
+
+// faultTrail is what the relay saw of a fault case: the request the fault
+// answered, the answer that reached the harness last, the requests after
+// the fault's, and the first of those the model answered with a step of
+// the task. Requests are the relay's numbers (Seq); 0 is none.
+type faultTrail struct {
+	seq    int // the fault's answer: the first forwarded request answered with its status
+	last   int // the last answer delivered whole (relay.Call.Delivered), by when, side answers left out
+	later  int // forwarded requests after the fault's
+	normal int // the first of them answered with a step of the task, delivered or not
+}
+
+// sideAnswer is an answer that gave the harness no work: a 2xx that asked
+// for no tool (a title, a summary, the model's text, "done"). A harness
+// that met the fault may still ask for those (OpenCode titles and
+// compacts after a 400); they do not show it went on with the task. An
+// answer that asked for a tool call does, and any other status is an
+// answer the harness may have ended on.
+func sideAnswer(c relay.Call) bool { return c.Status/100 == 2 && len(c.ToolCalls) == 0 }
+
+// trailOf reads the relay's record of a fault case. A request the relay
+// answered itself (refused) is no answer of the model's and no retry.
+func trailOf(f model.Fault, calls []relay.Call) faultTrail {
+	var t faultTrail
+	var lastAt time.Time
+	for _, c := range calls {
+		if c.Seq == 0 || c.Refused != "" {
+			continue
+		}
+		if t.seq == 0 && c.Status == faultStatus[f] {
+			t.seq = c.Seq
+		}
+		if t.seq > 0 && c.Seq > t.seq {
+			t.later++
+			if t.normal == 0 && c.Status/100 == 2 && !sideAnswer(c) {
+				t.normal = c.Seq
+			}
+		}
+		// An answer the harness never had whole is not one it read.
+		if !c.Delivered || sideAnswer(c) {
+			continue
+		}
+		if !c.DeliveredAt.Before(lastAt) {
+			t.last, lastAt = c.Seq, c.DeliveredAt
+		}
+	}
+	return t
+}
+
+// modelFaultCheck is scenario.model_fault (contract §7.6 scenarios): the
+// harness met the fault and finished the challenge (exit 0, the
+// deliverable holding the token the model derived from the challenge,
+// through the write call that came after it; after a 429, through a
+// retry), or exited non-zero because of the fault (exitedOnFault), which
+// the receipt carries and the case files as a model error; never exit 0
+// without the deliverable, never a hang to the deadline, and the cleanup
+// confirmed either way.
 func modelFaultCheck(f faultSeen) (reports.Check, bool) {
 	const id = "scenario.model_fault"
 	rec := f.rec
+	t := trailOf(f.fault, f.calls)
 	var ok, modelErr bool
 	var why string
 	switch {
@@ -200,22 +283,85 @@ func modelFaultCheck(f faultSeen) (reports.Check, bool) {
 		why = "cleanup not confirmed"
 	case rec.ReturnCode == nil:
 		why = "no return code"
-	case *rec.ReturnCode == 0 && f.delivered:
+	case *rec.ReturnCode == 0 && f.deliverable && f.fault == model.Fault429 && t.later == 0:
+		why = "exit 0 with the deliverable, yet the relay recorded no request after the 429's: a rate limit passes only with a retry"
+	case *rec.ReturnCode == 0 && f.deliverable:
 		// Its own result may still report the fault it got past (Pi's
 		// events keep the 400's stopReason error before it compacted).
 		ok, why = true, "the harness went on and finished the challenge"
 	case *rec.ReturnCode == 0:
-		why = fmt.Sprintf("exit 0 without finishing (deliverable %t, response_status %s): a made-up success", f.delivered, f.response)
+		why = fmt.Sprintf("exit 0 without finishing (deliverable %t, response_status %s): a made-up success", f.deliverable, f.response)
 	default:
-		ok, modelErr = true, true
-		why = fmt.Sprintf("the harness exited %d, filed as a model error", *rec.ReturnCode)
+		ok, why = exitedOnFault(f, t)
+		modelErr = ok
 	}
 	rc, cause := "null", ""
 	if rec != nil {
 		rc, cause = intText(rec.ReturnCode), rec.Cause
 	}
-	return scenarioCheck(id, ok, "%s answered %d request(s); receipt cause %q, return_code %s; deliverable %t, response_status %s: %s",
-		f.fault, f.answered, cause, rc, f.delivered, f.response, why), modelErr
+	return scenarioCheck(id, ok, "%s answered %d request(s); relay: the %s on request %d, last answer delivered: request %d, %d request(s) after; receipt cause %q, return_code %s; deliverable %t, response_status %s: %s",
+		f.fault, f.answered, f.fault, t.seq, t.last, t.later, cause, rc, f.deliverable, f.response, why), modelErr
+}
+
+// exitedOnFault judges a non-zero exit: a model error only when the exit
+// was the fault's doing, as far as what happened shows it. The fault's
+// answer reached the harness whole and was the last answer it got (the
+// relay's record; side answers, which gave it no work, left out), no
+// request after it was answered normally, with a step of the task (one
+// that was means the harness went on past the fault, whether it read
+// that answer or crashed first), and the harness itself reported the
+// fault (faultTerms, in said): a harness that exits whatever the model
+// answers is a crash, not a model error.
+func exitedOnFault(f faultSeen, t faultTrail) (bool, string) {
+	rc := *f.rec.ReturnCode
+	switch {
+	case t.seq == 0:
+		return false, fmt.Sprintf("exited %d, and the relay recorded no %d answer: not a model error", rc, faultStatus[f.fault])
+	case t.normal > 0:
+		return false, fmt.Sprintf("exited %d after request %d, later than the %s's (request %d), was answered normally (a tool call): not a model error", rc, t.normal, f.fault, t.seq)
+	case t.last != t.seq:
+		return false, fmt.Sprintf("exited %d, the last answer delivered to it whole being %s, not the %s's to request %d: not a model error", rc, lastText(t.last), f.fault, t.seq)
+	}
+	where, term := faultNamed(f.fault, f.said)
+	if where == "" {
+		return false, fmt.Sprintf("exited %d, the %s's answer the last that asked anything of it, and said nothing of the %s itself (read: its %s): a crash, not a model error",
+			rc, f.fault, faultNames[f.fault], saidPlaces(f.said))
+	}
+	return true, fmt.Sprintf("exited %d, the %s's answer the last that asked anything of it, reporting it (%q in its %s): filed as a model error", rc, f.fault, term, where)
+}
+
+func lastText(seq int) string {
+	if seq == 0 {
+		return "none"
+	}
+	return fmt.Sprintf("request %d's", seq)
+}
+
+// faultNamed is the first place the harness named the fault, and the
+// words it used ("" when it did not).
+func faultNamed(f model.Fault, ss []said) (where, term string) {
+	re := faultTerms[f]
+	if re == nil {
+		return "", ""
+	}
+	for _, s := range ss {
+		if m := re.FindString(s.text); m != "" {
+			return s.where, strings.ToLower(m)
+		}
+	}
+	return "", ""
+}
+
+// saidPlaces lists the places read, for a detail.
+func saidPlaces(ss []said) string {
+	var names []string
+	for _, s := range ss {
+		names = append(names, s.where)
+	}
+	if len(names) == 0 {
+		return "nothing captured"
+	}
+	return strings.Join(names, ", ")
 }
 
 // borrowedSeen is what the owner found of its own service and state after

@@ -206,37 +206,6 @@ func TestPartialTranscriptRules(t *testing.T) {
 	}
 }
 
-func TestModelFaultRules(t *testing.T) {
-	zero, one, sigterm := 0, 1, 143
-	rec := func(rc *int) *reports.Receipt {
-		return &reports.Receipt{Cause: "exited", CleanupConfirmed: true, ReturnCode: rc}
-	}
-	finished := faultSeen{fault: model.Fault429, answered: 1, rec: rec(&zero), response: capture.ResponseCompleted, delivered: true}
-	for _, tc := range []struct {
-		name     string
-		bend     func(*faultSeen)
-		want     reports.Status
-		modelErr bool
-	}{
-		{"went on and finished", func(*faultSeen) {}, reports.StatusPassed, false},
-		{"exited 1: a model error", func(f *faultSeen) { f.rec, f.delivered, f.response = rec(&one), false, capture.ResponseFailed }, reports.StatusPassed, true},
-		{"exit 0 without the deliverable", func(f *faultSeen) { f.delivered, f.response = false, capture.ResponseIncomplete }, reports.StatusFailed, false},
-		{"exit 0, the deliverable, its own result reporting the fault it got past", func(f *faultSeen) { f.response = capture.ResponseFailed }, reports.StatusPassed, false},
-		{"hung to the deadline", func(f *faultSeen) { r := rec(&sigterm); r.TimedOut, r.Cause = true, "deadline"; f.rec = r }, reports.StatusFailed, false},
-		{"cleanup not confirmed", func(f *faultSeen) { f.rec = &reports.Receipt{ReturnCode: &one} }, reports.StatusFailed, false},
-		{"no return code", func(f *faultSeen) { f.rec = rec(nil) }, reports.StatusFailed, false},
-		{"the fault never answered", func(f *faultSeen) { f.answered = 0 }, reports.StatusFailed, false},
-		{"no receipt", func(f *faultSeen) { f.rec = nil }, reports.StatusFailed, false},
-	} {
-		f := finished
-		tc.bend(&f)
-		c, modelErr := modelFaultCheck(f)
-		if c.ID != "scenario.model_fault" || c.Status != tc.want || modelErr != tc.modelErr {
-			t.Errorf("%s: %s %s model error %t (%s), want %s, %t", tc.name, c.ID, c.Status, modelErr, c.Detail, tc.want, tc.modelErr)
-		}
-	}
-}
-
 // serviceProc is the owner's service as the probe lists it: uid 65534's
 // sleep, with its detail.
 func serviceProc() probe.Process {

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -257,8 +258,8 @@ func (cr *caseRun) scenarioVerify(ctx context.Context, ms modelSide, bx sandboxe
 		if rec == nil {
 			rec = ev.ActivationReceipt
 		}
-		c, modelErr := modelFaultCheck(faultSeen{fault: sc.Fault, answered: answered, rec: rec, response: ev.ResponseStatus,
-			delivered: v.delivered && (v.derived == "" || v.proof.want == v.derived)})
+		c, modelErr := modelFaultCheck(faultSeen{fault: sc.Fault, answered: answered, calls: ms.rel.Calls(), rec: rec, response: ev.ResponseStatus,
+			deliverable: v.delivered && (v.derived == "" || v.proof.want == v.derived), said: cr.harnessSaid()})
 		ev.Checks = append(ev.Checks, c)
 		if modelErr {
 			ev.ResponseStatus = "model_error"
@@ -268,6 +269,24 @@ func (cr *caseRun) scenarioVerify(ctx context.Context, ms modelSide, bx sandboxe
 		ev.Checks = append(ev.Checks, borrowedCheck(borrowedAfter(cr.borrowed, v.after)))
 	}
 	return nil
+}
+
+// harnessSaid is where a fault case looks for the harness's own report
+// of the fault, all of it from what the case captured and bounded: its
+// result's failure message (the adapter's result rule, read by
+// readCaptures) and the last tailRead bytes of the activation's stderr,
+// stdout and events (regular files only, never through a link: tailOf).
+// A harness that reports a model error says so last, so the tails hold
+// it.
+func (cr *caseRun) harnessSaid() []said {
+	out := []said{{"result", truncate(cr.resultFailure, tailRead)}}
+	run := filepath.Join(cr.dir, "capture", "run", activation)
+	for _, f := range []struct{ where, name string }{{"stderr", "stderr.log"}, {"stdout", "stdout.log"}, {"events", "events.jsonl"}} {
+		if b, err := tailOf(filepath.Join(run, f.name)); err == nil {
+			out = append(out, said{f.where, string(b)})
+		}
+	}
+	return out
 }
 
 // borrowedAfter is b with what verify's snapshot (which details the

@@ -211,6 +211,17 @@ type Call struct {
 	Refused string `json:"refused,omitempty"`
 	// RequestBytes is the request body's size, as read.
 	RequestBytes int64 `json:"request_bytes,omitempty"`
+	// Delivered says the upstream's answer reached the harness's
+	// connection whole: every byte the upstream sent (to its end) was
+	// written and flushed, and the harness had not left before the last
+	// one (a client that closes its connection ends the request's
+	// context). false for an answer cut short, one the harness left
+	// before, and one the relay gave itself (refused, upstream
+	// unreachable). DeliveredAt is when the last byte was flushed. What
+	// the harness did with bytes that reached its connection is not seen
+	// from here (scenario.model_fault's rules do not rest on it alone).
+	Delivered   bool      `json:"delivered,omitempty"`
+	DeliveredAt time.Time `json:"delivered_at,omitzero"`
 }
 
 // Relay is a running relay.
@@ -736,12 +747,14 @@ func (r *Relay) forward(w http.ResponseWriter, req *http.Request, c *Call, upPat
 		return
 	}
 	defer resp.Body.Close()
-	r.relayAnswer(w, resp, c)
+	r.relayAnswer(req.Context(), w, resp, c)
 }
 
 // relayAnswer passes the upstream's answer on chunk by chunk, keeping up
-// to MaxBody of it to parse into the call once it ends.
-func (r *Relay) relayAnswer(w http.ResponseWriter, resp *http.Response, c *Call) {
+// to MaxBody of it to parse into the call once it ends, and records
+// whether it was delivered whole before the harness left (ctx is the
+// harness's request's).
+func (r *Relay) relayAnswer(ctx context.Context, w http.ResponseWriter, resp *http.Response, c *Call) {
 	for k, vs := range resp.Header {
 		w.Header()[k] = vs
 	}
@@ -754,6 +767,7 @@ func (r *Relay) relayAnswer(w http.ResponseWriter, resp *http.Response, c *Call)
 	fl, _ := w.(http.Flusher)
 	kept := &capped{max: r.opts.MaxBody}
 	buf := make([]byte, 32<<10)
+	whole := false
 	for {
 		n, rerr := resp.Body.Read(buf)
 		if n > 0 {
@@ -770,6 +784,7 @@ func (r *Relay) relayAnswer(w http.ResponseWriter, resp *http.Response, c *Call)
 			}
 		}
 		if rerr == io.EOF {
+			whole = true
 			break
 		}
 		if rerr != nil {
@@ -777,12 +792,26 @@ func (r *Relay) relayAnswer(w http.ResponseWriter, resp *http.Response, c *Call)
 			break
 		}
 	}
+	if whole {
+		c.Delivered, c.DeliveredAt = delivered(ctx, w)
+	}
 	c.Truncated = kept.over
 	if sse {
 		r.parseSSE(c, kept.b.Bytes())
 	} else {
 		r.parseJSON(c, kept.b.Bytes())
 	}
+}
+
+// delivered flushes what is left of a whole answer to the harness's
+// connection and says whether it got there before the harness left: the
+// flush succeeded and the request's context, which the server ends when
+// the client closes its connection, is still live after it.
+func delivered(ctx context.Context, w http.ResponseWriter) (bool, time.Time) {
+	if err := http.NewResponseController(w).Flush(); err != nil || ctx.Err() != nil {
+		return false, time.Time{}
+	}
+	return true, time.Now()
 }
 
 // redact keeps the upstream key out of recorded errors.

@@ -1,0 +1,229 @@
+package certify
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandproof/sandproof/reports"
+	"github.com/sandproof/sandproof/runner/host/capture"
+	"github.com/sandproof/sandproof/runner/host/relay"
+	"github.com/sandproof/sandproof/runner/model"
+)
+
+// scenario.model_fault's rules (contract §7.6 scenarios) over the shapes
+// the relay records of a fault case, without an engine. The relay's
+// record is the witness of what the harness was answered and had
+// delivered whole; the receipt of how it ended; its own result, stderr
+// and stdout of what it said. Each of issue 35's crashing harnesses is a
+// row that main's rule (any non-zero exit once the fault was answered)
+// passed.
+
+// answered is one relay record: request seq answered with status,
+// delivered whole at ms after the start, or never (ms < 0).
+func answered(seq, status, ms int) relay.Call {
+	c := relay.Call{Seq: seq, Method: "POST", Path: "/v1/chat/completions", Status: status}
+	if ms >= 0 {
+		c.Delivered, c.DeliveredAt = true, time.Unix(1_800_000_000, 0).Add(time.Duration(ms)*time.Millisecond)
+	}
+	return c
+}
+
+// step is a 200 that asked for a step of the task (a tool call); side one
+// that asked for none (a title, the model's text).
+func step(seq, ms int) relay.Call {
+	c := answered(seq, 200, ms)
+	c.ToolCalls = []relay.ToolCall{{ID: "call_1", Name: "read", Arguments: `{"path":"/task/challenge.txt"}`}}
+	return c
+}
+
+func side(seq, ms int) relay.Call {
+	c := answered(seq, 200, ms)
+	c.Text = "Create deliverable file"
+	return c
+}
+
+func calls(cs ...relay.Call) []relay.Call { return cs }
+
+func exited(rc int) *reports.Receipt {
+	return &reports.Receipt{Cause: "exited", CleanupConfirmed: true, ReturnCode: &rc}
+}
+
+// What harnesses say: OpenAI SDKs' 429 ("429 Rate limit reached for
+// requests"), the mini-agent's stderr, OpenClaw's stored errorMessage of
+// the 400, and a crash that names nothing.
+var (
+	rateLimited   = []said{{"result", ""}, {"stderr", "miniagent: model answered HTTP 429: {\"error\":{\"message\":\"Rate limit reached for requests.\"}}\n"}}
+	contextLimit  = []said{{"result", "400 This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens."}, {"stderr", ""}}
+	crashedSaying = []said{{"result", ""}, {"stderr", "miniagent: crashed after model request 2\n"}, {"events", `{"type":"turn_start"}` + "\n"}}
+)
+
+type faultCase struct {
+	name     string
+	f        faultSeen
+	want     reports.Status
+	modelErr bool
+	// why is a part of the detail that says which rule decided.
+	why string
+}
+
+// faultCases are the rules' table: the shapes that pass first (the
+// positive controls), then each attack and each broken condition.
+func faultCases() []faultCase {
+	f429 := func(rc int, said []said, cs ...relay.Call) faultSeen {
+		return faultSeen{fault: model.Fault429, answered: 1, calls: cs, rec: exited(rc), response: capture.ResponseFailed, said: said}
+	}
+	f400 := func(rc int, said []said, cs ...relay.Call) faultSeen {
+		f := f429(rc, said, cs...)
+		f.fault = model.Fault400
+		return f
+	}
+	finished := func(f faultSeen) faultSeen {
+		f.deliverable, f.response = true, capture.ResponseCompleted
+		return f
+	}
+	return []faultCase{
+		// Passing shapes.
+		{"429, a retry, then finished", finished(f429(0, nil, answered(1, 429, 10), step(2, 1020), step(3, 1030), side(4, 1040))),
+			reports.StatusPassed, false, "went on and finished"},
+		{"400, compacted, then finished", finished(f400(0, nil, step(1, 10), answered(2, 400, 20), step(3, 30), side(4, 40))),
+			reports.StatusPassed, false, "went on and finished"},
+		{"429 then an exit with an error naming the rate limit", f429(1, rateLimited, answered(1, 429, 10)),
+			reports.StatusPassed, true, `"rate limit" in its stderr`},
+		{"exit right after reading the 400, reporting it in its result", f400(1, contextLimit, step(1, 10), answered(2, 400, 20)),
+			reports.StatusPassed, true, `"maximum context" in its result`},
+		{"a title request answered before the fault's answer", f400(1, contextLimit, side(1, 5), step(2, 10), answered(3, 400, 20)),
+			reports.StatusPassed, true, "filed as a model error"},
+		// OpenCode on model-400: a title, the 400 (its events name the
+		// ContextOverflowError), a compaction's title and a continuation
+		// the model found no task in, then exit 1.
+		{"side answers after the 400 (a title, the model finding no task)", f400(1, []said{{"events", `{"type":"error","error":{"name":"ContextOverflowError"}}`}},
+			side(1, 10), answered(2, 400, 20), side(3, 30), side(4, 40)), reports.StatusPassed, true, `"contextoverflow" in its events`},
+		{"a retry answered 500, left unread: the model's errors ended it", f429(1, rateLimited, answered(1, 429, 10), answered(2, 500, -1)),
+			reports.StatusPassed, true, "filed as a model error"},
+		{"a request the relay refused after the fault (no answer of the model's)", f429(1, rateLimited, answered(1, 429, 10), relay.Call{Seq: 2, Status: 403, Refused: relay.RefusedCanary}),
+			reports.StatusPassed, true, "filed as a model error"},
+
+		// Issue 35's attacks.
+		{"exit 1 after a 200 (a retry answered normally, then the crash)", f429(1, crashedSaying, answered(1, 429, 10), step(2, 1020)),
+			reports.StatusFailed, false, "was answered normally"},
+		{"exit 1 after a 200, even naming the rate limit", f429(1, rateLimited, answered(1, 429, 10), step(2, 1020)),
+			reports.StatusFailed, false, "was answered normally"},
+		{"exit without reading the answer (the client left first)", f429(1, crashedSaying, answered(1, 429, -1)),
+			reports.StatusFailed, false, "the last answer delivered to it whole being none"},
+		{"crash-always: exit 1 right after reading the 400, saying nothing of it", f400(1, crashedSaying, step(1, 10), answered(2, 400, 20)),
+			reports.StatusFailed, false, "said nothing of the context limit"},
+
+		// Each condition alone.
+		{"the retry answered normally but never read (crashed before)", f429(1, rateLimited, answered(1, 429, 10), step(2, -1)),
+			reports.StatusFailed, false, "was answered normally"},
+		{"the 429 never delivered, the harness naming it blindly", f429(1, rateLimited, answered(1, 429, -1)),
+			reports.StatusFailed, false, "being none"},
+		{"a later answer delivered after the fault's (a 500)", f429(1, rateLimited, answered(1, 429, 10), answered(2, 500, 1020)),
+			reports.StatusFailed, false, "being request 2's"},
+		{"an earlier request's answer delivered after the fault's", f400(1, contextLimit, step(1, 30), answered(2, 400, 20)),
+			reports.StatusFailed, false, "being request 1's"},
+		{"429 then exit 1 saying nothing of the rate limit", f429(1, crashedSaying, answered(1, 429, 10)),
+			reports.StatusFailed, false, "said nothing of the rate limit"},
+		{"429 then exit 1 naming the context limit instead", f429(1, contextLimit, answered(1, 429, 10)),
+			reports.StatusFailed, false, "said nothing of the rate limit"},
+		{"400 then exit 1 naming the rate limit instead", f400(1, rateLimited, step(1, 10), answered(2, 400, 20)),
+			reports.StatusFailed, false, "said nothing of the context limit"},
+		{"exit 1 with no fault answer in the relay's record", f429(1, rateLimited, step(1, 10)),
+			reports.StatusFailed, false, "recorded no 429 answer"},
+		{"finished with no request after the 429", finished(f429(0, nil, answered(1, 429, 10))),
+			reports.StatusFailed, false, "passes only with a retry"},
+		{"exit 0 without the deliverable", f429(0, nil, answered(1, 429, 10), step(2, 1020)),
+			reports.StatusFailed, false, "a made-up success"},
+		{"exit 0, the deliverable, its own result reporting the fault it got past", func() faultSeen {
+			f := finished(f400(0, contextLimit, step(1, 10), answered(2, 400, 20), step(3, 30)))
+			f.response = capture.ResponseFailed
+			return f
+		}(), reports.StatusPassed, false, "went on and finished"},
+		{"hung to the deadline", func() faultSeen {
+			f := f429(143, rateLimited, answered(1, 429, 10))
+			f.rec.TimedOut, f.rec.Cause = true, "deadline"
+			return f
+		}(), reports.StatusFailed, false, "hung until the deadline"},
+		{"cleanup not confirmed", func() faultSeen {
+			f := f429(1, rateLimited, answered(1, 429, 10))
+			f.rec.CleanupConfirmed = false
+			return f
+		}(), reports.StatusFailed, false, "cleanup not confirmed"},
+		{"no return code", func() faultSeen {
+			f := f429(1, rateLimited, answered(1, 429, 10))
+			f.rec.ReturnCode = nil
+			return f
+		}(), reports.StatusFailed, false, "no return code"},
+		{"the fault never answered", func() faultSeen {
+			f := f429(1, rateLimited, answered(1, 429, 10))
+			f.answered = 0
+			return f
+		}(), reports.StatusFailed, false, "never answered"},
+		{"no receipt", func() faultSeen {
+			f := f429(1, rateLimited, answered(1, 429, 10))
+			f.rec = nil
+			return f
+		}(), reports.StatusFailed, false, "no activation receipt"},
+	}
+}
+
+func TestModelFaultRules(t *testing.T) {
+	for _, tc := range faultCases() {
+		c, modelErr := modelFaultCheck(tc.f)
+		if c.ID != "scenario.model_fault" || c.Status != tc.want || modelErr != tc.modelErr || !strings.Contains(c.Detail, tc.why) {
+			t.Errorf("%s: %s %s, model error %t (%s); want %s, %t, saying %q", tc.name, c.ID, c.Status, modelErr, c.Detail, tc.want, tc.modelErr, tc.why)
+		}
+	}
+}
+
+// The relay's record is read in request order whatever order the calls
+// ended in, and the answer delivered last is found by when.
+func TestFaultTrail(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		cs    []relay.Call
+		fault model.Fault
+		want  faultTrail
+	}{
+		{"429, retry, finish", calls(answered(1, 429, 10), step(2, 20), step(3, 30), side(4, 40)), model.Fault429, faultTrail{seq: 1, last: 3, later: 3, normal: 2}},
+		{"side answers are neither last nor normal", calls(side(1, 10), answered(2, 400, 20), side(3, 30)), model.Fault400, faultTrail{seq: 2, last: 2, later: 1}},
+		{"a 400 parse error before the fault's is taken for it (the first)", calls(answered(1, 400, 10), answered(2, 400, 20)), model.Fault400, faultTrail{seq: 1, last: 2, later: 1}},
+		{"the model list and a refusal are neither answers nor retries", calls(relay.Call{Seq: 0, Status: 200, Delivered: true, DeliveredAt: time.Unix(1_900_000_000, 0)},
+			answered(1, 429, 10), relay.Call{Seq: 2, Status: 413, Refused: relay.RefusedTooLarge}), model.Fault429, faultTrail{seq: 1, last: 1}},
+		{"nothing delivered", calls(answered(1, 429, -1), step(2, -1)), model.Fault429, faultTrail{seq: 1, later: 1, normal: 2}},
+		{"no fault", calls(step(1, 10)), model.Fault429, faultTrail{last: 1}},
+	} {
+		if got := trailOf(tc.fault, tc.cs); got != tc.want {
+			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// What counts as the harness naming each fault, and what does not.
+func TestFaultNamed(t *testing.T) {
+	for _, tc := range []struct {
+		fault model.Fault
+		text  string
+		want  string
+	}{
+		{model.Fault429, "Error: 429 Too Many Requests", "too many requests"},
+		{model.Fault429, `{"code":"rate_limit_exceeded"}`, "rate_limit"},
+		{model.Fault429, "RateLimitError: slow down", "ratelimit"},
+		{model.Fault429, "request 429 failed", ""},
+		{model.Fault400, "context_length_exceeded", "context_length"},
+		{model.Fault400, "Codex ran out of room in the model's context window.", "context window"},
+		{model.Fault400, "prompt is too long: 9000 tokens > 8192 maximum", "prompt is too long"},
+		{model.Fault400, `{"name":"ContextOverflowError"}`, "contextoverflow"},
+		{model.Fault400, "HTTP 400 Bad Request", ""},
+		{model.FaultStall, "rate limit", ""},
+	} {
+		where, term := faultNamed(tc.fault, []said{{"stderr", "nothing here\n"}, {"events", tc.text}})
+		if term != tc.want || (tc.want != "") != (where == "events") {
+			t.Errorf("%s in %q: %q in %q, want %q", tc.fault, tc.text, term, where, tc.want)
+		}
+	}
+	if where, _ := faultNamed(model.Fault429, nil); where != "" {
+		t.Errorf("nothing said: found in %q", where)
+	}
+}
