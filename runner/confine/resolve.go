@@ -3,6 +3,7 @@ package confine
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path"
 	"strings"
 	"sync/atomic"
@@ -216,4 +217,27 @@ func mkdirOne(dir int, name string) (int, error) {
 		return -1, err
 	}
 	return fd, nil
+}
+
+// OpenFile opens rel to read, following no link at any component, its
+// last included, and without blocking (O_NONBLOCK: a fifo is not waited
+// on): a link anywhere is *LinkError, a missing component ENOENT or
+// ENOTDIR. What it opened may be anything but a link; the caller fstats
+// it (the probe reads only a regular file).
+func OpenFile(root int, rel string) (*os.File, error) {
+	parent, name, err := OpenParent(root, rel)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(parent)
+	fd, err := unix.Openat(parent, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, unix.ELOOP) {
+			if t, lerr := Readlink(parent, name); lerr == nil {
+				return nil, &LinkError{At: rel, Target: t}
+			}
+		}
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), "/"+rel), nil
 }

@@ -201,3 +201,46 @@ func mountedTree(t *testing.T, b string) {
 		t.Errorf("the tree's own file was not removed")
 	}
 }
+
+// OpenFile follows no link, above the file or at it, and does not block on
+// a fifo; a plain file opens (the positive control).
+func TestOpenFileFollowsNoLink(t *testing.T) {
+	bothResolvers(t, func(t *testing.T) {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "file"), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Mkdir(filepath.Join(dir, "sub"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, err := range []error{os.Symlink("file", filepath.Join(dir, "last")), os.Symlink("sub", filepath.Join(dir, "up")),
+			os.WriteFile(filepath.Join(dir, "sub", "f"), []byte("y"), 0o644), syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o600)} {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		root, err := confine.OpenRoot(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer closeFD(root)
+		for _, rel := range []string{"file", "sub/f", "fifo"} {
+			f, err := confine.OpenFile(root, rel)
+			if err != nil {
+				t.Errorf("positive control: %s: %v", rel, err)
+				continue
+			}
+			f.Close()
+		}
+		for _, rel := range []string{"last", "up/f"} {
+			f, err := confine.OpenFile(root, rel)
+			var le *confine.LinkError
+			if !errors.As(err, &le) {
+				if f != nil {
+					f.Close()
+				}
+				t.Errorf("%s: %v; want a *LinkError", rel, err)
+			}
+		}
+	})
+}

@@ -228,3 +228,43 @@ func TestTakeEndsAtItsDeadline(t *testing.T) {
 		t.Errorf("positive control: %v", err)
 	}
 }
+
+// A marker whose directory the harness swapped for a link (its ~/.config
+// pointing at a root-only dir holding a file of the same name) is not read
+// through it: root's read would put that file's hash and size in the
+// evidence. Every component is opened without following a link
+// (runner/confine), not only the last.
+func TestReadMarkerFollowsNoLinkAboveIt(t *testing.T) {
+	dir := t.TempDir()
+	secret := filepath.Join(dir, "secret")
+	home := filepath.Join(dir, "home")
+	for _, d := range []string{secret, home} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(secret, "marker"), []byte("root only"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(secret, filepath.Join(home, ".config")); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(home, ".config", "marker")
+	// Positive control: a read by path (O_NOFOLLOW on the last component
+	// only) goes through the link to the root-only file.
+	if h, err := hashFile(context.Background(), p, MaxMarkerBytes); err != nil || h.sum != sum("root only") {
+		t.Fatalf("positive control: a read by path gave %+v, %v; want the secret's hash", h, err)
+	}
+	m := readMarker(context.Background(), p, MaxMarkerBytes)
+	if m.SHA256 != "" || m.Size != 0 || !strings.Contains(m.Error, "a symbolic link at") || !strings.Contains(m.Error, secret) {
+		t.Errorf("marker read through a link above it: %+v; want no hash or size, an error naming the link to %s", m, secret)
+	}
+	// A marker with no link on its way is read as before.
+	plain := filepath.Join(home, "marker")
+	if err := os.WriteFile(plain, []byte("owner's"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if m := readMarker(context.Background(), plain, MaxMarkerBytes); m.SHA256 != sum("owner's") || m.Error != "" {
+		t.Errorf("a plain marker: %+v", m)
+	}
+}

@@ -28,6 +28,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sandproof/sandproof/runner/confine"
 	"github.com/sandproof/sandproof/runner/witness"
 )
 
@@ -432,7 +433,7 @@ func withoutPath(env []string) []string {
 
 func readMarker(ctx context.Context, path string, max int64) Marker {
 	m := Marker{Path: path}
-	h, err := hashFile(ctx, path, max)
+	h, err := hashMarker(ctx, path, max)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		m.Missing = true
@@ -486,6 +487,39 @@ func hashFile(ctx context.Context, path string, max int64) (hashed, error) {
 	if err != nil {
 		return hashed{}, err
 	}
+	return hashOpened(ctx, f, path, max)
+}
+
+// hashMarker is hashFile for a path the harness could have written above
+// (a marker in its home, the deliverable, the writer's file): opened
+// through the confined primitive (runner/confine), following no link at
+// any component, so a directory the harness swapped for a link does not
+// steer root's read to a file of its choosing (its hash and size would
+// reach the evidence).
+func hashMarker(ctx context.Context, path string, max int64) (hashed, error) {
+	rel := strings.TrimPrefix(filepath.Clean(path), "/")
+	if !filepath.IsAbs(path) || rel == "" {
+		return hashed{}, fmt.Errorf("hash %q: not an absolute file path", path)
+	}
+	root, err := confine.OpenRoot("/")
+	if err != nil {
+		return hashed{}, err
+	}
+	defer syscall.Close(root)
+	f, err := confine.OpenFile(root, rel)
+	var le *confine.LinkError
+	if errors.As(err, &le) {
+		return hashed{}, fmt.Errorf("hash %q: a symbolic link at /%s (to %q), not followed", path, le.At, le.Target)
+	}
+	if err != nil {
+		return hashed{}, err
+	}
+	return hashOpened(ctx, f, path, max)
+}
+
+// hashOpened hashes f (path is its name for errors), which it closes:
+// a regular file only, at most max bytes.
+func hashOpened(ctx context.Context, f *os.File, path string, max int64) (hashed, error) {
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
