@@ -17,10 +17,10 @@ var Packages = map[string]Pkg{
 	"reports": {Dir: "reports"},
 	// A 1 s harness deadline that a loaded machine can miss before the
 	// harness prints its partial line; it guards no catalogued rule.
-	"session":   {Dir: "runner/host/session", Skip: "^TestLocalTimedOutRunKeepsPartialOutput$"},
-	"agent":     {Dir: "runner/agent"},
-	"provider":  {Dir: "runner/host/provider"},
-	"sandproof": {Dir: "cmd/sandproof"},
+	"session":  {Dir: "runner/host/session", Skip: "^TestLocalTimedOutRunKeepsPartialOutput$"},
+	"agent":    {Dir: "runner/agent"},
+	"provider": {Dir: "runner/host/provider"},
+	"cli":      {Dir: "cmd/sandproof"},
 	// warden's request files, whose rules its conformance specs cannot
 	// reach one at a time (docs/mutation.md, warden's side).
 	"launch": {Dir: "runner/warden/launch"},
@@ -522,17 +522,17 @@ var Catalog = []Mutant{
 	{Name: "agent-put-dotdot", Pkg: "agent", File: "runner/agent/server.go",
 		Old: "if part == \"..\" {", New: "if part == \"...\" {",
 		Rule: "put refuses a tar name with \"..\""},
-	// sandproof (issue 35): the CLI's exit statuses (contract §9).
-	{Name: "exit-canary-infra", Pkg: "sandproof", File: "cmd/sandproof/main.go",
+	// cli (issue 35): the CLI's exit statuses (contract §9).
+	{Name: "exit-canary-infra", Pkg: "cli", File: "cmd/sandproof/main.go",
 		Old: "case errors.As(err, &fe), errors.Is(err, certify.ErrCanaryLeaked):", New: "case errors.As(err, &fe):",
 		Rule: "a leaked canary exits 1 (a verdict), not 3"},
-	{Name: "exit-duplicate-infra", Pkg: "sandproof", File: "cmd/sandproof/main.go",
+	{Name: "exit-duplicate-infra", Pkg: "cli", File: "cmd/sandproof/main.go",
 		Old: "errors.Is(err, reports.ErrInvalidEvidence), errors.Is(err, reports.ErrDuplicateCase), errors.Is(err, certify.ErrOutExists):", New: "errors.Is(err, reports.ErrInvalidEvidence), errors.Is(err, certify.ErrOutExists):",
 		Rule: "a case recorded twice in the evidence given is a usage error (2), not infrastructure"},
-	{Name: "exit-infra-as-failed", Pkg: "sandproof", File: "cmd/sandproof/main.go",
+	{Name: "exit-unclassified-as-failed", Pkg: "cli", File: "cmd/sandproof/main.go",
 		Old: "\treturn exitInfra\n}", New: "\treturn exitFailed\n}",
 		Rule: "an error that is no verdict, usage error or interrupt exits 3"},
-	{Name: "exit-signal-ignored", Pkg: "sandproof", File: "cmd/sandproof/main.go",
+	{Name: "exit-signal-ignored", Pkg: "cli", File: "cmd/sandproof/main.go",
 		Old: "if s, ok := caught.Load().(os.Signal); ok {", New: "if s, ok := caught.Load().(os.Signal); ok && false {",
 		Rule: "work a signal cancelled exits 128+N, not as the error it ended with"},
 
