@@ -38,8 +38,8 @@ func urlEscapeAll(s string) string {
 // JSON twice, every byte a \u escape, then every byte URL-escaped (108
 // bytes a byte of the hex, the widest). The placements start one byte
 // before the first, second and third edges (found only if the carry holds
-// the whole form, and is kept after every window), and astride the end of
-// the first and second carries. Each placement's positive control is that
+// the whole form, and is kept after every window), a quarter of the form
+// before the first, and astride the end of the first and second carries. Each placement's positive control is that
 // the form really straddles the edge it is placed at.
 func TestStreamFindsEscapedKeysAcrossEveryEdge(t *testing.T) {
 	m := New(ruleKey)
@@ -55,8 +55,8 @@ func TestStreamFindsEscapedKeysAcrossEveryEdge(t *testing.T) {
 		"hex, JSON twice":                       jsonEscapeAll(jsonEscapeAll(strings.ToUpper(hexKey))),
 		"hex, URL of JSON of JSON (the widest)": widest,
 	}
-	if len(widest) != widestEscape*len(hexKey) || o < len(widest) {
-		t.Fatalf("positive control: the widest form is %d bytes, the carry %d", len(widest), o)
+	if len(widest) != 6*6*3*len(hexKey) {
+		t.Fatalf("positive control: the widest form is %d bytes, want 108 a byte of the hex", len(widest))
 	}
 	for name, form := range forms {
 		l := len(form)
@@ -64,7 +64,7 @@ func TestStreamFindsEscapedKeysAcrossEveryEdge(t *testing.T) {
 			t.Fatalf("positive control: %s holds the key as is", name)
 		}
 		for _, p := range []struct{ at, edge int }{
-			{window - 1, window}, {2*window - 1, 2 * window}, {3*window - 1, 3 * window},
+			{window - 1, window}, {window - l/4, window}, {2*window - 1, 2 * window}, {3*window - 1, 3 * window},
 			{window + o - l/2, window + o}, {2*window + o - l/2, 2*window + o},
 		} {
 			if !(p.at < p.edge && p.at+l > p.edge) {
@@ -81,6 +81,9 @@ func TestStreamFindsEscapedKeysAcrossEveryEdge(t *testing.T) {
 				t.Errorf("%s (%d bytes) at %d, astride %d (carry %d): not found", name, l, p.at, p.edge, o)
 			}
 		}
+	}
+	if o < len(widest) {
+		t.Errorf("the carry (%d bytes) is shorter than the widest form (%d)", o, len(widest))
 	}
 }
 
