@@ -166,9 +166,14 @@ func run(stdout, stderr io.Writer, args []string) error {
 			names = append(names, regexp.QuoteMeta(n))
 		}
 		sort.Strings(names)
-		flaky, err := failingTests(root, p, "^("+strings.Join(names, "|")+")$", limits[p])
+		flaky, out, err := failingTests(root, p, "^("+strings.Join(names, "|")+")$", limits[p])
 		if err != nil {
 			return fmt.Errorf("recheck the killing tests of %s: %w", p, err)
+		}
+		if len(flaky) > 0 {
+			// What the flaky test said, to tell a loaded machine from a
+			// test that cannot pass.
+			fmt.Fprintf(stderr, "hostmutants: %s: the unmutated recheck failed:\n%s\n", p, failureText(out))
 		}
 		for i := range results {
 			if results[i].m.Pkg == p && results[i].outcome == Killed && flaky[results[i].by] {
@@ -299,8 +304,8 @@ func writeOverlay(root, work string, i int, m Mutant) (string, error) {
 var failLine = regexp.MustCompile(`(?m)^\s*--- FAIL: ([^\s/]+)`)
 
 // failingTests runs the tests matching run on the unmutated package p
-// three times and returns those that failed.
-func failingTests(root, p, run string, limit time.Duration) (map[string]bool, error) {
+// three times and returns those that failed, and what the run printed.
+func failingTests(root, p, run string, limit time.Duration) (map[string]bool, []byte, error) {
 	pk := Packages[p]
 	args := []string{"test", "-count=3", "-short", "-run=" + run, fmt.Sprintf("-timeout=%s", 3*limit), "./" + pk.Dir}
 	cmd := exec.Command("go", args...)
@@ -312,9 +317,9 @@ func failingTests(root, p, run string, limit time.Duration) (map[string]bool, er
 		failed[string(m[1])] = true
 	}
 	if err != nil && len(failed) == 0 {
-		return nil, fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, tail(out))
+		return nil, nil, fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, tail(out))
 	}
-	return failed, nil
+	return failed, out, nil
 }
 
 // goTest runs the engine-free tests of package p (with overlay, when not
@@ -375,6 +380,15 @@ func tail(b []byte) string {
 		lines = lines[len(lines)-20:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// failureText is up to 20 lines of out from its first failed test on.
+func failureText(out []byte) string {
+	if i := bytes.Index(out, []byte("--- FAIL")); i >= 0 {
+		out = out[i:]
+	}
+	lines := strings.SplitN(string(out), "\n", 21)
+	return strings.Join(lines[:min(len(lines), 20)], "\n")
 }
 
 func lastLine(b []byte) string {

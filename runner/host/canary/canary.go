@@ -78,12 +78,21 @@ func New(key string) *Matcher {
 	for _, n := range append(slices.Clone(m.exact), m.folded...) {
 		longest = max(longest, len(n))
 	}
-	// The widest raw form of one occurrence: every byte of the longest
-	// needle as a URL escape of a JSON \u escape ("%5Cu0073"), and room
-	// for an escape cut at either end.
-	m.overlap = 9*longest + 16
+	// The carry holds the widest raw form of one occurrence of the
+	// longest needle up to widestEscape bytes a byte, and room for an
+	// escape cut at either end.
+	m.overlap = widestEscape*longest + 32
 	return m
 }
+
+// widestEscape is how many raw bytes one byte of a needle may take and
+// still be found astride a stream window's edge: escaped as JSON twice,
+// each level every byte a \u escape ("7" -> "\u0037" -> "\u005c\u0075
+// \u0030\u0030\u0033\u0037", 36 bytes: a JSON document in a JSON
+// string), then every byte URL-escaped (108). The decoders undo deeper
+// JSON nesting (maxJSONDepth) in a window, but a form wider than this
+// astride an edge may be missed, as a split key is (docs/threat-model.md).
+const widestEscape = 6 * 6 * 3
 
 // Overlap is how many bytes a stream search must carry from one window to
 // the next so that no encoded occurrence is missed at a window's edge.

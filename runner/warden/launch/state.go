@@ -181,6 +181,21 @@ func TouchRequest(dir, name string) error {
 	return f.Close()
 }
 
+// StopAsksServices says whether the stop request in the state dir asks
+// for the declared services' stop too (`warden stop --services` writes
+// {"services":true}); a plain stop, an empty request (TouchRequest) or
+// one that does not parse keeps them.
+func StopAsksServices(state string) bool {
+	data, err := os.ReadFile(filepath.Join(state, StopFile))
+	if err != nil {
+		return false
+	}
+	var req struct {
+		Services bool `json:"services"`
+	}
+	return json.Unmarshal(data, &req) == nil && req.Services
+}
+
 // ValidID reports whether id is a valid launch id: [A-Za-z0-9._-]{1,64}.
 func ValidID(id string) bool {
 	if len(id) == 0 || len(id) > 64 {

@@ -95,32 +95,45 @@ func (w *Watcher) read(fd, wake int) {
 	}
 }
 
+// poll is the watcher without inotify: it lists dir every 50 ms and
+// reports what pollChanges finds, the names already there when it starts
+// excepted.
 func (w *Watcher) poll(dir string) {
 	seen := map[string]time.Time{}
-	for first := true; ; first = false {
-		entries, _ := os.ReadDir(dir)
-		for _, e := range entries {
-			info, err := e.Info()
-			if err != nil {
-				continue
-			}
-			if old, ok := seen[e.Name()]; !ok || !old.Equal(info.ModTime()) {
-				seen[e.Name()] = info.ModTime()
-				if !first {
-					select {
-					case w.C <- e.Name():
-					case <-w.done:
-						return
-					}
-				}
-			}
-		}
+	pollChanges(dir, seen)
+	for {
 		select {
 		case <-w.done:
 			return
 		case <-time.After(50 * time.Millisecond):
 		}
+		for _, name := range pollChanges(dir, seen) {
+			select {
+			case w.C <- name:
+			case <-w.done:
+				return
+			}
+		}
 	}
+}
+
+// pollChanges lists the names in dir that seen does not hold, or holds
+// with another modification time (a request written again under its
+// name: a stop, then a stop of the services), and records them in seen.
+func pollChanges(dir string, seen map[string]time.Time) []string {
+	var out []string
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		info, err := e.Info()
+		if err != nil {
+			continue
+		}
+		if old, ok := seen[e.Name()]; !ok || !old.Equal(info.ModTime()) {
+			seen[e.Name()] = info.ModTime()
+			out = append(out, e.Name())
+		}
+	}
+	return out
 }
 
 // Close stops the watcher; the reader closes its own descriptors.

@@ -163,3 +163,42 @@ func TestWaitFileEndsOnTimeoutAndCheck(t *testing.T) {
 		t.Fatal("WaitFile = true with no file (check true once watching)")
 	}
 }
+
+// The polling watcher (no inotify) reports a name that appears, and a
+// request written again under its name (a stop, then a stop of the
+// services: the same file, a new modification time), once each; nothing
+// when nothing changed. The positive control: the first listing records
+// what is there.
+func TestPollChangesSeesARequestWrittenAgain(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, data string, mtime time.Time) {
+		t.Helper()
+		tmp := filepath.Join(dir, "."+name+".tmp")
+		if err := os.WriteFile(tmp, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(tmp, mtime, mtime); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t0 := time.Now().Add(-time.Hour).Truncate(time.Second)
+	write("receipt.json", "{}", t0)
+	seen := map[string]time.Time{}
+	if got := pollChanges(dir, seen); len(got) != 1 || got[0] != "receipt.json" || len(seen) != 1 {
+		t.Fatalf("positive control: the first listing %q, seen %v", got, seen)
+	}
+	write("stop", `{}`, t0)
+	if got := pollChanges(dir, seen); len(got) != 1 || got[0] != "stop" {
+		t.Errorf("a new stop request: %q, want [stop]", got)
+	}
+	if got := pollChanges(dir, seen); len(got) != 0 {
+		t.Errorf("nothing changed: %q, want none", got)
+	}
+	write("stop", `{"services":true}`, t0.Add(time.Second))
+	if got := pollChanges(dir, seen); len(got) != 1 || got[0] != "stop" {
+		t.Errorf("the stop request written again: %q, want [stop]", got)
+	}
+}

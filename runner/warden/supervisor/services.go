@@ -147,16 +147,7 @@ func (s *supervisor) serveServices(watch *launch.Watcher, term <-chan os.Signal,
 		}
 		return false
 	}
-	wantsServices := func() bool {
-		data, err := os.ReadFile(filepath.Join(s.cfg.State, launch.StopFile))
-		if err != nil {
-			return false
-		}
-		var req struct {
-			Services bool `json:"services"`
-		}
-		return json.Unmarshal(data, &req) == nil && req.Services
-	}
+	wantsServices := func() bool { return launch.StopAsksServices(s.cfg.State) }
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	// Wait for a stop of the services (asked by `warden stop --services`,
