@@ -3,13 +3,14 @@ package runtimes
 import (
 	"context"
 	"crypto/sha256"
-	"debug/elf"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/sandproof/sandproof/runner/host/glibc"
 )
 
 // nodeSource is where a JS entry's Node comes from: the host's (host set)
@@ -96,9 +97,8 @@ func (s nodeSource) provide(ctx context.Context, target Target) (Node, error) {
 	if rt.VersionOutput != "" {
 		n.Version = strings.TrimSpace(rt.VersionOutput)
 	}
-	if f, err := elf.Open(n.Path); err == nil {
-		n.Interp = elfInterp(f)
-		f.Close()
+	if f, err := glibc.ReadELFFile(n.Path, false); err == nil {
+		n.Interp = f.Interp
 	}
 	return n, nil
 }
