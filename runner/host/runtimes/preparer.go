@@ -405,6 +405,8 @@ func Preparer(ctx context.Context, req adapter.PrepareRequest) error {
 	}
 	if req.Out != nil {
 		req.Out.Platform = target.String()
+		// The check starts the harness: the caller runs it in a sandbox.
+		req.Out.VersionCheck = rt.VersionCheck
 		if pl, ok := c.platformFor(target); ok {
 			req.Out.Requires = slices.Clone(pl.Requires)
 		}
