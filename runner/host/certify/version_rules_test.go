@@ -190,8 +190,14 @@ func TestVersionCheckFailuresStopTheRunOrSkipThePlatform(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			p := &versionProvider{run: func(ctx context.Context, _ provider.ExecSpec) (string, string, int, error) {
 				if c.block {
-					<-ctx.Done()
-					return "", "", -1, provider.Errorf("exec", "x", ctx.Err())
+					// The check's deadline ends it; the guard only keeps a
+					// check without one from hanging the test.
+					select {
+					case <-ctx.Done():
+						return "", "", -1, provider.Errorf("exec", "x", ctx.Err())
+					case <-time.After(10 * time.Second):
+						return "", "", -1, provider.Errorf("exec", "x", errors.New("no deadline ended the check"))
+					}
 				}
 				return c.out, c.errText, c.code, c.err
 			}}
