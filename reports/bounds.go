@@ -169,6 +169,7 @@ func (e *Evidence) Bound(c Caps) {
 	e.ModelSteps.bound(c)
 	if h := e.HarnessRuntime; h != nil {
 		h.CLIVersion, h.CLIVersionError = Cut(h.CLIVersion, c.Text), Cut(h.CLIVersionError, c.Text)
+		h.VersionOutput = Cut(h.VersionOutput, c.Text)
 	}
 }
 

@@ -244,6 +244,13 @@ type HarnessRuntime struct {
 	CLIVersion string `json:"cli_version,omitempty"`
 	// CLIVersionError says why the version output is missing.
 	CLIVersionError string `json:"cli_version_error,omitempty"`
+	// VersionChecked says the runtime's own version check (the npm
+	// preparer's version_args) ran before any case, in a throwaway
+	// sandbox of the runtime's image, never on the host, and printed the
+	// pinned version; VersionOutput is the first line it printed. False
+	// and empty when the runtime asks for no check (added to v1).
+	VersionChecked bool   `json:"version_checked,omitempty"`
+	VersionOutput  string `json:"version_output,omitempty"`
 }
 
 // GlibcLayer is a runtime's glibc layer: the loader written into its

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -60,6 +61,37 @@ type Prepared struct {
 	// Provides are requirements the runtime meets itself (the layer's
 	// glibc, libstdc++, libgcc): not asked of the image.
 	Provides []string
+	// VersionCheck is the check the preparer asks for and does not run
+	// itself: it starts the harness's own code, which never runs on the
+	// host, so certify runs it in a sandbox of the runtime's image before
+	// any case (docs/threat-model.md, "Host-side readers of harness
+	// artifacts"). nil asks for none.
+	VersionCheck *VersionCheck
+}
+
+// VersionCheck is a runtime's version check: Argv, run in the runtime's
+// dir in a sandbox, must print Want.
+type VersionCheck struct {
+	// Argv is the command; its first element, and any element starting
+	// with "./", is a path relative to the runtime dir.
+	Argv []string
+	// Env is added to the check's environment ("K=V"), over HOME, PATH,
+	// TMPDIR and the XDG dirs the runner gives it.
+	Env []string
+	// Want must be in what the command prints (stdout or stderr).
+	Want string
+}
+
+// ArgvIn is v's argv with its runtime paths under dir (a sandbox path).
+func (v VersionCheck) ArgvIn(dir string) []string {
+	out := make([]string, 0, len(v.Argv))
+	for i, a := range v.Argv {
+		if i == 0 || strings.HasPrefix(a, "./") {
+			a = path.Join(dir, a)
+		}
+		out = append(out, a)
+	}
+	return out
 }
 
 // HostPart is a file of the runtime tree from outside its pinned npm tree:
@@ -109,6 +141,9 @@ var (
 	// ErrUnavailable: the runtime's source could not be reached at all
 	// (no network) and nothing is cached.
 	ErrUnavailable = errors.New("runtime source unavailable")
+	// ErrVersion: the runtime's version check (VersionCheck) did not
+	// answer the pinned version; the run stops before any case.
+	ErrVersion = errors.New("version check failed")
 )
 
 var (

@@ -19,7 +19,8 @@ import (
 // TestCertifyPiNamesWhatWasCertified certifies the real Pi on debian-12:
 // it passes through the challenge round trip, and its evidence names the
 // npm package, version and integrity, the runtime tree's digest, Pi's own
-// --version output, the platform and the host's Node (apart from the tree).
+// --version output (its case's, and its version check's, run in a sandbox),
+// the platform and the host's Node (apart from the tree).
 func TestCertifyPiNamesWhatWasCertified(t *testing.T) {
 	testenv.Long(t, "prepares Pi's npm runtime and runs it")
 	imgs := needEngine(t, "debian-12")
@@ -45,6 +46,10 @@ func TestCertifyPiNamesWhatWasCertified(t *testing.T) {
 		!regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(h.TreeSHA256) || h.TreeFiles < 100 || h.CLIVersion != with["version"] ||
 		h.Node == nil || !regexp.MustCompile(`^v\d+\.`).MatchString(h.Node.Version) || len(h.Node.SHA256) != 64 || h.Platform == "" {
 		t.Fatalf("pi harness runtime %+v; want the package, version %s, integrity, tree digest, --version output, platform and the host's Node", h, with["version"])
+	}
+	// Its version_args check ran in a sandbox before the case.
+	if !h.VersionChecked || h.VersionOutput != with["version"] {
+		t.Fatalf("pi version check: checked %v, output %q; want %s from the sandbox", h.VersionChecked, h.VersionOutput, with["version"])
 	}
 }
 

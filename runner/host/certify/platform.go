@@ -53,11 +53,12 @@ func (r *runner) imageLibc(ctx context.Context, ref, name string) (string, error
 }
 
 // prepareRuntimes prepares every runtime the cases need, side by side (one
-// per CPU at most: builds and checksums of cached npm trees), and fills in
+// per CPU at most: builds and checksums of cached npm trees), runs the
+// version checks they ask for in sandboxes (checkVersions), and fills in
 // each case's runtime dir, provenance key and skip reason. A runtime whose
-// platform the manifest does not cover, or whose source does not answer,
-// skips its cases with the preparer's reason; any other error stops the
-// run.
+// platform the manifest does not cover, whose source does not answer, or
+// whose check cannot start in its image, skips its cases with the reason;
+// any other error stops the run.
 func (r *runner) prepareRuntimes(ctx context.Context, work, arch string, cases []caseSpec) error {
 	if err := r.keyRuntimes(ctx, cases); err != nil {
 		return err
@@ -71,19 +72,24 @@ func (r *runner) prepareRuntimes(ctx context.Context, work, arch string, cases [
 	if err != nil {
 		return err
 	}
-	// A runtime the manifest mounts goes into a volume once per engine.
+	// A runtime the manifest mounts goes into a volume once per engine,
+	// and so does one whose version check runs before the cases (in a
+	// sandbox, which is where it mounts it).
 	r.rtVol = map[rtKey]string{}
 	for _, k := range order {
-		if rt := prepared[k]; rt != nil && rt.Dir != "" && manifests[k.adapter].Runtime.Delivery == adapter.DeliveryMount {
+		if err := r.layerVolume(ctx, k, prepared, skips, manifests[k.adapter]); err != nil {
+			return err
+		}
+		if rt := prepared[k]; rt != nil && rt.Dir != "" && (manifests[k.adapter].Runtime.Delivery == adapter.DeliveryMount || rt.VersionCheck != nil) {
 			name, err := r.volume(ctx, "runtime-"+k.adapter, rt.Dir)
 			if err != nil {
 				return err
 			}
 			r.rtVol[k] = name
 		}
-		if err := r.layerVolume(ctx, k, prepared, skips, manifests[k.adapter]); err != nil {
-			return err
-		}
+	}
+	if err := r.checkVersions(ctx, cases, order, manifests, prepared, skips); err != nil {
+		return err
 	}
 	applyRuntimes(cases, prepared, skips)
 	return nil

@@ -72,10 +72,11 @@ func quoteInterp(s string) string {
 	return fmt.Sprintf("%q", s)
 }
 
-// InterpOf returns the ELF file's interpreter ("" when it has none:
+// interpOf returns the ELF file's interpreter ("" when it has none:
 // static, or a shared object) as the kernel takes it: the segment's bytes
 // up to the first NUL. A segment over MaxInterp bytes is refused unread.
-func InterpOf(f *elf.File) (string, error) {
+// ReadELF calls it, inside its recovered scope.
+func interpOf(f *elf.File) (string, error) {
 	for _, prog := range f.Progs {
 		if prog.Type != elf.PT_INTERP {
 			continue
@@ -93,18 +94,13 @@ func InterpOf(f *elf.File) (string, error) {
 	return "", nil
 }
 
-// Interp returns the interpreter of the ELF file at p (InterpOf).
+// Interp returns the interpreter of the ELF file at p (ReadELF).
 func Interp(p string) (string, error) {
-	f, err := elf.Open(p)
+	e, err := ReadELFFile(p, false)
 	if err != nil {
 		return "", fmt.Errorf("read ELF %s: %w", p, err)
 	}
-	defer f.Close()
-	s, err := InterpOf(f)
-	if err != nil {
-		return "", fmt.Errorf("read ELF %s: %w", p, err)
-	}
-	return s, nil
+	return e.Interp, nil
 }
 
 // SetInterp rewrites the PT_INTERP string of the ELF file p in place to
@@ -113,43 +109,31 @@ func Interp(p string) (string, error) {
 // image (a Bun binary's payload) survives. An interp that does not fit is
 // ErrTooLong; a file without PT_INTERP is an error.
 func SetInterp(p, interp string) (string, error) {
-	f, err := elf.Open(p)
+	e, err := ReadELFFile(p, false)
 	if err != nil {
 		return "", fmt.Errorf("set interpreter of %s: %w", p, err)
 	}
-	var seg *elf.Prog
-	for _, prog := range f.Progs {
-		if prog.Type == elf.PT_INTERP {
-			seg = prog
-			break
-		}
-	}
-	old, err := InterpOf(f)
-	f.Close()
-	if err != nil {
-		return "", fmt.Errorf("set interpreter of %s: %w", p, err)
-	}
-	if seg == nil {
+	if e.InterpSize == 0 {
 		return "", fmt.Errorf("set interpreter of %s: no PT_INTERP (a static binary or a library)", p)
 	}
 	if strings.IndexByte(interp, 0) >= 0 || !path.IsAbs(interp) {
 		return "", fmt.Errorf("set interpreter of %s: %q is not an absolute path", p, interp)
 	}
-	if uint64(len(interp))+1 > seg.Filesz {
-		return "", fmt.Errorf("%w: %q is %d bytes, the PT_INTERP of %s holds %d with its NUL", ErrTooLong, interp, len(interp), p, seg.Filesz)
+	if int64(len(interp))+1 > e.InterpSize {
+		return "", fmt.Errorf("%w: %q is %d bytes, the PT_INTERP of %s holds %d with its NUL", ErrTooLong, interp, len(interp), p, e.InterpSize)
 	}
-	buf := make([]byte, seg.Filesz)
+	buf := make([]byte, e.InterpSize)
 	copy(buf, interp)
 	w, err := os.OpenFile(p, os.O_WRONLY, 0)
 	if err != nil {
 		return "", fmt.Errorf("set interpreter of %s: %w", p, err)
 	}
-	if _, err := w.WriteAt(buf, int64(seg.Off)); err != nil {
+	if _, err := w.WriteAt(buf, e.InterpOff); err != nil {
 		w.Close()
 		return "", fmt.Errorf("set interpreter of %s: %w", p, err)
 	}
 	if err := w.Close(); err != nil {
 		return "", fmt.Errorf("set interpreter of %s: %w", p, err)
 	}
-	return old, nil
+	return e.Interp, nil
 }

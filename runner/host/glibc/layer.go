@@ -28,6 +28,7 @@ import (
 	"crypto/sha256"
 	"debug/elf"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -164,17 +165,16 @@ func scanTree(root string) (elfTree, error) {
 		if err != nil || !d.Type().IsRegular() {
 			return err
 		}
-		f, err := elf.Open(p)
-		if err != nil {
-			return nil // not an ELF file
-		}
-		defer f.Close()
-		t.machines[p] = f.Machine
 		rel, _ := filepath.Rel(root, p) // what errors name: the package's path
-		interp, err := InterpOf(f)
+		f, err := ReadELFFile(p, false)
+		if errors.Is(err, ErrNotELF) {
+			return nil
+		}
 		if err != nil {
 			return fmt.Errorf("build glibc layer: %s: %w", rel, err)
 		}
+		t.machines[p] = f.Machine
+		interp := f.Interp
 		switch {
 		case interp == "" && f.Type == elf.ET_DYN:
 			t.libs = append(t.libs, p)

@@ -122,17 +122,13 @@ func (r *resolver) find(name string) (lib, []string, error) {
 	return lib{}, nil, fmt.Errorf("%s is in none of %s on this host", name, strings.Join(r.dirs, ", "))
 }
 
-// readNeeded reads an ELF file's DT_NEEDED and machine.
+// readNeeded reads an ELF file's DT_NEEDED and machine (ReadELF).
 func readNeeded(f io.ReaderAt) ([]string, elf.Machine, error) {
-	ef, err := elf.NewFile(f)
+	e, err := ReadELF(f, true)
 	if err != nil {
 		return nil, 0, err
 	}
-	needed, err := ef.ImportedLibraries()
-	if err != nil {
-		return nil, 0, fmt.Errorf("read DT_NEEDED: %w", err)
-	}
-	return needed, ef.Machine, nil
+	return e.Needed, e.Machine, nil
 }
 
 // need resolves what p needs (needed), and depth first what that needs,

@@ -2,6 +2,7 @@ package runtimes
 
 import (
 	"debug/elf"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -48,13 +49,11 @@ func hostNode(target Target, want NodeRange) (Node, error) {
 		return Node{}, fmt.Errorf("find node: %w", err)
 	}
 	n := Node{Path: p}
-	f, err := elf.Open(p)
+	f, err := glibc.ReadELFFile(p, false)
 	if err != nil {
 		return n, fmt.Errorf("read node %s: %w", p, err)
 	}
-	n.Arch = elfArch(f)
-	n.Interp = elfInterp(f)
-	f.Close()
+	n.Arch, n.Interp = elfArch(f.Machine), f.Interp
 	libc := "glibc"
 	if strings.Contains(n.Interp, "musl") {
 		libc = "musl"
@@ -97,36 +96,32 @@ func less(a, b [3]int) bool {
 	return false
 }
 
-func elfArch(f *elf.File) string {
-	switch f.Machine {
+func elfArch(m elf.Machine) string {
+	switch m {
 	case elf.EM_X86_64:
 		return "amd64"
 	case elf.EM_AARCH64:
 		return "arm64"
 	}
-	return f.Machine.String()
-}
-
-// elfInterp is the ELF file's interpreter ("" when it has none, or one
-// longer than a path: glibc.InterpOf reads at most glibc.MaxInterp bytes).
-func elfInterp(f *elf.File) string {
-	s, _ := glibc.InterpOf(f)
-	return s
+	return m.String()
 }
 
 // checkBinary makes sure an ELF entry is built for target: its machine,
 // and its loader's libc (a static binary fits both). A script (no ELF
-// header) is not checked.
+// header) is not checked; a file the ELF reader refuses is refused
+// (artifact.ErrRefused).
 func checkBinary(p string, target Target) error {
-	f, err := elf.Open(p)
-	if err != nil {
+	f, err := glibc.ReadELFFile(p, false)
+	if errors.Is(err, glibc.ErrNotELF) {
 		return nil
 	}
-	defer f.Close()
-	if a := elfArch(f); a != target.Arch {
+	if err != nil {
+		return fmt.Errorf("%s: %w", filepath.Base(p), err)
+	}
+	if a := elfArch(f.Machine); a != target.Arch {
 		return fmt.Errorf("%w: %s is built for %s, not %s", ErrUnsupported, filepath.Base(p), a, target)
 	}
-	interp := elfInterp(f)
+	interp := f.Interp
 	switch {
 	case interp == "":
 	case strings.Contains(interp, "musl") && target.Libc != "musl",

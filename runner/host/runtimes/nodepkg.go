@@ -3,13 +3,13 @@ package runtimes
 import (
 	"context"
 	"crypto/sha256"
-	"debug/elf"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
+
+	"github.com/sandproof/sandproof/runner/host/glibc"
 )
 
 // nodeSource is where a JS entry's Node comes from: the host's (host set)
@@ -72,8 +72,11 @@ func (s nodeSource) hashSuffix(hash string) string {
 
 // provide returns the chosen Node: the host's as found, or npm's build,
 // prepared in the runtime cache as a runtime of its own (bin/node, its
-// tarball checked against the pin before it is unpacked, its --version
-// checked), so every harness pinning the same Node shares one download.
+// tarball checked against the pin before it is unpacked), so every harness
+// pinning the same Node shares one download. npm's build is never started
+// on the host (it is the manifest's pick, as the harness is): its version
+// is the pin's, and it runs first in the harness's own version check, in
+// a sandbox.
 func (s nodeSource) provide(ctx context.Context, target Target) (Node, error) {
 	if s.host != nil {
 		return *s.host, nil
@@ -81,7 +84,7 @@ func (s nodeSource) provide(ctx context.Context, target Target) (Node, error) {
 	nodeTarget := Target{Arch: target.Arch, Libc: "glibc", Baseline: target.Baseline}
 	spec := Spec{
 		Name: s.Package, Version: s.Version, Target: nodeTarget,
-		Package: s.Package, Integrity: s.Integrity, Entry: []string{"bin/node"}, VersionArgs: []string{"--version"},
+		Package: s.Package, Integrity: s.Integrity, Entry: []string{"bin/node"},
 		Hash: s.hashSuffix(""),
 		Stage: func(ctx context.Context, dir string, info map[string]any) error {
 			return s.stage(ctx, dir, info, nodeTarget)
@@ -93,12 +96,8 @@ func (s nodeSource) provide(ctx context.Context, target Target) (Node, error) {
 	}
 	n := Node{Path: filepath.Join(rt.Dir, "bin", "node"), Version: "v" + s.Version, Arch: target.Arch,
 		Package: s.Package + "@" + s.Version, Integrity: s.Integrity}
-	if rt.VersionOutput != "" {
-		n.Version = strings.TrimSpace(rt.VersionOutput)
-	}
-	if f, err := elf.Open(n.Path); err == nil {
-		n.Interp = elfInterp(f)
-		f.Close()
+	if f, err := glibc.ReadELFFile(n.Path, false); err == nil {
+		n.Interp = f.Interp
 	}
 	return n, nil
 }

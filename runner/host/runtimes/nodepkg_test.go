@@ -75,11 +75,12 @@ func jsTool(t *testing.T) (string, string) {
 
 // fakeNodePackage is npm's node-linux-<arch> as a tarball whose bin/node
 // answers --version with v99.0.0 and runs anything else as the tool would
-// (a script: the test does not download 50 MB).
-func fakeNodePackage(t *testing.T) (string, string) {
+// (a script: the test does not download 50 MB); started, it first appends
+// a line to the host file marker.
+func fakeNodePackage(t *testing.T, marker string) (string, string) {
 	t.Helper()
 	tgz := writeTgz(t, []tarEntry{
-		{name: "package/bin/node", typ: tar.TypeReg, mode: 0o755, body: "#!/bin/sh\n[ \"$1\" = --version ] && { echo v99.0.0; exit 0; }\necho tool 1.2.3 run by the fetched node\n"},
+		{name: "package/bin/node", typ: tar.TypeReg, mode: 0o755, body: "#!/bin/sh\necho \"node $*\" >> '" + marker + "'\n[ \"$1\" = --version ] && { echo v99.0.0; exit 0; }\necho tool 1.2.3 run by the fetched node\n"},
 		{name: "package/include/node/node.h", typ: tar.TypeReg, mode: 0o644, body: "/* headers the runtime leaves out */\n"},
 	})
 	sum, err := integrity(tgz)
@@ -120,12 +121,14 @@ func needSh(t *testing.T) {
 // When the host's Node is out of with.node, the Node pinned in
 // with.node_package is fetched (its tarball checked against the pin),
 // cached as a runtime of its own, copied to bin/node and named in the
-// evidence as npm's, package and integrity; the harness's version check
-// ran with it.
+// evidence as npm's, package and integrity, its version the pin's. It is
+// the manifest's pick, as the harness is: nothing starts it on the host
+// (on main its --version ran there, and the harness's check with it).
 func TestNodePackageIsFetchedWhenTheHostsNodeIsOutOfRange(t *testing.T) {
 	needSh(t)
 	tool, toolSum := jsTool(t)
-	node, nodeSum := fakeNodePackage(t)
+	marker := filepath.Join(t.TempDir(), "node-ran-on-the-host")
+	node, nodeSum := fakeNodePackage(t, marker)
 	nodePkg := NodePackageName(HostTarget().Arch)
 	packLog := filepath.Join(t.TempDir(), "pack.log")
 	fakeNpmPack(t, map[string]string{"@scope/tool@1.2.3": tool, nodePkg + "@99.0.0": node})
@@ -146,6 +149,9 @@ func TestNodePackageIsFetchedWhenTheHostsNodeIsOutOfRange(t *testing.T) {
 	want := adapter.HostPart{Path: "bin/node", Name: "node", Version: "v99.0.0", SHA256: sum, Source: "npm", From: nodePkg + "@99.0.0", Integrity: nodeSum}
 	if len(p.Host) != 1 || p.Host[0] != want {
 		t.Fatalf("evidence of bin/node: %+v, want %+v", p.Host, want)
+	}
+	if b, err := os.ReadFile(marker); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the fetched Node ran on the host: %q, %v", b, err)
 	}
 	entries, _ := filepath.Glob(filepath.Join(cache, nodePkg+"@99.0.0-linux-*"))
 	var dirs []string
@@ -181,7 +187,7 @@ func TestNodePackageIsFetchedWhenTheHostsNodeIsOutOfRange(t *testing.T) {
 func TestNodePackageWithAWrongIntegrityFailsNamingTheField(t *testing.T) {
 	needSh(t)
 	tool, toolSum := jsTool(t)
-	node, _ := fakeNodePackage(t)
+	node, _ := fakeNodePackage(t, filepath.Join(t.TempDir(), "marker"))
 	nodePkg := NodePackageName(HostTarget().Arch)
 	fakeNpmPack(t, map[string]string{"@scope/tool@1.2.3": tool, nodePkg + "@99.0.0": node})
 	cache := t.TempDir()

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/sandproof/sandproof/runner/host/adapter"
+	"github.com/sandproof/sandproof/runner/host/artifact"
 )
 
 // PreparerName is the name manifests use: prepare.name: npm.
@@ -215,7 +216,9 @@ func placeEntryBin(entryBin, binFrom string, target Target, dir string, info map
 	if fi, err := os.Lstat(src); err != nil || !fi.Mode().IsRegular() {
 		return fmt.Errorf("entry.bin %s is not a file in %s", entryBin, filepath.Base(binFrom))
 	}
-	if err := checkBinary(src, target); err != nil {
+	if err := checkBinary(src, target); errors.Is(err, artifact.ErrRefused) {
+		return err
+	} else if err != nil {
 		return fmt.Errorf("%w: %v", adapter.ErrPlatform, err)
 	}
 	if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o755); err != nil {
@@ -402,6 +405,8 @@ func Preparer(ctx context.Context, req adapter.PrepareRequest) error {
 	}
 	if req.Out != nil {
 		req.Out.Platform = target.String()
+		// The check starts the harness: the caller runs it in a sandbox.
+		req.Out.VersionCheck = rt.VersionCheck
 		if pl, ok := c.platformFor(target); ok {
 			req.Out.Requires = slices.Clone(pl.Requires)
 		}

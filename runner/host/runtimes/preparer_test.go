@@ -152,69 +152,6 @@ func restamp(t *testing.T, dir string) {
 	}
 }
 
-// needMuslLoader skips unless this glibc host has a musl loader (Debian's
-// musl package, pulled in by musl-tools): only then does the preparer run
-// a musl build's version check here.
-func needMuslLoader(t *testing.T) {
-	t.Helper()
-	if m, _ := filepath.Glob("/lib/ld-musl-*.so.1"); len(m) == 0 || HostTarget().Libc != "glibc" {
-		testenv.Missing(t, "a musl loader on a glibc host", "apt-get install musl")
-	}
-}
-
-// A musl build whose version check the host's musl loader cannot start
-// (exit 127: musl's libstdc++ is missing here) is a platform this host
-// cannot vouch for: ErrPlatform (its cases skipped, named), not a failed
-// preparation that stops the run; and it never evicts a good entry.
-func TestVersionCheckThatCannotRunHereSkipsThePlatform(t *testing.T) {
-	needMuslLoader(t)
-	var builds atomic.Int32
-	spec, cache := fakeSpec(t, &builds), t.TempDir()
-	spec.Target.Libc = "musl"
-	spec.Stage = func(ctx context.Context, dir string, info map[string]any) error {
-		builds.Add(1)
-		if err := os.Mkdir(filepath.Join(dir, "bin"), 0o755); err != nil {
-			return err
-		}
-		// What the musl loader does without a library: exit 127. The
-		// variable stands for "this host lost the library".
-		return os.WriteFile(filepath.Join(dir, "bin", "tool"), []byte("#!/bin/sh\n[ -n \"$NO_LIBSTDCXX\" ] && { echo 'Error loading shared library libstdc++.so.6: No such file or directory' >&2; exit 127; }\necho fake 1.2.3\n"), 0o755)
-	}
-	good, err := Prepare(context.Background(), spec, cache)
-	if err != nil || !good.VersionChecked {
-		t.Fatalf("positive control, a musl build this host can check: %v (%+v)", err, good)
-	}
-
-	broken := spec
-	broken.VersionEnv = []string{"NO_LIBSTDCXX=1"}
-	_, err = Prepare(context.Background(), broken, cache)
-	if !errors.Is(err, adapter.ErrPlatform) || !strings.Contains(err.Error(), "platform linux-x64-musl: its version check cannot run on this host") || !strings.Contains(err.Error(), "libstdc++.so.6") {
-		t.Fatalf("check that cannot run here: %v, want ErrPlatform naming why", err)
-	}
-	again, err := Prepare(context.Background(), spec, cache)
-	if err != nil || !again.Cached || builds.Load() != 1 || again.TreeSHA256 != good.TreeSHA256 {
-		t.Fatalf("the good entry after a host that could not check it: %v, cached=%v builds=%d", err, again != nil && again.Cached, builds.Load())
-	}
-
-	// Cold, the same: the platform is skipped and nothing is cached.
-	cold := t.TempDir()
-	_, err = Prepare(context.Background(), broken, cold)
-	if !errors.Is(err, adapter.ErrPlatform) {
-		t.Fatalf("cold prepare whose check cannot run here: %v, want ErrPlatform", err)
-	}
-	if entries, _ := os.ReadDir(cold); len(entries) != 0 {
-		t.Fatalf("cache holds %v", entries)
-	}
-
-	// The host's own libc: a failed check is the runtime's fault.
-	own := broken
-	own.Target.Libc = HostTarget().Libc
-	_, err = Prepare(context.Background(), own, t.TempDir())
-	if !errors.Is(err, ErrVersion) || errors.Is(err, adapter.ErrPlatform) {
-		t.Fatalf("host-libc check that exits 127: %v, want ErrVersion", err)
-	}
-}
-
 // The version check is in the cache key: a manifest that checks another
 // way gets its own entry instead of evicting the other's.
 func TestVersionCheckIsInTheCacheKey(t *testing.T) {

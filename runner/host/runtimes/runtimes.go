@@ -17,11 +17,14 @@
 //     becomes a runtime and is removed (at once, or by the next Prepare);
 //   - checks the npm integrity (sha512) of every tarball against the pin and
 //     the sha256 of the npm part of the tree against the pin;
-//   - reuses a cached runtime only when its tree hashes to the stamp's sum and
-//     its `--version` answers with the pinned version; anything else is
-//     removed and rebuilt, except a check this host cannot run (a build for
-//     another libc whose loader lacks a library here): that is
-//     adapter.ErrPlatform, and the entry stays;
+//   - reuses a cached runtime only when its tree hashes to the stamp's sum;
+//     anything else is removed and rebuilt;
+//   - never runs the harness's code: the version check (version_args)
+//     starts the harness, which on the host would have the files, the
+//     network and the user of whoever runs sandproof, so it is handed to
+//     the caller (Runtime.VersionCheck, adapter.Prepared.VersionCheck) to
+//     run in a sandbox of the runtime's image (certify does, before any
+//     case); a runtime prepared here is marked not checked, with why;
 //   - caches only trees of files and directories (what links into a case);
 //   - serialises preparations of one runtime with a lock file created with
 //     O_EXCL that names its holder by pid and start time, so a lock left by a
@@ -36,12 +39,11 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/sandproof/sandproof/runner/host/adapter"
@@ -53,9 +55,9 @@ import (
 var (
 	// ErrChecksum means a tarball or a tree did not hash to its pin or stamp.
 	ErrChecksum = errors.New("checksum mismatch")
-	// ErrVersion means the runtime's --version did not answer the pinned
-	// version.
-	ErrVersion = errors.New("version check failed")
+	// ErrVersion means the runtime's version check did not answer the
+	// pinned version (certify runs it in a sandbox: adapter.ErrVersion).
+	ErrVersion = adapter.ErrVersion
 	// ErrUnsupported means the host cannot prepare the runtime for the
 	// target (a JS entry for musl with a glibc host Node, or for another
 	// architecture than the host's Node).
@@ -136,23 +138,6 @@ func HostTarget() Target {
 	return t
 }
 
-// canRun reports whether the host can execute a binary built for t, for the
-// version check.
-func canRun(t Target) bool {
-	if t.Arch != runtime.GOARCH || t.GlibcLayer {
-		return false
-	}
-	h := HostTarget()
-	if t.Libc == "musl" && h.Libc != "musl" {
-		m, _ := filepath.Glob("/lib/ld-musl-*.so.1")
-		return len(m) > 0
-	}
-	if t.Libc == "glibc" && h.Libc != "glibc" {
-		return false
-	}
-	return !(h.Baseline && !t.Baseline)
-}
-
 // Spec says what to prepare. SpecFor makes one from a manifest.
 type Spec struct {
 	// Name is a file-name form of the package ("scope+name"); with
@@ -175,9 +160,10 @@ type Spec struct {
 	// dir for its first element and for any element starting with "./".
 	Entry []string
 	// VersionArgs are appended to Entry to ask the version; its output must
-	// contain Version. Nil skips the check.
+	// contain Version. Nil asks for no check. The check is the caller's to
+	// run, in a sandbox (Runtime.VersionCheck): never here.
 	VersionArgs []string
-	// VersionEnv is added to the version check's (otherwise empty) env.
+	// VersionEnv is added to the version check's env.
 	VersionEnv []string
 	// Stage fills dir (an empty directory) with the runtime. It reports
 	// facts for the stamp in info (free-form).
@@ -223,11 +209,14 @@ type Runtime struct {
 	// Info holds what Stage reported (node version and sha256, platform
 	// package, ...).
 	Info map[string]any `json:"info,omitempty"`
-	// VersionOutput is what --version printed ("" when not checked).
-	VersionOutput string `json:"version_output,omitempty"`
-	// VersionChecked is false when the host cannot run the target's
-	// binaries (a musl build on a glibc host): only sums were checked.
-	VersionChecked bool `json:"version_checked"`
+	// VersionChecked is always false here: the version check starts the
+	// harness's code, which never runs on the host; VersionUnchecked
+	// says so when the spec asks for a check, and VersionCheck is that
+	// check, for the caller to run in a sandbox (certify records its
+	// answer in the evidence's harness_runtime.version_checked).
+	VersionChecked   bool                  `json:"version_checked"`
+	VersionUnchecked string                `json:"version_unchecked,omitempty"`
+	VersionCheck     *adapter.VersionCheck `json:"-"`
 	// PreparedAt and PrepareSeconds are from the cold build.
 	PreparedAt     time.Time `json:"prepared_at"`
 	PrepareSeconds float64   `json:"prepare_seconds"`
@@ -314,10 +303,8 @@ func removeLeftovers(cacheDir, key string) {
 	}
 }
 
-// reuseCached returns the cache entry final when it verifies (reused).
-// An entry whose sums hold but whose check this host cannot run is an
-// error (it stays, for a host that can); any other unusable entry is set
-// aside for a rebuild (not reused, no error).
+// reuseCached returns the cache entry final when it verifies (reused);
+// any other entry is set aside for a rebuild (not reused, no error).
 func reuseCached(ctx context.Context, spec Spec, final string, start time.Time) (_ *Runtime, reused bool, _ error) {
 	if _, err := os.Lstat(final); err != nil {
 		return nil, false, nil
@@ -328,11 +315,6 @@ func reuseCached(ctx context.Context, spec Spec, final string, start time.Time) 
 		rt.Seconds = time.Since(start).Seconds()
 		Logf("runtimes: %s reused from cache (%.2fs)", spec.Key(), rt.Seconds)
 		return rt, true, nil
-	}
-	if errors.Is(verr, adapter.ErrPlatform) {
-		// The entry's sums held; only this host cannot run its check.
-		// It stays for a host that can (and for the image).
-		return nil, false, fmt.Errorf("prepare runtime %s: %w", spec.Key(), verr)
 	}
 	Logf("runtimes: %s in cache is unusable, rebuilding: %v", spec.Key(), verr)
 	if err := removeAside(final); err != nil {
@@ -411,16 +393,14 @@ func build(ctx context.Context, spec Spec, dir string) (*Runtime, error) {
 		Package: spec.Package, Integrity: spec.Integrity, PackagesSHA256: pkgSum, TreeSHA256: sum,
 		Files: files, Bytes: size, Info: info, GlibcLayer: layer,
 	}
-	if err := checkVersion(ctx, spec, rt); err != nil {
-		return nil, err
-	}
+	spec.noteVersion(rt)
 	return rt, nil
 }
 
 // Verify checks the runtime at dir against spec: the stamp matches the spec,
-// the tree hashes to the stamp's sum (and the npm part to the pin), and
-// --version answers. It returns the stamp's runtime.
-func Verify(ctx context.Context, spec Spec, dir string) (*Runtime, error) {
+// and the tree hashes to the stamp's sum (and the npm part to the pin). It
+// returns the stamp's runtime, its version check the caller's to run.
+func Verify(_ context.Context, spec Spec, dir string) (*Runtime, error) {
 	b, err := os.ReadFile(filepath.Join(dir, StampFile))
 	if err != nil {
 		return nil, fmt.Errorf("read stamp: %w", err)
@@ -446,9 +426,7 @@ func Verify(ctx context.Context, spec Spec, dir string) (*Runtime, error) {
 		return nil, err // cached by an older sandproof
 	}
 	rt.Dir, rt.Entry, rt.Files, rt.Bytes = dir, spec.Entry, files, size
-	if err := checkVersion(ctx, spec, &rt); err != nil {
-		return nil, err
-	}
+	spec.noteVersion(&rt)
 	return &rt, nil
 }
 
@@ -469,64 +447,24 @@ func filesOnly(dir string) error {
 	})
 }
 
-// checkVersion runs ENTRY VERSIONARGS with an empty environment, HOME and
-// XDG dirs in a temporary directory (harnesses create their state dirs even
-// for --version), and requires the pinned version in its output.
-func checkVersion(ctx context.Context, spec Spec, rt *Runtime) error {
-	rt.VersionChecked = false
-	if spec.VersionArgs == nil || !canRun(spec.Target) {
-		return nil
-	}
-	home, err := os.MkdirTemp("", "sandproof-version-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(home)
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	argv := absEntry(rt.Dir, spec.Entry, spec.VersionArgs)
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Dir = home
-	cmd.Env = append([]string{
-		"HOME=" + home, "PATH=" + filepath.Join(rt.Dir, "bin") + ":/usr/bin:/bin",
-		"XDG_CONFIG_HOME=" + home + "/config", "XDG_DATA_HOME=" + home + "/data",
-		"XDG_CACHE_HOME=" + home + "/cache", "XDG_STATE_HOME=" + home + "/state", "TMPDIR=" + home,
-	}, spec.VersionEnv...)
-	cmd.WaitDelay = 5 * time.Second
-	out, err := cmd.CombinedOutput()
-	text := strings.TrimSpace(string(out))
-	if err != nil {
-		if why, ok := cannotRunHere(spec.Target, err); ok {
-			return fmt.Errorf("%w: platform %s: its version check cannot run on this host (%s: %s: %q)", adapter.ErrPlatform, spec.Target, strings.Join(argv, " "), why, clip(text))
-		}
-		return fmt.Errorf("%w: %s: %v: %q", ErrVersion, strings.Join(argv, " "), err, clip(text))
-	}
-	if !strings.Contains(text, spec.Version) {
-		return fmt.Errorf("%w: %s printed %q, want %s", ErrVersion, strings.Join(argv, " "), clip(text), spec.Version)
-	}
-	rt.VersionOutput, rt.VersionChecked = text, true
-	return nil
-}
+// notOnHost is why a prepared runtime's version check is not run here.
+const notOnHost = "not run on the host: the check starts the harness's own code, which runs only in a sandbox (certify runs it in one of the runtime's image)"
 
-// cannotRunHere tells a version check that failed because this host
-// cannot run the target's binaries from one whose runtime is wrong. Only a
-// target of another libc than the host's counts (a musl build checked
-// through the musl loader of a glibc host, which lacks musl's libstdc++):
-// the loader could not start it (exit 127: a library it needs is missing)
-// or the kernel refused it. The runtime may still be fine in an image of
-// its own libc; the host just cannot tell.
-func cannotRunHere(t Target, err error) (string, bool) {
-	if t.Libc == HostTarget().Libc {
-		return "", false
+// noteVersion gives rt the version check spec asks for, for the caller
+// to run in a sandbox, and marks it not checked. Running it here would
+// start the harness's code on the host: with the files (the engine's
+// socket, the registry credentials, the model key's file), the network
+// and the user of whoever runs sandproof, on every Prepare and every reuse.
+func (s Spec) noteVersion(rt *Runtime) {
+	rt.VersionChecked, rt.VersionUnchecked, rt.VersionCheck = false, "", nil
+	if s.VersionArgs == nil {
+		return
 	}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) && ee.ExitCode() == 127 {
-		return "exit 127, the loader could not start it", true
+	rt.VersionUnchecked = notOnHost
+	rt.VersionCheck = &adapter.VersionCheck{
+		Argv: append(slices.Clone(s.Entry), s.VersionArgs...),
+		Env:  slices.Clone(s.VersionEnv), Want: s.Version,
 	}
-	if errors.Is(err, syscall.ENOEXEC) || errors.Is(err, fs.ErrNotExist) {
-		return err.Error(), true
-	}
-	return "", false
 }
 
 func clip(s string) string {
