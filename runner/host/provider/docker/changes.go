@@ -14,6 +14,7 @@ import (
 
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/errdefs"
 	"golang.org/x/sys/unix"
 
 	"github.com/sandproof/sandproof/runner/confine"
@@ -86,7 +87,7 @@ func (s *Sandbox) Changes(ctx context.Context) ([]provider.Change, string, error
 		return nil, "", s.transport("diff", err)
 	}
 	return changesOf(ctx, c, defaultDiffLimits, func(ctx context.Context) ([]provider.Change, error) {
-		return s.frozenEngineChanges(ctx, s.client, c)
+		return s.frozenEngineChanges(ctx, s.client)
 	})
 }
 
@@ -145,6 +146,8 @@ func openUpper(upper string) (int, error) {
 
 // diffAPI is what the engine's diff needs of the engine's client.
 type diffAPI interface {
+	ContainerInspect(ctx context.Context, id string) (types.ContainerJSON, error)
+	ContainerExecInspect(ctx context.Context, id string) (container.ExecInspect, error)
 	ContainerPause(ctx context.Context, id string) error
 	ContainerUnpause(ctx context.Context, id string) error
 	ContainerDiff(ctx context.Context, id string) ([]container.FilesystemChange, error)
@@ -154,19 +157,28 @@ type diffAPI interface {
 // the diff's context says (a sandbox left frozen fails every exec after).
 const unpauseTimeout = 30 * time.Second
 
-// frozenEngineChanges is the engine's diff of the container c, read while
+// execSettle is how long a frozen diff waits before it asks again whether
+// an exec it found starting has started.
+const execSettle = 5 * time.Millisecond
+
+// frozenEngineChanges is the engine's diff of the container, read while
 // the container is frozen (`docker pause`: the cgroup freezer stops every
 // process in it, so nothing of the harness can swap a directory for a
 // link during the engine's walk, which is by path). A container already
 // paused is read as it is and left paused; one that does not run has no
 // process to swap anything. The engine's refusal to freeze it is an error:
-// a diff that could be led outside the container is not read. Execs wait
-// while the container is frozen (Sandbox.gate): one made then would be
-// refused by the engine.
-func (s *Sandbox) frozenEngineChanges(ctx context.Context, api diffAPI, c types.ContainerJSON) (_ []provider.Change, ferr error) {
+// a diff that could be led outside the container is not read. No exec
+// starts while the container is frozen (the engine would fail it, exit
+// 126): new ones wait on Sandbox.gate, and the freeze waits for those
+// already asked for to start (settledState).
+func (s *Sandbox) frozenEngineChanges(ctx context.Context, api diffAPI) (_ []provider.Change, ferr error) {
 	s.gate.Lock()
 	defer s.gate.Unlock()
-	if c.ContainerJSONBase != nil && c.State != nil && c.State.Running && !c.State.Paused {
+	st, err := s.settledState(ctx, api)
+	if err != nil {
+		return nil, err
+	}
+	if st != nil && st.Running && !st.Paused {
 		if err := api.ContainerPause(ctx, s.id); err != nil {
 			return nil, s.transport("diff", fmt.Errorf("freeze the sandbox for the engine's diff (its walk by path could be led through a link a process swaps in): %w", err))
 		}
@@ -179,6 +191,47 @@ func (s *Sandbox) frozenEngineChanges(ctx context.Context, api diffAPI, c types.
 		}()
 	}
 	return s.engineChanges(ctx, api)
+}
+
+// settledState returns the container's state once every exec of it has
+// started or failed to: the engine answers an exec's start request before
+// it makes the process (so an exec this sandbox just made may still be
+// starting), and one made while the container is frozen fails. An exec
+// not started yet has no pid and no exit code.
+func (s *Sandbox) settledState(ctx context.Context, api diffAPI) (*types.ContainerState, error) {
+	for {
+		c, err := api.ContainerInspect(ctx, s.id)
+		if err != nil {
+			return nil, s.transport("diff", err)
+		}
+		pending := ""
+		for _, id := range c.ExecIDs {
+			ins, err := api.ContainerExecInspect(ctx, id)
+			if errdefs.IsNotFound(err) {
+				continue
+			}
+			if err != nil {
+				return nil, s.transport("diff", err)
+			}
+			if ins.Pid == 0 && ins.ExitCode == 0 {
+				pending = id
+				break
+			}
+		}
+		if pending == "" {
+			if c.ContainerJSONBase == nil {
+				return nil, nil
+			}
+			return c.State, nil
+		}
+		t := time.NewTimer(execSettle)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, s.transport("diff", fmt.Errorf("wait for exec %s to start before freezing the sandbox: %w", shortID(pending), ctx.Err()))
+		case <-t.C:
+		}
+	}
 }
 
 // EngineChanges is the engine's diff alone, as the engine reads it (not

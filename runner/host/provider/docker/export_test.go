@@ -27,11 +27,7 @@ func Witnessed(c *client.Client, host, id string) (sb *Sandbox, ended <-chan str
 // FrozenEngineChanges is the engine's diff as Changes reads it when the
 // upper dir cannot be walked: with the container frozen.
 func FrozenEngineChanges(ctx context.Context, s *Sandbox) ([]provider.Change, error) {
-	c, err := s.client.ContainerInspect(ctx, s.id)
-	if err != nil {
-		return nil, err
-	}
-	return s.frozenEngineChanges(ctx, s.client, c)
+	return s.frozenEngineChanges(ctx, s.client)
 }
 
 // UpperDir is the container's overlay upper dir, as the engine names it.

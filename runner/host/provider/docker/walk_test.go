@@ -390,12 +390,30 @@ func TestUpperDirWalkHasNoEngineFallback(t *testing.T) {
 }
 
 // fakeDiffAPI records the engine calls of a frozen diff, and whether an
-// exec could have been made during the diff.
+// exec could have been made during the diff. The container is c; its one
+// exec (when c lists it) has started once it was asked about starting
+// times.
 type fakeDiffAPI struct {
 	sb         *Sandbox
+	c          types.ContainerJSON
+	starting   int
 	calls      []string
 	pauseErr   error
 	execDuring bool
+}
+
+func (f *fakeDiffAPI) ContainerInspect(context.Context, string) (types.ContainerJSON, error) {
+	f.calls = append(f.calls, "inspect")
+	return f.c, nil
+}
+
+func (f *fakeDiffAPI) ContainerExecInspect(context.Context, string) (container.ExecInspect, error) {
+	f.calls = append(f.calls, "exec")
+	if f.starting > 0 {
+		f.starting--
+		return container.ExecInspect{Running: true}, nil
+	}
+	return container.ExecInspect{Running: true, Pid: 42}, nil
 }
 
 func (f *fakeDiffAPI) ContainerPause(context.Context, string) error {
@@ -418,27 +436,33 @@ func (f *fakeDiffAPI) ContainerDiff(context.Context, string) ([]container.Filesy
 }
 
 // The engine's diff walks by path, so it is read only with the container
-// frozen: pause, diff, unpause, with no exec made meanwhile; a container
-// already paused, or not running, is read as it is (nothing in it runs);
-// an engine that will not freeze it gives no diff.
+// frozen: pause, diff, unpause, with no exec made meanwhile, and the
+// pause only once an exec the engine was asked to start has started (its
+// pid; the engine answers the start before it makes the process, and
+// fails one made while frozen); a container already paused, or not
+// running, is read as it is (nothing in it runs); an engine that will not
+// freeze it gives no diff.
 func TestEngineDiffIsReadFrozen(t *testing.T) {
-	state := func(running, paused bool) types.ContainerJSON {
-		return types.ContainerJSON{ContainerJSONBase: &types.ContainerJSONBase{State: &types.ContainerState{Running: running, Paused: paused}}}
+	state := func(running, paused bool, execs ...string) types.ContainerJSON {
+		return types.ContainerJSON{ContainerJSONBase: &types.ContainerJSONBase{State: &types.ContainerState{Running: running, Paused: paused}, ExecIDs: execs}}
 	}
 	for _, tc := range []struct {
-		name  string
-		c     types.ContainerJSON
-		want  string
-		pause error
+		name     string
+		c        types.ContainerJSON
+		starting int
+		want     string
+		pause    error
 	}{
-		{"running", state(true, false), "pause diff unpause", nil},
-		{"already paused", state(true, true), "diff", nil},
-		{"stopped", state(false, false), "diff", nil},
-		{"no freezer", state(true, false), "pause", errors.New("cgroups: freezer not supported")},
+		{"running", state(true, false), 0, "inspect pause diff unpause", nil},
+		{"an exec running", state(true, false, "e1"), 0, "inspect exec pause diff unpause", nil},
+		{"an exec starting", state(true, false, "e1"), 2, "inspect exec inspect exec inspect exec pause diff unpause", nil},
+		{"already paused", state(true, true), 0, "inspect diff", nil},
+		{"stopped", state(false, false), 0, "inspect diff", nil},
+		{"no freezer", state(true, false), 0, "inspect pause", errors.New("cgroups: freezer not supported")},
 	} {
 		sb := &Sandbox{id: "c1"}
-		api := &fakeDiffAPI{sb: sb, pauseErr: tc.pause}
-		cs, err := sb.frozenEngineChanges(context.Background(), api, tc.c)
+		api := &fakeDiffAPI{sb: sb, c: tc.c, starting: tc.starting, pauseErr: tc.pause}
+		cs, err := sb.frozenEngineChanges(context.Background(), api)
 		if got := strings.Join(api.calls, " "); got != tc.want {
 			t.Errorf("%s: engine calls %q, want %q", tc.name, got, tc.want)
 		}
@@ -466,9 +490,11 @@ func TestEngineDiffIsReadFrozen(t *testing.T) {
 // The walk reports what the engine's full-tree diff reports, with every
 // lookup in the lower dirs made following no link: an added file, a
 // modified one (mode), a whiteout, an opaque directory and what it hid,
-// and, where a lower dir holds a link (lnk, to a host dir), the upper
-// dir's lnk/marker is added, not compared with the host's file the link
-// leads to. Needs root (a whiteout is a 0:0 character device, opacity a
+// and, where a lower dir holds a link (lnk to a host dir, lnk2 to a host
+// file, lnk3 to a host dir), the upper dir's lnk/marker is added, its
+// file lnk2 and its directory lnk3 modified (over a link), none compared
+// with what a link leads to on the host (the same bytes, mode and times:
+// by path, no change). Needs root (a whiteout is a 0:0 character device, opacity a
 // trusted.* attribute).
 func TestOverlayWalkSemantics(t *testing.T) {
 	upper, lower := t.TempDir(), t.TempDir()
@@ -491,13 +517,16 @@ func TestOverlayWalkSemantics(t *testing.T) {
 		}
 	}
 	mk(host, "marker", "host")
+	mk(host, "d", "dir")
 	mk(lower, "etc/keep", "k")
 	mk(lower, "etc/mode", "m")
 	mk(lower, "etc/gone", "g")
 	mk(lower, "srv/opq/one", "1")
 	mk(lower, "srv/opq/two", "2")
-	if err := os.Symlink(host, filepath.Join(lower, "lnk")); err != nil {
-		t.Fatal(err)
+	for link, target := range map[string]string{"lnk": host, "lnk2": filepath.Join(host, "marker"), "lnk3": filepath.Join(host, "d")} {
+		if err := os.Symlink(target, filepath.Join(lower, link)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	mk(upper, "etc/new", "n")
 	mk(upper, "etc/mode", "m")
@@ -510,10 +539,17 @@ func TestOverlayWalkSemantics(t *testing.T) {
 	// The host's file the lower link leads to, copied with its times: by
 	// path the upper's lnk/marker would be the same file, unchanged.
 	mk(upper, "lnk/marker", "host")
+	mk(upper, "lnk2", "host")
+	mk(upper, "lnk3", "dir")
 	fi, _ := os.Stat(filepath.Join(host, "marker"))
-	os.Chtimes(filepath.Join(upper, "lnk/marker"), fi.ModTime(), fi.ModTime())
-	for _, d := range []string{"etc", "srv", "srv/opq", "lnk"} {
-		os.Chmod(filepath.Join(upper, d), 0o755)
+	for _, p := range []string{"lnk/marker", "lnk2"} {
+		os.Chtimes(filepath.Join(upper, p), fi.ModTime(), fi.ModTime())
+	}
+	for _, d := range []string{"etc", "srv", "srv/opq", "lnk", "lnk3", filepath.Join(host, "d")} {
+		if !filepath.IsAbs(d) {
+			d = filepath.Join(upper, d)
+		}
+		os.Chmod(d, 0o755)
 	}
 	cs, err := walkDiff(context.Background(), upper, []string{lower}, defaultDiffLimits)
 	if err != nil {
@@ -523,7 +559,7 @@ func TestOverlayWalkSemantics(t *testing.T) {
 	for _, c := range cs {
 		got = append(got, c.Kind+" "+c.Path)
 	}
-	want := []string{"C /etc", "D /etc/gone", "C /etc/mode", "A /etc/new", "C /lnk", "A /lnk/marker", "C /srv", "C /srv/opq", "D /srv/opq/one", "C /srv/opq/two"}
+	want := []string{"C /etc", "D /etc/gone", "C /etc/mode", "A /etc/new", "C /lnk", "A /lnk/marker", "C /lnk2", "C /lnk3", "C /srv", "C /srv/opq", "D /srv/opq/one", "C /srv/opq/two"}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("diff:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
