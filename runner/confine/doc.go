@@ -1,7 +1,9 @@
 // Package confine is the one confined primitive for root file operations
 // on sandbox paths: everything that runs as root inside a sandbox and
 // touches a path the harness could have written (the session agent's put,
-// get and remove, the rmtree helper) resolves it here, never by name.
+// get and remove, the rmtree helper) resolves it here, never by name, and
+// so does the host where it reads a sandbox's tree as root (the docker
+// provider's walk of a container's overlay upper dir: Walk).
 //
 // Why. Root acting on a path by name can be led anywhere by a link the
 // harness planted at any component of it ({home}/lnk -> /, then
@@ -19,6 +21,12 @@
 // removed (or the path refused), never its target. A link is refused at
 // every component, one that stays under the root included (in a container
 // the root is /, so "under the root" would be every link).
+//
+// Reads. Walk reads a tree by the same rule, read-only: each entry looked
+// at relative to its parent's descriptor, each directory descended into
+// through a descriptor opened O_NOFOLLOW|O_DIRECTORY relative to its
+// parent's, a directory swapped for a link met as the link. It is bounded
+// (entries, path length, depth) and stops when its context ends.
 //
 // Mounts. A removal never descends into another mount: a directory whose
 // st_dev (or, where the kernel reports it, whose mount id) differs from the

@@ -277,6 +277,10 @@ type Sandbox struct {
 	// creation (or opening) to its removal, for EngineFault; nil for a
 	// sandbox made otherwise (then only the ping and the inspect witness).
 	watch *engineWatch
+	// gate holds execs back while the engine's diff has the container
+	// frozen (frozenEngineChanges): an exec is made under its read lock,
+	// the frozen diff holds its write lock.
+	gate sync.RWMutex
 }
 
 func (s *Sandbox) ID() string { return s.id }
@@ -311,6 +315,8 @@ func execOptions(spec provider.ExecSpec, stdin bool) container.ExecOptions {
 // attach creates the exec and attaches to it; the connection is closed
 // when ctx ends, which ends the streams.
 func (s *Sandbox) attach(ctx context.Context, spec provider.ExecSpec, stdin bool) (string, *hijacked, error) {
+	s.gate.RLock()
+	defer s.gate.RUnlock()
 	ex, err := s.client.ContainerExecCreate(ctx, s.id, execOptions(spec, stdin))
 	if err != nil {
 		return "", nil, s.transport("exec", err)

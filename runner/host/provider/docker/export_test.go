@@ -1,9 +1,12 @@
 package docker
 
 import (
+	"context"
 	"time"
 
 	"github.com/docker/docker/client"
+
+	"github.com/sandproof/sandproof/runner/host/provider"
 )
 
 // Fills counts the volume fills (creations) this provider did.
@@ -19,4 +22,19 @@ func Expire(p *Provider, id string, d time.Duration) { p.expire(id, d) }
 func Witnessed(c *client.Client, host, id string) (sb *Sandbox, ended <-chan struct{}, stop func()) {
 	w := watchEngine(c)
 	return &Sandbox{client: c, id: id, engine: host, watch: w}, w.done, w.stop
+}
+
+// FrozenEngineChanges is the engine's diff as Changes reads it when the
+// upper dir cannot be walked: with the container frozen.
+func FrozenEngineChanges(ctx context.Context, s *Sandbox) ([]provider.Change, error) {
+	return s.frozenEngineChanges(ctx, s.client)
+}
+
+// UpperDir is the container's overlay upper dir, as the engine names it.
+func UpperDir(ctx context.Context, s *Sandbox) (string, error) {
+	c, err := s.client.ContainerInspect(ctx, s.id)
+	if err != nil {
+		return "", err
+	}
+	return c.GraphDriver.Data["UpperDir"], nil
 }
