@@ -481,6 +481,19 @@ func TestLoopProofCausalOrderAndIDs(t *testing.T) {
 		{name: "honest: the result's request numbered first, whole after the answer", ask: 2, result: 1, write: 1, calls: []relay.Call{
 			timed(call(1, result("call_a"), []relay.ToolCall{read}, write), 8, 9),
 			timed(call(2, nil, nil, read), 4, 5)}},
+		// A link found once is remembered for the requests after, by the
+		// result's id and the call its history names: never for another
+		// id, nor for the same id with another call.
+		{name: "a later request rewrites the call it answered before", ask: 1, result: 2, write: 2, calls: []relay.Call{
+			call(1, nil, nil, read),
+			call(2, result("call_a"), []relay.ToolCall{read}, write),
+			call(3, result("call_a"), []relay.ToolCall{{ID: "call_a", Name: "read", Arguments: `{"path":"/etc/hostname"}`}})},
+			want: map[string]string{"verify.challenge_asked": `call 3's request says tool call "call_a" was read {"path":"/etc/hostname"}, but call 1's answer asked for read`}},
+		{name: "a later request's result under another id, the same call", ask: 1, result: 2, write: 2, calls: []relay.Call{
+			call(1, nil, nil, read),
+			call(2, result("call_a"), []relay.ToolCall{read}, write),
+			call(3, result("call_x"), []relay.ToolCall{{ID: "call_x", Name: "read", Arguments: read.Arguments}})},
+			want: map[string]string{"verify.challenge_asked": `call 3's request carries a result for tool call "call_x" (read {"path":"/task/challenge.txt"}, by the request's own history), which no model answer asked for`}},
 		{name: "a write answered before the challenge came back, numbered after it", calls: []relay.Call{
 			call(1, nil, nil, read),
 			timed(call(2, result("call_a"), []relay.ToolCall{read}), 10, 11),
