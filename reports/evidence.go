@@ -309,9 +309,9 @@ type ModelSteps struct {
 	Dropped     int            `json:"dropped,omitempty"`
 	// The challenge round trip by call number (0: not seen), a chain
 	// (contract §7.4): the answer that asked for the tool call whose
-	// result carried the challenge back, the first request that carried
-	// that result, and the answer from then on that wrote the
-	// deliverable. With no such chain AskCall is the first answer that
+	// result carried the challenge back, the first request received whole
+	// that carried that result, and the answer from then on (to a request
+	// received whole at or after it) that wrote the deliverable. With no such chain AskCall is the first answer that
 	// asked for any tool call before the challenge came back.
 	AskCall    int `json:"ask_call"`
 	ResultCall int `json:"result_call"`

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/sandproof/sandproof/reports"
 	"github.com/sandproof/sandproof/runner/host/adapter"
@@ -66,71 +67,127 @@ func writeContent(args string) (string, bool) {
 	return "", false
 }
 
-// asked is a tool call a model answer made, with the call it answered.
+// asked is a tool call a model answer made: the call whose answer made it,
+// and when that answer had been written to the harness whole (zero: never,
+// relay.Call.WrittenAt).
 type asked struct {
 	seq int
+	at  time.Time
 	tc  relay.ToolCall
 }
 
+// before says the answer that asked for a had been written to the harness
+// whole before request c was received whole: only then can c carry its
+// result. The order is the relay's clock, not the requests' numbers: a
+// request is numbered at its headers, and a harness can hold its last
+// byte while another request goes round.
+func (a asked) before(c relay.Call) bool {
+	return !a.at.IsZero() && a.at.Before(c.ReceivedAt)
+}
+
 // analyse reads the relay's calls as a chain (contract §7.4): an answer of
-// the model's asked for a tool call; a later request carries the result of
-// that call (the same tool call id; for a result or a model's call without
-// one, the same tool and arguments as the call the request says it
-// answers); the result holds the challenge; an answer from then on writes
-// the deliverable. Every tool result holding the challenge must answer a
-// call the model made in an earlier answer: one that does not (a call the
-// harness made up, or a result sent before the model asked) breaks the
+// the model's asked for a tool call; a request received whole after that
+// answer was written to the harness whole carries the result of that call
+// (the same tool call id; where the model's call had none, the same tool
+// and arguments as the call the request says it answers: a model's call
+// with an id is answered by that id alone); the result holds the
+// challenge; an answer to a request received from then on writes the
+// deliverable. Every tool result holding the challenge must answer a call
+// the model made in an answer the harness had before the request was
+// whole: one that does not (a call the harness made up, or a result sent
+// before the model's answer asking for it reached the harness) breaks the
 // chain, even beside a true one. A retried request, carrying the same
 // result again, keeps it. derived, when not empty, is the token the
 // scripted model makes from the challenge: then only a call carrying it is
-// the write.
+// the write. The steps are listed by number; the chain is read in the
+// order the requests were received whole.
 func analyse(calls []relay.Call, challenge, derived, modelName string) loopProof {
 	sort.SliceStable(calls, func(i, j int) bool { return calls[i].Seq < calls[j].Seq })
 	st := &reports.ModelSteps{Model: modelName, SandboxAuth: map[string]int{}, Steps: []reports.ModelStep{}}
-	cr := chainReader{p: loopProof{steps: st}, challenge: challenge, derived: derived, firstAsk: firstAsks(calls)}
+	cr := chainReader{p: loopProof{steps: st}, challenge: challenge, derived: derived, byID: map[string][]asked{}, byName: map[string][]asked{},
+		linked: map[string]asked{}, back: map[int]bool{}}
+	cr.index(calls)
+	for _, c := range arrivals(calls) {
+		cr.link(c)
+	}
 	for _, c := range calls {
 		if c.Seq != 0 {
-			cr.read(c)
+			cr.step(c)
 		}
 	}
 	return cr.finish()
 }
 
-// firstAsks maps each tool call id to the first answer that asked for
-// it, to name a result that came before it.
-func firstAsks(calls []relay.Call) map[string]int {
-	firstAsk := map[string]int{}
+// arrivals are the model calls in the order the relay received their
+// requests whole (by number among equal times). A request never received
+// whole carried nothing the relay read and got no answer: it is left out.
+func arrivals(calls []relay.Call) []relay.Call {
+	var out []relay.Call
 	for _, c := range calls {
-		for _, tc := range c.ToolCalls {
-			if _, seen := firstAsk[tc.ID]; c.Seq > 0 && tc.ID != "" && !seen {
-				firstAsk[tc.ID] = c.Seq
-			}
+		if c.Seq != 0 && !c.ReceivedAt.IsZero() {
+			out = append(out, c)
 		}
 	}
-	return firstAsk
+	sort.SliceStable(out, func(i, j int) bool { return out[i].ReceivedAt.Before(out[j].ReceivedAt) })
+	return out
 }
 
-// chainReader is analyse's walk over the calls in order.
+// chainReader is analyse's walk over the calls.
 type chainReader struct {
 	p                  loopProof
 	challenge, derived string
-	firstAsk           map[string]int
-	// answered holds the tool calls of the answers before the request
-	// being read: a request is sent before its own answer, so only those
-	// can be what its results answer.
-	answered []asked
+	// byID and byName hold every tool call of the model's answers, by id
+	// and by tool, in call order.
+	byID, byName map[string][]asked
+	// linked remembers the call a result (by id and claimed call) was
+	// found to answer: requests are read in the order they were received
+	// whole, so a later one finds at least the same.
+	linked map[string]asked
+	// back says which calls' requests carried the challenge back.
+	back map[int]bool
 	// firstBack is the first call whose request carried the challenge
 	// back, anyAsk the first answer before it that asked for any tool.
 	firstBack, anyAsk int
 }
 
-// read takes one model call: its step, the results its request carries,
-// the tool calls its answer makes, and the write among them.
-func (r *chainReader) read(c relay.Call) {
+// index files every tool call of the model's answers.
+func (r *chainReader) index(calls []relay.Call) {
+	for _, c := range calls {
+		if c.Seq == 0 {
+			continue
+		}
+		for _, tc := range c.ToolCalls {
+			a := asked{seq: c.Seq, at: c.WrittenAt, tc: tc}
+			if tc.ID != "" {
+				r.byID[tc.ID] = append(r.byID[tc.ID], a)
+			}
+			r.byName[tc.Name] = append(r.byName[tc.Name], a)
+		}
+	}
+}
+
+// link reads one request, in the order they were received whole: the
+// results it carries that hold the challenge and, once the challenge came
+// back, the write among its answer's tool calls.
+func (r *chainReader) link(c relay.Call) {
+	st := r.p.steps
+	r.results(c)
+	if r.anyAsk == 0 && r.firstBack == 0 && len(c.ToolCalls) > 0 {
+		r.anyAsk = c.Seq
+	}
+	if st.ResultCall != 0 && st.WriteCall == 0 {
+		r.write(c)
+	}
+}
+
+// step records one model call: its status, the results its request
+// carried, the tool calls its answer made, and its part in the chain.
+func (r *chainReader) step(c relay.Call) {
 	p, st := &r.p, r.p.steps
 	p.calls++
 	st.SandboxAuth[c.Auth]++
-	step := reports.ModelStep{Seq: c.Seq, Status: c.Status, Stream: c.Stream, ToolResults: len(c.ToolResults)}
+	step := reports.ModelStep{Seq: c.Seq, Status: c.Status, Stream: c.Stream, ToolResults: len(c.ToolResults),
+		ChallengeBack: r.back[c.Seq], WritesDeliverable: c.Seq == st.WriteCall}
 	p.results += len(c.ToolResults)
 	if len(c.Text) > 80 {
 		step.Text = c.Text[:80] + "…"
@@ -140,23 +197,15 @@ func (r *chainReader) read(c relay.Call) {
 	if c.Usage != nil {
 		step.InputTokens, step.OutputTokens = c.Usage.Input, c.Usage.Output
 	}
-	r.results(c, &step)
 	if slices.ContainsFunc(c.ToolResultIDs, func(id string) bool { return id != "" }) {
 		step.ToolResultIDs = c.ToolResultIDs
 	}
 	for _, tc := range c.ToolCalls {
 		step.ToolCalls = append(step.ToolCalls, tc.Name)
 		step.ToolCallIDs = append(step.ToolCallIDs, tc.ID)
-		r.answered = append(r.answered, asked{seq: c.Seq, tc: tc})
 	}
 	if !slices.ContainsFunc(step.ToolCallIDs, func(id string) bool { return id != "" }) {
 		step.ToolCallIDs = nil
-	}
-	if r.anyAsk == 0 && r.firstBack == 0 && len(c.ToolCalls) > 0 {
-		r.anyAsk = c.Seq
-	}
-	if st.ResultCall != 0 && st.WriteCall == 0 {
-		r.write(c, &step)
 	}
 	if len(st.Steps) < reports.MaxModelSteps {
 		st.Steps = append(st.Steps, step)
@@ -169,7 +218,7 @@ func (r *chainReader) read(c relay.Call) {
 // challenge to the model's call it answers, or notes why the chain
 // breaks there. A result without an id answers the claimed call without
 // one at the same place: the k-th such result the k-th such call.
-func (r *chainReader) results(c relay.Call, step *reports.ModelStep) {
+func (r *chainReader) results(c relay.Call) {
 	p, st := &r.p, r.p.steps
 	var idless []relay.ToolCall
 	for _, tc := range c.ClaimedToolCalls {
@@ -195,14 +244,17 @@ func (r *chainReader) results(c relay.Call, step *reports.ModelStep) {
 		if r.challenge == "" || !strings.Contains(res, r.challenge) {
 			continue
 		}
-		step.ChallengeBack = true
+		r.back[c.Seq] = true
 		if r.firstBack == 0 {
 			r.firstBack = c.Seq
 		}
-		a, why := chainLink(c.Seq, id, claim, r.answered, r.firstAsk)
-		if why != "" {
+		if st.ResultCall != 0 && p.broken != "" {
+			continue // both found: no later result changes the verdict
+		}
+		a, ok := r.chainLink(c, id, claim)
+		if !ok {
 			if p.broken == "" {
-				p.broken = why
+				p.broken = r.why(c, id, claim)
 			}
 			continue
 		}
@@ -216,7 +268,7 @@ func (r *chainReader) results(c relay.Call, step *reports.ModelStep) {
 // calls that writes the deliverable: one carrying the derived token when
 // there is one, else one with a content argument, else a command whose
 // arguments must contain it.
-func (r *chainReader) write(c relay.Call, step *reports.ModelStep) {
+func (r *chainReader) write(c relay.Call) {
 	p, st := &r.p, r.p.steps
 	for _, tc := range c.ToolCalls {
 		content, hasContent := writeContent(tc.Arguments)
@@ -233,7 +285,6 @@ func (r *chainReader) write(c relay.Call, step *reports.ModelStep) {
 			continue
 		}
 		st.WriteCall, p.writeTool = c.Seq, tc.Name
-		step.WritesDeliverable = true
 		return
 	}
 }
@@ -261,47 +312,116 @@ func (r *chainReader) finish() loopProof {
 	return p
 }
 
-// chainLink finds the model's tool call that a tool result of call seq's
-// request answers: the call with the result's id in an earlier answer; or,
-// where the result has no id or the model's call had none (the harness
-// named it), an earlier answer's call with the same tool and arguments as
-// claim, the call the request says the result answers. A model's call
-// with an id is matched by that id alone. When the request's own history
-// holds the call, it must be the model's tool, with the model's arguments.
-// It says, naming the link, why there is none.
-func chainLink(seq int, id string, claim *relay.ToolCall, answered []asked, firstAsk map[string]int) (asked, string) {
+// chainLink finds the model's tool call that a tool result of request c
+// answers, in an answer written to the harness whole before c was
+// received whole: the call with the result's id; or, only where the
+// model's call had no id (the result then has none, or one the harness
+// named), the call with the same tool and arguments as claim, the call the
+// request says the result answers. A model's call with an id is matched
+// by that id alone. When the request's own history holds the call, it
+// must be the model's tool, with the model's arguments.
+func (r *chainReader) chainLink(c relay.Call, id string, claim *relay.ToolCall) (asked, bool) {
+	key := id
+	if claim != nil {
+		key += "\x00" + claim.Name + "\x00" + claim.Arguments
+	}
+	if a, ok := r.linked[key]; ok {
+		return a, true
+	}
 	if id != "" {
-		for _, a := range answered {
-			if a.tc.ID != id {
+		for _, a := range r.byID[id] {
+			if !a.before(c) {
 				continue
 			}
 			if claim != nil && !sameCall(*claim, a.tc) {
-				return asked{}, fmt.Sprintf("call %d's request says tool call %q was %s, but call %d's answer asked for %s",
-					seq, id, callText(*claim), a.seq, callText(a.tc))
+				return asked{}, false
 			}
-			return a, ""
-		}
-		if at, later := firstAsk[id]; later {
-			return asked{}, fmt.Sprintf("call %d's request carries a result for tool call %q, which the model asked for only in call %d", seq, id, at)
+			r.linked[key] = a
+			return a, true
 		}
 	}
 	if claim != nil {
-		for _, a := range answered {
-			if (a.tc.ID == "" || id == "") && a.tc.Name == claim.Name && sameArgs(a.tc.Arguments, claim.Arguments) {
-				return a, ""
+		for _, a := range r.byName[claim.Name] {
+			if a.tc.ID == "" && a.before(c) && sameArgs(a.tc.Arguments, claim.Arguments) {
+				r.linked[key] = a
+				return a, true
 			}
+		}
+	}
+	return asked{}, false
+}
+
+// why says, naming the link, why a tool result of request c (its id, the
+// call its history says it answers) answers no call of the model's.
+func (r *chainReader) why(c relay.Call, id string, claim *relay.ToolCall) string {
+	if id != "" {
+		for _, a := range r.byID[id] {
+			if a.before(c) && claim != nil {
+				return fmt.Sprintf("call %d's request says tool call %q was %s, but call %d's answer asked for %s",
+					c.Seq, id, callText(*claim), a.seq, callText(a.tc))
+			}
+		}
+		if as := r.byID[id]; len(as) > 0 {
+			return fmt.Sprintf("call %d's request carries a result for tool call %q, which the model asked for only in call %d, %s", c.Seq, id, as[0].seq, late(as[0], c))
+		}
+	}
+	if claim != nil {
+		var withID *asked
+		for _, a := range r.byName[claim.Name] {
+			switch {
+			case !sameArgs(a.tc.Arguments, claim.Arguments):
+			case a.tc.ID == "":
+				return fmt.Sprintf("call %d's request carries %s, which the model asked for only in call %d, %s",
+					c.Seq, resultText(id, *claim), a.seq, late(a, c))
+			case withID == nil && id == "":
+				withID = &a
+			}
+		}
+		if withID != nil {
+			s := fmt.Sprintf("call %d's request carries a result (no tool call id) for %s, which the model asked for only as tool call %q in call %d (a call with an id is answered by that id alone)",
+				c.Seq, callText(*claim), withID.tc.ID, withID.seq)
+			if !withID.before(c) {
+				s += ", " + late(*withID, c)
+			}
+			return s
 		}
 	}
 	switch {
 	case id != "" && claim != nil:
-		return asked{}, fmt.Sprintf("call %d's request carries a result for tool call %q (%s, by the request's own history), which no model answer asked for",
-			seq, id, callText(*claim))
+		return fmt.Sprintf("call %d's request carries a result for tool call %q (%s, by the request's own history), which no model answer asked for",
+			c.Seq, id, callText(*claim))
 	case id != "":
-		return asked{}, fmt.Sprintf("call %d's request carries a result for tool call %q, which no model answer asked for", seq, id)
+		return fmt.Sprintf("call %d's request carries a result for tool call %q, which no model answer asked for", c.Seq, id)
 	case claim != nil:
-		return asked{}, fmt.Sprintf("call %d's request carries a result (no tool call id) for %s, which no model answer before it asked for", seq, callText(*claim))
+		return fmt.Sprintf("call %d's request carries a result (no tool call id) for %s, which no model answer before it asked for", c.Seq, callText(*claim))
 	}
-	return asked{}, fmt.Sprintf("call %d's request carries a tool result with no tool call id and no tool call of its history to answer", seq)
+	return fmt.Sprintf("call %d's request carries a tool result with no tool call id and no tool call of its history to answer", c.Seq)
+}
+
+// resultText names a result by its id, if it has one, and the call the
+// request's history says it answers.
+func resultText(id string, claim relay.ToolCall) string {
+	if id == "" {
+		return "a result (no tool call id) for " + callText(claim)
+	}
+	return fmt.Sprintf("a result for tool call %q (%s, by the request's own history)", id, callText(claim))
+}
+
+// late says when the answer asking for a reached the harness, against
+// when request c was whole.
+func late(a asked, c relay.Call) string {
+	if a.at.IsZero() {
+		return "whose answer never reached the harness whole"
+	}
+	return fmt.Sprintf("whose answer was written to the harness at %s, after call %d's request was complete at %s", clock(a.at), c.Seq, clock(c.ReceivedAt))
+}
+
+// clock is a time of the relay's record in a check's detail.
+func clock(t time.Time) string {
+	if t.IsZero() {
+		return "never"
+	}
+	return t.UTC().Format("15:04:05.000000")
 }
 
 // sameCall says a call the request's history holds is the model's: the

@@ -1,12 +1,16 @@
 package certify
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sandproof/sandproof/reports"
 	"github.com/sandproof/sandproof/runner/host/relay"
@@ -90,6 +94,8 @@ type conv struct {
 	prompt string
 	// challenge is the case's; token what the scripted model derives.
 	challenge, token string
+	// stream asks for streamed answers (SSE).
+	stream bool
 }
 
 func newConv(t *testing.T, shape apiShape) *conv {
@@ -111,7 +117,9 @@ func newConv(t *testing.T, shape apiShape) *conv {
 
 func (c *conv) send(turns ...turn) []relay.ToolCall {
 	c.t.Helper()
-	b, _ := json.Marshal(c.shape.build(c.prompt, turns))
+	req := c.shape.build(c.prompt, turns).(map[string]any)
+	req["stream"] = c.stream
+	b, _ := json.Marshal(req)
 	resp, err := http.Post(c.rel.URL()+c.shape.path, "application/json", strings.NewReader(string(b)))
 	if err != nil {
 		c.t.Fatal(err)
@@ -209,6 +217,30 @@ func TestLoopProofIsAChain(t *testing.T) {
 						t.Errorf("steps %+v; want the chain's id on the ask and the result", st.Steps)
 					}
 				})
+				t.Run("true chain, streamed, "+mode, func(t *testing.T) {
+					// Each answer streamed: the relay writes its last
+					// bytes before the harness's next request is whole.
+					c := newConv(t, shape)
+					c.stream = true
+					read := c.send()
+					if len(read) != 1 || read[0].ID == "" {
+						t.Fatalf("the model's first answer %+v; want a read with an id", read)
+					}
+					r1 := answer(read[0], c.challenge)
+					write := c.send(r1)
+					if len(write) != 1 || !strings.Contains(write[0].Arguments, c.token) {
+						t.Fatalf("the model's second answer %+v; want the write of %s", write, c.token)
+					}
+					calls := c.rel.Calls()
+					if !calls[0].Stream || calls[0].WrittenAt.IsZero() || !calls[0].WrittenAt.Before(calls[1].ReceivedAt) {
+						t.Fatalf("relay record %+v; want a streamed answer written before the next request was whole", calls)
+					}
+					p, checks := c.judge(token(c))
+					wantChecks(t, checks, nil)
+					if st := p.steps; st.AskCall != 1 || st.ResultCall != 2 || st.WriteCall != 2 {
+						t.Errorf("steps %+v; want ask 1, result 2, write 2", st)
+					}
+				})
 				t.Run("retried requests, "+mode, func(t *testing.T) {
 					c := newConv(t, shape)
 					// The first request twice (two answers, two ids; the
@@ -286,10 +318,19 @@ func TestLoopProofIsAChain(t *testing.T) {
 	}
 }
 
+// t0 is the start of a hand-made transcript's clock.
+var t0 = time.Date(2026, 12, 5, 0, 0, 0, 0, time.UTC)
+
+// at is a time of a hand-made transcript's clock, n microseconds in.
+func at(n int) time.Time { return t0.Add(time.Duration(n) * time.Microsecond) }
+
 // call is one relayed call of a hand-made transcript: what its request
-// carried and what its answer asked for.
+// carried and what its answer asked for. Its request is received whole
+// at 2*seq µs and its answer written whole at 2*seq+1 µs: each request
+// goes round before the next (timed sets other times).
 func call(seq int, results []relay.ToolCall, claimed []relay.ToolCall, answer ...relay.ToolCall) relay.Call {
-	c := relay.Call{Seq: seq, Status: 200, Auth: "canary", ClaimedToolCalls: claimed, ToolCalls: answer}
+	c := relay.Call{Seq: seq, Status: 200, Auth: "canary", ClaimedToolCalls: claimed, ToolCalls: answer,
+		ReceivedAt: at(2 * seq), WrittenAt: at(2*seq + 1)}
 	for _, r := range results {
 		c.ToolResults = append(c.ToolResults, r.Arguments)
 		c.ToolResultIDs = append(c.ToolResultIDs, r.ID)
@@ -374,4 +415,157 @@ func TestLoopProofOrderAndIDlessCalls(t *testing.T) {
 			}
 		})
 	}
+}
+
+// timed sets when call c's request was received whole and its answer
+// written whole, in µs of the hand-made clock (written < 0: never).
+func timed(c relay.Call, received, written int) relay.Call {
+	c.ReceivedAt, c.WrittenAt = at(received), at(written)
+	if written < 0 {
+		c.WrittenAt = time.Time{}
+	}
+	return c
+}
+
+// The chain's two rules of issue 35 (D3 of the rt-bd pass), on hand-made
+// transcripts: a result without an id answers only a model's call without
+// one (a call with an id is answered by that id alone); and a result
+// answers a call only if the answer asking for it was written to the
+// harness whole before the result's request was received whole, whatever
+// the requests' numbers (given at their headers). Rows: the attack as the
+// relay recorded it; each rule broken alone; the honest request numbered
+// before the answer it carries the result of, whole after it; and a write
+// answered before the challenge came back though numbered after it.
+func TestLoopProofCausalOrderAndIDs(t *testing.T) {
+	const ch, tok = model.ChallengePrefix + "00112233445566778899aabbccddeeff", "proof-0123"
+	read := relay.ToolCall{ID: "call_a", Name: "read", Arguments: `{"path":"/task/challenge.txt"}`}
+	write := relay.ToolCall{ID: "call_w", Name: "write", Arguments: `{"path":"/task/deliverable.txt","content":"` + tok + `"}`}
+	result := func(id string) []relay.ToolCall { return []relay.ToolCall{{ID: id, Arguments: "1\t" + ch}} }
+	noID := func(tc relay.ToolCall) relay.ToolCall { tc.ID = ""; return tc }
+	notAfter := map[string]string{"verify.write_after_challenge": "no model answer after"}
+	for _, tc := range []struct {
+		name  string
+		calls []relay.Call
+		want  map[string]string
+		// ask, result, write: the chain's calls when it holds.
+		ask, result, write int
+	}{
+		{name: "the attack: an id-less result, the read asked for after it was whole", calls: []relay.Call{
+			timed(call(1, nil, nil, read), 5, 6),
+			timed(call(2, result(""), []relay.ToolCall{noID(read)}, write), 2, 3)},
+			want: map[string]string{"verify.challenge_asked": `call 2's request carries a result (no tool call id) for read {"path":"/task/challenge.txt"}, ` +
+				`which the model asked for only as tool call "call_a" in call 1 (a call with an id is answered by that id alone), ` +
+				`whose answer was written to the harness at 00:00:00.000006, after call 2's request was complete at 00:00:00.000002`,
+				"verify.challenge_round_trip": "answer no tool call of the model's", "verify.write_after_challenge": "no model answer after"}},
+		{name: "an id-less result for a call with an id, in order", calls: []relay.Call{
+			call(1, nil, nil, read),
+			call(2, result(""), []relay.ToolCall{noID(read)}, write)},
+			want: map[string]string{"verify.challenge_asked": `which the model asked for only as tool call "call_a" in call 1 (a call with an id is answered by that id alone)`,
+				"verify.challenge_round_trip": "answer no tool call of the model's", "verify.write_after_challenge": "no model answer after"}},
+		{name: "the result's id asked for in an answer written after the result's request was whole", calls: []relay.Call{
+			timed(call(1, nil, nil, read), 2, 6),
+			timed(call(2, result("call_a"), []relay.ToolCall{read}, write), 4, 5)},
+			want: map[string]string{"verify.challenge_asked": `call 2's request carries a result for tool call "call_a", which the model asked for only in call 1, ` +
+				`whose answer was written to the harness at 00:00:00.000006, after call 2's request was complete at 00:00:00.000004`,
+				"verify.challenge_round_trip": "asked for only in call 1", "verify.write_after_challenge": "no model answer after"}},
+		{name: "no ids, the read asked for after the result's request was whole", calls: []relay.Call{
+			timed(call(1, nil, nil, noID(read)), 2, 6),
+			timed(call(2, result(""), []relay.ToolCall{noID(read)}, noID(write)), 4, 5)},
+			want: map[string]string{"verify.challenge_asked": `call 2's request carries a result (no tool call id) for read {"path":"/task/challenge.txt"}, which the model asked for only in call 1, whose answer was written`,
+				"verify.challenge_round_trip": "asked for only in call 1", "verify.write_after_challenge": "no model answer after"}},
+		{name: "the answer asking never reached the harness whole", calls: []relay.Call{
+			timed(call(1, nil, nil, read), 2, -1),
+			call(2, result("call_a"), []relay.ToolCall{read}, write)},
+			want: map[string]string{"verify.challenge_asked": `which the model asked for only in call 1, whose answer never reached the harness whole`,
+				"verify.challenge_round_trip": "never reached the harness whole", "verify.write_after_challenge": "no model answer after"}},
+		{name: "honest: the result's request numbered first, whole after the answer", ask: 2, result: 1, write: 1, calls: []relay.Call{
+			timed(call(1, result("call_a"), []relay.ToolCall{read}, write), 8, 9),
+			timed(call(2, nil, nil, read), 4, 5)}},
+		// A link found once is remembered for the requests after, by the
+		// result's id and the call its history names: never for another
+		// id, nor for the same id with another call.
+		{name: "a later request rewrites the call it answered before", ask: 1, result: 2, write: 2, calls: []relay.Call{
+			call(1, nil, nil, read),
+			call(2, result("call_a"), []relay.ToolCall{read}, write),
+			call(3, result("call_a"), []relay.ToolCall{{ID: "call_a", Name: "read", Arguments: `{"path":"/etc/hostname"}`}})},
+			want: map[string]string{"verify.challenge_asked": `call 3's request says tool call "call_a" was read {"path":"/etc/hostname"}, but call 1's answer asked for read`}},
+		{name: "a later request's result under another id, the same call", ask: 1, result: 2, write: 2, calls: []relay.Call{
+			call(1, nil, nil, read),
+			call(2, result("call_a"), []relay.ToolCall{read}, write),
+			call(3, result("call_x"), []relay.ToolCall{{ID: "call_x", Name: "read", Arguments: read.Arguments}})},
+			want: map[string]string{"verify.challenge_asked": `call 3's request carries a result for tool call "call_x" (read {"path":"/task/challenge.txt"}, by the request's own history), which no model answer asked for`}},
+		{name: "a write answered before the challenge came back, numbered after it", calls: []relay.Call{
+			call(1, nil, nil, read),
+			timed(call(2, result("call_a"), []relay.ToolCall{read}), 10, 11),
+			timed(call(3, nil, nil, write), 6, 7)},
+			want: notAfter},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, derived := range []string{tok, ""} {
+				p, checks := judgeCalls(tc.calls, ch, derived)
+				wantChecks(t, checks, tc.want)
+				if st := p.steps; tc.ask != 0 && (st.AskCall != tc.ask || st.ResultCall != tc.result || st.WriteCall != tc.write) {
+					t.Errorf("derived %q: steps %+v; want ask %d, result %d, write %d", derived, st, tc.ask, tc.result, tc.write)
+				}
+			}
+		})
+	}
+}
+
+// The rt-bd pass's D3 through the relay and the scripted model, no
+// engine, every step waiting on the relay's bytes: request A (the
+// prompt) is sent with "Expect: 100-continue" and, once the relay asks
+// for its body (it has numbered A: call 1), all of its body but the last
+// byte; request B, an id-less read (Chat Completions' function_call) with
+// the challenge as its result, is sent whole and answered with the write;
+// then A's last byte, and the model answers A with the read. The relay
+// records A's answer written after B was whole, and the chain fails
+// naming call 1. On main the chain passed.
+func TestLoopProofOutOfOrderThroughTheRelay(t *testing.T) {
+	c := newConv(t, apiShapes[0])
+	tools := []any{
+		map[string]any{"type": "function", "function": map[string]any{"name": "read", "parameters": readSchema}},
+		map[string]any{"type": "function", "function": map[string]any{"name": "write", "parameters": writeSchema}}}
+	bodyA, _ := json.Marshal(map[string]any{"model": "fake-model", "messages": []any{map[string]any{"role": "user", "content": c.prompt}}, "tools": tools})
+	bodyB, _ := json.Marshal(map[string]any{"model": "fake-model", "tools": tools, "messages": []any{
+		map[string]any{"role": "user", "content": c.prompt},
+		map[string]any{"role": "assistant", "content": nil, "function_call": map[string]any{"name": "read", "arguments": `{"path":"/task/challenge.txt"}`}},
+		map[string]any{"role": "function", "name": "read", "content": c.challenge}}})
+	addr := strings.TrimPrefix(strings.TrimSuffix(c.rel.URL(), "/v1"), "http://")
+	a, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	fmt.Fprintf(a, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nConnection: close\r\nContent-Length: %d\r\n\r\n", len(bodyA))
+	ar := bufio.NewReader(a)
+	if line, err := ar.ReadString('\n'); err != nil || !strings.Contains(line, " 100 ") {
+		t.Fatalf("A: the relay did not ask for the body: %q %v", line, err)
+	}
+	if _, err := ar.ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	a.Write(bodyA[:len(bodyA)-1])
+	resp, err := http.Post(c.rel.URL()+"/chat/completions", "application/json", bytes.NewReader(bodyB))
+	if err != nil {
+		t.Fatal(err)
+	}
+	answerB, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	a.Write(bodyA[len(bodyA)-1:])
+	answerA, _ := io.ReadAll(ar)
+	// Positive controls: the model wrote on B's result, and asked for the
+	// read in A's answer, which came last.
+	if !strings.Contains(string(answerB), c.token) || !strings.Contains(string(answerA), ChallengeFile) {
+		t.Fatalf("the attack did not run as built: B's answer %s, A's %s", answerB, answerA)
+	}
+	calls := c.rel.Calls()
+	if len(calls) != 2 || len(calls[0].ToolCalls) != 1 || calls[0].ToolCalls[0].Name != "read" || !calls[0].WrittenAt.After(calls[1].ReceivedAt) {
+		t.Fatalf("relay record %+v; want call 1 the read, written after call 2 was whole", calls)
+	}
+	_, checks := c.judge(c.token)
+	wantChecks(t, checks, map[string]string{
+		"verify.challenge_asked": fmt.Sprintf(`call 2's request carries a result (no tool call id) for read {"path":"/task/challenge.txt"}, which the model asked for only as tool call %q in call 1 (a call with an id is answered by that id alone), whose answer was written to the harness at`,
+			calls[0].ToolCalls[0].ID),
+		"verify.challenge_round_trip": "answer no tool call of the model's", "verify.write_after_challenge": "no model answer after"})
 }

@@ -222,6 +222,22 @@ type Call struct {
 	// from here (scenario.model_fault's rules do not rest on it alone).
 	Delivered   bool      `json:"delivered,omitempty"`
 	DeliveredAt time.Time `json:"delivered_at,omitzero"`
+	// ReceivedAt is when the request's body had been read whole: what the
+	// request carries was fixed by then. Zero for a request answered
+	// before its body was read (refused: not an endpoint, not the case's
+	// key, busy, over a limit). Seq is given at the headers, before the
+	// body: a harness can hold one request's last byte while another goes
+	// round, so Seq is no order of what a request could know.
+	ReceivedAt time.Time `json:"received_at,omitzero"`
+	// WrittenAt is when the relay began writing the answer's last bytes
+	// to the harness's connection, set when every byte the upstream sent
+	// was written (the answer whole): no harness held the whole answer
+	// before it. The loop proof (contract §7.4) links a tool result only
+	// to a call of an answer written before the result's request was
+	// received whole; it does not use DeliveredAt, which is taken after
+	// the upstream's end and a check of the connection, and so can come
+	// after a quick harness's next request.
+	WrittenAt time.Time `json:"written_at,omitzero"`
 }
 
 // Relay is a running relay.
@@ -681,6 +697,9 @@ func (r *Relay) readBody(w http.ResponseWriter, req *http.Request, c *Call, br *
 	reason, err := br.read(w, req)
 	body = br.buf
 	c.RequestBytes = int64(len(body))
+	if reason == "" && err == nil {
+		c.ReceivedAt = time.Now()
+	}
 	switch {
 	case reason == RefusedTooLarge:
 		refuse(w, c, http.StatusRequestEntityTooLarge, reason, fmt.Sprintf("a request body is at most %d bytes", r.lim.RequestBytes))
@@ -768,15 +787,18 @@ func (r *Relay) relayAnswer(ctx context.Context, w http.ResponseWriter, resp *ht
 	kept := &capped{max: r.opts.MaxBody}
 	buf := make([]byte, 32<<10)
 	whole := false
+	var lastWrite time.Time // when the last write to the harness began
 	for {
 		n, rerr := resp.Body.Read(buf)
 		if n > 0 {
 			c.Bytes += int64(n)
 			kept.Write(buf[:n])
+			at := time.Now()
 			if _, werr := w.Write(buf[:n]); werr != nil {
 				c.Error = fmt.Sprintf("write to the harness: %v", werr)
 				break
 			}
+			lastWrite = at
 			// Every chunk goes on at once: an SSE stream is never held
 			// back.
 			if fl != nil {
@@ -794,6 +816,7 @@ func (r *Relay) relayAnswer(ctx context.Context, w http.ResponseWriter, resp *ht
 	}
 	if whole {
 		c.Delivered, c.DeliveredAt = delivered(ctx, w)
+		c.WrittenAt = lastWrite
 	}
 	c.Truncated = kept.over
 	if sse {
