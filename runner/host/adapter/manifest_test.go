@@ -11,8 +11,8 @@ import (
 
 func TestFixtureManifestsLoad(t *testing.T) {
 	files, _ := filepath.Glob("../../../fixtures/adapters/*.yaml")
-	if len(files) != 11 {
-		t.Fatalf("%d fixture manifests, want 11", len(files))
+	if len(files) != 12 {
+		t.Fatalf("%d fixture manifests, want 12", len(files))
 	}
 	for _, f := range files {
 		m, err := adapter.Load(f)
