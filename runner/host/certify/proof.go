@@ -471,12 +471,22 @@ func runtimeProvenance(m *adapter.Manifest, rt *adapter.Prepared) (*reports.Harn
 	return h, nil
 }
 
-// treeHash digests a tree: for every entry in path order, its relative
-// path, type and permission bits, and the sha256 of a file's content or a
-// link's target (links are never followed). Paths in exclude (relative to
-// root) are left out.
+// treeFormat opens every treeHash listing: a digest of this encoding is
+// never one of another (the one before it wrote names raw, line by line).
+const treeFormat = "sandproof.tree/v2\n"
+
+// treeHash digests a tree: for every entry in path order, its kind,
+// relative path, permission bits, and the sha256 of a file's content or a
+// link's target (links are never followed), each field written by
+// treeField (length-prefixed). The listing is injective whatever bytes a
+// name holds: the digest names the read-only volume a runtime (or the
+// owner's tree) is mounted from, shared by every later run on the engine,
+// and a name holding a newline once glued two entries into one, so a
+// hostile package's tree hashed as an honest adapter's and was run as it
+// (issue 35). Paths in exclude (relative to root) are left out.
 func treeHash(root string, exclude ...string) (string, int, error) {
 	h := sha256.New()
+	io.WriteString(h, treeFormat)
 	files := 0
 	err := filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
 		if err != nil {
@@ -490,35 +500,52 @@ func treeHash(root string, exclude ...string) (string, int, error) {
 		if err != nil {
 			return err
 		}
-		mode := info.Mode()
-		switch {
-		case mode&fs.ModeSymlink != 0:
-			t, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(h, "l %s %s\n", rel, t)
-		case mode.IsDir():
-			fmt.Fprintf(h, "d %s %o\n", rel, mode.Perm())
-		case mode.IsRegular():
-			f, err := os.Open(p)
-			if err != nil {
-				return err
-			}
-			fh := sha256.New()
-			_, err = io.Copy(fh, f)
-			f.Close()
-			if err != nil {
-				return err
-			}
+		kind, detail, err := treeEntry(p, info.Mode())
+		if err != nil {
+			return err
+		}
+		if kind == "f" {
 			files++
-			fmt.Fprintf(h, "f %s %o %x\n", rel, mode.Perm(), fh.Sum(nil))
-		default:
-			fmt.Fprintf(h, "o %s %v\n", rel, mode.Type())
+		}
+		for _, f := range []string{kind, rel, fmt.Sprintf("%o", info.Mode().Perm()), detail} {
+			treeField(h, f)
 		}
 		return nil
 	})
 	return hex.EncodeToString(h.Sum(nil)), files, err
+}
+
+// treeField writes one field of a listing as its length, a colon, its
+// bytes and a comma (a netstring): no field can end early or run into the
+// next, whatever it holds.
+func treeField(w io.Writer, s string) {
+	fmt.Fprintf(w, "%d:%s,", len(s), s)
+}
+
+// treeEntry is the kind of the entry at p ("l", "d", "f", or "o" for
+// anything else) and what is hashed of it beside its name and mode: a
+// link's target, a file's sha256, another entry's type.
+func treeEntry(p string, mode fs.FileMode) (kind, detail string, err error) {
+	switch {
+	case mode&fs.ModeSymlink != 0:
+		t, err := os.Readlink(p)
+		return "l", t, err
+	case mode.IsDir():
+		return "d", "", nil
+	case mode.IsRegular():
+		f, err := os.Open(p)
+		if err != nil {
+			return "", "", err
+		}
+		defer f.Close()
+		fh := sha256.New()
+		if _, err := io.Copy(fh, f); err != nil {
+			return "", "", err
+		}
+		return "f", hex.EncodeToString(fh.Sum(nil)), nil
+	default:
+		return "o", mode.Type().String(), nil
+	}
 }
 
 // versionDeadline bounds the CLI's version launch, in seconds.
