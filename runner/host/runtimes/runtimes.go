@@ -432,9 +432,9 @@ func Verify(_ context.Context, spec Spec, dir string) (*Runtime, error) {
 }
 
 // filesOnly refuses (artifact.ErrRefused: the package's content) a tree
-// that holds anything but directories and regular files: a runtime is hard-linked into a case (linkTree) and
-// uploaded, and a link or device in it would fail there, after the tree
-// was cached, on every later run.
+// that holds anything but directories and regular files: a runtime is
+// hard-linked into a case (linkTree) and uploaded, and a link or device
+// in it would fail there, after the tree was cached, on every later run.
 func filesOnly(dir string) error {
 	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
