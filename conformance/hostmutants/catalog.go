@@ -784,7 +784,7 @@ var Catalog = []Mutant{
 
 	// artifact: the one confined, bounded writer of harness artifacts.
 	{Name: "artifact-name", Pkg: "artifact", File: "runner/host/artifact/tree.go",
-		Old: "if name == \".\" || !fs.ValidPath(name) || strings.IndexByte(name, 0) >= 0 {", New: "if name == \".\" || !fs.ValidPath(path.Clean(name)) || strings.IndexByte(name, 0) >= 0 {",
+		Old: "if name == \".\" || !fs.ValidPath(name) {", New: "if name == \".\" || !fs.ValidPath(path.Clean(name)) {",
 		Rule: "a name that is not a clean path inside the tree is refused as bad input"},
 	{Name: "artifact-file-cap", Pkg: "artifact", File: "runner/host/artifact/tree.go",
 		Old: "case size > t.lim.FileBytes:", New: "case size > t.lim.TotalBytes:",
@@ -815,6 +815,54 @@ var Catalog = []Mutant{
 	{Name: "runtimes-ci-link-followed", Pkg: "runtimes", File: "runner/host/runtimes/preparer.go",
 		Old: "return fmt.Errorf(\"npm ci: %w\", err)", New: "err = nil",
 		Rule: "a tree holding a link after npm ci is refused before anything follows it"},
+
+	// The digests over a listing (issue 35, round 4's red team): a name
+	// that holds a separator cannot make two trees one digest.
+	{Name: "tree-hash-raw-names", Pkg: "certify", File: "runner/host/certify/treehash.go",
+		Old: "fmt.Fprintf(w, \"%d:%s,\", len(s), s)", New: "fmt.Fprintf(w, \"%s,\", s)",
+		Rule: "treeHash (the runtime and owner volumes' names) writes every field length-prefixed: no two trees share a digest"},
+	{Name: "treesum-link-space", Pkg: "runtimes", File: "runner/host/runtimes/tree.go",
+		Old: "if strings.Contains(rel+detail, \"\\n\") || kind == \"l\" && strings.Contains(rel, \" \") {", New: "if strings.Contains(rel+detail, \"\\n\") {",
+		Rule: "TreeSum quotes a link's line whose path holds a space: it would read two ways"},
+	{Name: "treesum-newline", Pkg: "runtimes", File: "runner/host/runtimes/tree.go",
+		Old: "if strings.Contains(rel+detail, \"\\n\") || kind == \"l\" && strings.Contains(rel, \" \") {", New: "if kind == \"l\" && strings.Contains(rel, \" \") {",
+		Rule: "TreeSum quotes a line with a newline in a field (a link's target forging the next entry)"},
+	{Name: "artifact-control-names", Pkg: "artifact", File: "runner/host/artifact/tree.go",
+		Old: "func isControl(r rune) bool { return r < 0x20 || r == 0x7f }", New: "func isControl(r rune) bool { return r == 0 }",
+		Rule: "an artifact's name with a control character (a newline, an escape) is refused"},
+
+	// A harness's own package is bad input (exit 2), the host's failure
+	// infrastructure (exit 3).
+	{Name: "artifact-clash-is-host", Pkg: "artifact", File: "runner/host/artifact/tree.go",
+		Old: "errors.As(err, &errno) && !slices.Contains(contentErrnos, errno)", New: "errors.As(err, &errno) && !slices.Contains(contentErrnos[:0], errno)",
+		Rule: "a file and a directory of one name in an artifact is refused, not the host failing"},
+	{Name: "artifact-host-errno-refused", Pkg: "artifact", File: "runner/host/artifact/tree.go",
+		Old: "errors.As(err, &errno) && !slices.Contains(contentErrnos, errno)", New: "errors.As(err, &errno) && !slices.Contains(contentErrnos, errno) && false",
+		Rule: "the host's I/O error reading an artifact is infrastructure, not a refusal"},
+	{Name: "artifact-untar-stream-host", Pkg: "artifact", File: "runner/host/artifact/untar.go",
+		Old: "return Refusal(fmt.Errorf(\"read tar: %w\", err))", New: "return fmt.Errorf(\"read tar: %w\", err)",
+		Rule: "an archive whose stream is bad (a corrupt header) is refused"},
+	{Name: "glibc-missing-lib-host", Pkg: "glibc", File: "runner/host/glibc/layer.go",
+		Old: "\t\t\treturn artifact.Refusal(err)\n", New: "\t\t\treturn err\n",
+		Rule: "a glibc executable needing a library the host lacks, or whose DT_NEEDED cannot be read, is refused"},
+	{Name: "glibc-interp-short-host", Pkg: "glibc", File: "runner/host/glibc/layer.go",
+		Old: "return artifact.Refusal(fmt.Errorf(\"build glibc layer: %w\", err))", New: "return fmt.Errorf(\"build glibc layer: %w\", err)",
+		Rule: "a PT_INTERP too short for the layer's loader is refused"},
+	{Name: "glibc-interp-unread-host", Pkg: "glibc", File: "runner/host/glibc/interp.go",
+		Old: "return \"\", artifact.Refusal(fmt.Errorf(\"read PT_INTERP: %w\", err))", New: "return \"\", fmt.Errorf(\"read PT_INTERP: %w\", err)",
+		Rule: "a PT_INTERP whose bytes cannot be read is refused"},
+	{Name: "glibc-no-exe-host", Pkg: "glibc", File: "runner/host/glibc/layer.go",
+		Old: "fmt.Errorf(\"build glibc layer: %w: no glibc executable in %s\", artifact.ErrRefused, root)", New: "fmt.Errorf(\"build glibc layer: %v: no glibc executable in %s\", artifact.ErrRefused, root)",
+		Rule: "a glibc layer asked for a tree without a glibc executable is refused"},
+	{Name: "runtimes-link-host", Pkg: "runtimes", File: "runner/host/runtimes/runtimes.go",
+		Old: "fmt.Errorf(\"%w: runtime tree: %q is not a file or directory (%s)\", artifact.ErrRefused,", New: "fmt.Errorf(\"%v: runtime tree: %q is not a file or directory (%s)\", artifact.ErrRefused,",
+		Rule: "a runtime tree holding a link is refused"},
+	{Name: "runtimes-keep-host", Pkg: "runtimes", File: "runner/host/runtimes/preparer.go",
+		Old: "fmt.Errorf(\"%w: keep: %s is not in the package\", artifact.ErrRefused, k)", New: "fmt.Errorf(\"%v: keep: %s is not in the package\", artifact.ErrRefused, k)",
+		Rule: "a keep path the package lacks is refused"},
+	{Name: "runtimes-gzip-host", Pkg: "runtimes", File: "runner/host/runtimes/npm.go",
+		Old: "return artifact.Refusal(fmt.Errorf(\"extract %s: %w\", filepath.Base(tgz), err))", New: "return fmt.Errorf(\"extract %s: %w\", filepath.Base(tgz), err)",
+		Rule: "a tarball that is no gzip stream is refused"},
 
 	// cli (issue 35): the CLI's exit statuses (contract §9).
 	{Name: "exit-canary-infra", Pkg: "cli", File: "cmd/sandproof/main.go",
