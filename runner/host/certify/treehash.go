@@ -16,7 +16,7 @@ import (
 const treeFormat = "sandproof.tree/v2\n"
 
 // treeHash digests a tree: for every entry in path order, its kind,
-// relative path, permission bits, and the sha256 of a file's content or a
+// relative path, permission bits (setuid, setgid and sticky included), and the sha256 of a file's content or a
 // link's target (links are never followed), each field written by
 // treeField (length-prefixed). The listing is injective whatever bytes a
 // name holds: the digest names the read-only volume a runtime (or the
@@ -47,12 +47,25 @@ func treeHash(root string, exclude ...string) (string, int, error) {
 		if kind == "f" {
 			files++
 		}
-		for _, f := range []string{kind, rel, fmt.Sprintf("%o", info.Mode().Perm()), detail} {
+		for _, f := range []string{kind, rel, fmt.Sprintf("%o", modeBits(info.Mode())), detail} {
 			treeField(h, f)
 		}
 		return nil
 	})
 	return hex.EncodeToString(h.Sum(nil)), files, err
+}
+
+// modeBits are the permission bits of mode with the setuid, setgid and
+// sticky bits, as a volume's fill keeps them (a tar header's mode): two
+// trees that differ only there would otherwise share a volume.
+func modeBits(mode fs.FileMode) uint32 {
+	bits := uint32(mode.Perm())
+	for flag, bit := range map[fs.FileMode]uint32{fs.ModeSetuid: 0o4000, fs.ModeSetgid: 0o2000, fs.ModeSticky: 0o1000} {
+		if mode&flag != 0 {
+			bits |= bit
+		}
+	}
+	return bits
 }
 
 // treeField writes one field of a listing as its length, a colon, its

@@ -121,7 +121,17 @@ func TestTreeHashIsInjective(t *testing.T) {
 	if err := os.Chmod(filepath.Join(honest, "a"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if m, _, _ := treeHash(honest); m == hs {
+	m, _, _ := treeHash(honest)
+	if m == hs {
 		t.Error("a mode changed, the digest did not")
+	}
+	if err := os.Chmod(filepath.Join(honest, "a"), 0o755|fs.ModeSetgid); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(filepath.Join(honest, "a")); err != nil || fi.Mode()&fs.ModeSetgid == 0 {
+		t.Fatalf("positive control: the setgid bit was not set (%v)", err)
+	}
+	if g, _, _ := treeHash(honest); g == m {
+		t.Error("the setgid bit set (a volume's fill keeps it), the digest did not change")
 	}
 }
