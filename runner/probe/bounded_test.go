@@ -268,3 +268,51 @@ func TestReadMarkerFollowsNoLinkAboveIt(t *testing.T) {
 		t.Errorf("a plain marker: %+v", m)
 	}
 }
+
+// A marker's look says which file it read and whose it is (fstat on the
+// descriptor it hashed): a file deleted and put back with the same bytes
+// (the borrowed owner's state, replaced by a harness that may write its
+// directory) hashes the same and is another file; the file left alone is
+// the same file at every look.
+func TestReadMarkerNamesWhichFileItRead(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "owner-service.state")
+	if err := os.WriteFile(p, []byte("owner task state\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(p, &st); err != nil {
+		t.Fatal(err)
+	}
+	first := readMarker(context.Background(), p, MaxMarkerBytes)
+	if first.File == nil || first.File.Inode != st.Ino || first.File.Dev != uint64(st.Dev) || first.File.UID != st.Uid || first.File.GID != st.Gid || first.File.Mode != st.Mode {
+		t.Fatalf("marker's file %+v, want the fstat of %s (%+v)", first.File, p, st)
+	}
+	if again := readMarker(context.Background(), p, MaxMarkerBytes); again.File == nil || *again.File != *first.File {
+		t.Errorf("the same file looked at twice: %v then %v", first.File, again.File)
+	}
+	// Replaced as the red team did: cp, rm, mv.
+	tmp := p + ".s"
+	if err := os.WriteFile(tmp, []byte("owner task state\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		t.Fatal(err)
+	}
+	now := readMarker(context.Background(), p, MaxMarkerBytes)
+	if now.SHA256 != first.SHA256 {
+		t.Fatalf("positive control: the replacement holds other bytes (%s, was %s)", now.SHA256, first.SHA256)
+	}
+	if now.File == nil || now.File.Inode == first.File.Inode {
+		t.Errorf("a replaced file: %v, was %v; want another inode", now.File, first.File)
+	}
+	// A file over the cap is still named; a missing one is not.
+	if err := os.Truncate(p, MaxMarkerBytes+1); err != nil {
+		t.Fatal(err)
+	}
+	if m := readMarker(context.Background(), p, MaxMarkerBytes); !m.OverCap || m.File == nil {
+		t.Errorf("a marker over the cap: %+v, want over the cap with its file", m)
+	}
+	if m := readMarker(context.Background(), p+".gone", MaxMarkerBytes); !m.Missing || m.File != nil {
+		t.Errorf("a missing marker: %+v", m)
+	}
+}

@@ -134,6 +134,39 @@ type Marker struct {
 	// Error says why a present marker could not be hashed (a link, which
 	// is not followed; not a regular file; permission denied).
 	Error string `json:"error,omitempty"`
+	// File is which file the probe read and whose it is, by fstat on the
+	// descriptor it hashed (set when it read it, hashed or over the cap;
+	// nil when missing or unreadable): bytes alone cannot tell a file
+	// kept from one deleted and put back with the same bytes by another
+	// user (the borrowed owner's state, in a directory the harness may
+	// write).
+	File *FileID `json:"file,omitempty"`
+}
+
+// FileID is a file's identity and owner as fstat gives them: its owner
+// uid and gid, its device and inode (which file it is), and its mode
+// (type and permission bits, st_mode). Fixed-size: a marker's record
+// stays bounded.
+type FileID struct {
+	UID   uint32 `json:"uid"`
+	GID   uint32 `json:"gid"`
+	Dev   uint64 `json:"dev"`
+	Inode uint64 `json:"inode"`
+	Mode  uint32 `json:"mode"`
+}
+
+// String is the identity as a change names it.
+func (f FileID) String() string {
+	return fmt.Sprintf("owner %d:%d, mode %o, inode %d on device %d", f.UID, f.GID, f.Mode, f.Inode, f.Dev)
+}
+
+// fileID is the identity of the open file fi describes.
+func fileID(fi os.FileInfo) *FileID {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil
+	}
+	return &FileID{UID: st.Uid, GID: st.Gid, Dev: uint64(st.Dev), Inode: st.Ino, Mode: st.Mode}
 }
 
 // SameContent reports whether m and o hold the same bytes as far as the
@@ -440,7 +473,7 @@ func readMarker(ctx context.Context, path string, max int64) Marker {
 	case err != nil:
 		m.Error = err.Error()
 	default:
-		m.SHA256, m.Size, m.OverCap = h.sum, h.size, h.over
+		m.SHA256, m.Size, m.OverCap, m.File = h.sum, h.size, h.over, h.id
 	}
 	return m
 }
@@ -464,11 +497,13 @@ func lookUp(path string) Marker {
 }
 
 // hashed is what hashFile found: the sha256 of the whole file and its
-// size, or (over) that it holds more than the cap, with its size by fstat.
+// size, or (over) that it holds more than the cap, with its size by
+// fstat; and the file's identity by the same fstat (id).
 type hashed struct {
 	sum  string
 	size int64
 	over bool
+	id   *FileID
 }
 
 // hashFile is the probe's one reader of a file it hashes (markers, the
@@ -532,6 +567,7 @@ func hashOpened(ctx context.Context, f *os.File, path string, max int64) (hashed
 	if err != nil {
 		return hashed{}, fmt.Errorf("hash %q: %w", path, err)
 	}
+	h.id = fileID(fi)
 	if h.over {
 		// The size from fstat, after the read: a file still growing
 		// is seen at its latest.

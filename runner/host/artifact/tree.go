@@ -5,8 +5,10 @@
 // so a Tree trusts none of it:
 //
 //   - every name is a local, clean, slash-separated path below the tree's
-//     directory (no absolute name, no "..", no empty or "." element, no
-//     NUL), and every operation goes through an os.Root opened on that
+//     directory (no absolute name, no "..", no empty or "." element), of
+//     printable characters (no NUL, newline or other control character:
+//     a name is written into listings, records and terminals, and no real
+//     package has one), and every operation goes through an os.Root opened on that
 //     directory, so nothing is created, written or removed outside it,
 //     through a link or otherwise;
 //   - only directories and regular files are made, each file 0755 (any
@@ -18,7 +20,10 @@
 //     refused at the declared size.
 //
 // A refusal wraps ErrRefused: the artifact is bad input (sandproof exits
-// 2), and trying again cannot help. Untar drives a Tree from a tar stream;
+// 2), and trying again cannot help. So does every error the artifact's
+// own bytes cause on the way (Refusal: a bad archive, a file and a
+// directory of one name); what the host's system fails with (an I/O
+// error, a full disk) does not (exit 3, infrastructure). Untar drives a Tree from a tar stream;
 // a wheel's zip would drive it the same way.
 package artifact
 
@@ -29,7 +34,9 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"slices"
 	"strings"
+	"syscall"
 )
 
 // ErrRefused means an artifact breaks a rule of the host's readers (a
@@ -79,13 +86,45 @@ func (t *Tree) Close() error { return t.root.Close() }
 // Bytes is what the tree's files were declared to hold, together.
 func (t *Tree) Bytes() int64 { return t.bytes }
 
-// checkName refuses a name that is not a path inside the tree.
+// contentErrnos are the errnos an artifact's own names provoke in a tree
+// only its entries write: a file where a directory is wanted or one in
+// the way of a directory (EEXIST, ENOTDIR, EISDIR), a name the host's
+// filesystem cannot hold (ENAMETOOLONG), an offset or size past what a
+// file can have (EINVAL).
+var contentErrnos = []syscall.Errno{syscall.EEXIST, syscall.ENOTDIR, syscall.EISDIR, syscall.ENAMETOOLONG, syscall.EINVAL}
+
+// Refusal is err, an error met reading or writing an artifact's own
+// bytes (an archive's stream, its entries, an ELF file's segments),
+// wrapped in ErrRefused when the artifact caused it: an error carrying no
+// errno (a bad header, a truncated or corrupt stream, a format error) or
+// one of contentErrnos. Any other errno is the host's system failing (an
+// I/O error, a full disk, a permission, a limit): err as it is, for
+// sandproof's exit 3 (infrastructure: another try may succeed). Only a
+// reader or writer of the artifact's content calls it; nil stays nil.
+func Refusal(err error) error {
+	var errno syscall.Errno
+	if err == nil || errors.Is(err, ErrRefused) || errors.As(err, &errno) && !slices.Contains(contentErrnos, errno) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrRefused, err)
+}
+
+// checkName refuses a name that is not a path inside the tree, or that
+// holds a control character.
 func checkName(name string) error {
-	if name == "." || !fs.ValidPath(name) || strings.IndexByte(name, 0) >= 0 {
+	if name == "." || !fs.ValidPath(name) {
 		return fmt.Errorf("%w: entry %q is not a path inside the tree", ErrRefused, name)
+	}
+	if i := strings.IndexFunc(name, isControl); i >= 0 {
+		return fmt.Errorf("%w: entry %q holds a control character (byte %d)", ErrRefused, name, i)
 	}
 	return nil
 }
+
+// isControl is a C0 control character or DEL: NUL, which no path may
+// hold, and the newline, tab and escape that let a name forge a line of
+// a listing or act on a terminal.
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
 
 // entry counts one more entry against the cap.
 func (t *Tree) entry(name string) error {
@@ -105,7 +144,7 @@ func (t *Tree) Mkdir(name string) error {
 		return err
 	}
 	if err := t.root.MkdirAll(name, 0o755); err != nil {
-		return fmt.Errorf("write %s: %w", t.dir, err)
+		return Refusal(fmt.Errorf("write %s: directory %q: %w", t.dir, name, err))
 	}
 	return nil
 }
@@ -113,7 +152,8 @@ func (t *Tree) Mkdir(name string) error {
 // WriteFile writes the regular file name (and the directories above it)
 // from r, which must yield exactly size bytes; exec makes it 0755, else
 // 0644. A regular file already there is replaced (a file a tar lists
-// twice keeps its last copy); anything else there is an error.
+// twice keeps its last copy); a directory there, or a file where one of
+// the directories above it should be, is refused (Refusal).
 func (t *Tree) WriteFile(name string, exec bool, size int64, r io.Reader) error {
 	if err := checkName(name); err != nil {
 		return err
@@ -132,7 +172,7 @@ func (t *Tree) WriteFile(name string, exec bool, size int64, r io.Reader) error 
 	t.bytes += size
 	if dir := path.Dir(name); dir != "." {
 		if err := t.root.MkdirAll(dir, 0o755); err != nil {
-			return fmt.Errorf("write %s: %w", t.dir, err)
+			return Refusal(fmt.Errorf("write %s: directory %q for %q: %w", t.dir, dir, name, err))
 		}
 	}
 	if fi, err := t.root.Lstat(name); err == nil && fi.Mode().IsRegular() {
@@ -146,7 +186,7 @@ func (t *Tree) WriteFile(name string, exec bool, size int64, r io.Reader) error 
 	}
 	f, err := t.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
 	if err != nil {
-		return fmt.Errorf("write %s: %w", t.dir, err)
+		return Refusal(fmt.Errorf("write %s: file %q: %w", t.dir, name, err))
 	}
 	n, err := io.Copy(f, io.LimitReader(r, size))
 	if cerr := f.Close(); err == nil {

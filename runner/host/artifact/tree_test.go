@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -48,7 +49,8 @@ func entries(t *testing.T, dir string) []string {
 }
 
 func TestTreeRefusesNamesOutsideIt(t *testing.T) {
-	for _, name := range []string{"../x", "a/../../x", "/etc/x", "a//b", "a/./b", ".", "", "a/", "x\x00y"} {
+	for _, name := range []string{"../x", "a/../../x", "/etc/x", "a//b", "a/./b", ".", "", "a/", "x\x00y",
+		"a\nf b", "a\tb", "a/\x1b[2Jb", "a\x7f", "a\rb"} {
 		tr, dir := newTree(t, roomy)
 		if err := tr.WriteFile(name, false, 1, strings.NewReader("x")); !errors.Is(err, ErrRefused) {
 			t.Errorf("WriteFile(%q) = %v, want refused", name, err)
@@ -239,5 +241,89 @@ func TestUntarCountsWhatItLeavesOut(t *testing.T) {
 	tr, _ = newTree(t, Limits{FileBytes: 10, TotalBytes: 25, Entries: 4})
 	if err := Untar(tarOf(t, es[:2]...), tr, drop); err != nil {
 		t.Errorf("20 bytes left out with a cap of 25: %v", err)
+	}
+}
+
+// A file and a directory of one name in an artifact (a file then a
+// directory, a directory then a file, a file under a file) is the
+// artifact's own fault: refused (sandproof exits 2), where main failed
+// with the system's "file exists" or "not a directory", which sandproof
+// took for the host failing (exit 3, and CI retries the engine).
+func TestTreeRefusesAFileAndADirectoryOfOneName(t *testing.T) {
+	file := func(tr *Tree, n string) error { return tr.WriteFile(n, false, 1, strings.NewReader("x")) }
+	for _, tc := range []struct {
+		name        string
+		first, then func(*Tree) error
+	}{
+		{"a file, then a directory of its name", func(tr *Tree) error { return file(tr, "d") }, func(tr *Tree) error { return tr.Mkdir("d") }},
+		{"a directory, then a file of its name", func(tr *Tree) error { return tr.Mkdir("d") }, func(tr *Tree) error { return file(tr, "d") }},
+		{"a file, then a file under it", func(tr *Tree) error { return file(tr, "d") }, func(tr *Tree) error { return file(tr, "d/e") }},
+		{"a file, then a directory under it", func(tr *Tree) error { return file(tr, "d") }, func(tr *Tree) error { return tr.Mkdir("d/e") }},
+	} {
+		tr, _ := newTree(t, roomy)
+		if err := tc.first(tr); err != nil {
+			t.Fatalf("%s: positive control: the first entry: %v", tc.name, err)
+		}
+		err := tc.then(tr)
+		if err == nil || !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), `"d`) {
+			t.Errorf("%s: %v, want refused naming the entry", tc.name, err)
+		}
+	}
+	// Through an archive, as the red team's tarballs did.
+	tr, _ := newTree(t, roomy)
+	err := Untar(tarOf(t, tarEntry{name: "d", typ: tar.TypeReg, body: "x"}, tarEntry{name: "d/", typ: tar.TypeDir, mode: 0o755}), tr, keep)
+	if !errors.Is(err, ErrRefused) {
+		t.Errorf("a tar with a file and a directory d: %v, want refused", err)
+	}
+}
+
+// An archive whose stream is bad (a corrupt header, a body cut short) is
+// refused; a read the host's disk failed is not (infrastructure).
+func TestUntarBlamesTheArchiveNotTheHost(t *testing.T) {
+	good, _ := io.ReadAll(tarOf(t, tarEntry{name: "a", typ: tar.TypeReg, body: strings.Repeat("x", 2000)}))
+	bad := append([]byte(nil), good...)
+	copy(bad[148:156], "garbage!") // the header's checksum field
+	for _, tc := range []struct {
+		name    string
+		r       io.Reader
+		refused bool
+	}{
+		{"a corrupt header", bytes.NewReader(bad), true},
+		{"a body cut short", bytes.NewReader(good[:1024]), true},
+		{"the host's disk failing", io.MultiReader(bytes.NewReader(good[:512]), errReader{&fs.PathError{Op: "read", Path: "/cache/p.tgz", Err: syscall.EIO}}), false},
+	} {
+		tr, _ := newTree(t, roomy)
+		err := Untar(tc.r, tr, keep)
+		if err == nil || errors.Is(err, ErrRefused) != tc.refused {
+			t.Errorf("%s: %v, want an error, refused %t", tc.name, err, tc.refused)
+		}
+	}
+}
+
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
+
+// Refusal blames the artifact for what its bytes cause and the host for
+// what its system fails with.
+func TestRefusalTellsTheArtifactFromTheHost(t *testing.T) {
+	for _, tc := range []struct {
+		err     error
+		refused bool
+	}{
+		{tar.ErrHeader, true},
+		{io.ErrUnexpectedEOF, true},
+		{&fs.PathError{Op: "openat", Path: "d", Err: syscall.EEXIST}, true},
+		{&fs.PathError{Op: "mkdirat", Path: "d", Err: syscall.ENOTDIR}, true},
+		{&fs.PathError{Op: "write", Path: "f", Err: syscall.ENOSPC}, false},
+		{&fs.PathError{Op: "read", Path: "f", Err: syscall.EIO}, false},
+		{&fs.PathError{Op: "open", Path: "f", Err: syscall.EACCES}, false},
+	} {
+		if got := errors.Is(Refusal(tc.err), ErrRefused); got != tc.refused {
+			t.Errorf("Refusal(%v): refused %t, want %t", tc.err, got, tc.refused)
+		}
+	}
+	if Refusal(nil) != nil {
+		t.Error("Refusal(nil) is not nil")
 	}
 }

@@ -14,7 +14,9 @@ import (
 // tree's TotalBytes before its bytes are read, left out or not. Metadata
 // entries (PAX, GNU long names) are the tar reader's; any other kind of
 // entry (a symbolic or hard link, a device, a fifo, a sparse file) is
-// refused, naming it.
+// refused, naming it. The stream is the artifact's: what reading it or
+// writing its entries fails with is refused unless the host's system
+// failed (Refusal).
 func Untar(r io.Reader, t *Tree, name func(string) string) error {
 	tr := tar.NewReader(r)
 	var read int64
@@ -24,7 +26,7 @@ func Untar(r io.Reader, t *Tree, name func(string) string) error {
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("read tar: %w", err)
+			return Refusal(fmt.Errorf("read tar: %w", err))
 		}
 		if h.Size > t.lim.TotalBytes-read {
 			return fmt.Errorf("%w: entry %q (%d bytes) takes the archive over its cap of %d bytes", ErrRefused, h.Name, h.Size, t.lim.TotalBytes)
@@ -46,7 +48,7 @@ func Untar(r io.Reader, t *Tree, name func(string) string) error {
 			err = fmt.Errorf("%w: entry %q is not a file or directory (type %q)", ErrRefused, h.Name, h.Typeflag)
 		}
 		if err != nil {
-			return err
+			return Refusal(err)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/sandproof/sandproof/runner/host/provider"
 	"github.com/sandproof/sandproof/runner/probe"
@@ -44,7 +45,11 @@ type memSandbox struct {
 	// ones answered with the error (a probe that could not look).
 	unreported map[string]bool
 	unreadable map[string]string
-	destroyed  bool
+	// ids are the files' identities (owner, inode, mode) the probe gives
+	// a marker it read; a file without one is given none.
+	ids       map[string]probe.FileID
+	inodes    uint64 // files uploaded so far
+	destroyed bool
 	// inspectErr is what Inspect fails with while the sandbox exists
 	// (an engine that cannot read it back).
 	inspectErr error
@@ -137,13 +142,17 @@ func (m *memSandbox) snapshotLocked(paths []string) probe.Snapshot {
 			s.Markers = append(s.Markers, probe.Marker{Path: p, Missing: true})
 			continue
 		}
+		var id *probe.FileID
+		if fid, ok := m.ids[p]; ok {
+			id = &fid
+		}
 		if len(c) > probe.MaxMarkerBytes {
 			// As the probe's bounded reader: over its cap, not hashed.
-			s.Markers = append(s.Markers, probe.Marker{Path: p, Size: int64(len(c)), OverCap: true})
+			s.Markers = append(s.Markers, probe.Marker{Path: p, Size: int64(len(c)), OverCap: true, File: id})
 			continue
 		}
 		sum := sha256.Sum256([]byte(c))
-		s.Markers = append(s.Markers, probe.Marker{Path: p, SHA256: hex.EncodeToString(sum[:]), Size: int64(len(c))})
+		s.Markers = append(s.Markers, probe.Marker{Path: p, SHA256: hex.EncodeToString(sum[:]), Size: int64(len(c)), File: id})
 	}
 	return s
 }
@@ -163,12 +172,19 @@ func (m *memSandbox) Download(ctx context.Context, p, hostPath string) error {
 	return err
 }
 
-func (m *memSandbox) Upload(_ context.Context, p string, r io.Reader, _ int64, _ os.FileMode, _, _ int) error {
+// Upload writes p as a new file of uid:gid with mode (another inode than
+// any before it), as an engine's copy does.
+func (m *memSandbox) Upload(_ context.Context, p string, r io.Reader, _ int64, mode os.FileMode, uid, gid int) error {
 	b, err := io.ReadAll(r)
 	if err != nil {
 		return err
 	}
 	m.write(p, string(b))
+	m.mu.Lock()
+	m.inodes++
+	ino := m.inodes
+	m.mu.Unlock()
+	m.identify(p, probe.FileID{UID: uint32(uid), GID: uint32(gid), Dev: 77, Inode: 1000 + ino, Mode: syscall.S_IFREG | uint32(mode.Perm())})
 	return nil
 }
 
@@ -200,6 +216,18 @@ func (m *memSandbox) write(p, content string) {
 func (m *memSandbox) remove(p string) {
 	m.mu.Lock()
 	delete(m.files, p)
+	delete(m.ids, p)
+	m.mu.Unlock()
+}
+
+// identify gives the file p the identity id (its owner, inode and mode),
+// as the probe would fstat it.
+func (m *memSandbox) identify(p string, id probe.FileID) {
+	m.mu.Lock()
+	if m.ids == nil {
+		m.ids = map[string]probe.FileID{}
+	}
+	m.ids[p] = id
 	m.mu.Unlock()
 }
 

@@ -1,12 +1,9 @@
 package certify
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -589,56 +586,6 @@ func runtimeProvenance(m *adapter.Manifest, rt *adapter.Prepared) (*reports.Harn
 		}
 	}
 	return h, nil
-}
-
-// treeHash digests a tree: for every entry in path order, its relative
-// path, type and permission bits, and the sha256 of a file's content or a
-// link's target (links are never followed). Paths in exclude (relative to
-// root) are left out.
-func treeHash(root string, exclude ...string) (string, int, error) {
-	h := sha256.New()
-	files := 0
-	err := filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		if slices.Contains(exclude, rel) {
-			return nil
-		}
-		info, err := e.Info()
-		if err != nil {
-			return err
-		}
-		mode := info.Mode()
-		switch {
-		case mode&fs.ModeSymlink != 0:
-			t, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(h, "l %s %s\n", rel, t)
-		case mode.IsDir():
-			fmt.Fprintf(h, "d %s %o\n", rel, mode.Perm())
-		case mode.IsRegular():
-			f, err := os.Open(p)
-			if err != nil {
-				return err
-			}
-			fh := sha256.New()
-			_, err = io.Copy(fh, f)
-			f.Close()
-			if err != nil {
-				return err
-			}
-			files++
-			fmt.Fprintf(h, "f %s %o %x\n", rel, mode.Perm(), fh.Sum(nil))
-		default:
-			fmt.Fprintf(h, "o %s %v\n", rel, mode.Type())
-		}
-		return nil
-	})
-	return hex.EncodeToString(h.Sum(nil)), files, err
 }
 
 // versionDeadline bounds the CLI's version launch, in seconds.

@@ -376,6 +376,10 @@ type borrowedSeen struct {
 	stateBefore  string // sha256 of the task state as written
 	stateAfter   string
 	stateMissing bool
+	// stateWas and stateNow are which file the task state was, and
+	// whose, as the probe read it (as root) before the launch and after
+	// close; nil when it did not read it.
+	stateWas, stateNow *probe.FileID
 }
 
 // borrowedCheck is scenario.borrowed_kept: the owner's task service,
@@ -383,13 +387,21 @@ type borrowedSeen struct {
 // harness can neither signal nor trace, is after close the process it
 // was (pid and start time), alive, not stopped, untraced, running the
 // executable and command line it ran (keptAsStarted, the probe's reading
-// as root); and the task state it wrote is there unchanged.
+// as root); and the task state it wrote is there unchanged: the same
+// bytes, and the same file with the same owner and mode (fileKept: the
+// harness may write /task, so it can delete the state and put a copy of
+// its own back, bytes and all, but not as the owner's uid).
 func borrowedCheck(b borrowedSeen) reports.Check {
-	intact := !b.stateMissing && b.stateBefore != "" && b.stateAfter == b.stateBefore
+	var fileChanged []string
+	if !b.stateMissing {
+		fileChanged = fileKept(b.stateWas, b.stateNow)
+	}
+	intact := !b.stateMissing && b.stateBefore != "" && b.stateAfter == b.stateBefore && len(fileChanged) == 0
 	kept := b.started.PID != 0 && len(b.changed) == 0
 	return scenarioCheck("scenario.borrowed_kept", kept && intact,
-		"owner's service %s kept after close: %t%s; task state %s unchanged: %t (sha256 %s -> %s)",
-		b.service, kept, pick(kept, "", " ("+strings.Join(b.changed, "; ")+")"), borrowedState, intact, short(b.stateBefore), pick(b.stateMissing, "missing", short(b.stateAfter)))
+		"owner's service %s kept after close: %t%s; task state %s unchanged: %t (sha256 %s -> %s%s)",
+		b.service, kept, pick(kept, "", " ("+strings.Join(b.changed, "; ")+")"), borrowedState, intact, short(b.stateBefore),
+		pick(b.stateMissing, "missing", short(b.stateAfter)), pick(len(fileChanged) == 0, "", "; "+strings.Join(fileChanged, "; ")))
 }
 
 func short(s string) string { return truncate(s, 12) }

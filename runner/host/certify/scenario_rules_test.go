@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -223,6 +224,7 @@ func TestBorrowedRules(t *testing.T) {
 	svc := serviceProc()
 	state := "owner task state 1\n"
 	sum := sha256.Sum256([]byte(state))
+	stateID := probe.FileID{UID: 65534, GID: 65534, Dev: 77, Inode: 901, Mode: syscall.S_IFREG | 0o644}
 	for _, tc := range []struct {
 		name string
 		bend func(w *world, in *verifyInput)
@@ -249,11 +251,28 @@ func TestBorrowedRules(t *testing.T) {
 		}, reports.StatusFailed, "unread"},
 		{"the state was rewritten", func(w *world, _ *verifyInput) { w.sb.write(borrowedState, "clobbered") }, reports.StatusFailed, "unchanged: false"},
 		{"the state was removed", func(w *world, _ *verifyInput) { w.sb.remove(borrowedState) }, reports.StatusFailed, "missing"},
+		// The red team's: cp $f /task/.s && rm -f $f && mv /task/.s $f, as
+		// the task user, who may write /task: the same bytes, the
+		// harness's file.
+		{"the state was replaced with its own bytes", func(w *world, _ *verifyInput) {
+			w.sb.identify(borrowedState, probe.FileID{UID: 1000, GID: 1000, Dev: 77, Inode: 902, Mode: syscall.S_IFREG | 0o644})
+		}, reports.StatusFailed, "owner 1000:1000, was 65534:65534; another file (inode 902 on device 77, was 901 on 77): replaced"},
+		{"the state was put back as another file of the owner's", func(w *world, _ *verifyInput) {
+			w.sb.identify(borrowedState, probe.FileID{UID: 65534, GID: 65534, Dev: 77, Inode: 903, Mode: syscall.S_IFREG | 0o644})
+		}, reports.StatusFailed, "another file (inode 903"},
+		{"the state's group changed", func(w *world, _ *verifyInput) {
+			w.sb.identify(borrowedState, probe.FileID{UID: 65534, GID: 1000, Dev: 77, Inode: 901, Mode: syscall.S_IFREG | 0o644})
+		}, reports.StatusFailed, "owner 65534:1000, was 65534:65534"},
+		{"the state's mode changed", func(w *world, _ *verifyInput) {
+			w.sb.identify(borrowedState, probe.FileID{UID: 65534, GID: 65534, Dev: 77, Inode: 901, Mode: syscall.S_IFREG | 0o666})
+		}, reports.StatusFailed, "mode 100666, was 100644"},
+		{"which file the state is not read", func(w *world, _ *verifyInput) { delete(w.sb.ids, borrowedState) }, reports.StatusFailed, "which file it is was not read"},
 	} {
 		w := cleanWorld(t)
 		now := serviceProc()
 		w.sb.spawn(now)
 		w.sb.write(borrowedState, state)
+		w.sb.identify(borrowedState, stateID)
 		cr := &caseRun{r: &runner{opts: Options{TaskHome: ruleHome}}, ev: &reports.Evidence{Status: reports.StatusUnknown}}
 		in := verifyInput{before: w.before, allMarkers: append(slices.Clone(ruleMarkers), ruleReq), markers: ruleMarkers,
 			sessDir: ruleSession, proof: w.proof, allowed: cr.allowed(), ownerProcs: []witness.ID{svc.ID()}, scenarioPaths: []string{borrowedState},
@@ -268,7 +287,7 @@ func TestBorrowedRules(t *testing.T) {
 		if st, detail := statusOf(cr.ev, "verify.no_new_processes"); st != reports.StatusPassed && !strings.Contains(tc.name, "reuses") {
 			t.Errorf("%s: verify.no_new_processes %s (%s): the owner's service counted as the harness's", tc.name, st, detail)
 		}
-		b := borrowedAfter(borrowedSeen{service: "40/400 sleep", started: svc, stateBefore: hex.EncodeToString(sum[:])}, v.after)
+		b := borrowedAfter(borrowedSeen{service: "40/400 sleep", started: svc, stateBefore: hex.EncodeToString(sum[:]), stateWas: &stateID}, v.after)
 		if c := borrowedCheck(b); c.ID != "scenario.borrowed_kept" || c.Status != tc.want || !strings.Contains(c.Detail, tc.says) {
 			t.Errorf("%s: %s %s (%s), want %s saying %q", tc.name, c.ID, c.Status, c.Detail, tc.want, tc.says)
 		}
@@ -277,6 +296,81 @@ func TestBorrowedRules(t *testing.T) {
 	// kept, whatever the table holds.
 	if c := borrowedCheck(borrowedSeen{stateBefore: "x", stateAfter: "x"}); c.Status != reports.StatusFailed {
 		t.Errorf("no service found at the start: %s (%s), want failed", c.Status, c.Detail)
+	}
+}
+
+// The owner's task state is looked at before the launch (the positive
+// control of what borrowed_kept compares after close): the probe read
+// it, as written, a regular file 0644 of the service's uid and gid.
+// Anything else fails setup.borrowed.
+func TestBorrowedStateAsWritten(t *testing.T) {
+	sum := "5e1f"
+	good := probe.FileID{UID: 65534, GID: 65534, Dev: 77, Inode: 901, Mode: syscall.S_IFREG | 0o644}
+	with := func(f func(*probe.FileID)) *probe.FileID { id := good; f(&id); return &id }
+	if err := stateAsWritten(probe.Marker{Path: borrowedState, SHA256: sum, File: &good}, sum, 65534); err != nil {
+		t.Fatalf("the state as written: %v", err)
+	}
+	for name, m := range map[string]probe.Marker{
+		"the task user's":  {SHA256: sum, File: with(func(id *probe.FileID) { id.UID, id.GID = 1000, 1000 })},
+		"another group":    {SHA256: sum, File: with(func(id *probe.FileID) { id.GID = 1000 })},
+		"writable by all":  {SHA256: sum, File: with(func(id *probe.FileID) { id.Mode = syscall.S_IFREG | 0o666 })},
+		"other bytes":      {SHA256: "0bad", File: &good},
+		"its file unread":  {SHA256: sum},
+		"missing":          {Missing: true},
+		"read with errors": {Error: "permission denied", File: &good},
+	} {
+		m.Path = borrowedState
+		if err := stateAsWritten(m, sum, 65534); err == nil || !strings.Contains(err.Error(), "not as written") {
+			t.Errorf("%s: %v, want the state not as written", name, err)
+		}
+	}
+}
+
+// borrowed's setup on the in-memory sandbox: the owner uploads its state
+// as the service's uid, starts the service, and one snapshot finds the
+// service and reads which file the state is (owner, inode, mode), which
+// borrowed_kept compares after close: the state left alone passes, the
+// same bytes put back by the task user fail, naming the owner and the
+// file.
+func TestBorrowLooksAtTheStateItWrote(t *testing.T) {
+	sb := newMemSandbox(nil)
+	sb.execs["/bin/sh -c"] = func(spec provider.ExecSpec) (provider.ExecResult, error) {
+		if spec.User != "65534:65534" || !strings.Contains(spec.Argv[2], "setsid sleep 1799") {
+			return provider.ExecResult{ExitCode: 1}, nil
+		}
+		sb.procs = append(sb.procs, serviceProc()) // Exec holds the lock
+		return provider.ExecResult{}, nil
+	}
+	cr := &caseRun{r: &runner{}, ev: &reports.Evidence{Status: reports.StatusUnknown}, owner: ownerPaths{uid: 1000, gid: 1000}}
+	bx, err := cr.borrow(context.Background(), sandboxed{sb: sb})
+	if err != nil {
+		t.Fatalf("borrow: %v (checks %+v)", err, cr.ev.Checks)
+	}
+	if st, detail := statusOf(cr.ev, "setup.borrowed"); st != reports.StatusPassed {
+		t.Fatalf("setup.borrowed %s (%s)", st, detail)
+	}
+	was := cr.borrowed.stateWas
+	if was == nil || was.UID != 65534 || was.GID != 65534 || was.Mode != syscall.S_IFREG|0o644 || len(bx.ownerProcs) != 1 {
+		t.Fatalf("the state as set up: %v, owner's processes %v; want the file of 65534:65534, 0644, and the service", was, bx.ownerProcs)
+	}
+	after := func() afterClose {
+		s := sb.probeLocked([]string{probePath, "snapshot", "--markers", borrowedState, "--detail-uids", "65534"})
+		a := afterClose{snap: s, seen: map[string]probe.Marker{}}
+		for _, m := range s.Markers {
+			a.seen[m.Path] = m
+		}
+		return a
+	}
+	if c := borrowedCheck(borrowedAfter(cr.borrowed, after())); c.Status != reports.StatusPassed {
+		t.Errorf("the state left alone: %s (%s), want passed", c.Status, c.Detail)
+	}
+	content := sb.files[borrowedState]
+	sb.remove(borrowedState)
+	if err := sb.Upload(context.Background(), borrowedState, strings.NewReader(content), int64(len(content)), 0o644, 1000, 1000); err != nil {
+		t.Fatal(err)
+	}
+	if c := borrowedCheck(borrowedAfter(cr.borrowed, after())); c.Status != reports.StatusFailed || !strings.Contains(c.Detail, "owner 1000:1000, was 65534:65534") || !strings.Contains(c.Detail, "replaced") {
+		t.Errorf("the state put back by the task user: %s (%s), want failed naming the owner and the file", c.Status, c.Detail)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/sandproof/sandproof/reports"
@@ -181,12 +182,16 @@ func (cr *caseRun) borrow(ctx context.Context, bx sandboxed) (sandboxed, error) 
 		err = fmt.Errorf("start the owner's service: exit %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
 	}
 	var svc probe.Process
+	var look probe.Marker
 	if err == nil {
-		svc, err = cr.findService(ctx, bx, uid)
+		svc, look, err = cr.findService(ctx, bx, uid)
+	}
+	if err == nil {
+		err = stateAsWritten(look, cr.borrowed.stateBefore, uid)
 	}
 	if err == nil {
 		bx.ownerProcs = append(bx.ownerProcs, svc.ID())
-		cr.borrowed.started = svc
+		cr.borrowed.started, cr.borrowed.stateWas = svc, look.File
 		cr.borrowed.service = fmt.Sprintf("%d/%d %s, uid %d, %s", svc.PID, svc.StartTime, svc.Comm, svc.UID, svc.Detail.Exe)
 	}
 	err = cr.witness("setup.borrowed", err)
@@ -200,29 +205,47 @@ func (cr *caseRun) borrow(ctx context.Context, bx sandboxed) (sandboxed, error) 
 
 // findService waits (bounded) for the owner's service to show in the
 // probe's process table: the one new sleep of uid, once the probe could
-// read its executable and command line (the sleep's own, `sleep N`).
-func (cr *caseRun) findService(ctx context.Context, bx sandboxed, uid int) (probe.Process, error) {
+// read its executable and command line (the sleep's own, `sleep N`). The
+// same snapshot looks at the task state: which file it is and whose
+// (probe.Marker.File), what borrowed_kept compares after close.
+func (cr *caseRun) findService(ctx context.Context, bx sandboxed, uid int) (probe.Process, probe.Marker, error) {
 	deadline := time.Now().Add(10 * time.Second)
 	want := []string{"sleep", strconv.Itoa(borrowedSeconds)}
 	for {
-		s, err := witnessSnapshot(ctx, bx.sb, []int{uid}, nil)
+		s, err := witnessSnapshot(ctx, bx.sb, []int{uid}, []string{borrowedState})
 		if err != nil {
-			return probe.Process{}, err
+			return probe.Process{}, probe.Marker{}, err
 		}
 		for _, p := range probe.Diff(bx.before, s).NewProcesses {
 			if p.Comm == "sleep" && p.UID == uid && p.Detail != nil && p.Detail.Exe != "" && p.Detail.TracerPID == 0 && slices.Equal(p.Detail.Cmdline, want) {
-				return p, nil
+				i := slices.IndexFunc(s.Markers, func(m probe.Marker) bool { return m.Path == borrowedState })
+				if i < 0 {
+					return p, probe.Marker{}, fmt.Errorf("the probe did not look at the owner's task state %s", borrowedState)
+				}
+				return p, s.Markers[i], nil
 			}
 		}
 		if time.Now().After(deadline) {
-			return probe.Process{}, fmt.Errorf("the owner's service (uid %d, %q, its executable read) is not in the process table 10 s after its start", uid, strings.Join(want, " "))
+			return probe.Process{}, probe.Marker{}, fmt.Errorf("the owner's service (uid %d, %q, its executable read) is not in the process table 10 s after its start", uid, strings.Join(want, " "))
 		}
 		select {
 		case <-ctx.Done():
-			return probe.Process{}, ctx.Err()
+			return probe.Process{}, probe.Marker{}, ctx.Err()
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// stateAsWritten is the positive control of the owner's task state before
+// the launch: the probe read it, as written (sum), a regular file 0644 of
+// the owner's uid and gid, so what borrowed_kept compares after close is
+// a file the harness could neither write nor chmod.
+func stateAsWritten(m probe.Marker, sum string, uid int) error {
+	f := m.File
+	if m.Missing || m.Error != "" || m.SHA256 != sum || f == nil || f.UID != uint32(uid) || f.GID != uint32(uid) || f.Mode != syscall.S_IFREG|0o644 {
+		return fmt.Errorf("the owner's task state %s is not as written (sha256 %s, a regular file 0644 of %d:%d): %s, %v", borrowedState, short(sum), uid, uid, m.State(), f)
+	}
+	return nil
 }
 
 // scenarioVerify adds the scenario's checks after verify's own, reading
@@ -291,11 +314,12 @@ func (cr *caseRun) harnessSaid() []said {
 
 // borrowedAfter is b with what verify's snapshot (which details the
 // service's uid, scenario.detailUIDs) found after close: how the service
-// differs from how it started (keptAsStarted), the state's hash.
+// differs from how it started (keptAsStarted), the state's hash and
+// which file it is, whose (probe.Marker.File).
 func borrowedAfter(b borrowedSeen, a afterClose) borrowedSeen {
 	m, ok := a.seen[borrowedState]
 	b.stateMissing = !ok || m.Missing || m.Error != ""
-	b.stateAfter = m.SHA256
+	b.stateAfter, b.stateNow = m.SHA256, m.File
 	if b.started.PID != 0 {
 		b.changed = keptAsStarted(b.started, a.snap.Processes)
 	}

@@ -263,3 +263,24 @@ func keptAsStarted(was probe.Process, now []probe.Process) []string {
 	}
 	return bad
 }
+
+// fileKept is how the file a look found now differs from the one it found
+// before (the probe's fstat, as root): another owner, another mode, or
+// another file (inode or device: deleted and put back, whatever it
+// holds). A look that did not read it is not shown kept.
+func fileKept(was, now *probe.FileID) []string {
+	if was == nil || now == nil {
+		return []string{"which file it is was not read"}
+	}
+	var bad []string
+	if now.UID != was.UID || now.GID != was.GID {
+		bad = append(bad, fmt.Sprintf("owner %d:%d, was %d:%d", now.UID, now.GID, was.UID, was.GID))
+	}
+	if now.Mode != was.Mode {
+		bad = append(bad, fmt.Sprintf("mode %o, was %o", now.Mode, was.Mode))
+	}
+	if now.Inode != was.Inode || now.Dev != was.Dev {
+		bad = append(bad, fmt.Sprintf("another file (inode %d on device %d, was %d on %d): replaced", now.Inode, now.Dev, was.Inode, was.Dev))
+	}
+	return bad
+}

@@ -86,7 +86,7 @@ func interpOf(f *elf.File) (string, error) {
 		}
 		b, err := io.ReadAll(io.LimitReader(prog.Open(), MaxInterp))
 		if err != nil {
-			return "", fmt.Errorf("read PT_INTERP: %w", err)
+			return "", artifact.Refusal(fmt.Errorf("read PT_INTERP: %w", err))
 		}
 		s, _, _ := bytes.Cut(b, []byte{0})
 		return string(s), nil

@@ -115,9 +115,10 @@ func (l *Layer) Has(name string) bool {
 // whose needs the host can meet; a shared object needing what the host
 // lacks (a musl build beside a glibc one) is left alone, as the glibc
 // runtime never loads it. Then it rewrites the executables' interpreter.
-// A tree without a glibc executable is an error; one whose ELF files
-// break a rule of the layer is refused (artifact.ErrRefused) before
-// anything is copied.
+// A tree without a glibc executable, or one whose ELF files break a rule
+// of the layer or need what the host cannot give, is refused
+// (artifact.ErrRefused) before anything is copied; so is an executable
+// whose PT_INTERP cannot hold the layer's loader, found at the edit.
 func Build(o Options) (*Layer, error) {
 	if o.Dir == "" || o.Dir == "." || o.Dir == ".." || strings.ContainsAny(o.Dir, `/\`) {
 		return nil, fmt.Errorf("build glibc layer: dir %q is not one name", o.Dir)
@@ -195,7 +196,7 @@ func scanTree(root string) (elfTree, error) {
 		return t, err
 	}
 	if len(t.exes) == 0 {
-		return t, fmt.Errorf("build glibc layer: no glibc executable in %s", root)
+		return t, fmt.Errorf("build glibc layer: %w: no glibc executable in %s", artifact.ErrRefused, root)
 	}
 	return t, nil
 }
@@ -212,8 +213,11 @@ func (t elfTree) closure(r *resolver) error {
 		return err
 	}
 	for _, e := range t.exes {
+		// What an executable needs and the host cannot give (a library
+		// it lacks), or cannot be read from the executable, is the
+		// package's: refused, unless the host's system failed.
 		if err := r.needFile(e); err != nil {
-			return err
+			return artifact.Refusal(err)
 		}
 	}
 	for _, s := range t.libs {
@@ -269,7 +273,9 @@ func (l *Layer) patch(root string, exes []string) error {
 	for _, e := range exes {
 		old, err := SetInterp(e, l.Loader)
 		if err != nil {
-			return fmt.Errorf("build glibc layer: %w", err)
+			// A PT_INTERP too short for the layer's loader is the
+			// package's (ErrTooLong): refused, as any error its bytes cause.
+			return artifact.Refusal(fmt.Errorf("build glibc layer: %w", err))
 		}
 		sum, err := hashFile(e)
 		if err != nil {

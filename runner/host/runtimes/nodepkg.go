@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/sandproof/sandproof/runner/host/artifact"
 	"github.com/sandproof/sandproof/runner/host/glibc"
 )
 
@@ -120,7 +121,7 @@ func (s nodeSource) stage(ctx context.Context, dir string, info map[string]any, 
 	}
 	src := filepath.Join(pkg, "bin", "node")
 	if fi, err := os.Lstat(src); err != nil || !fi.Mode().IsRegular() {
-		return fmt.Errorf("%s@%s has no bin/node", s.Package, s.Version)
+		return fmt.Errorf("%w: %s@%s has no bin/node", artifact.ErrRefused, s.Package, s.Version)
 	}
 	if err := checkBinary(src, target); err != nil {
 		return fmt.Errorf("%s@%s: %w", s.Package, s.Version, err)

@@ -113,7 +113,7 @@ func extractPackage(tgz, dst string) error {
 	defer f.Close()
 	gz, err := gzip.NewReader(f)
 	if err != nil {
-		return fmt.Errorf("extract %s: %w", filepath.Base(tgz), err)
+		return artifact.Refusal(fmt.Errorf("extract %s: %w", filepath.Base(tgz), err))
 	}
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return err

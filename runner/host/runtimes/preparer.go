@@ -134,7 +134,7 @@ func stage(ctx context.Context, c Config, pl *Platform, nodeFrom nodeSource, tar
 			return err
 		}
 		if deps := dependencies(pkgDir); len(deps) > 0 {
-			return fmt.Errorf("%s@%s depends on %s: give the manifest a lock file (with.lock) that pins them", c.Package, c.Version, strings.Join(deps, ", "))
+			return fmt.Errorf("%w: %s@%s depends on %s: give the manifest a lock file (with.lock) that pins them", artifact.ErrRefused, c.Package, c.Version, strings.Join(deps, ", "))
 		}
 	}
 	if err := prune(pkgDir, c.Keep); err != nil {
@@ -155,7 +155,7 @@ func stage(ctx context.Context, c Config, pl *Platform, nodeFrom nodeSource, tar
 	if c.EntryNode != "" {
 		js := filepath.Join(pkgDir, filepath.FromSlash(c.EntryNode))
 		if fi, err := os.Stat(js); err != nil || !fi.Mode().IsRegular() {
-			return fmt.Errorf("entry.node %s is not a file in %s", c.EntryNode, c.Package)
+			return fmt.Errorf("%w: entry.node %s is not a file in %s", artifact.ErrRefused, c.EntryNode, c.Package)
 		}
 		if err := putNode(ctx, nodeFrom, target, dir, info); err != nil {
 			return err
@@ -197,7 +197,7 @@ func stagePlatform(ctx context.Context, pl *Platform, dl, dir string, info map[s
 	}
 	pdir := filepath.Join(dir, "node_modules", filepath.FromSlash(pl.Package))
 	if _, err := os.Stat(pdir); err == nil {
-		return "", fmt.Errorf("platform package %s is already in node_modules (from the lock?)", pl.Package)
+		return "", fmt.Errorf("%w: platform package %s is already in node_modules (from the lock?)", artifact.ErrRefused, pl.Package)
 	}
 	if err := extractPackage(tgz, pdir); err != nil {
 		return "", err
@@ -214,7 +214,7 @@ func stagePlatform(ctx context.Context, pl *Platform, dl, dir string, info map[s
 func placeEntryBin(entryBin, binFrom string, target Target, dir string, info map[string]any) error {
 	src := filepath.Join(binFrom, filepath.FromSlash(entryBin))
 	if fi, err := os.Lstat(src); err != nil || !fi.Mode().IsRegular() {
-		return fmt.Errorf("entry.bin %s is not a file in %s", entryBin, filepath.Base(binFrom))
+		return fmt.Errorf("%w: entry.bin %s is not a file in %s", artifact.ErrRefused, entryBin, filepath.Base(binFrom))
 	}
 	if err := checkBinary(src, target); errors.Is(err, artifact.ErrRefused) {
 		return err
@@ -330,7 +330,7 @@ func prune(dir string, keep []string) error {
 	}
 	for _, k := range keep {
 		if _, err := os.Lstat(filepath.Join(dir, filepath.FromSlash(k))); err != nil {
-			return fmt.Errorf("keep: %s is not in the package", k)
+			return fmt.Errorf("%w: keep: %s is not in the package", artifact.ErrRefused, k)
 		}
 	}
 	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {

@@ -47,6 +47,7 @@ import (
 	"time"
 
 	"github.com/sandproof/sandproof/runner/host/adapter"
+	"github.com/sandproof/sandproof/runner/host/artifact"
 	"github.com/sandproof/sandproof/runner/host/glibc"
 	"github.com/sandproof/sandproof/runner/warden/atomicfile"
 )
@@ -430,10 +431,10 @@ func Verify(_ context.Context, spec Spec, dir string) (*Runtime, error) {
 	return &rt, nil
 }
 
-// filesOnly refuses a tree that holds anything but directories and
-// regular files: a runtime is hard-linked into a case (linkTree) and
-// uploaded, and a link or device in it would fail there, after the tree
-// was cached, on every later run.
+// filesOnly refuses (artifact.ErrRefused: the package's content) a tree
+// that holds anything but directories and regular files: a runtime is
+// hard-linked into a case (linkTree) and uploaded, and a link or device
+// in it would fail there, after the tree was cached, on every later run.
 func filesOnly(dir string) error {
 	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -441,7 +442,7 @@ func filesOnly(dir string) error {
 		}
 		if !d.IsDir() && !d.Type().IsRegular() {
 			rel, _ := filepath.Rel(dir, p)
-			return fmt.Errorf("runtime tree: %q is not a file or directory (%s)", filepath.ToSlash(rel), d.Type())
+			return fmt.Errorf("%w: runtime tree: %q is not a file or directory (%s)", artifact.ErrRefused, filepath.ToSlash(rel), d.Type())
 		}
 		return nil
 	})

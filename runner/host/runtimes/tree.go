@@ -9,7 +9,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+
+	"github.com/sandproof/sandproof/runner/host/artifact"
 )
 
 // TreeSum hashes the tree at dir: for every entry, in byte order of its
@@ -19,6 +22,10 @@ import (
 // executable bit are left out, so the sum does not depend on the umask or
 // on when the tree was made. Paths in exclude (relative, slash-separated)
 // are skipped. It also returns the number of regular files and their bytes.
+//
+// Every line reads one way only (treeLine), so no two trees share a sum.
+// A path holding a newline, or an entry that is none of the four kinds,
+// is refused (artifact.ErrRefused): it is the package's own content.
 func TreeSum(dir string, exclude []string) (sum string, files int, size int64, err error) {
 	type entry struct{ rel, line string }
 	var entries []entry
@@ -38,17 +45,17 @@ func TreeSum(dir string, exclude []string) (sum string, files int, size int64, e
 			return nil
 		}
 		if strings.ContainsAny(rel, "\n") {
-			return fmt.Errorf("hash tree: path with a newline %q", rel)
+			return fmt.Errorf("%w: hash tree: path with a newline %q", artifact.ErrRefused, rel)
 		}
 		switch t := d.Type(); {
 		case t.IsDir():
-			entries = append(entries, entry{rel, "d " + rel})
+			entries = append(entries, entry{rel, treeLine("d", rel, "")})
 		case t&fs.ModeSymlink != 0:
 			target, err := os.Readlink(p)
 			if err != nil {
 				return err
 			}
-			entries = append(entries, entry{rel, "l " + rel + " " + target})
+			entries = append(entries, entry{rel, treeLine("l", rel, target)})
 		case t.IsRegular():
 			fi, err := d.Info()
 			if err != nil {
@@ -64,9 +71,9 @@ func TreeSum(dir string, exclude []string) (sum string, files int, size int64, e
 			}
 			files++
 			size += n
-			entries = append(entries, entry{rel, kind + " " + rel + " " + h})
+			entries = append(entries, entry{rel, treeLine(kind, rel, h)})
 		default:
-			return fmt.Errorf("hash tree: %q is neither file, dir nor symlink", rel)
+			return fmt.Errorf("%w: hash tree: %q is neither file, dir nor symlink", artifact.ErrRefused, rel)
 		}
 		return nil
 	})
@@ -80,6 +87,25 @@ func TreeSum(dir string, exclude []string) (sum string, files int, size int64, e
 		h.Write([]byte{'\n'})
 	}
 	return hex.EncodeToString(h.Sum(nil)), files, size, nil
+}
+
+// treeLine is one entry's line: "KIND PATH" for a directory, "KIND PATH
+// DETAIL" else, as it always was where that reads one way only (a file's
+// DETAIL is 64 hex digits; a link's path holds no space, so its target
+// is what follows the first space after it). Where it would read two
+// ways (a link whose path holds a space, "l a b c"; a newline in any
+// field, which would forge the next line) the line is "q KIND
+// QUOTED-PATH QUOTED-DETAIL" instead (strconv.Quote: no raw newline, one
+// parse), a kind no plain line has. Every pinned sum, made of plain
+// lines, holds.
+func treeLine(kind, rel, detail string) string {
+	if strings.Contains(rel+detail, "\n") || kind == "l" && strings.Contains(rel, " ") {
+		return "q " + kind + " " + strconv.Quote(rel) + " " + strconv.Quote(detail)
+	}
+	if kind == "d" {
+		return kind + " " + rel
+	}
+	return kind + " " + rel + " " + detail
 }
 
 func hashFile(p string) (string, int64, error) {
