@@ -218,3 +218,90 @@ func TestGoBuildRefusesAFlagForAPackage(t *testing.T) {
 		t.Errorf("package -toolexec=/bin/true: %v; want refused as a flag", err)
 	}
 }
+
+// writeTree writes files (slash paths) under dir.
+func writeTree(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for name, body := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A go.work above the package would choose its modules (here one of its
+// own in place of the module's pinned replacement): the preparer builds
+// the module as its go.mod says. On main the binary printed "evil".
+func TestGoBuildTakesNoWorkspace(t *testing.T) {
+	goModule(t, map[string]string{})
+	root := t.TempDir()
+	writeTree(t, root, map[string]string{
+		"go.work":      "go 1.22\n\nuse ./tool\n\nreplace example.com/lib => ./evil\n",
+		"tool/go.mod":  "module example.com/tool\n\ngo 1.22\n\nrequire example.com/lib v0.0.0\n\nreplace example.com/lib => ../lib\n",
+		"tool/main.go": "package main\n\nimport \"example.com/lib\"\n\nfunc main() { println(lib.Name) }\n",
+		"lib/go.mod":   "module example.com/lib\n\ngo 1.22\n",
+		"lib/lib.go":   "package lib\n\nconst Name = \"good\"\n",
+		"evil/go.mod":  "module example.com/lib\n\ngo 1.22\n",
+		"evil/lib.go":  "package lib\n\nconst Name = \"evil\"\n",
+	})
+	dir := filepath.Join(root, "tool")
+	says := func(exe string) string {
+		out, err := exec.Command(exe).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", exe, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	// Positive control: go build there takes the workspace.
+	control := filepath.Join(t.TempDir(), "x")
+	cmd := exec.Command("go", "build", "-o", control, ".")
+	cmd.Dir, cmd.Env = dir, append(os.Environ(), "GOFLAGS=-buildvcs=false")
+	if out, err := cmd.CombinedOutput(); err != nil || says(control) != "evil" {
+		t.Fatalf("positive control: go build under the go.work: %v\n%s", err, out)
+	}
+	exe, err := buildIn(dir, "")
+	if err != nil {
+		t.Fatalf("go-build: %v", err)
+	}
+	if got := says(exe); got != "good" {
+		t.Errorf("go-build's binary says %q: built from the workspace's module, not the one go.mod pins", got)
+	}
+}
+
+// Modules come from GOPROXY alone: a module the proxy lacks (or every
+// module, where GOPROXY is "direct") is never fetched by running git or
+// hg against the host its path names, with the host's credentials. On
+// main go ran git ls-remote https://github.com/sandproof-none/dep.
+func TestGoBuildRunsNoVCSForModules(t *testing.T) {
+	dir := goModule(t, map[string]string{
+		"go.mod":  "module example.com/tool\n\ngo 1.22\n\nrequire github.com/sandproof-none/dep v1.0.0\n",
+		"go.sum":  "github.com/sandproof-none/dep v1.0.0 h1:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\ngithub.com/sandproof-none/dep v1.0.0/go.mod h1:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\n",
+		"main.go": "package main\n\nimport _ \"github.com/sandproof-none/dep\"\n\nfunc main() {}\n",
+	})
+	marker := filepath.Join(t.TempDir(), "git-ran")
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "git"), []byte("#!/bin/sh\necho \"$@\" >> '"+marker+"'\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	t.Setenv("GOPROXY", "direct")
+	cache := t.TempDir()
+	t.Setenv("GOMODCACHE", cache)
+	t.Cleanup(func() { exec.Command("chmod", "-R", "u+w", cache).Run() })
+	// Positive control: go build there runs git.
+	cmd := exec.Command("go", "build", "-o", filepath.Join(t.TempDir(), "x"), ".")
+	cmd.Dir, cmd.Env = dir, append(os.Environ(), "GOFLAGS=-buildvcs=false -mod=readonly", "GOTOOLCHAIN=local")
+	cmd.Run()
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatalf("positive control: go build did not run git: %v", err)
+	}
+	os.Remove(marker)
+	_, err := buildIn(dir, "")
+	if b, _ := os.ReadFile(marker); len(b) > 0 || err == nil || !strings.Contains(err.Error(), "GOVCS disallows") {
+		t.Errorf("go-build of a module the proxy lacks: %v; git ran with %q; want refused by GOVCS, no git", err, b)
+	}
+}
