@@ -83,7 +83,7 @@ func goEnv(req PrepareRequest, cgo string) []string {
 		// go.mod and go.sum are not rewritten (what they pin is what is
 		// built), and no VCS command runs in the package's dir to stamp
 		// the binary: git status there runs what the package's own
-		// .git/config names (core.fsmonitor), as root.
+		// .git/config names (core.fsmonitor), as sandproof's user.
 		"GOFLAGS=-mod=readonly -buildvcs=false",
 		// No go.work above the package chooses the modules.
 		"GOWORK=off",
