@@ -52,6 +52,10 @@ const (
 	// MaxNeededName is the longest DT_NEEDED name read (NAME_MAX): a
 	// longer one names no file in a library dir.
 	MaxNeededName = 255
+	// MaxNeeded caps the DT_NEEDED entries of a file, each a read of its
+	// own: the layer holds no more libraries (MaxLayerFiles). The most a
+	// file of a Debian host has is 21.
+	MaxNeeded = MaxLayerFiles
 )
 
 // parseHook, when set, runs inside ReadELF's recovered scope after the
@@ -338,7 +342,8 @@ func compressedRule(i int, s section) error {
 // needed returns the DT_NEEDED names of the first dynamic section (as
 // debug/elf did), up to its DT_NULL (as the loader reads it). The
 // section and its string table are bounded and inside the file; each
-// name is read alone, at most MaxNeededName bytes and its NUL.
+// name is read alone, at most MaxNeededName bytes and its NUL, and at
+// most MaxNeeded of them.
 func (x elfReader) needed(secs []section) ([]string, error) {
 	i := slices.IndexFunc(secs, func(s section) bool { return s.typ == elf.SHT_DYNAMIC })
 	if i < 0 {
@@ -380,6 +385,9 @@ func (x elfReader) needed(secs []section) ([]string, error) {
 		}
 		if elf.DynTag(d.Tag) != elf.DT_NEEDED {
 			continue
+		}
+		if len(out) == MaxNeeded {
+			return nil, refused("more than %d DT_NEEDED entries", MaxNeeded)
 		}
 		n, err := x.name(str, d.Val)
 		if err != nil {

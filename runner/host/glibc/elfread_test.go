@@ -274,6 +274,8 @@ func TestReadELFBounds(t *testing.T) {
 		{name: "a name past its string table", edit: func(t *tinyELF) { t.secs[2].Size = 1 }, want: "a DT_NEEDED name at 1, past its string table (1 bytes)"},
 		{name: "a name of NAME_MAX", needed: []string{strings.Repeat("n", MaxNeededName)}, edit: func(*tinyELF) {}, whole: true},
 		{name: "a name over NAME_MAX", needed: []string{strings.Repeat("n", MaxNeededName+1)}, edit: func(*tinyELF) {}, want: "a DT_NEEDED name at 1 over 255 bytes"},
+		{name: "DT_NEEDED entries at the cap", needed: slices.Repeat([]string{"libc.so.6"}, MaxNeeded), edit: func(*tinyELF) {}, whole: true},
+		{name: "DT_NEEDED entries over the cap", needed: slices.Repeat([]string{"libc.so.6"}, MaxNeeded+1), edit: func(*tinyELF) {}, want: "more than 256 DT_NEEDED entries"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			needed := c.needed
