@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sandproof/sandproof/reports"
+	"github.com/sandproof/sandproof/runner/host/adapter"
 	"github.com/sandproof/sandproof/runner/host/artifact"
 	"github.com/sandproof/sandproof/runner/host/certify"
 )
@@ -60,6 +61,7 @@ const (
        regression, or no case passed (certify --allow-empty accepts that)
   2    usage: a bad flag or value, an unknown subcommand, bad evidence input,
        an adapter's runtime refused (a loader that is none, a link in a tarball)
+       or not the version its manifest pins (its version check)
   3    infrastructure: engine unreachable, image missing, registry down when
        required, a file that cannot be read or written, a case certify left
        unknown because the engine failed it (--resume runs it again)
@@ -174,10 +176,13 @@ func exitStatus(err error) int {
 		return ie.code
 	case errors.As(err, &ue):
 		return exitUsage
-	case errors.Is(err, artifact.ErrRefused):
-		// An adapter's runtime the host's readers refuse: certify stops on
-		// it as on any runtime it could not make (and marks that
-		// infrastructure), but it is bad input: trying again cannot help.
+	case errors.Is(err, artifact.ErrRefused), errors.Is(err, adapter.ErrVersion):
+		// An adapter's runtime the host's readers refuse, or whose version
+		// check answered another version than its pin (or exited non-zero,
+		// or never ended): certify stops on it as on any runtime it could
+		// not make (and marks that infrastructure), but it is bad input,
+		// the package's or the manifest's: trying again cannot help. A
+		// check the engine could not run is not ErrVersion (exit 3).
 		return exitUsage
 	case errors.As(err, &infra):
 		// Marked infrastructure: it outranks a verdict it carries (a

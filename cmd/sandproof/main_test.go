@@ -9,8 +9,10 @@ import (
 	"testing"
 
 	"github.com/sandproof/sandproof/reports"
+	"github.com/sandproof/sandproof/runner/host/adapter"
 	"github.com/sandproof/sandproof/runner/host/artifact"
 	"github.com/sandproof/sandproof/runner/host/certify"
+	"github.com/sandproof/sandproof/runner/host/provider"
 )
 
 // Unknown subcommands are usage errors (cobra prints help and succeeds
@@ -72,6 +74,12 @@ func TestExitStatuses(t *testing.T) {
 		// A runtime the host's readers refused stops certify like any
 		// runtime it could not make, but it is bad input, not the engine.
 		{infraError{fmt.Errorf("certify: prepare runtime: %w", artifact.ErrRefused)}, exitUsage},
+		// A version check that answered: the package is not what the
+		// manifest pins (another version, a non-zero exit, no end), bad
+		// input; one the engine could not run is the engine's.
+		{infraError{fmt.Errorf("certify: adapter pi (linux-x64-glibc): %w: /sandproof/runtime/pi/bin/pi --version in image debian-12 printed %q, want 0.70.2", adapter.ErrVersion, "0.70.3")}, exitUsage},
+		{infraError{fmt.Errorf("certify: adapter pi (linux-x64-glibc): %w: /sandproof/runtime/pi/bin/pi --version in image debian-12: exit 1: %q", adapter.ErrVersion, "Error: no")}, exitUsage},
+		{infraError{fmt.Errorf("certify: adapter pi (linux-x64-glibc): %w", provider.Errorf("exec", "x", provider.ErrGone))}, exitInfra},
 		{errors.New("ping engine: connection refused"), exitInfra},
 		{interruptedError{"SIGTERM", exitSIGTERM}, exitSIGTERM},
 	} {

@@ -7,7 +7,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path"
 	"path/filepath"
 	"slices"
@@ -276,39 +275,4 @@ func copyTree(src, dst string, mode os.FileMode) error {
 		}
 		return os.Chmod(to, m)
 	})
-}
-
-// goBuild builds a Go package: with.package (relative to the manifest),
-// with.output (path under the runtime dir), with.cgo ("true": link the
-// host's libc dynamically; default a static binary).
-func goBuild(ctx context.Context, req PrepareRequest) error {
-	pkg, out := req.With["package"], req.With["output"]
-	if pkg == "" || out == "" {
-		return fmt.Errorf("go-build needs with.package and with.output")
-	}
-	if filepath.IsAbs(out) || strings.HasPrefix(filepath.Clean(out), "..") {
-		return fmt.Errorf("go-build: output %q leaves the runtime dir", out)
-	}
-	cgo := "0"
-	switch req.With["cgo"] {
-	case "", "false":
-	case "true":
-		cgo = "1"
-	default:
-		return fmt.Errorf("go-build: cgo %q (want true or false)", req.With["cgo"])
-	}
-	args := []string{"build", "-trimpath", "-o", filepath.Join(req.Dir, filepath.FromSlash(out))}
-	if cgo == "1" {
-		// Force the dynamic link so the binary needs the image's libc, as
-		// Node does.
-		args = append(args, "-ldflags=-linkmode=external")
-	}
-	args = append(args, pkg)
-	cmd := exec.CommandContext(ctx, "go", args...)
-	cmd.Dir = req.ManifestDir
-	cmd.Env = append(os.Environ(), "CGO_ENABLED="+cgo, "GOOS="+req.GOOS, "GOARCH="+req.GOARCH)
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build %s: %v: %s", pkg, err, strings.TrimSpace(string(b)))
-	}
-	return nil
 }

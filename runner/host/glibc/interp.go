@@ -1,17 +1,13 @@
 package glibc
 
 import (
-	"bytes"
 	"debug/elf"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path"
 	"slices"
 	"strings"
-
-	"github.com/sandproof/sandproof/runner/host/artifact"
 )
 
 // LoaderName is the loader's file name inside the layer.
@@ -70,28 +66,6 @@ func quoteInterp(s string) string {
 		return fmt.Sprintf("%q...", s[:200])
 	}
 	return fmt.Sprintf("%q", s)
-}
-
-// interpOf returns the ELF file's interpreter ("" when it has none:
-// static, or a shared object) as the kernel takes it: the segment's bytes
-// up to the first NUL. A segment over MaxInterp bytes is refused unread.
-// ReadELF calls it, inside its recovered scope.
-func interpOf(f *elf.File) (string, error) {
-	for _, prog := range f.Progs {
-		if prog.Type != elf.PT_INTERP {
-			continue
-		}
-		if prog.Filesz > MaxInterp {
-			return "", fmt.Errorf("%w: PT_INTERP of %d bytes (at most %d)", artifact.ErrRefused, prog.Filesz, MaxInterp)
-		}
-		b, err := io.ReadAll(io.LimitReader(prog.Open(), MaxInterp))
-		if err != nil {
-			return "", artifact.Refusal(fmt.Errorf("read PT_INTERP: %w", err))
-		}
-		s, _, _ := bytes.Cut(b, []byte{0})
-		return string(s), nil
-	}
-	return "", nil
 }
 
 // Interp returns the interpreter of the ELF file at p (ReadELF).

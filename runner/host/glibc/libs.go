@@ -109,7 +109,7 @@ func (r *resolver) find(name string) (lib, []string, error) {
 		if err != nil {
 			return lib{}, nil, err
 		}
-		needed, machine, err := readNeeded(f)
+		needed, machine, err := readNeeded(f, fi.Size())
 		f.Close()
 		if err != nil {
 			return lib{}, nil, fmt.Errorf("read ELF %s: %w", p, err)
@@ -122,9 +122,10 @@ func (r *resolver) find(name string) (lib, []string, error) {
 	return lib{}, nil, fmt.Errorf("%s is in none of %s on this host", name, strings.Join(r.dirs, ", "))
 }
 
-// readNeeded reads an ELF file's DT_NEEDED and machine (ReadELF).
-func readNeeded(f io.ReaderAt) ([]string, elf.Machine, error) {
-	e, err := ReadELF(f, true)
+// readNeeded reads the DT_NEEDED and machine of an ELF file of size
+// bytes (ReadELF).
+func readNeeded(f io.ReaderAt, size int64) ([]string, elf.Machine, error) {
+	e, err := ReadELF(f, size, true)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -170,16 +171,11 @@ func (r *resolver) need(p string, needed []string) error {
 
 // needFile resolves the needs of the runtime's ELF file p.
 func (r *resolver) needFile(p string) error {
-	f, err := os.Open(p)
-	if err != nil {
-		return err
-	}
-	needed, _, err := readNeeded(f)
-	f.Close()
+	e, err := ReadELFFile(p, true)
 	if err != nil {
 		return fmt.Errorf("read ELF %s: %w", p, err)
 	}
-	return r.need(p, needed)
+	return r.need(p, e.Needed)
 }
 
 // try resolves the needs of p as a whole or not at all: a shared object

@@ -86,7 +86,7 @@ func TestInterpBlamesThePackageNotTheHost(t *testing.T) {
 		{"its bytes", io.ErrUnexpectedEOF, true},
 		{"the host's disk", &fs.PathError{Op: "read", Path: exe, Err: syscall.EIO}, false},
 	} {
-		_, err := ReadELF(failAt{b, interpOff(t, b), tc.fail}, false)
+		_, err := ReadELF(failAt{b, interpOff(t, b), tc.fail}, int64(len(b)), false)
 		if errors.Is(err, ErrNotELF) {
 			t.Fatalf("positive control: the reader failed before PT_INTERP: %v", err)
 		}

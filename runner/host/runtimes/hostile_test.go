@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -89,6 +91,69 @@ func TestGlibcLayerTakesNoLoaderFromThePackage(t *testing.T) {
 	}
 	if hits := holding([]string{cache, work}, marker); len(hits) > 0 {
 		t.Errorf("the host file's marker reached %v", hits)
+	}
+}
+
+// A pinned npm package whose platform build carries an ELF decompression
+// bomb (an addon whose section-name table is zlib declaring 64 MiB, from
+// a 64 KiB file) is refused while the runtime for a musl image is
+// prepared, naming the file and its compressed section, with the heap
+// the preparation allocated far under what the section inflates to. On
+// main the glibc layer's scan (elf.NewFile) inflated it whole: the red
+// team's 1 MB file declaring 1 GiB took 3,578 MiB of peak RSS, and
+// prepare returned no error.
+func TestGlibcLayerRefusesAnELFBomb(t *testing.T) {
+	tool, err := exec.LookPath("true")
+	if err != nil {
+		testenv.Missing(t, "true", "install coreutils")
+	}
+	exe, err := os.ReadFile(tool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const inflates = 64 << 20
+	bomb := hostile.ELFBomb(inflates, false)
+	wrapper := writeTgz(t, []tarEntry{{name: "package/package.json", typ: tar.TypeReg, mode: 0o644, body: `{"name": "@scope/tool", "version": "1.2.3"}`}})
+	build := writeTgz(t, []tarEntry{
+		{name: "package/bin/tool", typ: tar.TypeReg, mode: 0o755, body: string(exe)},
+		{name: "package/lib/addon.node", typ: tar.TypeReg, mode: 0o644, body: string(bomb)},
+	})
+	wi, err := integrity(wrapper)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bi, err := integrity(build)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fakeNpmPack(t, map[string]string{"@scope/tool@1.2.3": wrapper, "tool-linux-glibc@1.2.3": build})
+	t.Setenv(CacheEnv, t.TempDir())
+	arch := HostTarget().Arch
+	m, err := adapter.Parse("x.yaml", t.TempDir(), []byte(npmManifest(`      package: "@scope/tool"
+      version: "1.2.3"
+      integrity: "`+wi+`"
+      entry: {bin: bin/tool}
+      glibc_layer: true
+      platforms:
+        - {arch: `+arch+`, libc: glibc, package: tool-linux-glibc, integrity: "`+bi+`"}
+`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, err = m.PrepareFor(context.Background(), t.TempDir(), arch, "musl")
+	runtime.ReadMemStats(&after)
+	got := after.TotalAlloc - before.TotalAlloc
+	t.Logf("a %d-byte addon inflating to %d: prepare allocated %d bytes: %v", len(bomb), inflates, got, err)
+	if !errors.Is(err, artifact.ErrRefused) || errors.Is(err, adapter.ErrPlatform) || !strings.Contains(err.Error(), "lib/addon.node") || !strings.Contains(err.Error(), "compressed") {
+		t.Errorf("prepare for musl = %v, want it refused naming lib/addon.node and its compressed section", err)
+	}
+	// The preparation's own work (the tarballs, the tree) is a few MiB;
+	// the bomb's section alone is 64.
+	if got >= inflates/2 {
+		t.Errorf("prepare allocated %d bytes, the bomb inflated", got)
 	}
 }
 
