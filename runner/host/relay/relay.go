@@ -194,6 +194,16 @@ type Call struct {
 	// harness's copy, which the answers recorded in ToolCalls confirm or
 	// not (contract §7.4).
 	ClaimedToolCalls []ToolCall `json:"claimed_tool_calls,omitempty"`
+	// History is the request's conversation, one digest a turn, in order,
+	// at most MaxHistory (HistoryDropped counts the turns past it):
+	// "u" a user turn with text, "a" an assistant turn (its text and tool
+	// calls), "r" a turn of tool results only, then 16 hex digits of the
+	// SHA-256 of what the turn says (Turn). A request sent again, or a
+	// later step of the same conversation, repeats its digests; system
+	// prompts, ids and cache markers are left out. scenario.model_fault
+	// reads a retry and a compaction from them (certify's continues).
+	History        []string `json:"history,omitempty"`
+	HistoryDropped int      `json:"history_dropped,omitempty"`
 	// ToolCalls are those the answer made; Text its text, capped.
 	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
 	Text      string     `json:"text,omitempty"`
