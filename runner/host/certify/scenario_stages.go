@@ -258,8 +258,13 @@ func (cr *caseRun) scenarioVerify(ctx context.Context, ms modelSide, bx sandboxe
 		if rec == nil {
 			rec = ev.ActivationReceipt
 		}
+		writeCall := 0
+		if v.proof.steps != nil {
+			writeCall = v.proof.steps.WriteCall
+		}
 		c, modelErr := modelFaultCheck(faultSeen{fault: sc.Fault, answered: answered, calls: ms.rel.Calls(), rec: rec, response: ev.ResponseStatus,
-			deliverable: v.delivered && (v.derived == "" || v.proof.want == v.derived), said: cr.harnessSaid()})
+			deliverable: v.delivered && (v.derived == "" || v.proof.want == v.derived), said: cr.harnessSaid(),
+			writeCall: writeCall, retryAfter: faultRetryAfter * time.Second})
 		ev.Checks = append(ev.Checks, c)
 		if modelErr {
 			ev.ResponseStatus = "model_error"
