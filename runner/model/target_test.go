@@ -79,6 +79,13 @@ var wires = []wire{
 		}},
 }
 
+// withoutTools is req with no tools declared: OpenCode's and Kilo's
+// title requests carry the user's prompt and none.
+func withoutTools(req map[string]any) map[string]any {
+	delete(req, "tools")
+	return req
+}
+
 // step is one request of a flow and the status and what it carries the
 // model must record for it.
 type step struct {
@@ -95,6 +102,10 @@ func runSteps(t *testing.T, s *model.Server, w wire, steps []step) {
 		a := post(t, s.URL()+w.path, st.req, nil)
 		if a.status != st.status {
 			t.Errorf("%s: request %d (%s) answered %d %.200s; want %d", w.name, i+1, st.what, a.status, a.body, st.status)
+		}
+		// The fault's answer, and it alone, carries its mark.
+		if mark, want := a.header.Get(model.FaultHeader), map[bool]string{true: fmt.Sprint(st.status)}[st.status/100 != 2]; mark != want {
+			t.Errorf("%s: request %d (%s) answered with %s %q; want %q", w.name, i+1, st.what, model.FaultHeader, mark, want)
 		}
 	}
 	calls := s.Calls()
@@ -118,6 +129,7 @@ func TestFaultOnTheTaskSkipsRequestsThatCarryNone(t *testing.T) {
 				{"a warm-up with no tools", w.warmUp(), 200, model.TargetAny, 0},
 				{"a second warm-up", w.warmUp(), 200, model.TargetAny, 0},
 				{"tools, but no challenge prompt", noTask, 200, model.TargetAny, 0},
+				{"the prompt, but no tools (a title request)", withoutTools(w.task(prompt, "")), 200, model.TargetAny, 0},
 				{"the task's first turn", w.task(prompt, ""), 429, model.TargetTask, 1},
 				{"its retry", w.task(prompt, ""), 200, model.TargetTask, 2},
 				{"the read's result", w.task(prompt, targetChallenge), 200, model.TargetResult, 3},

@@ -1,6 +1,7 @@
 package certify
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -27,10 +28,21 @@ var faultEpoch = time.Unix(1_800_000_000, 0)
 // (ms < 0).
 func answered(seq, status, ms int) relay.Call {
 	c := relay.Call{Seq: seq, Method: "POST", Path: "/v1/chat/completions", Status: status}
+	if status == 429 || status == 400 {
+		c.Fault = fmt.Sprint(status) // the scripted model's mark
+	}
 	if ms >= 0 {
 		c.Delivered, c.DeliveredAt = true, faultEpoch.Add(time.Duration(ms)*time.Millisecond)
 		c.Time = c.DeliveredAt.Add(-time.Millisecond)
 	}
+	return c
+}
+
+// badRequest is a 400 the model gave a request it could not read: no
+// fault's mark.
+func badRequest(seq, ms int) relay.Call {
+	c := answered(seq, 400, ms)
+	c.Fault = ""
 	return c
 }
 
@@ -211,6 +223,9 @@ func faultCases() []faultCase {
 		{"400: compacted, the write in another conversation after it", finished(4, f400(0, nil, append(faulted400,
 			with(side(3, 30), tSummary, tPrompt), with(step(4, 40), tOther, tList, tListed))...)),
 			reports.StatusFailed, false, "did not come through the 400's conversation"},
+		{"400: a bad request padded with the conversation answered 400 first, then the 400's request sent again", finished(4, f400(0, nil, with(step(1, 10), tPrompt),
+			with(badRequest(2, 15), tPrompt, tRead, tChal, tSummary), with(answered(3, 400, 20), tPrompt, tRead, tChal), with(step(4, 30), tPrompt, tRead, tChal))),
+			reports.StatusFailed, false, "the 400 on request 3"},
 		{"exit 0 with the deliverable, no answer recorded asking for its write", finished(0, f429(0, nil, retried...)),
 			reports.StatusFailed, false, "no answer the relay recorded asked for its write"},
 		{"exit 0 without the deliverable", f429(0, nil, answered(1, 429, 10), step(2, 1020)),
@@ -268,7 +283,7 @@ func TestFaultTrail(t *testing.T) {
 	}{
 		{"429, retry, finish", calls(answered(1, 429, 10), step(2, 20), step(3, 30), side(4, 40)), model.Fault429, faultTrail{seq: 1, last: 3, later: 3, normal: 2}},
 		{"side answers are neither last nor normal", calls(side(1, 10), answered(2, 400, 20), side(3, 30)), model.Fault400, faultTrail{seq: 2, last: 2, later: 1}},
-		{"a 400 parse error before the fault's is taken for it (the first)", calls(answered(1, 400, 10), answered(2, 400, 20)), model.Fault400, faultTrail{seq: 1, last: 2, later: 1}},
+		{"a 400 the model gave a request it could not read is not the fault's", calls(badRequest(1, 10), answered(2, 400, 20)), model.Fault400, faultTrail{seq: 2, last: 2}},
 		{"the model list and a refusal are neither answers nor retries", calls(relay.Call{Seq: 0, Status: 200, Delivered: true, DeliveredAt: time.Unix(1_900_000_000, 0)},
 			answered(1, 429, 10), relay.Call{Seq: 2, Status: 413, Refused: relay.RefusedTooLarge}), model.Fault429, faultTrail{seq: 1, last: 1}},
 		{"nothing delivered", calls(answered(1, 429, -1), step(2, -1)), model.Fault429, faultTrail{seq: 1, later: 1, normal: 2}},

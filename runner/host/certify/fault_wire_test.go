@@ -154,6 +154,9 @@ func TestFaultContinuationInEveryWireFormat(t *testing.T) {
 				t.Fatalf("model-429's script answered %v; want the warm-up 200, the task's first turn 429, the rest 200", status)
 			}
 			f := calls[1]
+			if marked := faultMarks(calls); marked != "[ 429   ]" {
+				t.Errorf("429: the relay recorded the faults' marks %s; want the 429's alone", marked)
+			}
 			for i, want := range []bool{false, false, true, true, true} {
 				if got := continues(f, calls[i]); got != want {
 					t.Errorf("429: request %d (history %q) continues the 429's (%q): %t, want %t", i+1, calls[i].History, f.History, got, want)
@@ -175,6 +178,9 @@ func TestFaultContinuationInEveryWireFormat(t *testing.T) {
 				t.Fatalf("model-400's script answered %v; want the 400 on the turn that carries the challenge only", status)
 			}
 			f = calls[2]
+			if marked := faultMarks(calls); marked != "[  400    ]" {
+				t.Errorf("400: the relay recorded the faults' marks %s; want the 400's alone", marked)
+			}
 			for i, want := range []bool{false, false, false, false, true, true, false} {
 				if got := compacts(f, calls[i]); got != want {
 					t.Errorf("400: request %d (history %q) compacts the 400's (%q): %t, want %t", i+1, calls[i].History, f.History, got, want)
@@ -185,6 +191,15 @@ func TestFaultContinuationInEveryWireFormat(t *testing.T) {
 			}
 		})
 	}
+}
+
+// faultMarks lists the relay's record of each call's fault mark.
+func faultMarks(calls []relay.Call) string {
+	var m []string
+	for _, c := range calls {
+		m = append(m, c.Fault)
+	}
+	return fmt.Sprint(m)
 }
 
 // The one definition of a retry and of a compaction over turn digests.

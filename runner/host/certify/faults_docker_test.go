@@ -219,8 +219,8 @@ func TestCertifyWarmUpTakesNoFault(t *testing.T) {
 		if c.scenario == certify.ScenarioModel400 {
 			status, carries = 400, model.TargetResult
 		}
-		if f.Status != status || len(f.Tools) == 0 || (carries == model.TargetResult) != (len(f.ToolResults) > 0) {
-			t.Errorf("%s: request %d answered %d with %d tools and %d tool results; want the %d on the request that carries %s", id, f.Seq, f.Status, len(f.Tools), len(f.ToolResults), status, carries)
+		if f.Status != status || f.Fault != fmt.Sprint(status) || len(f.Tools) == 0 || (carries == model.TargetResult) != (len(f.ToolResults) > 0) {
+			t.Errorf("%s: request %d answered %d (fault %q) with %d tools and %d tool results; want the %d on the request that carries %s", id, f.Seq, f.Status, f.Fault, len(f.Tools), len(f.ToolResults), status, carries)
 		}
 		if mc := modelCallsOf(t, filepath.Join(dir, "model_calls.jsonl")); len(mc) < c.faultAt || mc[c.faultAt-1].Carries != carries || mc[c.faultAt-1].Counted != 1 {
 			t.Errorf("%s: the scripted model's record %+v; want request %d the first that carries %s", id, mc, c.faultAt, carries)

@@ -221,7 +221,11 @@ var faultNames = map[model.Fault]string{model.Fault429: "rate limit", model.Faul
 // the fault's, and the first of those the model answered with a step of
 // the task. Requests are the relay's numbers (Seq); 0 is none.
 type faultTrail struct {
-	seq    int // the fault's answer: the first forwarded request answered with its status
+	// seq is the fault's answer: the first forwarded request the scripted
+	// model answered with the fault (relay.Call.Fault, its mark), never
+	// a 400 it gave a request it could not read, which a harness can ask
+	// for at will.
+	seq    int
 	last   int // the last answer delivered whole (relay.Call.Delivered), by when, side answers left out
 	later  int // forwarded requests after the fault's
 	normal int // the first of them answered with a step of the task, delivered or not
@@ -244,7 +248,7 @@ func trailOf(f model.Fault, calls []relay.Call) faultTrail {
 		if c.Seq == 0 || c.Refused != "" {
 			continue
 		}
-		if t.seq == 0 && c.Status == faultStatus[f] {
+		if t.seq == 0 && c.Fault == string(f) {
 			t.seq = c.Seq
 		}
 		if t.seq > 0 && c.Seq > t.seq {
@@ -451,7 +455,7 @@ func exitedOnFault(f faultSeen, t faultTrail) (bool, string) {
 	rc := *f.rec.ReturnCode
 	switch {
 	case t.seq == 0:
-		return false, fmt.Sprintf("exited %d, and the relay recorded no %d answer: not a model error", rc, faultStatus[f.fault])
+		return false, fmt.Sprintf("exited %d, and the relay recorded no %d answer of the scripted %s: not a model error", rc, faultStatus[f.fault], faultNames[f.fault])
 	case t.normal > 0:
 		return false, fmt.Sprintf("exited %d after request %d, later than the %s's (request %d), was answered normally (a tool call): not a model error", rc, t.normal, f.fault, t.seq)
 	case t.last != t.seq:

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/sandproof/sandproof/runner/host/relay"
+	"github.com/sandproof/sandproof/runner/model"
 )
 
 // The relay records each request's conversation as one digest a turn
@@ -167,5 +168,38 @@ func TestRelayHistoryIsBounded(t *testing.T) {
 	one := historyOf(t, "/responses", map[string]any{"model": "m", "input": "hello"})
 	if kinds(one[0].History) != "u" {
 		t.Errorf("a Responses input string: %q; want one user turn", one[0].History)
+	}
+}
+
+// The scripted model marks a fault's answer (model.FaultHeader): the
+// relay records the mark (Call.Fault) and takes it off the answer the
+// harness gets; a 400 without it (a request the model could not read) is
+// no fault.
+func TestRelayRecordsTheScriptedFaultsMark(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		io.Copy(io.Discard, req.Body)
+		if req.URL.Query().Get("fault") == "1" {
+			w.Header().Set(model.FaultHeader, "400")
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		io.WriteString(w, `{"error":{"message":"no"}}`)
+	}))
+	defer up.Close()
+	r := startRelay(t, relay.Options{Upstream: up.URL + "/v1"})
+	for _, q := range []string{"?fault=1", ""} {
+		resp, err := http.Post(r.URL()+"/chat/completions"+q, "application/json", strings.NewReader(`{"model":"m"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 400 || resp.Header.Get(model.FaultHeader) != "" {
+			t.Errorf("%q: answered %d with %s %q; want 400 without the mark", q, resp.StatusCode, model.FaultHeader, resp.Header.Get(model.FaultHeader))
+		}
+	}
+	cs := r.Calls()
+	if len(cs) != 2 || cs[0].Fault != "400" || cs[1].Fault != "" {
+		t.Errorf("recorded %+v; want the first marked 400, the second not", cs)
 	}
 }

@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/sandproof/sandproof/runner/host/canary"
+	"github.com/sandproof/sandproof/runner/model"
 )
 
 // Options configure a Relay.
@@ -232,6 +233,11 @@ type Call struct {
 	// from here (scenario.model_fault's rules do not rest on it alone).
 	Delivered   bool      `json:"delivered,omitempty"`
 	DeliveredAt time.Time `json:"delivered_at,omitzero"`
+	// Fault is the scripted fault the answer was (the scripted model's
+	// model.FaultHeader, taken off before the answer reaches the
+	// harness); "" for any other answer, and for every answer of a real
+	// model.
+	Fault string `json:"fault,omitempty"`
 }
 
 // Relay is a running relay.
@@ -768,11 +774,11 @@ func (r *Relay) relayAnswer(ctx context.Context, w http.ResponseWriter, resp *ht
 	for k, vs := range resp.Header {
 		w.Header()[k] = vs
 	}
-	for _, h := range []string{"Connection", "Keep-Alive", "Transfer-Encoding", "Trailer", "Upgrade", "Content-Length"} {
+	for _, h := range []string{"Connection", "Keep-Alive", "Transfer-Encoding", "Trailer", "Upgrade", "Content-Length", model.FaultHeader} {
 		w.Header().Del(h)
 	}
 	w.WriteHeader(resp.StatusCode)
-	c.Status = resp.StatusCode
+	c.Status, c.Fault = resp.StatusCode, r.text(resp.Header.Get(model.FaultHeader))
 	sse := strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
 	fl, _ := w.(http.Flusher)
 	kept := &capped{max: r.opts.MaxBody}
