@@ -226,6 +226,24 @@ func faultCases() []faultCase {
 		{"400: a bad request padded with the conversation answered 400 first, then the 400's request sent again", finished(4, f400(0, nil, with(step(1, 10), tPrompt),
 			with(badRequest(2, 15), tPrompt, tRead, tChal, tSummary), with(answered(3, 400, 20), tPrompt, tRead, tChal), with(step(4, 30), tPrompt, tRead, tChal))),
 			reports.StatusFailed, false, "the 400 on request 3"},
+		// The challenge's chain (contract §7.4) holds in a fault case
+		// too: fake-forged sends one request whose history holds a read
+		// it made up and that read's result.
+		{"400 on a made-up read's result, the harness exiting naming it", func() faultSeen {
+			f := f400(1, contextLimit, with(answered(1, 400, 10), tPrompt, tRead, tChal))
+			f.chain = "call 1 carries the challenge in the result of a read the model never asked for"
+			return f
+		}(), reports.StatusFailed, false, "the 400 answered a turn whose challenge came back in no tool call the model asked for"},
+		{"429, a retry, then finished through a made-up read", func() faultSeen {
+			f := finished(3, f429(0, nil, retried...))
+			f.chain = "call 2 carries the challenge in the result of a read the model never asked for"
+			return f
+		}(), reports.StatusFailed, false, "yet the challenge did not come back through a tool call the model asked for"},
+		{"429 on a made-up read's result, the harness exiting naming it (no tool call is asked before the 429)", func() faultSeen {
+			f := f429(1, rateLimited, with(answered(1, 429, 10), tPrompt, tRead, tChal))
+			f.chain = "no request carried the challenge back in the result of a tool call the model asked for"
+			return f
+		}(), reports.StatusPassed, true, "filed as a model error"},
 		{"exit 0 with the deliverable, no answer recorded asking for its write", finished(0, f429(0, nil, retried...)),
 			reports.StatusFailed, false, "no answer the relay recorded asked for its write"},
 		{"exit 0 without the deliverable", f429(0, nil, answered(1, 429, 10), step(2, 1020)),

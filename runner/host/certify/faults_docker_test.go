@@ -51,12 +51,15 @@ func TestCertifyCrashingHarnessesFailTheFaults(t *testing.T) {
 	for _, c := range []struct {
 		adapter, scenario string
 		want              reports.Status
-		why               string // in scenario.model_fault's detail
+		why               string // in scenario.model_fault's detail; "|" separates words either of which will do
 		calls             int    // model calls the relay counted: a positive control
 	}{
 		{crashAfter.Name, certify.ScenarioModel429, reports.StatusFailed, "was answered normally", 2},
 		{crashAfter.Name, certify.ScenarioModel400, reports.StatusFailed, "said nothing of the context limit", 2},
-		{crashUnread.Name, certify.ScenarioModel429, reports.StatusFailed, "said nothing of the rate limit", 1},
+		// The 429 is small: whether it was flushed whole before the agent
+		// closed on its first byte is a race the relay records either way
+		// (delivered, then the agent said nothing of it; or not delivered).
+		{crashUnread.Name, certify.ScenarioModel429, reports.StatusFailed, "said nothing of the rate limit|the last answer delivered to it whole being none", 1},
 		{crashUnread.Name, certify.ScenarioModel400, reports.StatusFailed, "never answered", 1},
 		{reportsIt.Name, certify.ScenarioModel429, reports.StatusPassed, `"rate limit" in its stderr`, 1},
 		{reportsIt.Name, certify.ScenarioModel400, reports.StatusPassed, "in its stderr", 2},
@@ -74,7 +77,7 @@ func TestCertifyCrashingHarnessesFailTheFaults(t *testing.T) {
 		if r := ev.ActivationReceipt; r == nil || r.ReturnCode == nil || *r.ReturnCode != 1 || r.Cause != "exited" || ev.ModelCalls != c.calls {
 			t.Errorf("%s: receipt %+v after %d model call(s); want exited 1 after %d", id, ev.ActivationReceipt, ev.ModelCalls, c.calls)
 		}
-		if mf.Status != c.want || !strings.Contains(mf.Detail, c.why) {
+		if mf.Status != c.want || !slices.ContainsFunc(strings.Split(c.why, "|"), func(w string) bool { return strings.Contains(mf.Detail, w) }) {
 			t.Errorf("%s: scenario.model_fault %s %q; want %s saying %q", id, mf.Status, mf.Detail, c.want, c.why)
 		}
 		if (ev.ResponseStatus == "model_error") != (c.want == reports.StatusPassed) || ev.Status != c.want {
@@ -247,4 +250,43 @@ func modelCallsOf(t *testing.T, p string) []model.Call {
 	}
 	slices.SortFunc(out, func(a, b model.Call) int { return a.Seq - b.Seq })
 	return out
+}
+
+// model-400's 400 falls on the turn that carries the challenge's tool
+// result, and fake-forged's one request carries a read it made up with
+// that read's result: the 400 lands on it and the fake exits 1 naming
+// the context limit. That is no turn the harness ran, so the case fails
+// (it failed before because the 400 was scripted on a request 2 it never
+// sends; with the fault on its request and no chain rule it passed).
+// Positive control: the relay recorded the scripted 400 on that request,
+// carrying the challenge, and the fake exited 1 by itself.
+func TestCertifyForgedResultFailsModel400(t *testing.T) {
+	imgs := needEngine(t, "debian-12")
+	warden, probe, _ := binaries(t)
+	forged := load(t, "fake-forged")[0]
+	out := t.TempDir()
+	var progress syncBuf
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if _, err := certify.Run(ctx, certify.Options{Adapters: []*adapter.Manifest{forged}, Images: imgs, Scenarios: []string{certify.ScenarioModel400},
+		Warden: warden, Probe: probe, Bash: bashStatic(), Out: out, Progress: &progress}); err != nil {
+		t.Logf("certify: %v (the case fails on purpose)", err)
+	}
+	id := certify.CaseID("debian-12", forged.Name, certify.ScenarioModel400)
+	ev := readEvidence(t, out)[id]
+	if ev == nil {
+		t.Fatalf("%s: no evidence\n%s", id, progress.String())
+	}
+	mf := checkOf(ev, "scenario.model_fault")
+	t.Logf("%s: %s: %s", id, mf.Status, mf.Detail)
+	if r := ev.ActivationReceipt; r == nil || r.ReturnCode == nil || *r.ReturnCode != 1 || r.Cause != "exited" {
+		t.Errorf("%s: receipt %+v; want exited 1", id, ev.ActivationReceipt)
+	}
+	calls := relayRecord(t, filepath.Join(out, "cases", "debian-12__"+forged.Name+"__model-400", "model_relay.jsonl"))
+	if len(calls) != 1 || calls[0].Fault != "400" || len(calls[0].ToolResults) != 1 || !strings.Contains(calls[0].ToolResults[0], model.ChallengePrefix) {
+		t.Errorf("%s: relay record %+v; want the scripted 400 on its one request, which carries the challenge", id, calls)
+	}
+	if ev.Status != reports.StatusFailed || mf.Status != reports.StatusFailed || !strings.Contains(mf.Detail, "never ran the turn the fault is on") {
+		t.Errorf("%s: case %s, scenario.model_fault %s %q; want failed naming the made-up turn", id, ev.Status, mf.Status, mf.Detail)
+	}
 }

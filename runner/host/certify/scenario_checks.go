@@ -186,6 +186,10 @@ type faultSeen struct {
 	// writeCall is the relay's number of the request whose answer asked
 	// for the deliverable's write (model_steps.write_call), 0 for none.
 	writeCall int
+	// chain is "" when the challenge came back in the result of a tool
+	// call the model asked for, every result holding it answering one
+	// (the loop proof's chain, contract §7.4), else why not.
+	chain string
 	// retryAfter is the Retry-After the 429 carried.
 	retryAfter time.Duration
 	// said is where the harness reports, each read bounded from what
@@ -271,8 +275,11 @@ func trailOf(f model.Fault, calls []relay.Call) faultTrail {
 // modelFaultCheck is scenario.model_fault (contract §7.6 scenarios): the
 // harness met the fault and finished the challenge (exit 0, the
 // deliverable holding the token the model derived from the challenge,
-// through the write call that came after it; after a 429, through a
-// retry), or exited non-zero because of the fault (exitedOnFault), which
+// through the write call that came after it, the challenge having come
+// back through the model's own tool call; through the faulted
+// conversation, finishedThrough), or exited non-zero because of the
+// fault (exitedOnFault; the 400's turn one where the challenge came back
+// through the model's tool call, as the 400 is on it), which
 // the receipt carries and the case files as a model error; never exit 0
 // without the deliverable, never a hang to the deadline, and the cleanup
 // confirmed either way.
@@ -293,6 +300,10 @@ func modelFaultCheck(f faultSeen) (reports.Check, bool) {
 		why = "cleanup not confirmed"
 	case rec.ReturnCode == nil:
 		why = "no return code"
+	case f.fault == model.Fault400 && f.chain != "":
+		why = "the 400 answered a turn whose challenge came back in no tool call the model asked for (" + f.chain + "): the harness never ran the turn the fault is on"
+	case *rec.ReturnCode == 0 && f.deliverable && f.chain != "":
+		why = "exit 0 with the deliverable, yet the challenge did not come back through a tool call the model asked for (" + f.chain + "): not the challenge finished"
 	case *rec.ReturnCode == 0 && f.deliverable:
 		// Its own result may still report the fault it got past (Pi's
 		// events keep the 400's stopReason error before it compacted).
