@@ -564,7 +564,7 @@ var Catalog = []Mutant{
 		Old: "if !f.Delivered || f.DeliveredAt.After(l.Time) || l.Seq == f.Seq", New: "if !f.Delivered || l.Seq == f.Seq",
 		Rule: "a request sent before the 400 reached the harness is no answer to it"},
 	{Name: "compact-write-elsewhere", Pkg: "certify", File: "runner/host/certify/scenario_checks.go",
-		Old: "if compacts(fc, l) && (l.Seq == w.Seq || continues(l, w)) {", New: "if compacts(fc, l) {",
+		Old: "if compacts(fc, l) && (l.Seq == w.Seq || extends(l, w)) {", New: "if compacts(fc, l) {",
 		Rule: "after a 400 the write must come through the compacted conversation"},
 
 	// probe: the reading of process states and the diff.

@@ -343,8 +343,8 @@ const faultRetryAfter = 1
 const retryTolerance = 250 * time.Millisecond
 
 // continues is the one definition of a request that goes on with another
-// one's conversation (scenario.model_fault's retry, and the steps after
-// a compaction): l was sent once f's answer had reached the harness whole
+// one's conversation (scenario.model_fault's retry of the 429's, and the
+// write through it): l was sent once f's answer had reached the harness whole
 // (delivered, not after l's arrival), and l's history begins with f's
 // whole history turn for turn (extends), so l is f sent again or a later
 // step of it.
@@ -398,7 +398,7 @@ func compacts(f, l relay.Call) bool {
 // request that did (the retry) came no earlier than the 429's Retry-After
 // (less retryTolerance) after the 429 reached the harness. After the
 // 400: a later request compacts the faulted one's conversation, and the
-// write was asked in that request or one that continues it. A harness
+// write was asked in that request or one that begins with its turns. A harness
 // that left the faulted conversation for another, or sent the 400's
 // request again as it was, finished nothing the fault asked of it.
 func finishedThrough(f faultSeen, t faultTrail) (bool, string) {
@@ -418,8 +418,11 @@ func finishedThrough(f faultSeen, t faultTrail) (bool, string) {
 	case f.fault == model.Fault429:
 		return retriedThrough(f, fc, w, order)
 	}
+	// The write's request is the compacted one or its conversation gone
+	// on (extends, no order by time: when the relay stamps an answer
+	// delivered, a quick harness may already have sent its next step).
 	for _, l := range order {
-		if compacts(fc, l) && (l.Seq == w.Seq || continues(l, w)) {
+		if compacts(fc, l) && (l.Seq == w.Seq || extends(l, w)) {
 			return true, fmt.Sprintf("the harness went on with the 400's conversation compacted (request %d: %d turn(s), the 400's %d) and finished the challenge through it (the write asked in request %d)",
 				l.Seq, len(l.History), len(fc.History), w.Seq)
 		}
