@@ -45,7 +45,10 @@ then "done" (--script prompt-token forces it; given a challenge prompt it
 follows the prompt's words as a real model would: read the challenge, write
 proof- and the challenge). --script answers a fault instead: 429, 400 (context_length_exceeded), 500, stall
 or malformed, to every request or, as in "429@1" or "500@1,2", to those requests
-only.`,
+only; "429@task" answers it to the first request that carries the task (tools
+and the challenge prompt) and "400@result" to the first that carries the
+challenge's tool result ("429@task:1,2": the first two), the requests that carry
+neither answered normally and not counted (what model-429 and model-400 use).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := model.CheckLoopback(addr); err != nil {

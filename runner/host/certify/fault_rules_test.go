@@ -1,6 +1,7 @@
 package certify
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -19,15 +20,61 @@ import (
 // row that main's rule (any non-zero exit once the fault was answered)
 // passed.
 
+// faultEpoch is when the fault cases' records start.
+var faultEpoch = time.Unix(1_800_000_000, 0)
+
 // answered is one relay record: request seq answered with status,
-// delivered whole at ms after the start, or never (ms < 0).
+// delivered whole at ms after the start (sent 1 ms before), or never
+// (ms < 0).
 func answered(seq, status, ms int) relay.Call {
 	c := relay.Call{Seq: seq, Method: "POST", Path: "/v1/chat/completions", Status: status}
+	if status == 429 || status == 400 {
+		c.Fault = fmt.Sprint(status) // the scripted model's mark
+	}
 	if ms >= 0 {
-		c.Delivered, c.DeliveredAt = true, time.Unix(1_800_000_000, 0).Add(time.Duration(ms)*time.Millisecond)
+		c.Delivered, c.DeliveredAt = true, faultEpoch.Add(time.Duration(ms)*time.Millisecond)
+		c.Time = c.DeliveredAt.Add(-time.Millisecond)
 	}
 	return c
 }
+
+// badRequest is a 400 the model gave a request it could not read: no
+// fault's mark.
+func badRequest(seq, ms int) relay.Call {
+	c := answered(seq, 400, ms)
+	c.Fault = ""
+	return c
+}
+
+// with gives a record the conversation its request carried (turn
+// digests: "u" a user turn, "a" the model's, "r" tool results).
+func with(c relay.Call, turns ...string) relay.Call {
+	c.History = turns
+	return c
+}
+
+// sentAt sets when a request arrived, ms after the start.
+func sentAt(c relay.Call, ms int) relay.Call {
+	c.Time = faultEpoch.Add(time.Duration(ms) * time.Millisecond)
+	return c
+}
+
+// The turns of the fault cases' conversations: the prompt (and a
+// harness's rewording of it), the model's read and the challenge it
+// returned, the model's write and its result, a compaction's summary.
+const (
+	tPrompt  = "uPrompt"
+	tStamped = "uPrompt-re-stamped"
+	tContext = "uInternalContext"
+	tRead    = "aRead"
+	tChal    = "rChallenge"
+	tWrite   = "aWrite"
+	tWrote   = "rWrote"
+	tSummary = "uSummary"
+	tOther   = "uAnotherTask"
+	tList    = "aList"
+	tListed  = "rListed"
+)
 
 // step is a 200 that asked for a step of the task (a tool call); side one
 // that asked for none (a title, the model's text).
@@ -71,23 +118,39 @@ type faultCase struct {
 // positive controls), then each attack and each broken condition.
 func faultCases() []faultCase {
 	f429 := func(rc int, said []said, cs ...relay.Call) faultSeen {
-		return faultSeen{fault: model.Fault429, answered: 1, calls: cs, rec: exited(rc), response: capture.ResponseFailed, said: said}
+		return faultSeen{fault: model.Fault429, answered: 1, calls: cs, rec: exited(rc), response: capture.ResponseFailed, said: said,
+			retryAfter: time.Second}
 	}
 	f400 := func(rc int, said []said, cs ...relay.Call) faultSeen {
 		f := f429(rc, said, cs...)
 		f.fault = model.Fault400
 		return f
 	}
-	finished := func(f faultSeen) faultSeen {
-		f.deliverable, f.response = true, capture.ResponseCompleted
+	// finished: exit 0 with the deliverable, written as the answer to
+	// request write asked.
+	finished := func(write int, f faultSeen) faultSeen {
+		f.deliverable, f.response, f.writeCall = true, capture.ResponseCompleted, write
 		return f
 	}
+	// The honest flows: the 429 on the task's first turn, the retry
+	// after its Retry-After, the read, the write, done; the 400 on the
+	// turn that carries the challenge.
+	retried := []relay.Call{with(answered(1, 429, 10), tPrompt), with(step(2, 1020), tPrompt), with(step(3, 1030), tPrompt, tRead, tChal),
+		with(side(4, 1040), tPrompt, tRead, tChal, tWrite, tWrote)}
+	faulted400 := []relay.Call{with(step(1, 10), tPrompt), with(answered(2, 400, 20), tPrompt, tRead, tChal)}
 	return []faultCase{
 		// Passing shapes.
-		{"429, a retry, then finished", finished(f429(0, nil, answered(1, 429, 10), step(2, 1020), step(3, 1030), side(4, 1040))),
-			reports.StatusPassed, false, "went on and finished"},
-		{"400, compacted, then finished", finished(f400(0, nil, step(1, 10), answered(2, 400, 20), step(3, 30), side(4, 40))),
-			reports.StatusPassed, false, "went on and finished"},
+		{"429, a retry, then finished", finished(3, f429(0, nil, retried...)),
+			reports.StatusPassed, false, "retried the 429's request (request 2, 1.009s after the 429 reached it, Retry-After 1s) and finished"},
+		{"429, OpenClaw's retry: the prompt re-stamped and wrapped", finished(3, f429(0, nil, with(answered(1, 429, 10), tPrompt, tContext),
+			with(step(2, 2210), tStamped, tContext), with(step(3, 2300), tStamped, tContext, tRead, tChal))),
+			reports.StatusPassed, false, "retried the 429's request (request 2"},
+		{"400, Pi's compaction: a summary before the turns it kept, then finished", finished(4, f400(0, nil, append(faulted400,
+			with(side(3, 30), tSummary), with(step(4, 40), tSummary, tPrompt, tRead, tChal), with(side(5, 50), tSummary, tPrompt, tRead, tChal, tWrite, tWrote))...)),
+			reports.StatusPassed, false, "compacted (request 4: 4 turn(s), the 400's 3) and finished the challenge through it (the write asked in request 4)"},
+		{"400, compacted to the prompt, the challenge read again, then finished", finished(4, f400(0, nil, append(faulted400,
+			with(step(3, 30), tPrompt), with(step(4, 40), tPrompt, tRead, tChal))...)),
+			reports.StatusPassed, false, "compacted (request 3: 1 turn(s), the 400's 3) and finished the challenge through it (the write asked in request 4)"},
 		{"429 then an exit with an error naming the rate limit", f429(1, rateLimited, answered(1, 429, 10)),
 			reports.StatusPassed, true, `"rate limit" in its stderr`},
 		{"exit right after reading the 400, reporting it in its result", f400(1, contextLimit, step(1, 10), answered(2, 400, 20)),
@@ -131,15 +194,65 @@ func faultCases() []faultCase {
 			reports.StatusFailed, false, "said nothing of the context limit"},
 		{"exit 1 with no fault answer in the relay's record", f429(1, rateLimited, step(1, 10)),
 			reports.StatusFailed, false, "recorded no 429 answer"},
-		{"finished with no request after the 429", finished(f429(0, nil, answered(1, 429, 10))),
+		{"finished with no request after the 429", finished(1, f429(0, nil, with(answered(1, 429, 10), tPrompt))),
 			reports.StatusFailed, false, "passes only with a retry"},
+
+		// A finish through the conversation the fault answered (issue 35,
+		// class D, round 4): main passed each of these.
+		{"429: retried 20 ms after the 429 reached it (D1's throw-away, then the real loop at once)", finished(3, f429(0, nil,
+			with(answered(1, 429, 10), tPrompt), sentAt(with(step(2, 31), tPrompt), 30), with(step(3, 40), tPrompt, tRead, tChal))),
+			reports.StatusFailed, false, "retried in request 2 20ms after the 429 reached it, before its Retry-After (1s)"},
+		{"429: a copy sent before the 429 reached it", finished(3, f429(0, nil,
+			sentAt(with(answered(1, 429, 1000), tPrompt), 400), sentAt(with(step(2, 1020), tPrompt), 500), with(step(3, 2030), tPrompt, tRead, tChal))),
+			reports.StatusFailed, false, "request 2, the 429's sent again, came 500ms before the 429 reached the harness"},
+		{"429 on a later turn, retried, the task finished in another conversation", finished(4, f429(0, nil, with(step(1, 10), tPrompt),
+			with(answered(2, 429, 20), tPrompt, tRead, tChal), with(side(3, 1100), tPrompt, tRead, tChal), with(step(4, 1200), tOther, tList, tListed))),
+			reports.StatusFailed, false, "does not continue the conversation the 429 answered (request 2): a rate limit passes only with a retry"},
+		{"400: the same request sent again as it was", finished(3, f400(0, nil, append(faulted400,
+			with(step(3, 30), tPrompt, tRead, tChal), with(side(4, 40), tPrompt, tRead, tChal, tWrite, tWrote))...)),
+			reports.StatusFailed, false, "did not come through the 400's conversation made shorter or compacted"},
+		{"400: sent again, the prompt re-stamped", finished(3, f400(0, nil, append(faulted400,
+			with(step(3, 30), tStamped, tRead, tChal))...)),
+			reports.StatusFailed, false, "did not come through the 400's conversation made shorter or compacted"},
+		{"400: the task done in a conversation that keeps nothing of the 400's (D2's fresh loop)", finished(4, f400(0, nil, append(faulted400,
+			with(step(3, 30), tOther), with(step(4, 40), tOther, tList, tListed))...)),
+			reports.StatusFailed, false, "did not come through the 400's conversation"},
+		{"400: compacted before the 400 reached it", finished(3, f400(0, nil, append(faulted400,
+			sentAt(with(step(3, 30), tSummary, tPrompt, tRead, tChal), 15))...)),
+			reports.StatusFailed, false, "did not come through the 400's conversation"},
+		{"400: compacted, the write in another conversation after it", finished(4, f400(0, nil, append(faulted400,
+			with(side(3, 30), tSummary, tPrompt), with(step(4, 40), tOther, tList, tListed))...)),
+			reports.StatusFailed, false, "did not come through the 400's conversation"},
+		{"400: a bad request padded with the conversation answered 400 first, then the 400's request sent again", finished(4, f400(0, nil, with(step(1, 10), tPrompt),
+			with(badRequest(2, 15), tPrompt, tRead, tChal, tSummary), with(answered(3, 400, 20), tPrompt, tRead, tChal), with(step(4, 30), tPrompt, tRead, tChal))),
+			reports.StatusFailed, false, "the 400 on request 3"},
+		// The challenge's chain (contract §7.4) holds in a fault case
+		// too: fake-forged sends one request whose history holds a read
+		// it made up and that read's result.
+		{"400 on a made-up read's result, the harness exiting naming it", func() faultSeen {
+			f := f400(1, contextLimit, with(answered(1, 400, 10), tPrompt, tRead, tChal))
+			f.chain = "call 1 carries the challenge in the result of a read the model never asked for"
+			return f
+		}(), reports.StatusFailed, false, "the 400 answered a turn whose challenge came back in no tool call the model asked for"},
+		{"429, a retry, then finished through a made-up read", func() faultSeen {
+			f := finished(3, f429(0, nil, retried...))
+			f.chain = "call 2 carries the challenge in the result of a read the model never asked for"
+			return f
+		}(), reports.StatusFailed, false, "yet the challenge did not come back through a tool call the model asked for"},
+		{"429 on a made-up read's result, the harness exiting naming it (no tool call is asked before the 429)", func() faultSeen {
+			f := f429(1, rateLimited, with(answered(1, 429, 10), tPrompt, tRead, tChal))
+			f.chain = "no request carried the challenge back in the result of a tool call the model asked for"
+			return f
+		}(), reports.StatusPassed, true, "filed as a model error"},
+		{"exit 0 with the deliverable, no answer recorded asking for its write", finished(0, f429(0, nil, retried...)),
+			reports.StatusFailed, false, "no answer the relay recorded asked for its write"},
 		{"exit 0 without the deliverable", f429(0, nil, answered(1, 429, 10), step(2, 1020)),
 			reports.StatusFailed, false, "a made-up success"},
 		{"exit 0, the deliverable, its own result reporting the fault it got past", func() faultSeen {
-			f := finished(f400(0, contextLimit, step(1, 10), answered(2, 400, 20), step(3, 30)))
+			f := finished(3, f400(0, contextLimit, append(faulted400, with(step(3, 30), tSummary, tPrompt, tRead, tChal))...))
 			f.response = capture.ResponseFailed
 			return f
-		}(), reports.StatusPassed, false, "went on and finished"},
+		}(), reports.StatusPassed, false, "went on with the 400's conversation compacted"},
 		{"hung to the deadline", func() faultSeen {
 			f := f429(143, rateLimited, answered(1, 429, 10))
 			f.rec.TimedOut, f.rec.Cause = true, "deadline"
@@ -188,7 +301,7 @@ func TestFaultTrail(t *testing.T) {
 	}{
 		{"429, retry, finish", calls(answered(1, 429, 10), step(2, 20), step(3, 30), side(4, 40)), model.Fault429, faultTrail{seq: 1, last: 3, later: 3, normal: 2}},
 		{"side answers are neither last nor normal", calls(side(1, 10), answered(2, 400, 20), side(3, 30)), model.Fault400, faultTrail{seq: 2, last: 2, later: 1}},
-		{"a 400 parse error before the fault's is taken for it (the first)", calls(answered(1, 400, 10), answered(2, 400, 20)), model.Fault400, faultTrail{seq: 1, last: 2, later: 1}},
+		{"a 400 the model gave a request it could not read is not the fault's", calls(badRequest(1, 10), answered(2, 400, 20)), model.Fault400, faultTrail{seq: 2, last: 2}},
 		{"the model list and a refusal are neither answers nor retries", calls(relay.Call{Seq: 0, Status: 200, Delivered: true, DeliveredAt: time.Unix(1_900_000_000, 0)},
 			answered(1, 429, 10), relay.Call{Seq: 2, Status: 413, Refused: relay.RefusedTooLarge}), model.Fault429, faultTrail{seq: 1, last: 1}},
 		{"nothing delivered", calls(answered(1, 429, -1), step(2, -1)), model.Fault429, faultTrail{seq: 1, later: 1, normal: 2}},

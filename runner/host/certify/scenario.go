@@ -85,8 +85,8 @@ var Scenarios = []Scenario{
 		Cause: receipt.CauseDeadline, NoDeliverable: true},
 	{Name: ScenarioCancel, Script: model.Script{Flow: model.FlowWriterStall}, Writer: true, Owner: ownerCancel, Deadline: cancelDeadline,
 		Cause: receipt.CauseStopped, NoDeliverable: true},
-	{Name: ScenarioModel429, Script: model.Script{Fault: model.Fault429, Only: []int{1}}, Fault: model.Fault429, NoDeliverable: true},
-	{Name: ScenarioModel400, Script: model.Script{Fault: model.Fault400, Only: []int{2}}, Fault: model.Fault400, NoDeliverable: true},
+	{Name: ScenarioModel429, Script: model.Script{Fault: model.Fault429, On: model.TargetTask, Only: []int{1}}, Fault: model.Fault429, NoDeliverable: true},
+	{Name: ScenarioModel400, Script: model.Script{Fault: model.Fault400, On: model.TargetResult, Only: []int{1}}, Fault: model.Fault400, NoDeliverable: true},
 	{Name: ScenarioBorrowed, Owner: ownerBorrowed},
 }
 

@@ -3,6 +3,7 @@ package certify
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -182,6 +183,15 @@ type faultSeen struct {
 	rec         *reports.Receipt
 	response    string // response_status
 	deliverable bool   // verify.deliverable's verdict, with the derived token
+	// writeCall is the relay's number of the request whose answer asked
+	// for the deliverable's write (model_steps.write_call), 0 for none.
+	writeCall int
+	// chain is "" when the challenge came back in the result of a tool
+	// call the model asked for, every result holding it answering one
+	// (the loop proof's chain, contract §7.4), else why not.
+	chain string
+	// retryAfter is the Retry-After the 429 carried.
+	retryAfter time.Duration
 	// said is where the harness reports, each read bounded from what
 	// the case captured (harnessSaid): its result's failure message and
 	// the tails of its stderr, stdout and events.
@@ -215,7 +225,11 @@ var faultNames = map[model.Fault]string{model.Fault429: "rate limit", model.Faul
 // the fault's, and the first of those the model answered with a step of
 // the task. Requests are the relay's numbers (Seq); 0 is none.
 type faultTrail struct {
-	seq    int // the fault's answer: the first forwarded request answered with its status
+	// seq is the fault's answer: the first forwarded request the scripted
+	// model answered with the fault (relay.Call.Fault, its mark), never
+	// a 400 it gave a request it could not read, which a harness can ask
+	// for at will.
+	seq    int
 	last   int // the last answer delivered whole (relay.Call.Delivered), by when, side answers left out
 	later  int // forwarded requests after the fault's
 	normal int // the first of them answered with a step of the task, delivered or not
@@ -238,7 +252,7 @@ func trailOf(f model.Fault, calls []relay.Call) faultTrail {
 		if c.Seq == 0 || c.Refused != "" {
 			continue
 		}
-		if t.seq == 0 && c.Status == faultStatus[f] {
+		if t.seq == 0 && c.Fault == string(f) {
 			t.seq = c.Seq
 		}
 		if t.seq > 0 && c.Seq > t.seq {
@@ -261,8 +275,11 @@ func trailOf(f model.Fault, calls []relay.Call) faultTrail {
 // modelFaultCheck is scenario.model_fault (contract §7.6 scenarios): the
 // harness met the fault and finished the challenge (exit 0, the
 // deliverable holding the token the model derived from the challenge,
-// through the write call that came after it; after a 429, through a
-// retry), or exited non-zero because of the fault (exitedOnFault), which
+// through the write call that came after it, the challenge having come
+// back through the model's own tool call; through the faulted
+// conversation, finishedThrough), or exited non-zero because of the
+// fault (exitedOnFault; the 400's turn one where the challenge came back
+// through the model's tool call, as the 400 is on it), which
 // the receipt carries and the case files as a model error; never exit 0
 // without the deliverable, never a hang to the deadline, and the cleanup
 // confirmed either way.
@@ -274,7 +291,7 @@ func modelFaultCheck(f faultSeen) (reports.Check, bool) {
 	var why string
 	switch {
 	case f.answered == 0:
-		why = fmt.Sprintf("the %s was never answered: the harness made too few requests", f.fault)
+		why = fmt.Sprintf("the %s was never answered: no request carried %s", f.fault, faultTargets[f.fault])
 	case rec == nil:
 		why = "no activation receipt"
 	case rec.TimedOut:
@@ -283,12 +300,14 @@ func modelFaultCheck(f faultSeen) (reports.Check, bool) {
 		why = "cleanup not confirmed"
 	case rec.ReturnCode == nil:
 		why = "no return code"
-	case *rec.ReturnCode == 0 && f.deliverable && f.fault == model.Fault429 && t.later == 0:
-		why = "exit 0 with the deliverable, yet the relay recorded no request after the 429's: a rate limit passes only with a retry"
+	case f.fault == model.Fault400 && f.chain != "":
+		why = "the 400 answered a turn whose challenge came back in no tool call the model asked for (" + f.chain + "): the harness never ran the turn the fault is on"
+	case *rec.ReturnCode == 0 && f.deliverable && f.chain != "":
+		why = "exit 0 with the deliverable, yet the challenge did not come back through a tool call the model asked for (" + f.chain + "): not the challenge finished"
 	case *rec.ReturnCode == 0 && f.deliverable:
 		// Its own result may still report the fault it got past (Pi's
 		// events keep the 400's stopReason error before it compacted).
-		ok, why = true, "the harness went on and finished the challenge"
+		ok, why = finishedThrough(f, t)
 	case *rec.ReturnCode == 0:
 		why = fmt.Sprintf("exit 0 without finishing (deliverable %t, response_status %s): a made-up success", f.deliverable, f.response)
 	default:
@@ -301,6 +320,140 @@ func modelFaultCheck(f faultSeen) (reports.Check, bool) {
 	}
 	return scenarioCheck(id, ok, "%s answered %d request(s); relay: the %s on request %d, last answer delivered: request %d, %d request(s) after; receipt cause %q, return_code %s; deliverable %t, response_status %s: %s",
 		f.fault, f.answered, f.fault, t.seq, t.last, t.later, cause, rc, f.deliverable, f.response, why), modelErr
+}
+
+// faultTargets say which request each fault answers (the scenario's
+// model.Script.On), for details.
+var faultTargets = map[model.Fault]string{
+	model.Fault429: "the task (the harness's tools and the challenge prompt)",
+	model.Fault400: "the challenge's tool result",
+}
+
+// faultRetryAfter is the Retry-After, in seconds, of model-429's 429 (the
+// scripted model's model.Options.RetryAfter; scenario.model_fault times
+// the retry against it).
+const faultRetryAfter = 1
+
+// retryTolerance is how much earlier than its Retry-After a retry may
+// come after the 429 reached the harness. The relay sees a retry no
+// earlier than the harness sent it, and a harness cannot have waited
+// before the 429 reached it, so a slow host only makes the delay seen
+// longer; the tolerance covers a harness that counts its wait from the
+// answer's headers.
+const retryTolerance = 250 * time.Millisecond
+
+// continues is the one definition of a request that goes on with another
+// one's conversation (scenario.model_fault's retry of the 429's, and the
+// write through it): l was sent once f's answer had reached the harness whole
+// (delivered, not after l's arrival), and l's history begins with f's
+// whole history turn for turn (extends), so l is f sent again or a later
+// step of it.
+func continues(f, l relay.Call) bool {
+	return f.Delivered && !f.DeliveredAt.After(l.Time) && l.Seq != f.Seq && extends(f, l)
+}
+
+// extends says whether l's history (relay.Call.History) begins with every
+// turn of f's, in order (sameTurn). f's history must be there and whole
+// (no turn past the record's cap).
+func extends(f, l relay.Call) bool {
+	if len(f.History) == 0 || f.HistoryDropped > 0 || len(l.History) < len(f.History) {
+		return false
+	}
+	for i, d := range f.History {
+		if !sameTurn(d, l.History[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameTurn says whether two turn digests are the same turn: the same
+// kind, and the same digest unless both are user turns. A harness may
+// reword a user turn it sends again (OpenClaw stamps the minute before
+// the prompt and wraps a prompt it re-sends in "[Queued user message ...]
+// Continue the current task ..."); the model's turns and the tool results
+// answering them it sends back as they were.
+func sameTurn(a, b string) bool {
+	return a != "" && b != "" && a[0] == b[0] && (a[0] == 'u' || a == b)
+}
+
+// compacts says whether l goes on with f's conversation with its context
+// made shorter or rewritten, what a context-limit answer asks: sent once
+// f's answer had reached the harness whole, l keeps something of f's
+// conversation (one of f's turns, word for word) and is not f's history
+// sent again or gone on (extends): a turn of f's was dropped, cut or
+// summarised away, or a summary put before them (Pi keeps the turns
+// behind a summary of them).
+func compacts(f, l relay.Call) bool {
+	if !f.Delivered || f.DeliveredAt.After(l.Time) || l.Seq == f.Seq || len(f.History) == 0 || extends(f, l) {
+		return false
+	}
+	return slices.ContainsFunc(f.History, func(d string) bool { return slices.Contains(l.History, d) })
+}
+
+// finishedThrough judges an exit 0 with the deliverable: it passes only
+// when the challenge was finished through the conversation the fault
+// answered, as the fault asks. After the 429: the deliverable's write was
+// asked in a request that continues the faulted one, and the first
+// request that did (the retry) came no earlier than the 429's Retry-After
+// (less retryTolerance) after the 429 reached the harness. After the
+// 400: a later request compacts the faulted one's conversation, and the
+// write was asked in that request or one that begins with its turns. A harness
+// that left the faulted conversation for another, or sent the 400's
+// request again as it was, finished nothing the fault asked of it.
+func finishedThrough(f faultSeen, t faultTrail) (bool, string) {
+	bySeq := map[int]relay.Call{}
+	var order []relay.Call
+	for _, c := range f.calls {
+		if c.Seq > 0 && c.Refused == "" {
+			bySeq[c.Seq] = c
+			order = append(order, c)
+		}
+	}
+	slices.SortStableFunc(order, func(a, b relay.Call) int { return a.Seq - b.Seq })
+	fc, w := bySeq[t.seq], bySeq[f.writeCall]
+	switch {
+	case f.writeCall == 0:
+		return false, "exit 0 with the deliverable, yet no answer the relay recorded asked for its write"
+	case f.fault == model.Fault429:
+		return retriedThrough(f, fc, w, order)
+	}
+	// The write's request is the compacted one or its conversation gone
+	// on (extends, no order by time: when the relay stamps an answer
+	// delivered, a quick harness may already have sent its next step).
+	for _, l := range order {
+		if compacts(fc, l) && (l.Seq == w.Seq || extends(l, w)) {
+			return true, fmt.Sprintf("the harness went on with the 400's conversation compacted (request %d: %d turn(s), the 400's %d) and finished the challenge through it (the write asked in request %d)",
+				l.Seq, len(l.History), len(fc.History), w.Seq)
+		}
+	}
+	return false, fmt.Sprintf("exit 0 with the deliverable, yet the write (asked in request %d) did not come through the 400's conversation made shorter or compacted: the harness sent it again as it was, or left it for another", w.Seq)
+}
+
+// retriedThrough is finishedThrough after a 429: the retry, its delay,
+// and the write through the same conversation.
+func retriedThrough(f faultSeen, fc, w relay.Call, order []relay.Call) (bool, string) {
+	if !continues(fc, w) {
+		return false, fmt.Sprintf("exit 0 with the deliverable, yet the write (asked in request %d) does not continue the conversation the 429 answered (request %d): a rate limit passes only with a retry", w.Seq, fc.Seq)
+	}
+	// The retry is the first request after the 429's that carries its
+	// conversation, whether or not the 429 had reached the harness (a
+	// copy sent at once is no retry of it).
+	var retry relay.Call
+	for _, l := range order {
+		if l.Seq != fc.Seq && !l.Time.Before(fc.Time) && extends(fc, l) && (retry.Seq == 0 || l.Time.Before(retry.Time)) {
+			retry = l
+		}
+	}
+	delay := retry.Time.Sub(fc.DeliveredAt)
+	switch {
+	case delay < 0:
+		return false, fmt.Sprintf("request %d, the 429's sent again, came %s before the 429 reached the harness, before its Retry-After (%s): no retry of it", retry.Seq, (-delay).Round(time.Millisecond), f.retryAfter)
+	case delay < f.retryAfter-retryTolerance:
+		return false, fmt.Sprintf("retried in request %d %s after the 429 reached it, before its Retry-After (%s): the rate limit was not honoured", retry.Seq, delay.Round(time.Millisecond), f.retryAfter)
+	}
+	return true, fmt.Sprintf("the harness retried the 429's request (request %d, %s after the 429 reached it, Retry-After %s) and finished the challenge through that conversation (the write asked in request %d)",
+		retry.Seq, delay.Round(time.Millisecond), f.retryAfter, w.Seq)
 }
 
 // exitedOnFault judges a non-zero exit: a model error only when the exit
@@ -316,7 +469,7 @@ func exitedOnFault(f faultSeen, t faultTrail) (bool, string) {
 	rc := *f.rec.ReturnCode
 	switch {
 	case t.seq == 0:
-		return false, fmt.Sprintf("exited %d, and the relay recorded no %d answer: not a model error", rc, faultStatus[f.fault])
+		return false, fmt.Sprintf("exited %d, and the relay recorded no %d answer of the scripted %s: not a model error", rc, faultStatus[f.fault], faultNames[f.fault])
 	case t.normal > 0:
 		return false, fmt.Sprintf("exited %d after request %d, later than the %s's (request %d), was answered normally (a tool call): not a model error", rc, t.normal, f.fault, t.seq)
 	case t.last != t.seq:

@@ -281,8 +281,16 @@ func (cr *caseRun) scenarioVerify(ctx context.Context, ms modelSide, bx sandboxe
 		if rec == nil {
 			rec = ev.ActivationReceipt
 		}
+		writeCall, chain := 0, v.proof.broken
+		if v.proof.steps != nil {
+			writeCall = v.proof.steps.WriteCall
+		}
+		if chain == "" && (v.proof.steps == nil || v.proof.steps.ResultCall == 0) {
+			chain = "no request carried the challenge back in the result of a tool call the model asked for"
+		}
 		c, modelErr := modelFaultCheck(faultSeen{fault: sc.Fault, answered: answered, calls: ms.rel.Calls(), rec: rec, response: ev.ResponseStatus,
-			deliverable: v.delivered && (v.derived == "" || v.proof.want == v.derived), said: cr.harnessSaid()})
+			deliverable: v.delivered && (v.derived == "" || v.proof.want == v.derived), said: cr.harnessSaid(),
+			writeCall: writeCall, chain: chain, retryAfter: faultRetryAfter * time.Second})
 		ev.Checks = append(ev.Checks, c)
 		if modelErr {
 			ev.ResponseStatus = "model_error"

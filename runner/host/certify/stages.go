@@ -190,7 +190,7 @@ func (cr *caseRun) startModel() (modelSide, bool) {
 	if upstream == "" {
 		ms.stall = newStallSignal()
 		srv, err := model.Start(model.Options{Addr: "127.0.0.1:0", APIKey: r.upstreamKey, LogPath: filepath.Join(cr.dir, "model_calls.jsonl"),
-			Script: cr.c.scenario.Script, WriterPath: writerFile, OnStall: ms.stall.began})
+			Script: cr.c.scenario.Script, WriterPath: writerFile, OnStall: ms.stall.began, RetryAfter: faultRetryAfter})
 		if err != nil {
 			cr.check("setup.model", clauseSetup, false, "start the scripted model: %v", err)
 			return ms, false

@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/sandproof/sandproof/runner/host/canary"
+	"github.com/sandproof/sandproof/runner/model"
 )
 
 // Options configure a Relay.
@@ -194,6 +195,16 @@ type Call struct {
 	// harness's copy, which the answers recorded in ToolCalls confirm or
 	// not (contract §7.4).
 	ClaimedToolCalls []ToolCall `json:"claimed_tool_calls,omitempty"`
+	// History is the request's conversation, one digest a turn, in order,
+	// at most MaxHistory (HistoryDropped counts the turns past it):
+	// "u" a user turn with text, "a" an assistant turn (its text and tool
+	// calls), "r" a turn of tool results only, then 16 hex digits of the
+	// SHA-256 of what the turn says (Turn). A request sent again, or a
+	// later step of the same conversation, repeats its digests; system
+	// prompts, ids and cache markers are left out. scenario.model_fault
+	// reads a retry and a compaction from them (certify's continues).
+	History        []string `json:"history,omitempty"`
+	HistoryDropped int      `json:"history_dropped,omitempty"`
 	// ToolCalls are those the answer made; Text its text, capped.
 	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
 	Text      string     `json:"text,omitempty"`
@@ -238,6 +249,11 @@ type Call struct {
 	// the upstream's end and a check of the connection, and so can come
 	// after a quick harness's next request.
 	WrittenAt time.Time `json:"written_at,omitzero"`
+	// Fault is the scripted fault the answer was (the scripted model's
+	// model.FaultHeader, taken off before the answer reaches the
+	// harness); "" for any other answer, and for every answer of a real
+	// model.
+	Fault string `json:"fault,omitempty"`
 }
 
 // Relay is a running relay.
@@ -777,11 +793,11 @@ func (r *Relay) relayAnswer(ctx context.Context, w http.ResponseWriter, resp *ht
 	for k, vs := range resp.Header {
 		w.Header()[k] = vs
 	}
-	for _, h := range []string{"Connection", "Keep-Alive", "Transfer-Encoding", "Trailer", "Upgrade", "Content-Length"} {
+	for _, h := range []string{"Connection", "Keep-Alive", "Transfer-Encoding", "Trailer", "Upgrade", "Content-Length", model.FaultHeader} {
 		w.Header().Del(h)
 	}
 	w.WriteHeader(resp.StatusCode)
-	c.Status = resp.StatusCode
+	c.Status, c.Fault = resp.StatusCode, r.text(resp.Header.Get(model.FaultHeader))
 	sse := strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
 	fl, _ := w.(http.Flusher)
 	kept := &capped{max: r.opts.MaxBody}

@@ -3,6 +3,8 @@ package relay
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"strings"
 )
@@ -10,6 +12,9 @@ import (
 // MaxClaimed caps the claimed tool calls recorded of one request (a
 // request carries the whole conversation, so they grow with every turn).
 const MaxClaimed = 64
+
+// MaxHistory caps the turn digests recorded of one request (Call.History).
+const MaxHistory = 64
 
 // request is the part of a Chat Completions, Responses or Anthropic
 // Messages request the relay reads.
@@ -62,6 +67,7 @@ func (r *Relay) parseRequest(c *Call, body []byte) {
 	h := history{r: r, c: c}
 	for _, m := range q.Messages {
 		h.message(m)
+		h.turn(messageTurn(m))
 	}
 	h.responsesInput(q.Input)
 }
@@ -122,28 +128,179 @@ func (h history) message(m requestMessage) {
 }
 
 // responsesInput reads a Responses request's input items: the call
-// outputs and the calls they answer.
+// outputs and the calls they answer, and each item's turn (an input that
+// is one string is one user turn).
 func (h history) responsesInput(input json.RawMessage) {
 	var items []struct {
 		Type      string          `json:"type"`
+		Role      string          `json:"role"`
+		Content   json.RawMessage `json:"content"`
 		Output    json.RawMessage `json:"output"`
 		CallID    string          `json:"call_id"`
 		Name      string          `json:"name"`
 		Arguments string          `json:"arguments"`
 		Input     string          `json:"input"`
 	}
+	var one string
+	if len(input) > 0 && json.Unmarshal(input, &one) == nil {
+		var t Turn
+		t.Text(one)
+		h.turn(t)
+		return
+	}
 	if len(input) > 0 && json.Unmarshal(input, &items) == nil {
 		for _, it := range items {
+			var t Turn
 			switch it.Type {
 			case "function_call_output", "custom_tool_call_output":
 				h.result(it.CallID, contentText(it.Output))
+				t.Result(contentText(it.Output))
 			case "function_call":
 				h.claim(it.CallID, it.Name, it.Arguments)
+				t.Call(it.Name, it.Arguments)
 			case "custom_tool_call":
 				h.claim(it.CallID, it.Name, it.Input)
+				t.Call(it.Name, it.Input)
+			case "message", "":
+				t = contentTurn(it.Role, it.Content)
 			}
+			h.turn(t)
 		}
 	}
+}
+
+// Turn is what one turn of a conversation says, built part by part and
+// digested whole (Digest): the same turn sent again, whatever ids, cache
+// markers or JSON spacing it carries, has the same digest.
+type Turn struct {
+	role  string // "user" or "assistant", as the API names it; "" for a tool result
+	text  bool   // a text part was added
+	parts []string
+}
+
+// Text adds a text part.
+func (t *Turn) Text(s string) {
+	t.text = true
+	t.parts = append(t.parts, "t\x00"+s)
+}
+
+// Call adds an assistant's tool call: its name and its arguments, a JSON
+// text re-encoded (keys sorted, no spacing) where it is one.
+func (t *Turn) Call(name, args string) {
+	t.role = "assistant"
+	t.parts = append(t.parts, "c\x00"+name+"\x00"+canonicalJSON(args))
+}
+
+// Result adds a tool result's text.
+func (t *Turn) Result(s string) { t.parts = append(t.parts, "r\x00"+s) }
+
+// Digest is the turn's entry in Call.History, "" for a turn that says
+// nothing (a system prompt, a reasoning item, an empty message): "u", "a"
+// or "r" (user text, assistant, tool results only) and 16 hex digits of
+// the SHA-256 of its parts.
+func (t Turn) Digest() string {
+	if len(t.parts) == 0 {
+		return ""
+	}
+	kind := "r"
+	switch {
+	case t.role == "assistant":
+		kind = "a"
+	case t.text:
+		kind = "u"
+	}
+	sum := sha256.Sum256([]byte(kind + "\x1e" + strings.Join(t.parts, "\x1e")))
+	return kind + hex.EncodeToString(sum[:8])
+}
+
+// canonicalJSON re-encodes a JSON text with its keys sorted and no
+// spacing; any other text is kept as it is.
+func canonicalJSON(s string) string {
+	var v any
+	if json.Unmarshal([]byte(s), &v) != nil {
+		return s
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return s
+	}
+	return string(b)
+}
+
+// turn records a turn's digest, a turn that says nothing left out.
+func (h history) turn(t Turn) {
+	d := t.Digest()
+	switch {
+	case d == "":
+	case len(h.c.History) < MaxHistory:
+		h.c.History = append(h.c.History, d)
+	default:
+		h.c.HistoryDropped++
+	}
+}
+
+// messageTurn is a Chat Completions or Anthropic Messages message as a
+// turn: a tool or function message is a result; a user or assistant one
+// is its content (contentTurn) and, for an assistant's, the Chat
+// Completions calls beside it. A system or developer message says
+// nothing of the conversation.
+func messageTurn(m requestMessage) Turn {
+	switch m.Role {
+	case "tool", "function":
+		var t Turn
+		t.Result(contentText(m.Content))
+		return t
+	case "user", "assistant":
+		t := contentTurn(m.Role, m.Content)
+		for _, tc := range m.ToolCalls {
+			t.Call(tc.Function.Name, tc.Function.Arguments)
+		}
+		if f := m.FunctionCall; f != nil {
+			t.Call(f.Name, f.Arguments)
+		}
+		return t
+	}
+	return Turn{}
+}
+
+// contentTurn is a user's or an assistant's content as a turn: a string,
+// or blocks (text, input_text, output_text; Anthropic's tool_use and
+// tool_result); images and other blocks say nothing here.
+func contentTurn(role string, raw json.RawMessage) Turn {
+	t := Turn{}
+	if role == "assistant" {
+		t.role = role
+	} else if role != "user" {
+		return t
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		if s != "" {
+			t.Text(s)
+		}
+		return t
+	}
+	var blocks []struct {
+		Type    string          `json:"type"`
+		Text    string          `json:"text"`
+		Name    string          `json:"name"`
+		Input   json.RawMessage `json:"input"`
+		Content json.RawMessage `json:"content"`
+	}
+	if json.Unmarshal(raw, &blocks) != nil {
+		return t
+	}
+	for _, b := range blocks {
+		switch b.Type {
+		case "text", "input_text", "output_text":
+			t.Text(b.Text)
+		case "tool_use":
+			t.Call(b.Name, string(b.Input))
+		case "tool_result":
+			t.Result(contentText(b.Content))
+		}
+	}
+	return t
 }
 
 // functionCall is a Chat Completions call's function: its name and its
