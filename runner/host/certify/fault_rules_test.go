@@ -33,8 +33,10 @@ func answered(seq, status, ms int) relay.Call {
 	}
 	if ms >= 0 {
 		c.Delivered, c.DeliveredAt = true, faultEpoch.Add(time.Duration(ms)*time.Millisecond)
+		c.WrittenAt = c.DeliveredAt
 		c.Time = c.DeliveredAt.Add(-time.Millisecond)
 	}
+	c.ReceivedAt = c.Time.Add(time.Millisecond / 4)
 	return c
 }
 
@@ -56,6 +58,7 @@ func with(c relay.Call, turns ...string) relay.Call {
 // sentAt sets when a request arrived, ms after the start.
 func sentAt(c relay.Call, ms int) relay.Call {
 	c.Time = faultEpoch.Add(time.Duration(ms) * time.Millisecond)
+	c.ReceivedAt = c.Time.Add(time.Millisecond / 4)
 	return c
 }
 

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sandproof/sandproof/runner/host/relay"
 	"github.com/sandproof/sandproof/runner/model"
@@ -245,5 +246,23 @@ func TestContinuesAndCompacts(t *testing.T) {
 	}
 	if continues(relay.Call{Seq: 1, Delivered: true}, at(2, 20, 30, tPrompt)) {
 		t.Error("a request with no history is continued by any")
+	}
+	// The order is causal: the answer written whole before the request
+	// was received whole. The relay stamps DeliveredAt after the
+	// upstream's end and a look at the connection, so a quick harness's
+	// compaction (its headers in before that stamp, its body after the
+	// write) is an answer to the 400 all the same; a request whole before
+	// the answer was written is not, whatever its headers' time.
+	quick := f
+	quick.WrittenAt, quick.DeliveredAt = faultEpoch.Add(10*time.Millisecond), faultEpoch.Add(15*time.Millisecond)
+	l := at(2, 11, 30, tPrompt)
+	l.ReceivedAt = faultEpoch.Add(12 * time.Millisecond)
+	if !compacts(quick, l) {
+		t.Error("a compaction received whole after the 400 was written, its headers before the delivery stamp, is not one")
+	}
+	early := at(2, 11, 30, tPrompt)
+	early.ReceivedAt = faultEpoch.Add(9 * time.Millisecond)
+	if compacts(quick, early) {
+		t.Error("a request received whole before the 400 was written compacts it")
 	}
 }

@@ -345,11 +345,21 @@ const retryTolerance = 250 * time.Millisecond
 // continues is the one definition of a request that goes on with another
 // one's conversation (scenario.model_fault's retry of the 429's, and the
 // write through it): l was sent once f's answer had reached the harness whole
-// (delivered, not after l's arrival), and l's history begins with f's
-// whole history turn for turn (extends), so l is f sent again or a later
-// step of it.
+// (answeredBefore), and l's history begins with f's whole history turn for
+// turn (extends), so l is f sent again or a later step of it.
 func continues(f, l relay.Call) bool {
-	return f.Delivered && !f.DeliveredAt.After(l.Time) && l.Seq != f.Seq && extends(f, l)
+	return answeredBefore(f, l) && l.Seq != f.Seq && extends(f, l)
+}
+
+// answeredBefore says whether f's answer had reached the harness whole
+// (delivered) before l's request was received whole: the relay began
+// writing its last bytes (WrittenAt) before l's body was complete
+// (ReceivedAt), the causal order the loop proof uses too (contract
+// §7.4). DeliveredAt is not the order: it is taken after the upstream's
+// end and a check of the connection, so a quick harness's next request
+// can be complete before it.
+func answeredBefore(f, l relay.Call) bool {
+	return f.Delivered && !f.WrittenAt.IsZero() && !l.ReceivedAt.IsZero() && f.WrittenAt.Before(l.ReceivedAt)
 }
 
 // extends says whether l's history (relay.Call.History) begins with every
@@ -385,7 +395,7 @@ func sameTurn(a, b string) bool {
 // summarised away, or a summary put before them (Pi keeps the turns
 // behind a summary of them).
 func compacts(f, l relay.Call) bool {
-	if !f.Delivered || f.DeliveredAt.After(l.Time) || l.Seq == f.Seq || len(f.History) == 0 || extends(f, l) {
+	if !answeredBefore(f, l) || l.Seq == f.Seq || len(f.History) == 0 || extends(f, l) {
 		return false
 	}
 	return slices.ContainsFunc(f.History, func(d string) bool { return slices.Contains(l.History, d) })
@@ -445,7 +455,9 @@ func retriedThrough(f faultSeen, fc, w relay.Call, order []relay.Call) (bool, st
 			retry = l
 		}
 	}
-	delay := retry.Time.Sub(fc.DeliveredAt)
+	// From when the 429's last bytes were written: the harness cannot
+	// have started its wait before it had the answer whole.
+	delay := retry.Time.Sub(fc.WrittenAt)
 	switch {
 	case delay < 0:
 		return false, fmt.Sprintf("request %d, the 429's sent again, came %s before the 429 reached the harness, before its Retry-After (%s): no retry of it", retry.Seq, (-delay).Round(time.Millisecond), f.retryAfter)
