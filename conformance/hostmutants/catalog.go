@@ -530,8 +530,17 @@ var Catalog = []Mutant{
 		Old: "\t\tc.WrittenAt = lastWrite\n\t}", New: "\t}\n\tc.WrittenAt = lastWrite",
 		Rule: "an answer cut short was never written whole"},
 	{Name: "relay-delivered-partial", Pkg: "relay", File: "runner/host/relay/relay.go",
-		Old: "\tif whole {\n\t\tc.Delivered, c.DeliveredAt = delivered(ctx, w)", New: "\tif whole || c.Bytes > 0 {\n\t\tc.Delivered, c.DeliveredAt = delivered(ctx, w)",
+		Old: "\tif whole && sent {\n\t\tc.Delivered, c.DeliveredAt = delivered(ctx, w, lastWrite)", New: "\tif (whole || c.Bytes > 0) && sent {\n\t\tc.Delivered, c.DeliveredAt = delivered(ctx, w, lastWrite)",
 		Rule: "only an answer relayed to its end is delivered, not one that got part of the way"},
+	{Name: "relay-upstream-dropped-when-harness-leaves", Pkg: "relay", File: "runner/host/relay/relay.go",
+		Old: "time.AfterFunc(upstreamGrace, cancel)", New: "cancel()",
+		Rule: "the upstream's end is read on after a harness that had the whole answer left (a quick harness's answer was whole)"},
+	{Name: "relay-writes-after-harness-left", Pkg: "relay", File: "runner/host/relay/relay.go",
+		Old: "\t\t\tif ctx.Err() != nil {\n\t\t\t\tc.Error = \"the harness left", New: "\t\t\tif false {\n\t\t\t\tc.Error = \"the harness left",
+		Rule: "bytes the upstream sends after the harness left are not written to it, and that answer was never whole"},
+	{Name: "relay-delivered-needs-live-harness", Pkg: "relay", File: "runner/host/relay/relay.go",
+		Old: "err != nil || (lastWrite.IsZero() && ctx.Err() != nil)", New: "err != nil || ctx.Err() != nil",
+		Rule: "an answer every byte of which was written before the harness left was delivered"},
 
 	// certify: scenario.model_fault judges what happened (issue 35, class D).
 	{Name: "fault-delivered-ignored", Pkg: "certify", File: "runner/host/certify/scenario_checks.go",

@@ -137,3 +137,67 @@ func TestRelayRecordsDelivery(t *testing.T) {
 		t.Errorf("transcript's first line %s: %+v %v", first, line, err)
 	}
 }
+
+// An answer every byte of which was written while the harness was there is
+// whole (WrittenAt) and delivered even when the harness left before the
+// upstream's own end reached the relay: a harness may close once it has a
+// stream's last event (the flake of a quick harness in a loaded CI run:
+// its next request carried a call "whose answer never reached the harness
+// whole"). Bytes the upstream sends after the harness left are never
+// written, so that answer is neither. Each upstream ends only once the
+// relay has seen its client leave (Options.OnLeft).
+func TestRelayAnswerWrittenWholeBeforeTheHarnessLeft(t *testing.T) {
+	const key = "k-canary-left"
+	left := map[int]chan struct{}{1: make(chan struct{}), 2: make(chan struct{})}
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		io.Copy(io.Discard, req.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"do\"}}]}\n\n")
+		seq := 2
+		if req.URL.Query().Get("answer") == "whole" {
+			io.WriteString(w, "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
+			seq = 1
+		}
+		w.(http.Flusher).Flush()
+		select {
+		case <-left[seq]:
+		case <-req.Context().Done():
+			return
+		}
+		if seq == 2 {
+			io.WriteString(w, "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
+		}
+	}))
+	defer up.Close()
+	r := startRelay(t, relay.Options{Upstream: up.URL + "/v1", SandboxKey: key, LogPath: filepath.Join(t.TempDir(), "relay.jsonl"),
+		OnLeft: func(seq int) { close(left[seq]) }})
+	for _, c := range []struct{ answer, until string }{{"whole", "[DONE]"}, {"part", `"do"`}} {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(strings.TrimSuffix(r.URL(), "/v1"), "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(conn, "POST /v1/chat/completions?answer=%s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: 13\r\n\r\n{\"model\":\"m\"}", c.answer, key)
+		br := bufio.NewReader(conn)
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				t.Fatalf("%s: %q never came: %v", c.answer, c.until, err)
+			}
+			if strings.Contains(line, c.until) {
+				break
+			}
+		}
+		conn.Close()
+	}
+	r.Close()
+	got := map[int]relay.Call{}
+	for _, c := range r.Calls() {
+		got[c.Seq] = c
+	}
+	if c := got[1]; !c.Delivered || c.WrittenAt.IsZero() || c.Error != "" {
+		t.Errorf("an answer written whole before its harness left: delivered %t, written at %v, error %q; want delivered, written", c.Delivered, c.WrittenAt, c.Error)
+	}
+	if c := got[2]; c.Delivered || !c.WrittenAt.IsZero() || !strings.Contains(c.Error, "left") || c.Bytes == 0 {
+		t.Errorf("an answer whose end came after its harness left: delivered %t, written at %v, error %q, %d bytes; want neither, an error, and its first part relayed", c.Delivered, c.WrittenAt, c.Error, c.Bytes)
+	}
+}

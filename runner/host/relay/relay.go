@@ -57,6 +57,10 @@ type Options struct {
 	// Limits bound what the sandbox can make the relay hold (contract §8
 	// captured files are data); zero fields mean DefaultLimits'.
 	Limits Limits
+	// OnLeft, when set, is called with a call's Seq when its harness has
+	// left (closed its connection) while the upstream's answer was being
+	// relayed: what a test waits on before it lets the upstream end.
+	OnLeft func(seq int)
 }
 
 // Limits bound the relay against a hostile harness. A request over a
@@ -749,6 +753,10 @@ func forwardHeaders(h http.Header) http.Header {
 	return fwd
 }
 
+// upstreamGrace is how long the relay reads an upstream's answer on after
+// the harness left (forward).
+const upstreamGrace = 2 * time.Second
+
 // forward sends the request upstream with the upstream key in the header
 // the sandbox's came in, and passes the answer on as it arrives.
 func (r *Relay) forward(w http.ResponseWriter, req *http.Request, c *Call, upPath string, fwd http.Header, body []byte) {
@@ -757,7 +765,21 @@ func (r *Relay) forward(w http.ResponseWriter, req *http.Request, c *Call, upPat
 	target := *r.upstream
 	target.Path, target.RawPath = upPath, ""
 	target.RawQuery = req.URL.RawQuery
-	out, err := http.NewRequestWithContext(req.Context(), req.Method, target.String(), bytes.NewReader(body))
+	// The upstream is read on for upstreamGrace after the harness leaves:
+	// a harness that closes once it has an answer's last event can leave
+	// before the upstream's own end reaches the relay, and that answer was
+	// written to it whole all the same (relayAnswer writes nothing once
+	// the harness has gone). A stalled upstream is dropped after it.
+	upCtx, cancel := context.WithCancel(context.WithoutCancel(req.Context()))
+	defer cancel()
+	stopGrace := context.AfterFunc(req.Context(), func() {
+		time.AfterFunc(upstreamGrace, cancel)
+		if r.opts.OnLeft != nil {
+			r.opts.OnLeft(c.Seq)
+		}
+	})
+	defer stopGrace()
+	out, err := http.NewRequestWithContext(upCtx, req.Method, target.String(), bytes.NewReader(body))
 	if err != nil {
 		c.Error = fmt.Sprintf("build upstream request: %v", err)
 		c.Status = http.StatusBadGateway
@@ -799,26 +821,37 @@ func (r *Relay) relayAnswer(ctx context.Context, w http.ResponseWriter, resp *ht
 	w.WriteHeader(resp.StatusCode)
 	c.Status, c.Fault = resp.StatusCode, r.text(resp.Header.Get(model.FaultHeader))
 	sse := strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
-	fl, _ := w.(http.Flusher)
 	kept := &capped{max: r.opts.MaxBody}
 	buf := make([]byte, 32<<10)
-	whole := false
+	rc := http.NewResponseController(w)
+	whole, sent := false, true
 	var lastWrite time.Time // when the last write to the harness began
 	for {
 		n, rerr := resp.Body.Read(buf)
 		if n > 0 {
 			c.Bytes += int64(n)
 			kept.Write(buf[:n])
+			// Nothing is written once the harness has left: a write to a
+			// closed connection can still land in a buffer, and the bytes
+			// would count as the harness's.
+			if ctx.Err() != nil {
+				c.Error = "the harness left before the answer's end"
+				sent = false
+				break
+			}
 			at := time.Now()
 			if _, werr := w.Write(buf[:n]); werr != nil {
 				c.Error = fmt.Sprintf("write to the harness: %v", werr)
+				sent = false
 				break
 			}
 			lastWrite = at
 			// Every chunk goes on at once: an SSE stream is never held
 			// back.
-			if fl != nil {
-				fl.Flush()
+			if ferr := rc.Flush(); ferr != nil {
+				c.Error = fmt.Sprintf("flush to the harness: %v", ferr)
+				sent = false
+				break
 			}
 		}
 		if rerr == io.EOF {
@@ -830,8 +863,8 @@ func (r *Relay) relayAnswer(ctx context.Context, w http.ResponseWriter, resp *ht
 			break
 		}
 	}
-	if whole {
-		c.Delivered, c.DeliveredAt = delivered(ctx, w)
+	if whole && sent {
+		c.Delivered, c.DeliveredAt = delivered(ctx, w, lastWrite)
 		c.WrittenAt = lastWrite
 	}
 	c.Truncated = kept.over
@@ -844,10 +877,14 @@ func (r *Relay) relayAnswer(ctx context.Context, w http.ResponseWriter, resp *ht
 
 // delivered flushes what is left of a whole answer to the harness's
 // connection and says whether it got there before the harness left: the
-// flush succeeded and the request's context, which the server ends when
-// the client closes its connection, is still live after it.
-func delivered(ctx context.Context, w http.ResponseWriter) (bool, time.Time) {
-	if err := http.NewResponseController(w).Flush(); err != nil || ctx.Err() != nil {
+// flush succeeded, and either every chunk had been written and flushed
+// while the harness was there (lastWrite, the last one's start; a harness
+// may close once it has the answer's last event, before the upstream's
+// end reached the relay) or, for an empty answer, the request's context,
+// which the server ends when the client closes its connection, is still
+// live after the flush.
+func delivered(ctx context.Context, w http.ResponseWriter, lastWrite time.Time) (bool, time.Time) {
+	if err := http.NewResponseController(w).Flush(); err != nil || (lastWrite.IsZero() && ctx.Err() != nil) {
 		return false, time.Time{}
 	}
 	return true, time.Now()
