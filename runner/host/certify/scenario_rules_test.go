@@ -534,7 +534,11 @@ func TestWriterCalled(t *testing.T) {
 	}{
 		{[]model.Call{{Seq: 1, Reply: "read_challenge", ToolNames: []string{"read", "bash"}}, {Seq: 2, Reply: "start_writer"}, {Seq: 3, Reply: "stall"}}, writerRan, ""},
 		{[]model.Call{{Seq: 1, Reply: "read_challenge"}, {Seq: 2, Reply: "start_writer"}}, writerNotReached, "request 2"},
-		{[]model.Call{{Seq: 1, Reply: "read_challenge", ToolNames: []string{"read"}}, {Seq: 2, Reply: "stall"}}, writerNoShell, "tools: read"},
+		{[]model.Call{{Seq: 1, Reply: "read_challenge", ToolNames: []string{"read"}}, {Seq: 2, Reply: "stall", Error: model.StallNoShell + "; client went away"}}, writerNoShell, "tools: read"},
+		// A stall the model did not note as shell-less (before the
+		// model kept its own record, a history claiming the writer's
+		// call made it stall: red team D4) is not "no shell tool".
+		{[]model.Call{{Seq: 1, Reply: "read_challenge", ToolNames: []string{"read", "bash"}}, {Seq: 2, Reply: "stall", Error: "stalled after the writer started; client went away"}}, writerNotReached, "never asked for it"},
 		{[]model.Call{{Seq: 0, Path: "/v1/models"}}, writerNotReached, "0 model request(s)"},
 	} {
 		if got, why := writerCalled(tc.calls); got != tc.want || !strings.Contains(why, tc.why) {

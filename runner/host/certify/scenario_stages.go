@@ -455,11 +455,14 @@ func stopBegan(ev *reports.Evidence) time.Time {
 
 // writerCalled says whether the model's writer call was answered by the
 // harness (a later request came, so the tool ran): writerRan; or the
-// model stalled with no shell tool to ask (writerNoShell, the checks are
-// skipped); or neither (writerNotReached: the harness never got as far
-// before the stop, and the positive control fails). why says which.
+// model stalled without asking for it because the harness declared no
+// shell tool it can call (writerNoShell, the model's own note on the
+// stall, model.StallNoShell: the checks are skipped); or neither
+// (writerNotReached: the harness never got as far before the stop, and
+// the positive control fails). why says which. Every fact here is the
+// model's own record of what it answered, never the harness's history.
 func writerCalled(calls []model.Call) (writerState, string) {
-	asked, tools, stalled := 0, []string{}, false
+	asked, tools, noShell := 0, []string{}, false
 	for _, c := range calls {
 		if c.Seq == 0 {
 			continue
@@ -470,7 +473,7 @@ func writerCalled(calls []model.Call) (writerState, string) {
 		if len(c.ToolNames) > 0 {
 			tools = c.ToolNames
 		}
-		stalled = stalled || c.Reply == "stall"
+		noShell = noShell || c.Reply == "stall" && strings.HasPrefix(c.Error, model.StallNoShell)
 		if asked > 0 && c.Seq > asked {
 			return writerRan, ""
 		}
@@ -478,10 +481,10 @@ func writerCalled(calls []model.Call) (writerState, string) {
 	switch {
 	case asked > 0:
 		return writerNotReached, fmt.Sprintf("the model asked for it in request %d, and no request came after before the stop", asked)
-	case stalled:
-		return writerNoShell, fmt.Sprintf("the harness declared no shell tool the model can use (tools: %s)", strings.Join(tools, ", "))
+	case noShell:
+		return writerNoShell, fmt.Sprintf("the model stalled without asking for it: none of the harness's tools is a shell it can call (tools: %s)", strings.Join(tools, ", "))
 	}
-	return writerNotReached, fmt.Sprintf("the harness did not get as far as the writer before the stop (%d model request(s), none stalled)", len(slices.DeleteFunc(slices.Clone(calls), func(c model.Call) bool { return c.Seq == 0 })))
+	return writerNotReached, fmt.Sprintf("the harness did not get as far as the writer before the stop (%d model request(s), the model never asked for it)", len(slices.DeleteFunc(slices.Clone(calls), func(c model.Call) bool { return c.Seq == 0 })))
 }
 
 // writerState is how far the harness got with the writer.
