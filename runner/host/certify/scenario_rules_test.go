@@ -133,6 +133,12 @@ func TestWriterCheckRules(t *testing.T) {
 			}
 		}
 	}
+	looks := func(ls ...writerLook) func(*writerSeen) {
+		return func(w *writerSeen) { w.witness.sights = ls }
+	}
+	// A burst of lines dated in the past (none after the look).
+	burst := writerSight(5.6, 400)
+	burst.file.LastLine = "399 1800000005"
 	for _, tc := range []struct {
 		name             string
 		bend             func(*writerSeen)
@@ -190,11 +196,11 @@ func TestWriterCheckRules(t *testing.T) {
 		{"a last line dated after the look", look(0, func(l *writerLook) { l.file.LastLine = "0 1800000099" }), reports.StatusFailed, reports.StatusFailed, "after the look that read it"},
 		{"a last line misnumbered", look(1, func(l *writerLook) { l.file.LastLine = "3 1800000005" }), reports.StatusFailed, reports.StatusFailed, "numbered 3 in 6 lines"},
 		{"a last line not the writer's", look(1, func(l *writerLook) { l.file.LastLine = "hello" }), reports.StatusFailed, reports.StatusFailed, "is not \"N EPOCH\""},
-		{"written in a burst between two looks", lines(1, 400, 400), reports.StatusFailed, reports.StatusFailed, "faster than the writer writes"},
+		{"written in a burst between two looks", looks(writerSight(5, 1), burst), reports.StatusFailed, reports.StatusFailed, "faster than the writer writes"},
 		{"written before the first look, then still", lines(150, 150, 150), reports.StatusFailed, reports.StatusFailed, "did not grow"},
 		{"growing too little for the looks to show it", lines(1, 2), reports.StatusFailed, reports.StatusFailed, "did not grow"},
 		{"growing at the stall, then far too slowly", lines(1, 6, 8), reports.StatusFailed, reports.StatusFailed, "want 10 (a line a second)"},
-		{"shrank between two looks", lines(1, 6, 4), reports.StatusFailed, reports.StatusFailed, "shrank from 6 to 4"},
+		{"shrank between two looks", looks(writerSight(5, 1), writerSight(5.6, 6), writerSight(6.2, 4)), reports.StatusFailed, reports.StatusFailed, "shrank from 6 to 4"},
 	} {
 		w := good
 		tc.bend(&w)
@@ -543,6 +549,51 @@ func TestWriterCalled(t *testing.T) {
 	} {
 		if got, why := writerCalled(tc.calls); got != tc.want || !strings.Contains(why, tc.why) {
 			t.Errorf("%+v: %v %q, want %v and %q", tc.calls, got, why, tc.want, tc.why)
+		}
+	}
+}
+
+// A timeout's looks are judged up to lookMargin before its stop (the
+// receipt's deadline, on the sandbox's clock as the looks are): a look
+// the stop's hold overlaps, the writer in state T, is not the harness's
+// doing; one earlier is.
+func TestReadWriterJudgesATimeoutsLooksBeforeItsStop(t *testing.T) {
+	for _, tc := range []struct {
+		heldAt float64 // the second of the look that saw the writer stopped
+		want   reports.Status
+	}{{19.5, reports.StatusPassed}, {17, reports.StatusFailed}} {
+		content := writerLines(1_800_000_005, 150)
+		sb := newMemSandbox(map[string]string{writerFile: content})
+		first, err := snapshot(context.Background(), sb, []string{writerFile})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The later look's time (verify's is zero: no wait for it).
+		sb.now = func() time.Time { return time.Unix(1_800_000_022, 0) }
+		a := afterClose{snap: first, seen: map[string]probe.Marker{}}
+		for _, m := range first.Markers {
+			a.seen[m.Path] = m
+		}
+		proc := writerProc(81)
+		extra := reachedJSON(proc)
+		extra["started_at"] = json.RawMessage(`"2027-01-15T08:00:00Z"`) // 1_800_000_000
+		extra["ended_at"] = json.RawMessage(`"2027-01-15T08:00:21Z"`)
+		ev := &reports.Evidence{CloseReceipt: &reports.Receipt{Extra: extra}, LaunchDeadlineSeconds: 20}
+		cr := &caseRun{r: &runner{}, ev: ev, owner: ownerPaths{uid: 1000}}
+		held := writerSight(tc.heldAt, int(tc.heldAt-5)*10)
+		held.proc.State = "T"
+		sights := []writerLook{writerSight(5, 1), writerSight(5.6, 6), writerSight(15, 100), held}
+		calls := []model.Call{{Seq: 1, Reply: "read_challenge"}, {Seq: 2, Reply: "start_writer"}, {Seq: 3, Reply: "stall"}}
+		w, err := cr.readWriter(context.Background(), sb, calls, verified{after: a},
+			activationResult{writer: writerWitness{proc: proc, at: time.Unix(1_800_000_005, 0), looks: 4, sights: sights}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !w.stopAt.Equal(time.Unix(1_800_000_020, 0)) {
+			t.Fatalf("stop at %s, want the receipt's deadline", w.stopAt)
+		}
+		if c := writerChecks(w)[0]; c.Status != tc.want {
+			t.Errorf("the writer stopped at a look %gs before the stop: writer_started %s (%s), want %s", 20-tc.heldAt, c.Status, c.Detail, tc.want)
 		}
 	}
 }
