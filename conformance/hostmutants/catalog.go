@@ -406,7 +406,7 @@ var Catalog = []Mutant{
 		Old: "if start < 0 && t.cut {", New: "if start < 0 && false {",
 		Rule: "a last line longer than MaxLastLine is not given cut (its end could pass for a writer's line)"},
 	{Name: "probe-sh-unresolved", Pkg: "probe", File: "runner/probe/snapshot.go",
-		Old: "	return r\n}", New: "	return p\n}",
+		Old: "	return r\n}", New: "	_ = r\n	return p\n}",
 		Rule: "where sh on the PATH resolves follows its links, as /proc/PID/exe does"},
 	{Name: "borrowed-stopped-alive", Pkg: "certify", File: "runner/host/certify/witness.go",
 		Old: "if p.State == \"T\" || p.State == \"t\" {", New: "if p.State == \"t\" {",
