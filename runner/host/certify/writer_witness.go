@@ -37,7 +37,7 @@ const (
 	writerGrowWait = 3 * time.Second
 	// writerSlack is how many lines two looks may differ by beyond a
 	// line a period: a look reads the file a moment after its time.
-	writerSlack = 2
+	writerSlack = 5
 	// maxWriterLooks bounds the looks a witness keeps.
 	maxWriterLooks = 16
 	// nearStopLead: a timeout's owner looks once more this long before
