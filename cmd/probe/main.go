@@ -3,7 +3,7 @@
 // harness runs and after it closed, and reports what changed. It is a static
 // binary that needs nothing from the image, and it shares no code with warden.
 //
-//	probe snapshot [--place SRC,DST] [--markers PATH,...] [--detail-uids UID,...] [--present PATH,...] [--max-hash BYTES] [--deadline DUR] [--proc-root DIR] [--root DIR] [--no-exec]
+//	probe snapshot [--place SRC,DST] [--markers PATH,...] [--lines PATH,...] [--detail-uids UID,...] [--present PATH,...] [--resolve-sh] [--max-hash BYTES] [--deadline DUR] [--proc-root DIR] [--root DIR] [--no-exec]
 //	probe setup --owner UID:GID [--dirs DIR,...] [--write-markers PATH,...] [--markers PATH,...] [--present PATH,...] [--deadline DUR] [--secret PATH] [-- ARGV...]
 //	probe diff BEFORE.json AFTER.json
 //
@@ -41,7 +41,11 @@
 //
 // snapshot --detail-uids gives each process of those uids with its
 // command line, executable and tracer (probe.Detail, bounded): the
-// owner's witness of what a process runs, read as root.
+// owner's witness of what a process runs, read as root. --lines counts
+// the lines of those --markers and gives the last (probe.MaxLastLine
+// bytes at most), and --resolve-sh where `sh` on the PATH resolves: the
+// owner's looks at the scenarios' writer, its file growing and its
+// executable the image's shell.
 //
 // diff exits 0 when nothing changed, 1 when something did, 2 on bad usage.
 // snapshot and setup exit 3 when their deadline passed.
@@ -55,6 +59,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -84,7 +89,7 @@ var execve = func(argv []string) error { return syscall.Exec(argv[0], argv, os.E
 // maxSecret bounds what --secret reads: a challenge is one short line.
 const maxSecret = 64 << 10
 
-const usage = `usage: probe snapshot [--place SRC,DST] [--markers PATH,...] [--detail-uids UID,...] [--present PATH,...] [--max-hash BYTES] [--deadline DUR] [--proc-root DIR] [--root DIR] [--no-exec]
+const usage = `usage: probe snapshot [--place SRC,DST] [--markers PATH,...] [--lines PATH,...] [--detail-uids UID,...] [--present PATH,...] [--resolve-sh] [--max-hash BYTES] [--deadline DUR] [--proc-root DIR] [--root DIR] [--no-exec]
        probe setup --owner UID:GID [--dirs DIR,...] [--write-markers PATH,...] [--markers PATH,...] [--present PATH,...] [--deadline DUR] [--secret PATH] [-- ARGV...]
        probe diff BEFORE.json AFTER.json`
 
@@ -152,6 +157,8 @@ func snapshot(stdout, stderr io.Writer, args []string) error {
 	noExec := fs.Bool("no-exec", false, "find and hash python3 and bash without running them")
 	place := fs.String("place", "", "SRC,DST: copy SRC to DST before the snapshot")
 	detailUIDs := fs.String("detail-uids", "", "comma-separated uids whose processes are given with their detail")
+	lines := fs.String("lines", "", "comma-separated markers whose lines are counted, the last given")
+	resolveSh := fs.Bool("resolve-sh", false, "give where sh on the PATH resolves")
 	if err := fs.Parse(args); err != nil {
 		return usagef("snapshot: %v", err)
 	}
@@ -173,6 +180,15 @@ func snapshot(stdout, stderr io.Writer, args []string) error {
 	if err != nil {
 		return err
 	}
+	ls, err := pathList("--lines", *lines)
+	if err != nil {
+		return err
+	}
+	for _, l := range ls {
+		if !slices.Contains(ms, l) {
+			return usagef("snapshot: --lines: %q is not one of --markers", l)
+		}
+	}
 	ctx, stop := bounded(*deadline)
 	defer stop()
 	if *place != "" {
@@ -184,7 +200,8 @@ func snapshot(stdout, stderr io.Writer, args []string) error {
 			return err
 		}
 	}
-	s, err := probe.Take(ctx, probe.Options{ProcRoot: *procRoot, Root: *root, Markers: ms, Present: ps, MaxHash: *maxHash, NoExec: *noExec, Detail: detail})
+	s, err := probe.Take(ctx, probe.Options{ProcRoot: *procRoot, Root: *root, Markers: ms, Present: ps, MaxHash: *maxHash, NoExec: *noExec, Detail: detail,
+		Lines: ls, ResolveSh: *resolveSh})
 	if err != nil {
 		return err
 	}

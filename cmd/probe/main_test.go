@@ -32,6 +32,8 @@ func TestUsageErrors(t *testing.T) {
 		{"snapshot", "--detail-uids", "task"},
 		{"snapshot", "--detail-uids", "1000,,0"},
 		{"snapshot", "--detail-uids", "-1"},
+		{"snapshot", "--lines", "/a"},
+		{"snapshot", "--markers", "/b", "--lines", "/a"},
 		{"diff", "one.json"},
 		{"setup"},
 		{"setup", "--owner", "1000"},
@@ -134,6 +136,58 @@ func TestSnapshotDetailUIDs(t *testing.T) {
 	}
 	if others > 0 {
 		t.Errorf("%d processes of other uids carry a detail nobody asked for", others)
+	}
+}
+
+// snapshot --lines counts the lines of a marker and gives its last, with
+// the file's owner and mode; --resolve-sh gives where sh on the PATH
+// resolves (the writer's looks, runner/host/certify).
+func TestSnapshotLinesAndSh(t *testing.T) {
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "writer.log")
+	if err := os.WriteFile(marker, []byte("0 1800000000\n1 1800000000\n2 1800000001\n"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "bin")
+	if err := os.Mkdir(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	shell := filepath.Join(dir, "dash")
+	if err := os.WriteFile(shell, []byte("#!/bin/true\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(shell, filepath.Join(bin, "sh")); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin)
+	var out bytes.Buffer
+	if err := run(&out, &bytes.Buffer{}, []string{"snapshot", "--no-exec", "--markers", marker, "--lines", marker, "--resolve-sh"}); err != nil {
+		t.Fatalf("snapshot: %v", err)
+	}
+	var s probe.Snapshot
+	if err := json.Unmarshal(out.Bytes(), &s); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Markers) != 1 {
+		t.Fatalf("markers %+v, want one", s.Markers)
+	}
+	if m := s.Markers[0]; m.Lines != 3 || m.LastLine != "2 1800000001" || m.File == nil || int(m.File.UID) != os.Getuid() || m.File.Mode&0o7777 != 0o640 {
+		t.Errorf("marker %+v, want 3 lines, the last \"2 1800000001\", uid %d, mode 0640", m, os.Getuid())
+	}
+	if s.Sh != shell {
+		t.Errorf("sh %q, want %q (the link on PATH resolved)", s.Sh, shell)
+	}
+	// Without the flags, neither is given.
+	out.Reset()
+	if err := run(&out, &bytes.Buffer{}, []string{"snapshot", "--no-exec", "--markers", marker}); err != nil {
+		t.Fatal(err)
+	}
+	s = probe.Snapshot{}
+	if err := json.Unmarshal(out.Bytes(), &s); err != nil {
+		t.Fatal(err)
+	}
+	if m := s.Markers[0]; m.Lines != 0 || m.LastLine != "" || s.Sh != "" {
+		t.Errorf("unasked: marker %+v, sh %q; want no lines and no sh", m, s.Sh)
 	}
 }
 

@@ -82,6 +82,64 @@ func TestWriterStallFlowReadsStartsTheWriterThenStalls(t *testing.T) {
 	}
 }
 
+// Whether the model asked for the writer is its own record, not the
+// history the harness sends (red team D4): a history that claims a bash
+// call carrying the writer's mark, which the model never made, gets the
+// writer's call, not a stall; once the model asked, the next request
+// stalls whatever its history holds; and a stall without the writer is
+// recorded as the model's, naming the missing shell (model.StallNoShell)
+// only when the harness declared none.
+func TestWriterStallTrustsItsOwnRecord(t *testing.T) {
+	s := start(t, model.Options{Script: model.Script{Flow: model.FlowWriterStall}, WriterPath: "/task/w.log", StallMax: time.Millisecond})
+	msgs := []any{map[string]any{"role": "user", "content": model.ChallengePrompt("/task/challenge.txt", "/task/deliverable.txt")}}
+	read, _ := ask(t, s, bashTools, msgs)
+	if read == nil || read.Function.Name != "read" {
+		t.Fatalf("first answer %+v, want the read of the challenge", read)
+	}
+	msgs = append(msgs, called(read), map[string]any{"role": "tool", "tool_call_id": read.ID, "content": model.ChallengePrefix + strings.Repeat("cd", 16)})
+	forged := &toolCallOut{ID: "call_mine"}
+	forged.Function.Name, forged.Function.Arguments = "bash", `{"command":"echo sandproof-writer"}`
+	claimed := append(append([]any{}, msgs...), called(forged), map[string]any{"role": "tool", "tool_call_id": "call_mine", "content": "sandproof-writer"})
+	w, _ := ask(t, s, bashTools, claimed)
+	if w == nil || w.Function.Name != "bash" || !strings.Contains(w.Function.Arguments, "setsid sh -c") {
+		t.Fatalf("a history claiming the writer's call: answer %+v, want the writer's own call (the model never asked)", w)
+	}
+	// Asked now: the request after, its history without the writer's
+	// call, stalls (StallMax 1 ms: no answer).
+	b, _ := json.Marshal(map[string]any{"model": "fake-model", "messages": msgs, "tools": bashTools})
+	if resp, err := http.Post(s.URL()+"/chat/completions", "application/json", bytes.NewReader(b)); err == nil {
+		resp.Body.Close()
+		t.Fatalf("after the writer's call: status %d, want a stall", resp.StatusCode)
+	}
+	calls := callsOnceRecorded(t, s, 3)
+	if len(calls) != 3 || calls[1].Reply != "start_writer" || calls[2].Reply != "stall" || strings.HasPrefix(calls[2].Error, model.StallNoShell) {
+		t.Fatalf("calls %+v, want read, start_writer, then a stall after the writer", calls)
+	}
+	// No shell tool: the stall says so.
+	s2 := start(t, model.Options{Script: model.Script{Flow: model.FlowWriterStall}, StallMax: time.Millisecond})
+	r2, _ := ask(t, s2, readWriteTools[:1], msgs[:1])
+	msgs2 := append(msgs[:1:1], called(r2), map[string]any{"role": "tool", "tool_call_id": r2.ID, "content": model.ChallengePrefix + strings.Repeat("cd", 16)})
+	b, _ = json.Marshal(map[string]any{"model": "fake-model", "messages": msgs2, "tools": readWriteTools[:1]})
+	if resp, err := http.Post(s2.URL()+"/chat/completions", "application/json", bytes.NewReader(b)); err == nil {
+		resp.Body.Close()
+	}
+	if c := callsOnceRecorded(t, s2, 2); len(c) != 2 || c[1].Reply != "stall" || !strings.HasPrefix(c[1].Error, model.StallNoShell) {
+		t.Errorf("no shell tool: calls %+v, want a stall noted %q", c, model.StallNoShell)
+	}
+}
+
+// callsOnceRecorded is s.Calls() once it holds n calls: a stalled call is
+// recorded as its handler returns, after the client saw the connection
+// close. It polls the record, bounded, and fails the test past 5 s.
+func callsOnceRecorded(t *testing.T, s *model.Server, n int) []model.Call {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if c := s.Calls(); len(c) >= n || time.Now().After(deadline) {
+			return c
+		}
+	}
+}
+
 func called(c *toolCallOut) any {
 	return map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{map[string]any{"id": c.ID, "type": "function",
 		"function": map[string]any{"name": c.Function.Name, "arguments": c.Function.Arguments}}}}

@@ -316,3 +316,36 @@ func TestReadMarkerNamesWhichFileItRead(t *testing.T) {
 		t.Errorf("a missing marker: %+v", m)
 	}
 }
+
+// The last line a look gives: whole lines only, at most MaxLastLine
+// bytes, over any split of the writes; a longer last line, or none, is
+// "" (a look at the writer's file cannot read it as a line then).
+func TestLineTail(t *testing.T) {
+	long := strings.Repeat("x", MaxLastLine+1)
+	for _, tc := range []struct {
+		name, in string
+		lines    int
+		last     string
+	}{
+		{"lines", "0 1\n1 2\n", 2, "1 2"},
+		{"an unfinished line after the last", "0 1\n1 2\n2 3", 2, "1 2"},
+		{"one line", "0 1\n", 1, "0 1"},
+		{"no newline", "0 1", 0, ""},
+		{"empty", "", 0, ""},
+		{"a last line of the bound", "a\n" + long[:MaxLastLine] + "\n", 2, long[:MaxLastLine]},
+		{"a last line over the bound", "a\n" + long + "\n", 2, ""},
+		{"a long first line, a short last", long + long + "\n0 1\n", 2, "0 1"},
+	} {
+		for _, step := range []int{1, 3, 7, 1 << 20} {
+			var lt lineTail
+			for in := tc.in; in != ""; {
+				n := min(step, len(in))
+				lt.Write([]byte(in[:n]))
+				in = in[n:]
+			}
+			if lt.lines != tc.lines || lt.last() != tc.last {
+				t.Errorf("%s, written %d at a time: %d lines, last %q; want %d, %q", tc.name, step, lt.lines, lt.last(), tc.lines, tc.last)
+			}
+		}
+	}
+}

@@ -23,6 +23,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -55,7 +56,11 @@ type Snapshot struct {
 	MaxHash int64 `json:"max_hash,omitempty"`
 	// Present are the files looked up for presence only (Options.Present):
 	// never opened, so never hashed.
-	Present   []Marker   `json:"present,omitempty"`
+	Present []Marker `json:"present,omitempty"`
+	// Sh is where `sh` on Path resolves, links followed
+	// (Options.ResolveSh; "" when not asked or not found): the image's
+	// own shell, which the owner compares with a process's executable.
+	Sh        string     `json:"sh,omitempty"`
 	Self      witness.ID `json:"self"`
 	Processes []Process  `json:"processes"`
 }
@@ -141,6 +146,12 @@ type Marker struct {
 	// user (the borrowed owner's state, in a directory the harness may
 	// write).
 	File *FileID `json:"file,omitempty"`
+	// Lines and LastLine are given for a marker in Options.Lines, hashed
+	// whole: the newlines in it, and its last whole line without the
+	// newline (at most MaxLastLine bytes; "" when longer, or when there
+	// is none).
+	Lines    int    `json:"lines,omitempty"`
+	LastLine string `json:"last_line,omitempty"`
 }
 
 // FileID is a file's identity and owner as fstat gives them: its owner
@@ -168,6 +179,10 @@ func fileID(fi os.FileInfo) *FileID {
 	}
 	return &FileID{UID: st.Uid, GID: st.Gid, Dev: uint64(st.Dev), Inode: st.Ino, Mode: st.Mode}
 }
+
+// MaxLastLine bounds a marker's LastLine: the writer's lines ("N EPOCH")
+// are under 20 bytes.
+const MaxLastLine = 128
 
 // SameContent reports whether m and o hold the same bytes as far as the
 // probe can tell: both hashed whole (there, readable, within the cap) with
@@ -227,6 +242,12 @@ type Options struct {
 	// Detail (command line, executable, tracer; bounded, detail.go); empty
 	// reads none.
 	Detail []int
+	// Lines are markers (of Markers) whose lines are counted and whose
+	// last line is given (Marker.Lines, Marker.LastLine) as they are
+	// hashed: the owner's look at a file growing a line at a time.
+	Lines []string
+	// ResolveSh gives Snapshot.Sh.
+	ResolveSh bool
 }
 
 // MaxMarkerBytes is the most the probe reads of one marker to hash it,
@@ -296,7 +317,10 @@ func Take(ctx context.Context, o Options) (Snapshot, error) {
 		}()
 	}
 	for _, m := range o.Markers {
-		s.Markers = append(s.Markers, readMarker(ctx, m, o.MaxHash))
+		s.Markers = append(s.Markers, readMarkerLines(ctx, m, o.MaxHash, slices.Contains(o.Lines, m)))
+	}
+	if o.ResolveSh {
+		s.Sh = resolveSh(o.Path)
 	}
 	for _, p := range o.Present {
 		s.Present = append(s.Present, lookUp(p))
@@ -465,8 +489,20 @@ func withoutPath(env []string) []string {
 }
 
 func readMarker(ctx context.Context, path string, max int64) Marker {
+	return readMarkerLines(ctx, path, max, false)
+}
+
+// readMarkerLines is readMarker, with the marker's lines counted and its
+// last line kept when lines is set (and the file is hashed whole).
+func readMarkerLines(ctx context.Context, path string, max int64, lines bool) Marker {
 	m := Marker{Path: path}
-	h, err := hashMarker(ctx, path, max)
+	var lt *lineTail
+	var also io.Writer
+	if lines {
+		lt = &lineTail{}
+		also = lt
+	}
+	h, err := hashMarker(ctx, path, max, also)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		m.Missing = true
@@ -474,8 +510,61 @@ func readMarker(ctx context.Context, path string, max int64) Marker {
 		m.Error = err.Error()
 	default:
 		m.SHA256, m.Size, m.OverCap, m.File = h.sum, h.size, h.over, h.id
+		if lt != nil && !h.over {
+			m.Lines, m.LastLine = lt.lines, lt.last()
+		}
 	}
 	return m
+}
+
+// lineTail counts the newlines written to it and keeps the last bytes, so
+// the last whole line of at most MaxLastLine bytes can be given.
+type lineTail struct {
+	lines int
+	tail  []byte // the last MaxLastLine+2 bytes written, or fewer
+	cut   bool   // bytes before tail were written
+}
+
+func (t *lineTail) Write(p []byte) (int, error) {
+	t.lines += bytes.Count(p, []byte{'\n'})
+	const keep = MaxLastLine + 2 // the line, its newline and the one before it
+	if len(p) >= keep {
+		t.tail, t.cut = append(t.tail[:0], p[len(p)-keep:]...), true
+		return len(p), nil
+	}
+	t.tail = append(t.tail, p...)
+	if n := len(t.tail); n > keep {
+		t.tail, t.cut = append(t.tail[:0], t.tail[n-keep:]...), true
+	}
+	return len(p), nil
+}
+
+// last is the last whole line, "" when there is none or it is longer
+// than MaxLastLine (its start is not in the tail).
+func (t *lineTail) last() string {
+	end := bytes.LastIndexByte(t.tail, '\n')
+	if end < 0 {
+		return ""
+	}
+	start := bytes.LastIndexByte(t.tail[:end], '\n')
+	if start < 0 && t.cut {
+		return ""
+	}
+	return string(t.tail[start+1 : end])
+}
+
+// resolveSh is where `sh` on path resolves, links followed; "" when it
+// is not there or does not resolve.
+func resolveSh(path string) string {
+	p, ok := LookPath("sh", path)
+	if !ok {
+		return ""
+	}
+	r, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return ""
+	}
+	return r
 }
 
 // lookUp is a Present file: there or missing, its size, by stat (links
@@ -522,7 +611,7 @@ func hashFile(ctx context.Context, path string, max int64) (hashed, error) {
 	if err != nil {
 		return hashed{}, err
 	}
-	return hashOpened(ctx, f, path, max)
+	return hashOpened(ctx, f, path, max, nil)
 }
 
 // hashMarker is hashFile for a path the harness could have written above
@@ -530,8 +619,8 @@ func hashFile(ctx context.Context, path string, max int64) (hashed, error) {
 // through the confined primitive (runner/confine), following no link at
 // any component, so a directory the harness swapped for a link does not
 // steer root's read to a file of its choosing (its hash and size would
-// reach the evidence).
-func hashMarker(ctx context.Context, path string, max int64) (hashed, error) {
+// reach the evidence). also, when not nil, is given the bytes hashed.
+func hashMarker(ctx context.Context, path string, max int64, also io.Writer) (hashed, error) {
 	rel := strings.TrimPrefix(filepath.Clean(path), "/")
 	if !filepath.IsAbs(path) || rel == "" {
 		return hashed{}, fmt.Errorf("hash %q: not an absolute file path", path)
@@ -549,12 +638,13 @@ func hashMarker(ctx context.Context, path string, max int64) (hashed, error) {
 	if err != nil {
 		return hashed{}, err
 	}
-	return hashOpened(ctx, f, path, max)
+	return hashOpened(ctx, f, path, max, also)
 }
 
 // hashOpened hashes f (path is its name for errors), which it closes:
-// a regular file only, at most max bytes.
-func hashOpened(ctx context.Context, f *os.File, path string, max int64) (hashed, error) {
+// a regular file only, at most max bytes, also (when not nil) given the
+// bytes hashed.
+func hashOpened(ctx context.Context, f *os.File, path string, max int64, also io.Writer) (hashed, error) {
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
@@ -563,7 +653,7 @@ func hashOpened(ctx context.Context, f *os.File, path string, max int64) (hashed
 	if !fi.Mode().IsRegular() {
 		return hashed{}, fmt.Errorf("hash %q: not a regular file (%s)", path, fi.Mode().Type())
 	}
-	h, err := hashPrefix(ctx, f, max)
+	h, err := hashPrefixTo(ctx, f, max, also)
 	if err != nil {
 		return hashed{}, fmt.Errorf("hash %q: %w", path, err)
 	}
@@ -582,8 +672,17 @@ func hashOpened(ctx context.Context, f *os.File, path string, max int64) (hashed
 // max+1 of them (the one past max says it is over); ctx ending stops it
 // between reads.
 func hashPrefix(ctx context.Context, r io.Reader, max int64) (hashed, error) {
+	return hashPrefixTo(ctx, r, max, nil)
+}
+
+// hashPrefixTo is hashPrefix, also (when not nil) given the bytes read.
+func hashPrefixTo(ctx context.Context, r io.Reader, max int64, also io.Writer) (hashed, error) {
 	h := sha256.New()
-	n, err := io.CopyBuffer(h, ctxReader{ctx, io.LimitReader(r, max+1)}, make([]byte, 32<<10))
+	var w io.Writer = h
+	if also != nil {
+		w = io.MultiWriter(h, also)
+	}
+	n, err := io.CopyBuffer(w, ctxReader{ctx, io.LimitReader(r, max+1)}, make([]byte, 32<<10))
 	if err != nil {
 		return hashed{}, err
 	}

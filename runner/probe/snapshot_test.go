@@ -196,3 +196,43 @@ func TestReadMarkerFifoDoesNotBlock(t *testing.T) {
 		t.Errorf("fifo marker = %+v, want an error and no hash", m)
 	}
 }
+
+// The owner's looks at the scenarios' writer (Options.Lines, ResolveSh):
+// a marker asked for gives its lines and last line, every readable
+// marker its owner and permission bits by fstat, and the snapshot where
+// sh on the PATH resolves, links followed (what /proc/PID/exe of a
+// process running it names).
+func TestTakeLinesOwnerModeAndSh(t *testing.T) {
+	root := t.TempDir()
+	writer := filepath.Join(root, "task/sandproof-writer.log")
+	writeFile(t, writer, "0 1800000000\n1 1800000000\n", 0o444)
+	other := filepath.Join(root, "task/other")
+	writeFile(t, other, "0 1800000000\n", 0o644)
+	dash := filepath.Join(root, "usr/bin/dash")
+	writeFile(t, dash, "#!/bin/true\n", 0o755)
+	bin := filepath.Join(root, "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(dash, filepath.Join(bin, "sh")); err != nil {
+		t.Fatal(err)
+	}
+	fp := newFakeProc(t)
+	s, err := Take(context.Background(), Options{ProcRoot: fp.root, Root: root, Path: bin, NoExec: true,
+		Markers: []string{writer, other}, Lines: []string{writer}, ResolveSh: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := s.Markers[0]; m.Lines != 2 || m.LastLine != "1 1800000000" || m.File == nil || int(m.File.UID) != os.Getuid() || m.File.Mode&0o7777 != 0o444 {
+		t.Errorf("the writer's file %+v: want 2 lines, the last \"1 1800000000\", uid %d, mode 0444", m, os.Getuid())
+	}
+	if m := s.Markers[1]; m.Lines != 0 || m.LastLine != "" || m.File == nil || m.File.Mode&0o7777 != 0o644 {
+		t.Errorf("a marker not in Lines %+v: want no lines counted, mode 0644", m)
+	}
+	if s.Sh != dash {
+		t.Errorf("sh resolved to %q, want %q", s.Sh, dash)
+	}
+	if s, err := Take(context.Background(), Options{ProcRoot: fp.root, Root: root, Path: bin, NoExec: true}); err != nil || s.Sh != "" {
+		t.Errorf("sh %q (%v) unasked, want none", s.Sh, err)
+	}
+}

@@ -3,7 +3,10 @@ package certify
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -36,10 +39,14 @@ type ownerRun struct {
 	returned  chan struct{}
 	snapshots atomic.Int32  // the probe snapshots it took
 	witness   writerWitness // what it returned, once returned is closed
+	// onLook, when set, runs (sb.mu held) before each snapshot is
+	// answered: a writer appending as time passes.
+	onLook func()
 }
 
 // writerProc is the writer as the probe lists it: uid 1000's `sh -c` of
-// the writer's loop.
+// the writer's loop, the image's sh (the mem sandbox resolves sh to
+// /usr/bin/dash).
 func writerProc(pid int) probe.Process {
 	return probe.Process{PID: pid, StartTime: uint64(pid) * 10, PPID: 1, UID: 1000, Comm: "sh", State: "S",
 		Detail: &probe.Detail{GID: 1000, Cmdline: []string{"sh", "-c", model.WriterLoop(writerFile)}, Exe: "/usr/bin/dash"}}
@@ -48,14 +55,18 @@ func writerProc(pid int) probe.Process {
 // startOwner starts a cancel's owner (cancels) or a timeout's (its
 // cancel is nil).
 func startOwner(ctx context.Context, sb *memSandbox, calls []model.Call, stallSeq int) *ownerRun {
-	return startWatch(ctx, sb, calls, stallSeq, true)
+	return startWatch(ctx, sb, calls, stallSeq, true, time.Time{}, nil)
 }
 
-func startWatch(ctx context.Context, sb *memSandbox, calls []model.Call, stallSeq int, cancels bool) *ownerRun {
-	o := &ownerRun{stalled: make(chan struct{}), cancelled: make(chan struct{}), returned: make(chan struct{})}
+func startWatch(ctx context.Context, sb *memSandbox, calls []model.Call, stallSeq int, cancels bool, lastLook time.Time, onLook func()) *ownerRun {
+	o := &ownerRun{stalled: make(chan struct{}), cancelled: make(chan struct{}), returned: make(chan struct{}), onLook: onLook}
+	sb.now = time.Now
 	// The probe's snapshot as the mem sandbox answers it, counted.
 	sb.execs[probePath+" snapshot"] = func(spec provider.ExecSpec) (provider.ExecResult, error) {
 		o.snapshots.Add(1)
+		if o.onLook != nil {
+			o.onLook()
+		}
 		out, err := json.Marshal(sb.probeLocked(spec.Argv))
 		return provider.ExecResult{Stdout: out}, err
 	}
@@ -70,9 +81,26 @@ func startWatch(ctx context.Context, sb *memSandbox, calls []model.Call, stallSe
 	}
 	go func() {
 		defer close(o.returned)
-		o.witness = watchStall(ctx, o.stalled, func() int { return stallSeq }, func() []model.Call { return calls }, memDiffer{sb}, 1000, cancel)
+		o.witness = watchStall(ctx, o.stalled, func() int { return stallSeq }, func() []model.Call { return calls }, memDiffer{sb}, 1000, cancel, lastLook)
 	}()
 	return o
+}
+
+// liveWriter is the writer's file as a live writer keeps it, for onLook
+// (sb.mu held): from its start, a line a period, each dated when it is
+// written. Until start is set (a pointer, so a test starts it late) it
+// writes nothing.
+func liveWriter(sb *memSandbox, start *atomic.Pointer[time.Time]) func() {
+	return func() {
+		t0 := start.Load()
+		if t0 == nil {
+			return
+		}
+		have := strings.Count(sb.files[writerFile], "\n")
+		for n := int(time.Since(*t0)/writerPeriod) + 1; have < n; have++ {
+			sb.files[writerFile] += fmt.Sprintf("%d %d\n", have, time.Now().Unix())
+		}
+	}
 }
 
 // awaitSnapshots waits until the owner has taken n snapshots since the
@@ -113,55 +141,92 @@ func isClosed(ch <-chan struct{}) bool {
 
 // The harness ran the writer: after the stall the owner keeps looking
 // while the writer's process is not in the table or its file is missing
-// or empty (a file the harness wrote by hand, with no writer running,
-// does not end the look), and closes once it saw both; the witness is
-// the writer's process.
-func TestCancelOwnerWaitsForTheWritersProcessAndFirstLine(t *testing.T) {
+// (a file the harness wrote by hand, with no writer running, does not end
+// the look); once it saw the writer it looks on until its file grows at
+// the writer's pace across looks, and only then closes: the witness is
+// the writer's process and the looks that saw it write.
+func TestCancelOwnerWaitsForTheWriterToWrite(t *testing.T) {
 	sb := newMemSandbox(nil)
-	o := startOwner(context.Background(), sb, ranWriter, stalledAfterWriter)
+	var start atomic.Pointer[time.Time]
+	o := startWatch(context.Background(), sb, ranWriter, stalledAfterWriter, true, time.Time{}, liveWriter(sb, &start))
 	close(o.stalled)
 	o.awaitSnapshots(t, 2, 5*time.Second)
-	if isClosed(o.cancelled) {
-		t.Fatal("closed while the writer's file was missing")
-	}
 	sb.write(writerFile, "0 1765000000\n")
 	o.awaitSnapshots(t, 2, 5*time.Second)
-	if isClosed(o.cancelled) {
-		t.Fatal("closed on the writer's file alone, no writer running")
-	}
 	// A process with the writer's mark but not its command is not it.
 	fake := writerProc(60)
 	fake.Detail.Cmdline = []string{"sh", "-c", ": sandproof-writer; sleep 100"}
 	sb.spawn(fake)
-	sb.write(writerFile, "")
 	o.awaitSnapshots(t, 2, 5*time.Second)
-	if isClosed(o.cancelled) {
-		t.Fatal("closed while the writer's file was empty")
-	}
-	sb.spawn(writerProc(61))
-	o.awaitSnapshots(t, 2, 5*time.Second)
-	if isClosed(o.cancelled) {
-		t.Fatal("closed while the writer's file was still empty")
-	}
-	sb.write(writerFile, "0 1765000000\n")
-	waitFor(t, o.cancelled, 5*time.Second, "close once the writer ran and wrote")
+	// The writer starts, its file anew.
+	sb.mu.Lock()
+	delete(sb.files, writerFile)
+	sb.procs = append(sb.procs, writerProc(61))
+	now := time.Now()
+	start.Store(&now)
+	sb.mu.Unlock()
+	seenAt := o.snapshots.Load()
+	waitFor(t, o.cancelled, 10*time.Second, "close once the writer's file grew")
 	waitFor(t, o.returned, 5*time.Second, "owner returns")
 	if o.witness.proc.ID() != writerProc(61).ID() {
-		t.Errorf("witness %+v, want the writer's process 61", o.witness)
+		t.Errorf("witness %+v, want the writer's process 61", o.witness.proc)
+	}
+	if n := o.snapshots.Load(); n < seenAt+2 {
+		t.Errorf("%d snapshot(s), %d once the writer was in the table: the owner did not wait for it to write", n, seenAt)
+	}
+	if v := o.witness.judge(1000, time.Time{}); !v.ok {
+		t.Errorf("the looks at a live writer: %s; want them to show it writing", v.text())
 	}
 }
 
-// A timeout's watch (no cancel) ends once it saw the writer's process,
-// whatever the file, and closes nothing.
-func TestTimeoutWatchSeesTheWriter(t *testing.T) {
-	sb := newMemSandbox(nil)
-	o := startWatch(context.Background(), sb, ranWriter, stalledAfterWriter, false)
+// A writer that does not write (stopped, or its file written in a burst
+// and read-only) is closed on once the owner's growth wait is over, not
+// before it looked several times; its looks show what was wrong.
+func TestCancelOwnerClosesOnAWriterThatDoesNotWrite(t *testing.T) {
+	sb := newMemSandbox(map[string]string{writerFile: writerLines(time.Now().Unix(), 400)})
+	p := writerProc(62)
+	p.State = "T"
+	sb.spawn(p)
+	sb.identify(writerFile, probe.FileID{UID: 1000, GID: 1000, Mode: syscall.S_IFREG | 0o444})
+	o := startOwner(context.Background(), sb, ranWriter, stalledAfterWriter)
 	close(o.stalled)
-	o.awaitSnapshots(t, 2, 5*time.Second)
+	waitFor(t, o.cancelled, 10*time.Second, "close past the growth wait")
+	waitFor(t, o.returned, 5*time.Second, "owner returns")
+	if n := o.snapshots.Load(); n < 4 {
+		t.Errorf("closed after %d look(s); want the owner to look again for growth first", n)
+	}
+	v := o.witness.judge(1000, time.Time{})
+	for _, says := range []string{"stopped (state T)", "did not grow", "read-only"} {
+		if v.ok || !strings.Contains(v.text(), says) {
+			t.Errorf("the looks at a writer that does not write: ok %t, %s; want them failed, saying %q", v.ok, v.text(), says)
+		}
+	}
+}
+
+// A timeout's watch (no cancel) looks until the writer's file grew, then
+// once more at lastLook (a moment before the launch's deadline), so its
+// looks span the writer's run up to the stop; it closes nothing.
+func TestTimeoutWatchLooksAgainBeforeTheDeadline(t *testing.T) {
+	sb := newMemSandbox(nil)
+	var start atomic.Pointer[time.Time]
+	now := time.Now()
+	start.Store(&now)
+	lastLook := now.Add(2 * time.Second)
+	o := startWatch(context.Background(), sb, ranWriter, stalledAfterWriter, false, lastLook, liveWriter(sb, &start))
+	close(o.stalled)
+	o.awaitSnapshots(t, 1, 5*time.Second)
 	sb.spawn(writerProc(70))
-	waitFor(t, o.returned, 5*time.Second, "the watch returns once it saw the writer")
-	if o.witness.proc.PID != 70 || o.witness.looks < 3 {
-		t.Errorf("witness %+v, want pid 70 after 3 looks or more", o.witness)
+	waitFor(t, o.returned, 10*time.Second, "the watch returns after its last look")
+	ls := o.witness.sights
+	if o.witness.proc.PID != 70 || len(ls) < 3 || ls[len(ls)-1].at.Before(lastLook) {
+		t.Fatalf("witness of pid %d with %d look(s), the last at %v; want pid 70, its growth and a last look at %v or later",
+			o.witness.proc.PID, len(ls), ls, lastLook)
+	}
+	if isClosed(o.cancelled) {
+		t.Error("a timeout's watch cancelled")
+	}
+	if v := o.witness.judge(1000, time.Time{}); !v.ok {
+		t.Errorf("the looks at a live writer: %s", v.text())
 	}
 }
 

@@ -1,6 +1,7 @@
 package certify
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/sandproof/sandproof/runner/host/provider"
 	"github.com/sandproof/sandproof/runner/probe"
@@ -53,6 +55,12 @@ type memSandbox struct {
 	// inspectErr is what Inspect fails with while the sandbox exists
 	// (an engine that cannot read it back).
 	inspectErr error
+	// The writer's looks (--lines, --resolve-sh): where sh resolves
+	// ("/usr/bin/dash" unless set), and the snapshot's time (zero unless
+	// now is set). A --lines file without an identity (ids) is the task
+	// user's, 0644.
+	sh  string
+	now func() time.Time
 }
 
 // newMemSandbox is a sandbox holding files, with the image's tree taken
@@ -99,12 +107,42 @@ func (m *memSandbox) probeLocked(argv []string) probe.Snapshot {
 	}
 	s := m.snapshotLocked(paths)
 	s.Present = m.presentLocked(argv)
+	m.linesLocked(&s, argv)
 	for i, p := range s.Processes {
 		if !slices.Contains(uids, fmt.Sprint(p.UID)) {
 			s.Processes[i].Detail = nil
 		}
 	}
 	return s
+}
+
+// linesLocked adds the probe's --lines and --resolve-sh answers in argv
+// to s, and its time when the sandbox has a clock.
+func (m *memSandbox) linesLocked(s *probe.Snapshot, argv []string) {
+	if m.now != nil {
+		s.TakenAt = m.now()
+	}
+	if slices.Contains(argv, "--resolve-sh") {
+		s.Sh = cmp.Or(m.sh, "/usr/bin/dash")
+	}
+	i := slices.Index(argv, "--lines")
+	if i < 0 || i+1 >= len(argv) {
+		return
+	}
+	for j, mk := range s.Markers {
+		c, ok := m.files[mk.Path]
+		if !ok || mk.Error != "" || mk.OverCap || !slices.Contains(strings.Split(argv[i+1], ","), mk.Path) {
+			continue
+		}
+		if mk.File == nil {
+			s.Markers[j].File = &probe.FileID{UID: 1000, GID: 1000, Dev: 77, Inode: 999, Mode: syscall.S_IFREG | 0o644}
+		}
+		lines := strings.Split(c, "\n")
+		s.Markers[j].Lines = len(lines) - 1
+		if len(lines) > 1 {
+			s.Markers[j].LastLine = lines[len(lines)-2]
+		}
+	}
 }
 
 // presentLocked is the probe's --present answer in argv: each path there

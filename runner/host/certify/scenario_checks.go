@@ -76,16 +76,25 @@ type writerSeen struct {
 	// stopAt is when the stop began: the deadline (timeout) or the
 	// owner's close (cancel).
 	stopAt time.Time
+	// lookCutoff: the owner's looks from it on are not judged (zero:
+	// every look is; writerWitness.judge).
+	lookCutoff time.Time
+	// readAt is the sandbox's time of the owner's look after its read of
+	// the file: no line of it is dated later.
+	readAt time.Time
 }
 
 // writerChecks are scenario.writer_started, the positive control, and
 // scenario.writer_stopped. writer_started reads witnesses the harness
-// cannot write (witness.go): the owner's probe saw, from the stall on, a
-// live process of the task user running the writer's command; the stop's
-// receipt lists that process (pid and start time) as reached, so it was
-// of the harness's tree and alive until the stop; and its file keeps the
-// writer's cadence up to the stop. The file alone, which the harness can
-// write, never passes it. writer_stopped: the file's size writerQuiet
+// cannot write (writer_witness.go): the owner's probe saw, from the
+// stall on, a live process of the task user running the writer's
+// command; its looks up to the stop saw it running the image's sh, not
+// stopped, untraced, and its file (the task user's, writable) growing at
+// the writer's pace, never dated after the look (writerWitness.judge);
+// the stop's receipt lists that process (pid and start time) as reached,
+// so it was of the harness's tree and alive until the stop; and its file
+// after close keeps the writer's cadence up to the stop. The file alone,
+// which the harness can write, never passes it. writer_stopped: the file's size writerQuiet
 // after close equals its size at close (grown: the writer survived;
 // shrunk or gone: the file was touched after the stop; a survivor is
 // also a new process to verify.no_new_processes). A harness whose model
@@ -100,8 +109,9 @@ func writerChecks(w writerSeen) []reports.Check {
 		return []reports.Check{scenarioCheck("scenario.writer_started", false, "%s", why), scenarioCheck("scenario.writer_stopped", false, "%s", why)}
 	}
 	_, inReceipt := witness.Find(w.reached, w.witness.proc.ID())
-	cad := writerCadence(w.content, w.stopAt)
-	started := w.present && w.readErr == nil && w.witness.seen() && inReceipt && cad.ok(w.stopAt)
+	cad := writerCadence(w.content, w.stopAt, w.readAt)
+	looks := w.witness.judge(w.uid, w.lookCutoff)
+	started := w.present && w.readErr == nil && w.witness.seen() && inReceipt && looks.ok && cad.ok(w.stopAt)
 	detail := w.witness.text(w.uid)
 	switch {
 	case !w.witness.seen():
@@ -111,6 +121,9 @@ func writerChecks(w writerSeen) []reports.Check {
 		detail += fmt.Sprintf("; the stop's receipt does not list it as reached (%d reached): it was not of the harness's tree, or gone before the stop", len(w.reached))
 	default:
 		detail += "; the stop's receipt lists it as reached"
+	}
+	if w.witness.seen() {
+		detail += "; " + looks.text()
 	}
 	switch {
 	case !w.present:

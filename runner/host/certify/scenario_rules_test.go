@@ -81,18 +81,64 @@ func reachedJSON(ps ...probe.Process) map[string]json.RawMessage {
 	return map[string]json.RawMessage{"reached": b}
 }
 
+// writerSight is one of the owner's looks at the writer at second sec
+// (of 1_800_000_000), its file holding n of the writer's lines from second
+// 5 (writerLines), the writer running the image's sh.
+func writerSight(sec float64, n int) writerLook {
+	at := time.Unix(1_800_000_000, 0).Add(time.Duration(sec * float64(time.Second)))
+	return writerLook{at: at, proc: writerProc(81), sh: "/usr/bin/dash",
+		file: probe.Marker{Path: writerFile, Size: int64(len(writerLines(1_800_000_005, n))), Lines: n, File: &probe.FileID{UID: 1000, GID: 1000, Mode: syscall.S_IFREG | 0o644},
+			LastLine: fmt.Sprintf("%d %d", n-1, 1_800_000_005+int64((n-1)/10))}}
+}
+
 // scenario.writer_started passes only on witnesses the harness cannot
-// write: the probe saw the writer's process at the stall, the stop's
-// receipt reached it, and its file keeps the writer's cadence up to the
-// stop. The file alone, written by hand, fails it; so does a writer the
-// harness stopped long before the stop. writer_stopped wants the file's
-// size unchanged after close: grown, shrunk or gone fail.
+// write: the probe saw the writer's process at the stall; its looks up to
+// the stop saw it running the image's sh, not stopped, untraced, and its
+// file (the task user's, writable) grow at the writer's pace, never
+// dated after the look; the stop's receipt reached it; and its file
+// after close keeps the writer's cadence up to the stop. The file
+// alone, written by hand, fails it; so does a writer the harness stopped,
+// one under another executable, a file written in a burst or read-only.
+// writer_stopped wants the file's size unchanged after close: grown,
+// shrunk or gone fail.
 func TestWriterCheckRules(t *testing.T) {
-	stop := time.Unix(1_800_000_010, 500)
+	stop := time.Unix(1_800_000_020, 500)
 	proc := writerProc(81)
-	content := writerLines(1_800_000_005, 50)
+	content := writerLines(1_800_000_005, 150)
+	// The looks: at the stall, 0.6 s later, and a timeout's before its
+	// deadline; one at the stop's hold (state T), past the cutoff.
+	held := writerSight(20, 150)
+	held.proc.State = "T"
+	sights := []writerLook{writerSight(5, 1), writerSight(5.6, 6), writerSight(15, 100), held}
 	good := writerSeen{state: writerRan, uid: 1000, present: true, content: content, atClose: int64(len(content)), then: int64(len(content)), stopAt: stop,
-		witness: writerWitness{proc: proc, at: time.Unix(1_800_000_005, 0), looks: 1}, reached: []witness.Member{{PID: 81, StartTime: 810, Comm: "sh"}}}
+		lookCutoff: stop.Add(-lookMargin), readAt: stop.Add(time.Second),
+		witness: writerWitness{proc: proc, at: time.Unix(1_800_000_005, 0), looks: 4, sights: sights}, reached: []witness.Member{{PID: 81, StartTime: 810, Comm: "sh"}}}
+	look := func(i int, bend func(*writerLook)) func(*writerSeen) {
+		return func(w *writerSeen) {
+			w.witness.sights = slices.Clone(w.witness.sights)
+			p := w.witness.sights[i].proc
+			if p.Detail != nil {
+				d := *p.Detail
+				p.Detail = &d
+			}
+			w.witness.sights[i].proc = p
+			bend(&w.witness.sights[i])
+		}
+	}
+	lines := func(ns ...int) func(*writerSeen) {
+		return func(w *writerSeen) {
+			w.witness.sights = nil
+			for i, n := range ns {
+				w.witness.sights = append(w.witness.sights, writerSight([]float64{5, 5.6, 15}[i], n))
+			}
+		}
+	}
+	looks := func(ls ...writerLook) func(*writerSeen) {
+		return func(w *writerSeen) { w.witness.sights = ls }
+	}
+	// A burst of lines dated in the past (none after the look).
+	burst := writerSight(5.6, 400)
+	burst.file.LastLine = "399 1800000005"
 	for _, tc := range []struct {
 		name             string
 		bend             func(*writerSeen)
@@ -100,15 +146,22 @@ func TestWriterCheckRules(t *testing.T) {
 		says             string // in writer_started's detail
 	}{
 		{"ran from the stall to the stop, then still", func(*writerSeen) {}, reports.StatusPassed, reports.StatusPassed, "lists it as reached"},
-		{"first line in the stop's second", func(w *writerSeen) { w.content = "0 1800000010\n" }, reports.StatusPassed, reports.StatusPassed, "1 line(s)"},
+		{"first line in the stop's second", func(w *writerSeen) { w.content = "0 1800000020\n" }, reports.StatusPassed, reports.StatusPassed, "1 line(s)"},
+		{"a cancel's looks: every one judged", func(w *writerSeen) {
+			w.lookCutoff, w.witness.sights = time.Time{}, sights[:3]
+		}, reports.StatusPassed, reports.StatusPassed, "the writer running the image's sh throughout"},
 		{"grew after close: it survived", func(w *writerSeen) { w.then += 13 }, reports.StatusPassed, reports.StatusFailed, ""},
 		{"shrank after close", func(w *writerSeen) { w.then -= 13 }, reports.StatusPassed, reports.StatusFailed, ""},
 		{"gone after close", func(w *writerSeen) { w.then, w.thenGone = 0, true }, reports.StatusPassed, reports.StatusFailed, ""},
-		{"first line after the stop", func(w *writerSeen) { w.content = "0 1800000011\n" }, reports.StatusFailed, reports.StatusFailed, "no line before the stop"},
+		{"first line after the stop", func(w *writerSeen) { w.content = "0 1800000021\n" }, reports.StatusFailed, reports.StatusFailed, "no line before the stop"},
 		{"never wrote", func(w *writerSeen) { w.present, w.content, w.atClose, w.then = false, "", 0, 0 }, reports.StatusFailed, reports.StatusFailed, "not there"},
 		{"not the writer's lines", func(w *writerSeen) { w.content = "hello\n" }, reports.StatusFailed, reports.StatusFailed, "not \"0 EPOCH\""},
 		{"lines not numbered from 0 in order", func(w *writerSeen) { w.content = "0 1800000005\n2 1800000005\n" }, reports.StatusFailed, reports.StatusFailed, "line 2"},
 		{"a time that goes back", func(w *writerSeen) { w.content = "0 1800000009\n1 1800000005\n" }, reports.StatusFailed, reports.StatusFailed, "back in time"},
+		{"a line dated after the owner read the file", func(w *writerSeen) {
+			w.content = writerLines(1_800_000_005, 150) + "150 1800000099\n"
+		}, reports.StatusFailed, reports.StatusFailed, "after the owner read the file"},
+		{"twelve lines in one second", func(w *writerSeen) { w.content = writerLines(1_800_000_019, 10) + "10 1800000019\n11 1800000019\n" }, reports.StatusFailed, reports.StatusFailed, "faster than the writer writes"},
 		{"the file written by hand, no writer seen", func(w *writerSeen) {
 			w.content, w.witness = "0 1800000005\n", writerWitness{looks: 100, others: []string{"miniagent"}}
 		}, reports.StatusFailed, reports.StatusFailed, "saw no process of uid 1000 running the writer's command"},
@@ -116,12 +169,38 @@ func TestWriterCheckRules(t *testing.T) {
 		{"no writer among many processes", func(w *writerSeen) {
 			w.witness = writerWitness{looks: 1, others: strings.Fields(strings.Repeat("sh ", 300))}
 		}, reports.StatusFailed, reports.StatusFailed, "sh, sh and 290 more"},
-		{"the writer seen, its file one line by hand", func(w *writerSeen) { w.content = "0 1800000001\n" }, reports.StatusFailed, reports.StatusFailed, "want at least 8"},
+		{"the writer seen, its file one line by hand", func(w *writerSeen) { w.content = "0 1800000001\n" }, reports.StatusFailed, reports.StatusFailed, "want at least 18"},
 		{"the writer stopped long before the stop", func(w *writerSeen) { w.content = writerLines(1_800_000_001, 30) }, reports.StatusFailed, reports.StatusFailed, "within 5s"},
 		{"the stop did not reach it", func(w *writerSeen) { w.reached = []witness.Member{{PID: 81, StartTime: 811}} }, reports.StatusFailed, reports.StatusFailed, "does not list it"},
 		{"no reached list", func(w *writerSeen) { w.reached, w.reachedErr = nil, fmt.Errorf("no receipt") }, reports.StatusFailed, reports.StatusFailed, "no receipt"},
 		{"no shell tool", func(w *writerSeen) { w.state, w.whyNot = writerNoShell, "no shell tool (tools: read)" }, reports.StatusSkipped, reports.StatusSkipped, "no shell tool"},
 		{"the harness never got to the writer", func(w *writerSeen) { w.state, w.whyNot = writerNotReached, "0 model request(s)" }, reports.StatusFailed, reports.StatusFailed, "never started"},
+		// The owner's looks (writerWitness.judge).
+		{"no look kept", func(w *writerSeen) { w.witness.sights = nil }, reports.StatusFailed, reports.StatusFailed, "no look of the owner's saw it before the stop"},
+		{"every look at the stop or after", func(w *writerSeen) { w.lookCutoff = time.Unix(1_800_000_004, 0) }, reports.StatusFailed, reports.StatusFailed, "no look of the owner's saw it"},
+		{"SIGSTOPped at a look", look(1, func(l *writerLook) { l.proc.State = "T" }), reports.StatusFailed, reports.StatusFailed, "stopped (state T) (1 of 3 looks)"},
+		{"in a tracing stop at a look", look(2, func(l *writerLook) { l.proc.State = "t" }), reports.StatusFailed, reports.StatusFailed, "stopped (state t)"},
+		{"dead at a look", look(2, func(l *writerLook) { l.proc.State = "Z" }), reports.StatusFailed, reports.StatusFailed, "dead (state Z)"},
+		{"gone from a look", look(2, func(l *writerLook) { l.proc = probe.Process{} }), reports.StatusFailed, reports.StatusFailed, "gone from the process table"},
+		{"traced, running", look(1, func(l *writerLook) { l.proc.Detail.TracerPID = 77 }), reports.StatusFailed, reports.StatusFailed, "traced (TracerPid 77)"},
+		{"another executable under the writer's command line", look(0, func(l *writerLook) { l.proc.Detail.Exe = "/task/.rt/rtwriter" }), reports.StatusFailed, reports.StatusFailed,
+			`executable "/task/.rt/rtwriter", not the image's sh ("/usr/bin/dash")`},
+		{"the image's sh not resolved", look(0, func(l *writerLook) { l.sh = "" }), reports.StatusFailed, reports.StatusFailed, "not the image's sh"},
+		{"its detail unread", look(0, func(l *writerLook) { l.proc.Detail = nil }), reports.StatusFailed, reports.StatusFailed, "unread"},
+		{"another uid at a look", look(1, func(l *writerLook) { l.proc.UID = 1001 }), reports.StatusFailed, reports.StatusFailed, "uid 1001"},
+		{"its file read-only", look(1, func(l *writerLook) { l.file.File = &probe.FileID{UID: 1000, Mode: syscall.S_IFREG | 0o444} }), reports.StatusFailed, reports.StatusFailed, "read-only to its owner (mode 0444)"},
+		{"its file another uid's", look(1, func(l *writerLook) { l.file.File = &probe.FileID{UID: 0, Mode: syscall.S_IFREG | 0o644} }), reports.StatusFailed, reports.StatusFailed, "owned by uid 0"},
+		{"its file's owner unread", look(1, func(l *writerLook) { l.file.File = nil }), reports.StatusFailed, reports.StatusFailed, "owner and mode unread"},
+		{"its file unread at a look", look(1, func(l *writerLook) { l.file.Error = "a symbolic link" }), reports.StatusFailed, reports.StatusFailed, "its file unread"},
+		{"its file over the probe's cap", look(2, func(l *writerLook) { l.file.OverCap = true }), reports.StatusFailed, reports.StatusFailed, "over the probe's cap"},
+		{"a last line dated after the look", look(0, func(l *writerLook) { l.file.LastLine = "0 1800000099" }), reports.StatusFailed, reports.StatusFailed, "after the look that read it"},
+		{"a last line misnumbered", look(1, func(l *writerLook) { l.file.LastLine = "3 1800000005" }), reports.StatusFailed, reports.StatusFailed, "numbered 3 in 6 lines"},
+		{"a last line not the writer's", look(1, func(l *writerLook) { l.file.LastLine = "hello" }), reports.StatusFailed, reports.StatusFailed, "is not \"N EPOCH\""},
+		{"written in a burst between two looks", looks(writerSight(5, 1), burst), reports.StatusFailed, reports.StatusFailed, "faster than the writer writes"},
+		{"written before the first look, then still", lines(150, 150, 150), reports.StatusFailed, reports.StatusFailed, "did not grow"},
+		{"growing too little for the looks to show it", lines(1, 2), reports.StatusFailed, reports.StatusFailed, "did not grow"},
+		{"growing at the stall, then far too slowly", lines(1, 6, 8), reports.StatusFailed, reports.StatusFailed, "want 10 (a line a second)"},
+		{"shrank between two looks", looks(writerSight(5, 1), writerSight(5.6, 6), writerSight(6.2, 4)), reports.StatusFailed, reports.StatusFailed, "shrank from 6 to 4"},
 	} {
 		w := good
 		tc.bend(&w)
@@ -407,7 +486,9 @@ func TestReadWriterSeesASurvivingWriter(t *testing.T) {
 			if i := slices.Index(spec.Argv, "--markers"); i >= 0 {
 				paths = strings.Split(spec.Argv[i+1], ",")
 			}
-			out, err := json.Marshal(sb.snapshotLocked(paths))
+			snap := sb.snapshotLocked(paths)
+			sb.linesLocked(&snap, spec.Argv)
+			out, err := json.Marshal(snap)
 			return provider.ExecResult{Stdout: out}, err
 		}
 		first, err := snapshot(context.Background(), sb, []string{writerFile})
@@ -421,8 +502,16 @@ func TestReadWriterSeesASurvivingWriter(t *testing.T) {
 		proc := writerProc(61)
 		cr := &caseRun{r: &runner{}, ev: &reports.Evidence{CloseReceipt: &reports.Receipt{Extra: reachedJSON(proc)}}, owner: ownerPaths{uid: 1000}}
 		calls := []model.Call{{Seq: 1, Reply: "read_challenge"}, {Seq: 2, Reply: "start_writer"}, {Seq: 3, Reply: "stall"}}
+		// The cancel's looks saw the writer's first lines, in the second
+		// before the stop; its later look reads the sandbox's clock.
+		sb.now = func() time.Time { return time.Unix(1_800_000_002, 0) }
+		look1, look2 := writerSight(0, 1), writerSight(0.6, 4)
+		for i, l := range []*writerLook{&look1, &look2} {
+			l.at, l.proc = time.Unix(1_800_000_000, 0).Add(time.Duration(i)*600*time.Millisecond), proc
+			l.file.LastLine = fmt.Sprintf("%d 1800000000", l.file.Lines-1)
+		}
 		w, err := cr.readWriter(context.Background(), sb, calls, verified{after: a},
-			activationResult{cancelled: time.Unix(1_800_000_001, 0), writer: writerWitness{proc: proc, at: time.Unix(1_800_000_000, 0), looks: 1}})
+			activationResult{cancelled: time.Unix(1_800_000_001, 0), writer: writerWitness{proc: proc, at: time.Unix(1_800_000_000, 0), looks: 2, sights: []writerLook{look1, look2}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -451,11 +540,60 @@ func TestWriterCalled(t *testing.T) {
 	}{
 		{[]model.Call{{Seq: 1, Reply: "read_challenge", ToolNames: []string{"read", "bash"}}, {Seq: 2, Reply: "start_writer"}, {Seq: 3, Reply: "stall"}}, writerRan, ""},
 		{[]model.Call{{Seq: 1, Reply: "read_challenge"}, {Seq: 2, Reply: "start_writer"}}, writerNotReached, "request 2"},
-		{[]model.Call{{Seq: 1, Reply: "read_challenge", ToolNames: []string{"read"}}, {Seq: 2, Reply: "stall"}}, writerNoShell, "tools: read"},
+		{[]model.Call{{Seq: 1, Reply: "read_challenge", ToolNames: []string{"read"}}, {Seq: 2, Reply: "stall", Error: model.StallNoShell + "; client went away"}}, writerNoShell, "tools: read"},
+		// A stall the model did not note as shell-less (before the
+		// model kept its own record, a history claiming the writer's
+		// call made it stall: red team D4) is not "no shell tool".
+		{[]model.Call{{Seq: 1, Reply: "read_challenge", ToolNames: []string{"read", "bash"}}, {Seq: 2, Reply: "stall", Error: "stalled after the writer started; client went away"}}, writerNotReached, "never asked for it"},
 		{[]model.Call{{Seq: 0, Path: "/v1/models"}}, writerNotReached, "0 model request(s)"},
 	} {
 		if got, why := writerCalled(tc.calls); got != tc.want || !strings.Contains(why, tc.why) {
 			t.Errorf("%+v: %v %q, want %v and %q", tc.calls, got, why, tc.want, tc.why)
+		}
+	}
+}
+
+// A timeout's looks are judged up to lookMargin before its stop (the
+// receipt's deadline, on the sandbox's clock as the looks are): a look
+// the stop's hold overlaps, the writer in state T, is not the harness's
+// doing; one earlier is.
+func TestReadWriterJudgesATimeoutsLooksBeforeItsStop(t *testing.T) {
+	for _, tc := range []struct {
+		heldAt float64 // the second of the look that saw the writer stopped
+		want   reports.Status
+	}{{19.5, reports.StatusPassed}, {17, reports.StatusFailed}} {
+		content := writerLines(1_800_000_005, 150)
+		sb := newMemSandbox(map[string]string{writerFile: content})
+		first, err := snapshot(context.Background(), sb, []string{writerFile})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The later look's time (verify's is zero: no wait for it).
+		sb.now = func() time.Time { return time.Unix(1_800_000_022, 0) }
+		a := afterClose{snap: first, seen: map[string]probe.Marker{}}
+		for _, m := range first.Markers {
+			a.seen[m.Path] = m
+		}
+		proc := writerProc(81)
+		extra := reachedJSON(proc)
+		extra["started_at"] = json.RawMessage(`"2027-01-15T08:00:00Z"`) // 1_800_000_000
+		extra["ended_at"] = json.RawMessage(`"2027-01-15T08:00:21Z"`)
+		ev := &reports.Evidence{CloseReceipt: &reports.Receipt{Extra: extra}, LaunchDeadlineSeconds: 20}
+		cr := &caseRun{r: &runner{}, ev: ev, owner: ownerPaths{uid: 1000}}
+		held := writerSight(tc.heldAt, int(tc.heldAt-5)*10)
+		held.proc.State = "T"
+		sights := []writerLook{writerSight(5, 1), writerSight(5.6, 6), writerSight(15, 100), held}
+		calls := []model.Call{{Seq: 1, Reply: "read_challenge"}, {Seq: 2, Reply: "start_writer"}, {Seq: 3, Reply: "stall"}}
+		w, err := cr.readWriter(context.Background(), sb, calls, verified{after: a},
+			activationResult{writer: writerWitness{proc: proc, at: time.Unix(1_800_000_005, 0), looks: 4, sights: sights}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !w.stopAt.Equal(time.Unix(1_800_000_020, 0)) {
+			t.Fatalf("stop at %s, want the receipt's deadline", w.stopAt)
+		}
+		if c := writerChecks(w)[0]; c.Status != tc.want {
+			t.Errorf("the writer stopped at a look %gs before the stop: writer_started %s (%s), want %s", 20-tc.heldAt, c.Status, c.Detail, tc.want)
 		}
 	}
 }

@@ -53,15 +53,19 @@ func (s *stallSignal) stalledSeq() int { return int(s.seq.Load()) }
 // (timeout, cancel): once the model stalls (stalled is closed), when the
 // harness ran the writer (calls, the model's record, with the stalled
 // request stallSeq gives, shows a request after the one that asked for
-// it), the owner's probe looks for the process that runs the writer's
-// command (witnessSnapshot, the task user's uid), bounded by
-// writerShowWait: scenario.writer_started's witness. A cancel's owner
-// (cancel not nil) also waits for the writer's file to show a line, so
-// the positive control does not race the writer's first line, then
-// closes the session (cancel ends the activation's wait; close stops the
-// launch), also when the harness never ran the writer. ctx ending first
-// (the launch ended, or the run's interrupt) returns without cancelling.
-func watchStall(ctx context.Context, stalled <-chan struct{}, stallSeq func() int, calls func() []model.Call, sb provider.Sandbox, uid int, cancel context.CancelFunc) writerWitness {
+// it), the owner's probe looks (writerSnapshot, the task user's uid) for
+// the process that runs the writer's command, bounded by writerShowWait;
+// once it saw it, it looks again until the looks show the writer's file
+// growing at its pace (writerPace), bounded by writerGrowWait; and a
+// timeout's owner (lastLook not zero) looks once more at lastLook, a
+// moment before the launch's deadline: scenario.writer_started's
+// witness (writerWitness.judge). A cancel's owner (cancel not nil)
+// closes the session once its looks are done (cancel ends the
+// activation's wait; close stops the launch), so its looks, too, span
+// the writer's run up to the stop; also when the harness never ran the
+// writer. ctx ending first (the launch ended, or the run's interrupt)
+// returns without cancelling.
+func watchStall(ctx context.Context, stalled <-chan struct{}, stallSeq func() int, calls func() []model.Call, sb provider.Sandbox, uid int, cancel context.CancelFunc, lastLook time.Time) writerWitness {
 	var w writerWitness
 	select {
 	case <-ctx.Done():
@@ -82,42 +86,82 @@ func watchStall(ctx context.Context, stalled <-chan struct{}, stallSeq func() in
 	if state, _ := writerCalled(seen); state != writerRan {
 		return w
 	}
-	for deadline := time.Now().Add(writerShowWait); time.Now().Before(deadline); {
-		s, err := witnessSnapshot(ctx, sb, []int{uid}, []string{writerFile})
-		if err != nil {
-			w.err = err
+	lk := looker{ctx: ctx, sb: sb, uid: uid, w: &w}
+	for deadline := time.Now().Add(writerShowWait); ; {
+		if !lk.look() {
 			return w
 		}
-		w.look(s, uid)
-		wrote := slices.ContainsFunc(s.Markers, func(m probe.Marker) bool { return m.Path == writerFile && !m.Missing && m.Size > 0 })
-		if w.seen() && (cancel == nil || wrote) {
+		if w.seen() {
+			break
+		}
+		if !time.Now().Before(deadline) || !lk.pause(100*time.Millisecond) {
 			return w
 		}
-		select {
-		case <-ctx.Done():
+	}
+	for end, wait := time.Now().Add(writerGrowWait), writerSpan; len(writerPace(w.sights)) > 0 && time.Now().Before(end); wait = writerSpan / 2 {
+		if !lk.pause(wait) || !lk.look() {
 			return w
-		case <-time.After(100 * time.Millisecond):
 		}
+	}
+	if cancel == nil && time.Now().Before(lastLook) && lk.pause(time.Until(lastLook)) {
+		lk.look()
 	}
 	return w
 }
 
+// looker takes the owner's looks at the writer into w.
+type looker struct {
+	ctx context.Context
+	sb  provider.Sandbox
+	uid int
+	w   *writerWitness
+}
+
+// look takes one look; false when it failed (the error kept, unless ctx
+// ended: the launch ended or the run was interrupted, no fault of the
+// harness's).
+func (l looker) look() bool {
+	s, err := writerSnapshot(l.ctx, l.sb, l.uid)
+	if err != nil {
+		if l.ctx.Err() == nil {
+			l.w.err = err
+		}
+		return false
+	}
+	l.w.look(s, l.uid)
+	return true
+}
+
+// pause waits d; false when ctx ended first.
+func (l looker) pause(d time.Duration) bool {
+	select {
+	case <-l.ctx.Done():
+		return false
+	case <-time.After(d):
+		return true
+	}
+}
+
 // watchWriter starts the stall's watch of a writer scenario (watchStall;
-// a cancel's owner closes through cancel) and returns where its witness
-// comes once ctx ends or the watch is done; outside a writer scenario,
-// or with a real model, the witness is empty at once.
-func (cr *caseRun) watchWriter(ctx context.Context, ms modelSide, sb provider.Sandbox, cancel context.CancelFunc) <-chan writerWitness {
+// a cancel's owner closes through cancel; a timeout's looks once more
+// nearStopLead before its launch's deadline, deadline seconds from now)
+// and returns where its witness comes once ctx ends or the watch is done;
+// outside a writer scenario, or with a real model, the witness is empty
+// at once.
+func (cr *caseRun) watchWriter(ctx context.Context, ms modelSide, sb provider.Sandbox, cancel context.CancelFunc, deadline float64) <-chan writerWitness {
 	out := make(chan writerWitness, 1)
 	sc := cr.c.scenario
 	if !sc.Writer || ms.stall == nil || ms.srv == nil {
 		out <- writerWitness{}
 		return out
 	}
+	var lastLook time.Time
 	if sc.Owner != ownerCancel {
 		cancel = nil
+		lastLook = time.Now().Add(time.Duration(deadline*float64(time.Second)) - nearStopLead)
 	}
 	go func() {
-		out <- watchStall(ctx, ms.stall.ctx.Done(), ms.stall.stalledSeq, ms.srv.Calls, sb, cr.owner.uid, cancel)
+		out <- watchStall(ctx, ms.stall.ctx.Done(), ms.stall.stalledSeq, ms.srv.Calls, sb, cr.owner.uid, cancel, lastLook)
 	}()
 	return out
 }
@@ -335,12 +379,17 @@ func borrowedAfter(b borrowedSeen, a afterClose) borrowedSeen {
 }
 
 // readWriter reads the writer's file after close: its size in verify's
-// snapshot, its content, and its size writerQuiet later; whether the
-// harness ran the model's writer call comes from the model's calls.
+// snapshot, its content, and its size writerQuiet later (that look's
+// time is when the content had been read); whether the harness ran the
+// model's writer call comes from the model's calls. The looks judged
+// are a cancel's all (they precede its owner's close), a timeout's
+// those lookMargin or more before its stop (the receipt's time, the
+// sandbox's clock, as the looks' are).
 func (cr *caseRun) readWriter(ctx context.Context, sb provider.Sandbox, calls []model.Call, v verified, act activationResult) (writerSeen, error) {
 	w := writerSeen{stopAt: act.cancelled, uid: cr.owner.uid, witness: act.writer}
 	if w.stopAt.IsZero() {
 		w.stopAt = stopBegan(cr.ev)
+		w.lookCutoff = w.stopAt.Add(-lookMargin)
 	}
 	w.reached, w.reachedErr = reachedBy(stopReceipt(cr.ev))
 	w.state, w.whyNot = writerCalled(calls)
@@ -364,7 +413,7 @@ func (cr *caseRun) readWriter(ctx context.Context, sb provider.Sandbox, calls []
 	if err != nil {
 		return w, err
 	}
-	w.thenGone = true
+	w.thenGone, w.readAt = true, later.TakenAt
 	for _, lm := range later.Markers {
 		if lm.Path == writerFile {
 			w.then, w.thenGone = lm.Size, lm.Missing
@@ -406,11 +455,14 @@ func stopBegan(ev *reports.Evidence) time.Time {
 
 // writerCalled says whether the model's writer call was answered by the
 // harness (a later request came, so the tool ran): writerRan; or the
-// model stalled with no shell tool to ask (writerNoShell, the checks are
-// skipped); or neither (writerNotReached: the harness never got as far
-// before the stop, and the positive control fails). why says which.
+// model stalled without asking for it because the harness declared no
+// shell tool it can call (writerNoShell, the model's own note on the
+// stall, model.StallNoShell: the checks are skipped); or neither
+// (writerNotReached: the harness never got as far before the stop, and
+// the positive control fails). why says which. Every fact here is the
+// model's own record of what it answered, never the harness's history.
 func writerCalled(calls []model.Call) (writerState, string) {
-	asked, tools, stalled := 0, []string{}, false
+	asked, tools, noShell := 0, []string{}, false
 	for _, c := range calls {
 		if c.Seq == 0 {
 			continue
@@ -421,7 +473,7 @@ func writerCalled(calls []model.Call) (writerState, string) {
 		if len(c.ToolNames) > 0 {
 			tools = c.ToolNames
 		}
-		stalled = stalled || c.Reply == "stall"
+		noShell = noShell || c.Reply == "stall" && strings.HasPrefix(c.Error, model.StallNoShell)
 		if asked > 0 && c.Seq > asked {
 			return writerRan, ""
 		}
@@ -429,10 +481,10 @@ func writerCalled(calls []model.Call) (writerState, string) {
 	switch {
 	case asked > 0:
 		return writerNotReached, fmt.Sprintf("the model asked for it in request %d, and no request came after before the stop", asked)
-	case stalled:
-		return writerNoShell, fmt.Sprintf("the harness declared no shell tool the model can use (tools: %s)", strings.Join(tools, ", "))
+	case noShell:
+		return writerNoShell, fmt.Sprintf("the model stalled without asking for it: none of the harness's tools is a shell it can call (tools: %s)", strings.Join(tools, ", "))
 	}
-	return writerNotReached, fmt.Sprintf("the harness did not get as far as the writer before the stop (%d model request(s), none stalled)", len(slices.DeleteFunc(slices.Clone(calls), func(c model.Call) bool { return c.Seq == 0 })))
+	return writerNotReached, fmt.Sprintf("the harness did not get as far as the writer before the stop (%d model request(s), the model never asked for it)", len(slices.DeleteFunc(slices.Clone(calls), func(c model.Call) bool { return c.Seq == 0 })))
 }
 
 // writerState is how far the harness got with the writer.

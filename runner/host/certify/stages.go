@@ -547,14 +547,14 @@ func (cr *caseRun) activate(ctx context.Context, sess *session.Session, ms model
 			// cancel's owner ends it the same way once the model stalls.
 			wctx, cancel := interruptible(ctx, cr.r.opts.Interrupt)
 			defer cancel()
-			watched := cr.watchWriter(wctx, ms, sb, cancel)
-			defer func() { cancel(); act.writer = <-watched }()
-			var err error
-			act.launched = true
 			// Recorded before the launch, so a case interrupted in it
 			// still shows where its deadline would have fallen.
 			deadline := sc.launchDeadline(m)
 			cr.ev.LaunchDeadlineSeconds = deadline
+			watched := cr.watchWriter(wctx, ms, sb, cancel, deadline)
+			defer func() { cancel(); act.writer = <-watched }()
+			var err error
+			act.launched = true
 			act.res, err = sess.Activate(wctx, activation, model.ChallengePrompt(ChallengeFile, Deliverable), deadline)
 			if err != nil && act.res == nil && ctx.Err() == nil && wctx.Err() != nil {
 				if sc.Owner == ownerCancel && ms.stall.ctx.Err() != nil {
