@@ -7,6 +7,7 @@ import (
 
 	"github.com/sandproof/sandproof/reports"
 	"github.com/sandproof/sandproof/runner/host/provider"
+	"github.com/sandproof/sandproof/runner/host/relay"
 	"github.com/sandproof/sandproof/runner/host/session"
 	"github.com/sandproof/sandproof/runner/warden/receipt"
 )
@@ -111,6 +112,22 @@ func TestJoinSkip(t *testing.T) {
 	} {
 		if got := joinSkip(tc[0], tc[1]); got != tc[2] {
 			t.Errorf("joinSkip(%q, %q) = %q, want %q", tc[0], tc[1], got, tc[2])
+		}
+	}
+}
+
+// close.relay_bounded fails when the scripted model's own log left calls
+// out past its budget, as when the relay's transcript did (red team rt2
+// C1); the relay within its limits and the model's log whole passes.
+func TestRelayBoundedCountsTheModelsLog(t *testing.T) {
+	for _, tc := range []struct {
+		unrecorded int
+		want       reports.Status
+	}{{0, reports.StatusPassed}, {3, reports.StatusFailed}} {
+		cr := &caseRun{r: &runner{}, ev: &reports.Evidence{}}
+		cr.checkRelay(relay.Bounds{Refused: map[string]int{}, Limits: relay.DefaultLimits}, tc.unrecorded)
+		if st := checkOf(cr.ev, "close.relay_bounded"); st != tc.want {
+			t.Errorf("%d model call(s) unrecorded: close.relay_bounded %q, want %q", tc.unrecorded, st, tc.want)
 		}
 	}
 }

@@ -55,6 +55,14 @@ func with(c relay.Call, turns ...string) relay.Call {
 	return c
 }
 
+// receivedAt sets when a request's headers came and when it was whole,
+// ms after the start.
+func receivedAt(c relay.Call, headers, whole int) relay.Call {
+	c.Time = faultEpoch.Add(time.Duration(headers) * time.Millisecond)
+	c.ReceivedAt = faultEpoch.Add(time.Duration(whole) * time.Millisecond)
+	return c
+}
+
 // sentAt sets when a request arrived, ms after the start.
 func sentAt(c relay.Call, ms int) relay.Call {
 	c.Time = faultEpoch.Add(time.Duration(ms) * time.Millisecond)
@@ -187,8 +195,13 @@ func faultCases() []faultCase {
 			reports.StatusFailed, false, "being none"},
 		{"a later answer delivered after the fault's (a 500)", f429(1, rateLimited, answered(1, 429, 10), answered(2, 500, 1020)),
 			reports.StatusFailed, false, "being request 2's"},
-		{"an earlier request's answer delivered after the fault's", f400(1, contextLimit, step(1, 30), answered(2, 400, 20)),
+		{"an earlier request's answer delivered after the fault's", f400(1, contextLimit, sentAt(step(1, 30), 5), answered(2, 400, 20)),
 			reports.StatusFailed, false, "being request 1's"},
+		// Red team rt2 F2: numbered before the fault's (at its headers),
+		// received whole after the fault's answer was written, answered
+		// with a step: the harness went on past the fault.
+		{"a request numbered before the fault's, whole after it, given a step", f429(1, rateLimited, receivedAt(step(1, -1), 5, 40), answered(2, 429, 20)),
+			reports.StatusFailed, false, "after request 1, later than the 429's (request 2), was answered normally"},
 		{"429 then exit 1 saying nothing of the rate limit", f429(1, crashedSaying, answered(1, 429, 10)),
 			reports.StatusFailed, false, "said nothing of the rate limit"},
 		{"429 then exit 1 naming the context limit instead", f429(1, contextLimit, answered(1, 429, 10)),
@@ -341,5 +354,53 @@ func TestFaultNamed(t *testing.T) {
 	}
 	if where, _ := faultNamed(model.Fault429, nil); where != "" {
 		t.Errorf("nothing said: found in %q", where)
+	}
+}
+
+// Red team rt2 F4: a harness that opened two requests (headers sent,
+// bodies held) before its task request got the 429, then at once
+// finished the held bodies (the read, then the challenge's result,
+// answered with the write: no wait at all) and sent a throw-away 1.1 s
+// later. By header time the throw-away was "the retry" and the case
+// passed; by when each request was whole the first retry came 10 ms
+// after the 429, before its Retry-After.
+func TestRetryIsTheFirstRequestWholeAfterThe429(t *testing.T) {
+	l := with(receivedAt(answered(1, 200, 32), 0, 30), tPrompt)
+	l.ToolCalls = []relay.ToolCall{{ID: "call_1", Name: "read", Arguments: `{"path":"/task/challenge.txt"}`}}
+	w := with(receivedAt(answered(2, 200, 42), 1, 40), tPrompt, tRead, tChal)
+	w.ToolCalls = []relay.ToolCall{{ID: "call_2", Name: "write", Arguments: `{"path":"/task/deliverable.txt","content":"tok"}`}}
+	fc := with(receivedAt(answered(3, 429, 20), 5, 6), tPrompt)
+	d := with(receivedAt(side(4, 1125), 1120, 1121), tPrompt)
+	f := faultSeen{fault: model.Fault429, answered: 1, calls: calls(l, w, fc, d), rec: exited(0), deliverable: true, writeCall: 2,
+		response: "completed", retryAfter: time.Second}
+	c, _ := modelFaultCheck(f)
+	if c.Status != reports.StatusFailed || !strings.Contains(c.Detail, "retried in request 1 10ms after the 429") {
+		t.Fatalf("held requests finished at once after the 429: %s: %s; want failed, retried in request 1 10ms after it", c.Status, c.Detail)
+	}
+}
+
+// Red team rt2 F5: after the 400, the 400's request sent again as it
+// was, answered with the write, then a throw-away holding the 400's
+// conversation without its last turn (a "compaction" sent after the
+// write): the write did not come through a compacted conversation.
+func TestWriteMustFollowTheCompaction(t *testing.T) {
+	read := with(step(1, 10), tPrompt)
+	fc := with(sentAt(answered(2, 400, 30), 20), tPrompt, tRead, tChal)
+	fc.Delivered, fc.DeliveredAt, fc.WrittenAt = true, faultEpoch.Add(30e6), faultEpoch.Add(30e6)
+	again := with(sentAt(answered(3, 200, 50), 40), tPrompt, tRead, tChal)
+	again.ToolCalls = []relay.ToolCall{{ID: "call_2", Name: "write", Arguments: `{"path":"/task/deliverable.txt","content":"tok"}`}}
+	dummy := with(sentAt(side(4, 210), 200), tPrompt, tRead)
+	f := faultSeen{fault: model.Fault400, answered: 1, calls: calls(read, fc, again, dummy), rec: exited(0), deliverable: true, writeCall: 3, response: "completed"}
+	if c, _ := modelFaultCheck(f); c.Status != reports.StatusFailed || !strings.Contains(c.Detail, "did not come through the 400's conversation") {
+		t.Fatalf("a write before its 'compaction': %s: %s; want failed", c.Status, c.Detail)
+	}
+	// The positive control: the same throw-away sent before the write's
+	// request, which begins with its turns, and answered before it: passed.
+	dummy = with(sentAt(side(3, 45), 40), tPrompt, tRead)
+	again = with(sentAt(answered(4, 200, 60), 50), tPrompt, tRead, tSummary)
+	again.ToolCalls = []relay.ToolCall{{ID: "call_2", Name: "write", Arguments: `{"path":"/task/deliverable.txt","content":"tok"}`}}
+	f = faultSeen{fault: model.Fault400, answered: 1, calls: calls(read, fc, dummy, again), rec: exited(0), deliverable: true, writeCall: 4, response: "completed"}
+	if c, _ := modelFaultCheck(f); c.Status != reports.StatusPassed {
+		t.Fatalf("a write after the compaction's answer: %s: %s; want passed", c.Status, c.Detail)
 	}
 }

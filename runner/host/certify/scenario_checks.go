@@ -257,18 +257,25 @@ type faultTrail struct {
 func sideAnswer(c relay.Call) bool { return c.Status/100 == 2 && len(c.ToolCalls) == 0 }
 
 // trailOf reads the relay's record of a fault case. A request the relay
-// answered itself (refused) is no answer of the model's and no retry.
+// answered itself (refused) is no answer of the model's and no retry. A
+// request is after the fault's when it was numbered after it or received
+// whole after the fault's answer was written (afterFault): a request
+// numbered at its headers before the fault's can be finished after it.
 func trailOf(f model.Fault, calls []relay.Call) faultTrail {
 	var t faultTrail
+	var fc relay.Call
+	for _, c := range calls {
+		if c.Seq > 0 && c.Refused == "" && c.Fault == string(f) {
+			t.seq, fc = c.Seq, c
+			break
+		}
+	}
 	var lastAt time.Time
 	for _, c := range calls {
 		if c.Seq == 0 || c.Refused != "" {
 			continue
 		}
-		if t.seq == 0 && c.Fault == string(f) {
-			t.seq = c.Seq
-		}
-		if t.seq > 0 && c.Seq > t.seq {
+		if t.seq > 0 && c.Seq != t.seq && afterFault(fc, c) {
 			t.later++
 			if t.normal == 0 && c.Status/100 == 2 && !sideAnswer(c) {
 				t.normal = c.Seq
@@ -283,6 +290,13 @@ func trailOf(f model.Fault, calls []relay.Call) faultTrail {
 		}
 	}
 	return t
+}
+
+// afterFault says request c came after the fault's request fc: numbered
+// after it, or received whole after the fault's answer was written to the
+// harness (the causal order, relay.Call.WrittenAt).
+func afterFault(fc, c relay.Call) bool {
+	return c.Seq > fc.Seq || (!fc.WrittenAt.IsZero() && fc.WrittenAt.Before(c.ReceivedAt))
 }
 
 // modelFaultCheck is scenario.model_fault (contract §7.6 scenarios): the
@@ -375,6 +389,14 @@ func answeredBefore(f, l relay.Call) bool {
 	return f.Delivered && !f.WrittenAt.IsZero() && !l.ReceivedAt.IsZero() && f.WrittenAt.Before(l.ReceivedAt)
 }
 
+// writtenBefore says f's answer was written to the harness whole before
+// l was received whole (relay.Call.WrittenAt, ReceivedAt): l can follow
+// from f's answer. Unlike answeredBefore it asks nothing of the delivery
+// check.
+func writtenBefore(f, l relay.Call) bool {
+	return !f.WrittenAt.IsZero() && !l.ReceivedAt.IsZero() && f.WrittenAt.Before(l.ReceivedAt)
+}
+
 // extends says whether l's history (relay.Call.History) begins with every
 // turn of f's, in order (sameTurn). f's history must be there and whole
 // (no turn past the record's cap).
@@ -442,10 +464,13 @@ func finishedThrough(f faultSeen, t faultTrail) (bool, string) {
 		return retriedThrough(f, fc, w, order)
 	}
 	// The write's request is the compacted one or its conversation gone
-	// on (extends, no order by time: when the relay stamps an answer
-	// delivered, a quick harness may already have sent its next step).
+	// on, received whole after the compacted request's answer was
+	// written (writtenBefore: the causal order, not the delivery stamp,
+	// which a quick harness's next step can beat): a throw-away
+	// "compaction" sent after the write came through the 400's
+	// conversation sent again is no compaction of the write's.
 	for _, l := range order {
-		if compacts(fc, l) && (l.Seq == w.Seq || extends(l, w)) {
+		if compacts(fc, l) && (l.Seq == w.Seq || extends(l, w) && writtenBefore(l, w)) {
 			return true, fmt.Sprintf("the harness went on with the 400's conversation compacted (request %d: %d turn(s), the 400's %d) and finished the challenge through it (the write asked in request %d)",
 				l.Seq, len(l.History), len(fc.History), w.Seq)
 		}
@@ -459,18 +484,22 @@ func retriedThrough(f faultSeen, fc, w relay.Call, order []relay.Call) (bool, st
 	if !continues(fc, w) {
 		return false, fmt.Sprintf("exit 0 with the deliverable, yet the write (asked in request %d) does not continue the conversation the 429 answered (request %d): a rate limit passes only with a retry", w.Seq, fc.Seq)
 	}
-	// The retry is the first request after the 429's that carries its
-	// conversation, whether or not the 429 had reached the harness (a
-	// copy sent at once is no retry of it).
+	// The retry is the first request received whole after the 429's that
+	// carries its conversation, whether or not the 429 had reached the
+	// harness (a copy sent at once is no retry of it). The order is when
+	// each was whole (ReceivedAt), not its headers: a request opened
+	// before the 429's and finished at once after it is a retry that did
+	// not wait.
 	var retry relay.Call
 	for _, l := range order {
-		if l.Seq != fc.Seq && !l.Time.Before(fc.Time) && extends(fc, l) && (retry.Seq == 0 || l.Time.Before(retry.Time)) {
+		if l.Seq != fc.Seq && !l.ReceivedAt.Before(fc.ReceivedAt) && extends(fc, l) && (retry.Seq == 0 || l.ReceivedAt.Before(retry.ReceivedAt)) {
 			retry = l
 		}
 	}
-	// From when the 429's last bytes were written: the harness cannot
-	// have started its wait before it had the answer whole.
-	delay := retry.Time.Sub(fc.WrittenAt)
+	// From when the 429's last bytes were written to when the retry was
+	// whole: the harness cannot have started its wait before it had the
+	// answer whole, and the model acts on a request only once it is.
+	delay := retry.ReceivedAt.Sub(fc.WrittenAt)
 	switch {
 	case delay < 0:
 		return false, fmt.Sprintf("request %d, the 429's sent again, came %s before the 429 reached the harness, before its Retry-After (%s): no retry of it", retry.Seq, (-delay).Round(time.Millisecond), f.retryAfter)

@@ -74,7 +74,7 @@ func (r *runner) runCase(ctx context.Context, c caseSpec) (_ *reports.Evidence, 
 	scan := cr.startCanaryScan()
 	cr.teardown(bx)
 	bounds := ms.rel.Bounds()
-	cr.checkRelay(bounds)
+	cr.checkRelay(bounds, ms.modelUnrecorded())
 	cr.checkCanary(bounds, <-scan)
 	cr.finish()
 	return cr.ev, cr.timing
@@ -190,7 +190,8 @@ func (cr *caseRun) startModel() (modelSide, bool) {
 	if upstream == "" {
 		ms.stall = newStallSignal()
 		srv, err := model.Start(model.Options{Addr: "127.0.0.1:0", APIKey: r.upstreamKey, LogPath: filepath.Join(cr.dir, "model_calls.jsonl"),
-			Script: cr.c.scenario.Script, WriterPath: writerFile, OnStall: ms.stall.began, RetryAfter: faultRetryAfter})
+			Script: cr.c.scenario.Script, WriterPath: writerFile, OnStall: ms.stall.began, RetryAfter: faultRetryAfter,
+			RecordBytes: relayLimits(r.opts.Relay, cr.c.adapter).RecordBytes})
 		if err != nil {
 			cr.check("setup.model", clauseSetup, false, "start the scripted model: %v", err)
 			return ms, false
@@ -223,6 +224,15 @@ func relayLimits(lim relay.Limits, m *adapter.Manifest) relay.Limits {
 		lim.RequestBytes = max(n, lim.RequestBytes)
 	}
 	return lim
+}
+
+// modelUnrecorded counts the calls the scripted model answered past its
+// log's budget (0 with a real upstream).
+func (ms modelSide) modelUnrecorded() int {
+	if ms.srv == nil {
+		return 0
+	}
+	return ms.srv.Unrecorded()
 }
 
 func stopModel(ms modelSide) {
@@ -765,14 +775,16 @@ func (cr *caseRun) checkCanary(b relay.Bounds, scan canaryScan) {
 
 // checkRelay: the model relay stayed within its limits (contract §8
 // captured files are data): no request refused for its size, time,
-// concurrency or held bytes, no call left out of the transcript.
-func (cr *caseRun) checkRelay(b relay.Bounds) {
+// concurrency or held bytes, no call left out of the transcript, and no
+// call left out of the scripted model's own log (modelUnrecorded: past
+// its budget, the transcript's).
+func (cr *caseRun) checkRelay(b relay.Bounds, modelUnrecorded int) {
 	l := b.Limits
-	cr.check("close.relay_bounded", clauseCaptures, !b.Over(),
-		"model relay: refused %d too large (cap %d bytes), %d stalled (body %s, idle %s), %d over %d at once, %d over %d bytes held, %d outside the model API; %d call(s) not recorded past the transcript budget of %d bytes (%d used)",
+	cr.check("close.relay_bounded", clauseCaptures, !b.Over() && modelUnrecorded == 0,
+		"model relay: refused %d too large (cap %d bytes), %d stalled (body %s, idle %s), %d over %d at once, %d over %d bytes held, %d outside the model API; %d call(s) not recorded past the transcript budget of %d bytes (%d used); %d call(s) not in the scripted model's log past the same budget",
 		b.Refused[relay.RefusedTooLarge], l.RequestBytes, b.Refused[relay.RefusedBodyTimeout], l.BodyTime, l.BodyIdle,
 		b.Refused[relay.RefusedBusy], l.Concurrent, b.Refused[relay.RefusedHeld], l.HeldBytes, b.Refused[relay.RefusedRoute],
-		b.Unrecorded, l.RecordBytes, b.RecordBytes)
+		b.Unrecorded, l.RecordBytes, b.RecordBytes, modelUnrecorded)
 }
 
 // agentArgv is the session agent (contract §7 session agent), run as

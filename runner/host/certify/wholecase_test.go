@@ -188,7 +188,7 @@ func (w *wholeCase) run(t *testing.T, harness func(w *wholeCase)) *reports.Evide
 	scan := cr.startCanaryScan()
 	cr.teardown(w.bx)
 	bounds := relay.Bounds{Refused: map[string]int{}}
-	cr.checkRelay(bounds)
+	cr.checkRelay(bounds, 0)
 	cr.checkCanary(bounds, <-scan)
 	cr.finish()
 	return cr.ev
