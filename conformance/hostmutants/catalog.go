@@ -733,8 +733,8 @@ var Catalog = []Mutant{
 
 	// certify: the fault rules by the relay's causal order (red team rt2).
 	{Name: "retry-by-header-time", Pkg: "certify", File: "runner/host/certify/scenario_checks.go",
-		Old: "if l.Seq != fc.Seq && !l.ReceivedAt.Before(fc.ReceivedAt) && extends(fc, l) && (retry.Seq == 0 || l.ReceivedAt.Before(retry.ReceivedAt)) {",
-		New: "if l.Seq != fc.Seq && !l.Time.Before(fc.Time) && extends(fc, l) && (retry.Seq == 0 || l.Time.Before(retry.Time)) {",
+		Old:  "if l.Seq != fc.Seq && !l.ReceivedAt.Before(fc.ReceivedAt) && extends(fc, l) && (retry.Seq == 0 || l.ReceivedAt.Before(retry.ReceivedAt)) {",
+		New:  "if l.Seq != fc.Seq && !l.Time.Before(fc.Time) && extends(fc, l) && (retry.Seq == 0 || l.Time.Before(retry.Time)) {",
 		Rule: "the 429's retry is the first request whole after it that carries its conversation, not the first by its headers (requests opened before and finished at once did not wait)"},
 	{Name: "retry-delay-from-headers", Pkg: "certify", File: "runner/host/certify/scenario_checks.go",
 		Old: "delay := retry.ReceivedAt.Sub(fc.WrittenAt)", New: "delay := retry.Time.Sub(fc.WrittenAt)",
