@@ -146,6 +146,7 @@ func isClosed(ch <-chan struct{}) bool {
 // the writer's pace across looks, and only then closes: the witness is
 // the writer's process and the looks that saw it write.
 func TestCancelOwnerWaitsForTheWriterToWrite(t *testing.T) {
+	t.Parallel() // waits on the owner's real looks (seconds): after the quick tests, which -failfast may stop at
 	sb := newMemSandbox(nil)
 	var start atomic.Pointer[time.Time]
 	o := startWatch(context.Background(), sb, ranWriter, stalledAfterWriter, true, time.Time{}, liveWriter(sb, &start))
@@ -183,6 +184,7 @@ func TestCancelOwnerWaitsForTheWriterToWrite(t *testing.T) {
 // and read-only) is closed on once the owner's growth wait is over, not
 // before it looked several times; its looks show what was wrong.
 func TestCancelOwnerClosesOnAWriterThatDoesNotWrite(t *testing.T) {
+	t.Parallel() // waits on the owner's real looks (seconds): after the quick tests, which -failfast may stop at
 	sb := newMemSandbox(map[string]string{writerFile: writerLines(time.Now().Unix(), 400)})
 	p := writerProc(62)
 	p.State = "T"
@@ -207,6 +209,7 @@ func TestCancelOwnerClosesOnAWriterThatDoesNotWrite(t *testing.T) {
 // once more at lastLook (a moment before the launch's deadline), so its
 // looks span the writer's run up to the stop; it closes nothing.
 func TestTimeoutWatchLooksAgainBeforeTheDeadline(t *testing.T) {
+	t.Parallel() // waits on the owner's real looks (seconds): after the quick tests, which -failfast may stop at
 	sb := newMemSandbox(nil)
 	var start atomic.Pointer[time.Time]
 	now := time.Now()

@@ -26,6 +26,7 @@ import (
 // client's leaving reached the relay), an answer the upstream cut short,
 // and an answer the relay gave itself.
 func TestRelayRecordsDelivery(t *testing.T) {
+	t.Parallel() // its client-left case waits out the relay's upstream grace (2 s)
 	const key = "k-canary-delivery"
 	gone := make(chan struct{})
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
