@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sandproof/sandproof/images"
+	"github.com/sandproof/sandproof/internal/testsupport/testenv"
 	"github.com/sandproof/sandproof/reports"
 	"github.com/sandproof/sandproof/runner/host/adapter"
 	"github.com/sandproof/sandproof/runner/host/canary"
@@ -320,7 +321,7 @@ func TestWriteErrorKeepsTheReportsAndTheScan(t *testing.T) {
 		}
 		full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
 		if err != nil {
-			t.Skipf("no /dev/full to fail a write: %v", err)
+			testenv.Missing(t, fmt.Sprintf("/dev/full, to fail a write (%v)", err), "run the tests on a Linux host with devtmpfs (every Debian machine has it)")
 		}
 		m := &adapter.Manifest{Name: "h", Scenarios: map[string]adapter.ScenarioSpec{ScenarioChallenge: {Unsupported: "not in this test"}}}
 		r := &runner{opts: Options{Out: out, Parallel: 1}, runID: "r1", key: key, ev: &evidenceFile{f: full}}
