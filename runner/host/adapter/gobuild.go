@@ -1,7 +1,6 @@
 package adapter
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sandproof/sandproof/runner/host/artifact"
+	"github.com/sandproof/sandproof/runner/host/hostfile"
 )
 
 // goBuildDeadline bounds each go command the go-build preparer runs (a
@@ -129,43 +129,25 @@ func runGo(ctx context.Context, dir string, env []string, args ...string) ([]byt
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 10 * time.Second
-	stdout, stderr := &keepFirst{max: goBuildOutput}, &keepFirst{max: goBuildOutput}
+	stdout, stderr := &hostfile.HeadBuffer{Max: goBuildOutput}, &hostfile.HeadBuffer{Max: goBuildOutput}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	err := cmd.Run()
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) && parent.Err() == nil {
-		return nil, fmt.Errorf("did not end within %s: %s", goBuildDeadline, stderr.text())
+		return nil, fmt.Errorf("did not end within %s: %s", goBuildDeadline, headText(stderr))
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%v: %s", err, stderr.text())
+		return nil, fmt.Errorf("%v: %s", err, headText(stderr))
 	}
-	if stdout.dropped {
-		return nil, fmt.Errorf("printed more than %d bytes: %s", goBuildOutput, stdout.text())
+	if stdout.Dropped() {
+		return nil, fmt.Errorf("printed more than %d bytes: %s", goBuildOutput, headText(stdout))
 	}
-	return stdout.b.Bytes(), nil
+	return stdout.Bytes(), nil
 }
 
-// keepFirst keeps the first max bytes written and drops the rest (never
-// an error: the stream is read to its end).
-type keepFirst struct {
-	b       bytes.Buffer
-	max     int
-	dropped bool
-}
-
-func (k *keepFirst) Write(p []byte) (int, error) {
-	n := len(p)
-	if room := k.max - k.b.Len(); n > room {
-		k.dropped = true
-		p = p[:max(room, 0)]
-	}
-	k.b.Write(p)
-	return n, nil
-}
-
-// text is what was kept, trimmed, marked when the rest was dropped.
-func (k *keepFirst) text() string {
-	s := strings.TrimSpace(k.b.String())
-	if k.dropped {
+// headText is what h kept, trimmed, marked when the rest was dropped.
+func headText(h *hostfile.HeadBuffer) string {
+	s := strings.TrimSpace(h.String())
+	if h.Dropped() {
 		s += " [...]"
 	}
 	return s

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sandproof/sandproof/runner/agent"
+	"github.com/sandproof/sandproof/runner/host/hostfile"
 	"github.com/sandproof/sandproof/runner/host/provider"
 )
 
@@ -184,9 +185,9 @@ func (h *Host) Remove(ctx context.Context, args []string) (provider.ExecResult, 
 	// The paths removed can be millions (what the harness made): the
 	// host keeps a bounded prefix of whole lines, never what the agent
 	// chooses to send.
-	out, errb := &keepFirst{max: maxRemoveOut}, &keepFirst{max: maxRemoveErr}
+	out, errb := &hostfile.HeadBuffer{Max: maxRemoveOut}, &hostfile.HeadBuffer{Max: maxRemoveErr}
 	r, err := agent.ReadResults(s, out, errb)
-	res := provider.ExecResult{ExitCode: r.Code, Stdout: out.lines(), Stderr: errb.lines()}
+	res := provider.ExecResult{ExitCode: r.Code, Stdout: wholeLines(out), Stderr: wholeLines(errb)}
 	switch {
 	case ctx.Err() != nil:
 		return res, transport(ctx.Err())
@@ -205,29 +206,11 @@ const (
 	maxRemoveErr = 64 << 10
 )
 
-// keepFirst keeps the first max bytes written and drops the rest (never
-// an error: the stream is read to its end).
-type keepFirst struct {
-	b       bytes.Buffer
-	max     int
-	dropped bool
-}
-
-func (k *keepFirst) Write(p []byte) (int, error) {
-	n := len(p)
-	if room := k.max - k.b.Len(); n > room {
-		k.dropped = true
-		p = p[:max(room, 0)]
-	}
-	k.b.Write(p)
-	return n, nil
-}
-
-// lines is what was kept, cut back to its last whole line when the rest
-// was dropped.
-func (k *keepFirst) lines() []byte {
-	b := k.b.Bytes()
-	if k.dropped {
+// wholeLines is what h kept, cut back to its last whole line when the
+// rest was dropped.
+func wholeLines(h *hostfile.HeadBuffer) []byte {
+	b := h.Bytes()
+	if h.Dropped() {
 		b = b[:bytes.LastIndexByte(b, '\n')+1]
 	}
 	return b

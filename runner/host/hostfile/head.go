@@ -12,8 +12,9 @@ import (
 type HeadBuffer struct {
 	Max int
 
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu      sync.Mutex
+	b       bytes.Buffer
+	dropped bool
 }
 
 // Write keeps what fits under Max and reports all of p written, so the
@@ -21,10 +22,21 @@ type HeadBuffer struct {
 func (h *HeadBuffer) Write(p []byte) (int, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if room := h.Max - h.b.Len(); room > 0 {
+	room := h.Max - h.b.Len()
+	if len(p) > room {
+		h.dropped = true
+	}
+	if room > 0 {
 		h.b.Write(p[:min(room, len(p))])
 	}
 	return len(p), nil
+}
+
+// Dropped says whether anything written was not kept.
+func (h *HeadBuffer) Dropped() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.dropped
 }
 
 // Bytes is a copy of what was kept.

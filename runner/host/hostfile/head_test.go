@@ -21,3 +21,18 @@ func TestHeadBufferKeepsTheHead(t *testing.T) {
 		t.Fatal("an empty buffer holds something")
 	}
 }
+
+// Dropped says whether a write did not fit: false while everything was
+// kept (up to Max exactly), true from the first byte left out.
+func TestHeadBufferSaysWhatItDropped(t *testing.T) {
+	h := &hostfile.HeadBuffer{Max: 4}
+	h.Write([]byte("ab"))
+	h.Write([]byte("cd"))
+	if h.Dropped() || h.String() != "abcd" {
+		t.Fatalf("4 bytes in a head of 4: dropped %t, %q", h.Dropped(), h.String())
+	}
+	h.Write([]byte("e"))
+	if !h.Dropped() || h.String() != "abcd" {
+		t.Fatalf("a fifth byte: dropped %t, %q", h.Dropped(), h.String())
+	}
+}
