@@ -73,22 +73,7 @@ func TestRelayRecordsDelivery(t *testing.T) {
 	}
 
 	// A client that reads the stream's first chunk and leaves.
-	c, err := net.Dial("tcp", strings.TrimPrefix(strings.TrimSuffix(r.URL(), "/v1"), "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	fmt.Fprintf(c, "POST /v1/chat/completions?answer=left HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: 13\r\n\r\n{\"model\":\"m\"}", key)
-	br := bufio.NewReader(c)
-	for {
-		line, err := br.ReadString('\n')
-		if err != nil {
-			t.Fatalf("left: the first chunk never came: %v", err)
-		}
-		if strings.Contains(line, `"do"`) {
-			break
-		}
-	}
-	c.Close()
+	readUntilAndLeave(t, r, "left", key, `"do"`)
 	select {
 	case <-gone:
 	case <-time.After(30 * time.Second):
@@ -172,24 +157,8 @@ func TestRelayAnswerWrittenWholeBeforeTheHarnessLeft(t *testing.T) {
 	defer up.Close()
 	r := startRelay(t, relay.Options{Upstream: up.URL + "/v1", SandboxKey: key, LogPath: filepath.Join(t.TempDir(), "relay.jsonl"),
 		OnLeft: func(seq int) { close(left[seq]) }})
-	for _, c := range []struct{ answer, until string }{{"whole", "[DONE]"}, {"part", `"do"`}} {
-		conn, err := net.Dial("tcp", strings.TrimPrefix(strings.TrimSuffix(r.URL(), "/v1"), "http://"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		fmt.Fprintf(conn, "POST /v1/chat/completions?answer=%s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: 13\r\n\r\n{\"model\":\"m\"}", c.answer, key)
-		br := bufio.NewReader(conn)
-		for {
-			line, err := br.ReadString('\n')
-			if err != nil {
-				t.Fatalf("%s: %q never came: %v", c.answer, c.until, err)
-			}
-			if strings.Contains(line, c.until) {
-				break
-			}
-		}
-		conn.Close()
-	}
+	readUntilAndLeave(t, r, "whole", key, "[DONE]")
+	readUntilAndLeave(t, r, "part", key, `"do"`)
 	r.Close()
 	got := map[int]relay.Call{}
 	for _, c := range r.Calls() {
@@ -200,5 +169,29 @@ func TestRelayAnswerWrittenWholeBeforeTheHarnessLeft(t *testing.T) {
 	}
 	if c := got[2]; c.Delivered || !c.WrittenAt.IsZero() || !strings.Contains(c.Error, "left") || c.Bytes == 0 {
 		t.Errorf("an answer whose end came after its harness left: delivered %t, written at %v, error %q, %d bytes; want neither, an error, and its first part relayed", c.Delivered, c.WrittenAt, c.Error, c.Bytes)
+	}
+}
+
+// readUntilAndLeave posts a chat request over a connection of its own
+// (?answer= picks the upstream's answer), reads the answer line by line
+// until one holds until, and closes the connection: a client that leaves
+// then.
+func readUntilAndLeave(t *testing.T, r *relay.Relay, answer, key, until string) {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(strings.TrimSuffix(r.URL(), "/v1"), "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /v1/chat/completions?answer=%s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: 13\r\n\r\n{\"model\":\"m\"}", answer, key)
+	br := bufio.NewReader(conn)
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("%s: %q never came: %v", answer, until, err)
+		}
+		if strings.Contains(line, until) {
+			return
+		}
 	}
 }
