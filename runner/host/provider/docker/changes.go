@@ -164,9 +164,10 @@ const execSettle = 5 * time.Millisecond
 // frozenEngineChanges is the engine's diff of the container, read while
 // the container is frozen (`docker pause`: the cgroup freezer stops every
 // process in it, so nothing of the harness can swap a directory for a
-// link during the engine's walk, which is by path). A container already
-// paused is read as it is and left paused; one that does not run has no
-// process to swap anything. The engine's refusal to freeze it is an error:
+// link during the engine's walk, which is by path). One that does not run
+// has no process to swap anything. A container the engine says is already
+// paused is asked again past a stale flag (pausedflag.go); if the engine
+// keeps saying so, that is its refusal. The engine's refusal to freeze it is an error:
 // a diff that could be led outside the container is not read. No exec
 // starts while the container is frozen (the engine would fail it, exit
 // 126): new ones wait on Sandbox.gate, and the freeze waits for those
@@ -178,14 +179,19 @@ func (s *Sandbox) frozenEngineChanges(ctx context.Context, api diffAPI) (_ []pro
 	if err != nil {
 		return nil, err
 	}
-	if st != nil && st.Running && !st.Paused {
-		if err := api.ContainerPause(ctx, s.id); err != nil {
+	if st != nil && st.Running {
+		// Paused or not by the engine's flag, the pause is asked: the flag
+		// may be a late event's (pausedflag.go), and a container the
+		// engine keeps saying is paused is not read on its word.
+		err := askPastStaleFlag(ctx, saysAlreadyPaused, func() error { return api.ContainerPause(ctx, s.id) })
+		if err != nil {
 			return nil, s.transport("diff", fmt.Errorf("freeze the sandbox for the engine's diff (its walk by path could be led through a link a process swaps in): %w", err))
 		}
 		defer func() {
 			uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unpauseTimeout)
 			defer cancel()
-			if err := api.ContainerUnpause(uctx, s.id); err != nil && ferr == nil {
+			err := askPastStaleFlag(uctx, saysNotPaused, func() error { return api.ContainerUnpause(uctx, s.id) })
+			if err != nil && ferr == nil {
 				ferr = s.transport("diff", fmt.Errorf("thaw the sandbox after the engine's diff: %w", err))
 			}
 		}()

@@ -31,6 +31,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/client"
@@ -317,11 +318,22 @@ func execOptions(spec provider.ExecSpec, stdin bool) container.ExecOptions {
 func (s *Sandbox) attach(ctx context.Context, spec provider.ExecSpec, stdin bool) (string, *hijacked, error) {
 	s.gate.RLock()
 	defer s.gate.RUnlock()
-	ex, err := s.client.ContainerExecCreate(ctx, s.id, execOptions(spec, stdin))
+	// Under the gate's read lock nothing of sandproof's has the container
+	// paused, so an engine that says it is paused says so on a late
+	// event (pausedflag.go).
+	var ex types.IDResponse
+	err := askPastStaleFlag(ctx, saysExecPaused, func() (err error) {
+		ex, err = s.client.ContainerExecCreate(ctx, s.id, execOptions(spec, stdin))
+		return err
+	})
 	if err != nil {
 		return "", nil, s.transport("exec", err)
 	}
-	hj, err := s.client.ContainerExecAttach(ctx, ex.ID, container.ExecAttachOptions{})
+	var hj types.HijackedResponse
+	err = askPastStaleFlag(ctx, saysExecPaused, func() (err error) {
+		hj, err = s.client.ContainerExecAttach(ctx, ex.ID, container.ExecAttachOptions{})
+		return err
+	})
 	if err != nil {
 		return "", nil, s.transport("exec", err)
 	}

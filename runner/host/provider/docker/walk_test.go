@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
@@ -392,14 +393,18 @@ func TestUpperDirWalkHasNoEngineFallback(t *testing.T) {
 // fakeDiffAPI records the engine calls of a frozen diff, and whether an
 // exec could have been made during the diff. The container is c; its one
 // exec (when c lists it) has started once it was asked about starting
-// times.
+// times. A container whose state says paused answers every pause "is
+// already paused"; stalePause and staleUnpause are how many pauses and
+// unpauses first answer as a late event's flag makes the engine answer.
 type fakeDiffAPI struct {
-	sb         *Sandbox
-	c          types.ContainerJSON
-	starting   int
-	calls      []string
-	pauseErr   error
-	execDuring bool
+	sb           *Sandbox
+	c            types.ContainerJSON
+	starting     int
+	calls        []string
+	pauseErr     error
+	stalePause   int
+	staleUnpause int
+	execDuring   bool
 }
 
 func (f *fakeDiffAPI) ContainerInspect(context.Context, string) (types.ContainerJSON, error) {
@@ -418,11 +423,19 @@ func (f *fakeDiffAPI) ContainerExecInspect(context.Context, string) (container.E
 
 func (f *fakeDiffAPI) ContainerPause(context.Context, string) error {
 	f.calls = append(f.calls, "pause")
+	if f.c.State.Paused || f.stalePause > 0 {
+		f.stalePause--
+		return errors.New("Error response from daemon: Container c1 is already paused")
+	}
 	return f.pauseErr
 }
 
 func (f *fakeDiffAPI) ContainerUnpause(context.Context, string) error {
 	f.calls = append(f.calls, "unpause")
+	if f.staleUnpause > 0 {
+		f.staleUnpause--
+		return errors.New("Error response from daemon: Container c1 is not paused")
+	}
 	return nil
 }
 
@@ -439,31 +452,44 @@ func (f *fakeDiffAPI) ContainerDiff(context.Context, string) ([]container.Filesy
 // frozen: pause, diff, unpause, with no exec made meanwhile, and the
 // pause only once an exec the engine was asked to start has started (its
 // pid; the engine answers the start before it makes the process, and
-// fails one made while frozen); a container already paused, or not
-// running, is read as it is (nothing in it runs); an engine that will not
-// freeze it gives no diff.
+// fails one made while frozen); a container not running is read as it is
+// (nothing in it runs); an engine that will not freeze it gives no diff,
+// and one that keeps saying it is already paused is not read on its word.
+// A pause or unpause the engine refuses on a stale paused flag (a late
+// event's, pausedflag.go) is asked again.
 func TestEngineDiffIsReadFrozen(t *testing.T) {
+	defer func(b time.Duration) { staleFlagBound = b }(staleFlagBound)
+	staleFlagBound = 50 * time.Millisecond
 	state := func(running, paused bool, execs ...string) types.ContainerJSON {
 		return types.ContainerJSON{ContainerJSONBase: &types.ContainerJSONBase{State: &types.ContainerState{Running: running, Paused: paused}, ExecIDs: execs}}
 	}
 	for _, tc := range []struct {
-		name     string
-		c        types.ContainerJSON
-		starting int
-		want     string
-		pause    error
+		name                     string
+		c                        types.ContainerJSON
+		starting                 int
+		stalePause, staleUnpause int
+		want                     string
+		pause                    error
 	}{
-		{"running", state(true, false), 0, "inspect pause diff unpause", nil},
-		{"an exec running", state(true, false, "e1"), 0, "inspect exec pause diff unpause", nil},
-		{"an exec starting", state(true, false, "e1"), 2, "inspect exec inspect exec inspect exec pause diff unpause", nil},
-		{"already paused", state(true, true), 0, "inspect diff", nil},
-		{"stopped", state(false, false), 0, "inspect diff", nil},
-		{"no freezer", state(true, false), 0, "inspect pause", errors.New("cgroups: freezer not supported")},
+		{"running", state(true, false), 0, 0, 0, "inspect pause diff unpause", nil},
+		{"an exec running", state(true, false, "e1"), 0, 0, 0, "inspect exec pause diff unpause", nil},
+		{"an exec starting", state(true, false, "e1"), 2, 0, 0, "inspect exec inspect exec inspect exec pause diff unpause", nil},
+		{"a stale paused flag", state(true, false), 0, 2, 0, "inspect pause pause pause diff unpause", nil},
+		{"a stale thawed flag", state(true, false), 0, 0, 3, "inspect pause diff unpause unpause unpause unpause", nil},
+		{"stopped", state(false, false), 0, 0, 0, "inspect diff", nil},
+		{"no freezer", state(true, false), 0, 0, 0, "inspect pause", errors.New("cgroups: freezer not supported")},
+		{"paused, and the engine keeps saying so", state(true, true), 0, 0, 0, "inspect pause pause", errors.New("is already paused")},
 	} {
 		sb := &Sandbox{id: "c1"}
-		api := &fakeDiffAPI{sb: sb, c: tc.c, starting: tc.starting, pauseErr: tc.pause}
+		api := &fakeDiffAPI{sb: sb, c: tc.c, starting: tc.starting, pauseErr: tc.pause, stalePause: tc.stalePause, staleUnpause: tc.staleUnpause}
 		cs, err := sb.frozenEngineChanges(context.Background(), api)
-		if got := strings.Join(api.calls, " "); got != tc.want {
+		got := strings.Join(api.calls, " ")
+		if strings.HasSuffix(tc.name, "keeps saying so") {
+			// Asked again until the bound: how many times is the clock's.
+			if !strings.HasPrefix(got, tc.want) || strings.Contains(got, "diff") {
+				t.Errorf("%s: engine calls %q, want %q and more pauses, no diff", tc.name, got, tc.want)
+			}
+		} else if got != tc.want {
 			t.Errorf("%s: engine calls %q, want %q", tc.name, got, tc.want)
 		}
 		if api.execDuring {
