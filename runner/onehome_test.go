@@ -1,0 +1,278 @@
+package runner_test
+
+import (
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/sandproof/sandproof/runner/host/certify"
+)
+
+// The project grows by units: a scenario, a sandbox provider, a model wire
+// format, a runtime kind. Each has one home among the product files, so
+// that adding one is a unit and a registration line, not a hunt through
+// the tree for every place that knows the last one's name (issue 36). The
+// rules below find a unit's key outside its home; exemptions name the
+// known breaks, each with its reason, and one no break uses fails too.
+
+// homed is a key that may appear as a string literal only in its home: a
+// file, or a directory (a path ending in "/"), module-relative. A literal
+// holds the key when it equals it, or, for a route, ends with it ("POST
+// /v1/messages").
+type homed struct {
+	unit, key, home string
+	route           bool
+}
+
+// homes are the keys and their homes. The scenario names are checked
+// against certify's registry as well (TestEveryScenarioHasAHome).
+var homes = []homed{
+	{"scenario", certify.ScenarioChallenge, "reports/evidence.go", false},
+	{"scenario", certify.ScenarioTimeout, "runner/host/certify/scenario.go", false},
+	{"scenario", certify.ScenarioCancel, "runner/host/certify/scenario.go", false},
+	{"scenario", certify.ScenarioModel429, "runner/host/certify/scenario.go", false},
+	{"scenario", certify.ScenarioModel400, "runner/host/certify/scenario.go", false},
+	{"scenario", certify.ScenarioBorrowed, "runner/host/certify/scenario.go", false},
+	{"wire endpoint", "/chat/completions", "runner/host/relay/relay.go", true},
+	{"wire endpoint", "/responses", "runner/host/relay/relay.go", true},
+	{"wire endpoint", "/messages", "runner/host/relay/relay.go", true},
+	{"wire endpoint", "/messages/count_tokens", "runner/host/relay/relay.go", true},
+	{"wire endpoint", "/models", "runner/host/relay/relay.go", true},
+	{"runtime kind", "npm", "runner/host/runtimes/", false},
+	{"runtime kind", "node", "runner/host/runtimes/", false},
+	{"task dir", "/task", "runner/host/certify/case.go", false},
+}
+
+// providerImpls are the packages that implement a sandbox provider. A
+// product package other than the implementation itself imports one only
+// blank (its registration), never to call its constructor.
+var providerImpls = []string{"runner/host/provider/docker"}
+
+// homeExempt are the known breaks: a file and the key (or, for a
+// provider, the imported package) it holds outside the key's home.
+var homeExempt = map[[2]string]string{
+	// For good: another thing of the same spelling.
+	{"runner/model/script.go", "challenge"}:        "the scripted model's flow of that name, which the challenge scenario runs",
+	{"runner/warden/wardencli/host.go", "timeout"}: "warden's --timeout flag",
+	{"runner/warden/proc/fs.go", "/task"}:          "/proc/PID/task, the kernel's thread directory",
+	// Until the step of issue 36 that gives the unit its one home.
+	{"runner/host/adapter/manifest.go", certify.ScenarioChallenge}:    "until the scenario registry (issue 36, step 1): adapter.ScenarioNames",
+	{"runner/host/adapter/manifest.go", certify.ScenarioTimeout}:      "until the scenario registry (issue 36, step 1): adapter.ScenarioNames",
+	{"runner/host/adapter/manifest.go", certify.ScenarioCancel}:       "until the scenario registry (issue 36, step 1): adapter.ScenarioNames",
+	{"runner/host/adapter/manifest.go", certify.ScenarioModel429}:     "until the scenario registry (issue 36, step 1): adapter.ScenarioNames",
+	{"runner/host/adapter/manifest.go", certify.ScenarioModel400}:     "until the scenario registry (issue 36, step 1): adapter.ScenarioNames",
+	{"runner/host/adapter/manifest.go", certify.ScenarioBorrowed}:     "until the scenario registry (issue 36, step 1): adapter.ScenarioNames",
+	{"runner/model/server.go", "/chat/completions"}:                   "until runner/wire (issue 36, step 3): the model's routes",
+	{"runner/model/server.go", "/responses"}:                          "until runner/wire (issue 36, step 3): the model's routes",
+	{"runner/model/server.go", "/messages"}:                           "until runner/wire (issue 36, step 3): the model's routes",
+	{"runner/model/server.go", "/messages/count_tokens"}:              "until runner/wire (issue 36, step 3): the model's routes",
+	{"runner/model/server.go", "/models"}:                             "until runner/wire (issue 36, step 3): the model's routes",
+	{"runner/host/certify/proof.go", "npm"}:                           "until the runtime Kind (issue 36, step 4): runtimeProvenance",
+	{"runner/host/certify/proof.go", "node"}:                          "until the runtime Kind (issue 36, step 4): runtimeProvenance",
+	{"runner/host/adapter/scratch.go", "/task"}:                       "until one session.TaskDir (issue 36, step 5d)",
+	{"runner/host/certify/certify.go", "runner/host/provider/docker"}: "until the provider registry (issue 36, step 2): docker.New when Options.Provider is nil",
+	{"cmd/sandproof/clean.go", "runner/host/provider/docker"}:         "until the provider registry (issue 36, step 2): docker.Clean",
+	{"images/engine.go", "runner/host/provider/docker"}:               "until the provider registry (issue 36, step 2): the images' docker run arguments",
+}
+
+// productFile is a non-test Go file of the product: outside the test-only
+// world and outside testdata.
+func productFile(rel string) bool {
+	if !strings.HasSuffix(rel, ".go") || strings.HasSuffix(rel, "_test.go") || strings.Contains("/"+rel, "/testdata/") {
+		return false
+	}
+	dir := filepath.ToSlash(filepath.Dir(rel))
+	return !testOnly(dir) && dir != "fakeproc" && !strings.HasPrefix(dir, "fakeproc/")
+}
+
+// productSources reads every product file of the module (root "..").
+func productSources(t *testing.T) map[string][]byte {
+	t.Helper()
+	src := map[string][]byte{}
+	err := filepath.WalkDir("..", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel("..", p)
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() {
+			if strings.HasPrefix(d.Name(), ".") && rel != "." {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !productFile(rel) {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		src[rel] = b
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return src
+}
+
+// inHome says whether file is in home (a file, or a directory ending "/").
+func inHome(file, home string) bool {
+	if strings.HasSuffix(home, "/") {
+		return strings.HasPrefix(file, home)
+	}
+	return file == home
+}
+
+// homeViolations parses src and reports each key found outside its home
+// and not exempt, each home that does not hold its key, each provider
+// implementation imported by name outside itself, and each exemption no
+// finding uses.
+func homeViolations(src map[string][]byte, homes []homed, impls []string, exempt map[[2]string]string) ([]string, error) {
+	var out []string
+	used := map[[2]string]bool{}
+	found := map[[2]string]bool{} // home, key: the home holds it
+	breakAt := func(file, key, what string) {
+		if _, ok := exempt[[2]string{file, key}]; ok {
+			used[[2]string{file, key}] = true
+			return
+		}
+		out = append(out, file+": "+what)
+	}
+	fset := token.NewFileSet()
+	for file, text := range src {
+		f, err := parser.ParseFile(fset, file, text, parser.SkipObjectResolution)
+		if err != nil {
+			return nil, err
+		}
+		seen := map[string]bool{}
+		ast.Inspect(f, func(n ast.Node) bool {
+			lit, ok := n.(*ast.BasicLit)
+			if !ok || lit.Kind != token.STRING {
+				return true
+			}
+			v, err := strconv.Unquote(lit.Value)
+			if err != nil {
+				return true
+			}
+			for _, h := range homes {
+				if v != h.key && !(h.route && strings.HasSuffix(v, " /v1"+h.key)) {
+					continue
+				}
+				if inHome(file, h.home) {
+					found[[2]string{h.home, h.key}] = true
+				} else if !seen[h.key] {
+					seen[h.key] = true
+					breakAt(file, h.key, fmt.Sprintf("the %s %q is spelled here; its home is %s", h.unit, h.key, h.home))
+				}
+			}
+			return true
+		})
+		dir := filepath.ToSlash(filepath.Dir(file))
+		for _, imp := range f.Imports {
+			path, _ := strconv.Unquote(imp.Path.Value)
+			path = strings.TrimPrefix(path, module)
+			if !slices.Contains(impls, path) || dir == path || strings.HasPrefix(dir, path+"/") {
+				continue
+			}
+			if imp.Name != nil && imp.Name.Name == "_" {
+				continue
+			}
+			breakAt(file, path, fmt.Sprintf("imports the provider %s by name; a provider is chosen from the registry, and imported blank only", path))
+		}
+	}
+	for _, h := range homes {
+		if !found[[2]string{h.home, h.key}] {
+			out = append(out, fmt.Sprintf("%s: the %s %q is not in its home", h.home, h.unit, h.key))
+		}
+	}
+	for e := range exempt {
+		if !used[e] {
+			out = append(out, "exemption "+e[0]+" "+e[1]+" is unused: remove it")
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+func TestEachUnitHasOneHome(t *testing.T) {
+	src := productSources(t)
+	// Positive control: the walk read the product (the homes are in it)
+	// and nothing of the tests.
+	for _, f := range []string{"runner/host/certify/scenario.go", "runner/host/relay/relay.go", "cmd/sandproof/main.go", "runner/warden/proc/fs.go"} {
+		if _, ok := src[f]; !ok {
+			t.Fatalf("the product files (%d) lack %s: the walk is not what it seems", len(src), f)
+		}
+	}
+	for f := range src {
+		if strings.HasSuffix(f, "_test.go") || strings.HasPrefix(f, "conformance/") {
+			t.Fatalf("the product files hold %s", f)
+		}
+	}
+	v, err := homeViolations(src, homes, providerImpls, homeExempt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range v {
+		t.Error(s)
+	}
+}
+
+// Every scenario certify registers has a home in the rules above, so a
+// new one is checked without anyone remembering to list it.
+func TestEveryScenarioHasAHome(t *testing.T) {
+	if len(certify.Scenarios) == 0 {
+		t.Fatal("certify registers no scenario")
+	}
+	for _, s := range certify.Scenarios {
+		if !slices.ContainsFunc(homes, func(h homed) bool { return h.unit == "scenario" && h.key == s.Name }) {
+			t.Errorf("scenario %q has no home in runner/onehome_test.go", s.Name)
+		}
+	}
+}
+
+// The rule sees a break where one is: a planted tree with one of each
+// kind reports exactly those, an exempt one is not reported, and an
+// unused exemption is.
+func TestOneHomeReportsPlantedBreaks(t *testing.T) {
+	src := map[string][]byte{
+		"runner/host/certify/scenario.go":  []byte("package certify\nconst ScenarioTimeout = \"timeout\"\n"),
+		"runner/host/relay/relay.go":       []byte("package relay\nvar endpoints = map[string]string{\"/messages\": \"POST\"}\n"),
+		"runner/host/adapter/manifest.go":  []byte("package adapter\nvar names = []string{\"timeout\", \"timeout\"}\n"),
+		"runner/model/server.go":           []byte("package model\nfunc f(m interface{ HandleFunc(string) }) { m.HandleFunc(\"POST /v1/messages\") }\n"),
+		"runner/model/other.go":            []byte("package model\nconst s = \"POST /v1/messages/x\"\n"),
+		"cmd/sandproof/clean.go":           []byte("package main\nimport \"github.com/sandproof/sandproof/runner/host/provider/docker\"\nvar _ = docker.New\n"),
+		"cmd/sandproof/providers.go":       []byte("package main\nimport _ \"github.com/sandproof/sandproof/runner/host/provider/docker\"\n"),
+		"runner/host/provider/docker/x.go": []byte("package docker\nimport \"github.com/sandproof/sandproof/runner/host/provider/docker\"\nvar _ = docker.X\n"),
+	}
+	hs := []homed{
+		{"scenario", "timeout", "runner/host/certify/scenario.go", false},
+		{"wire endpoint", "/messages", "runner/host/relay/relay.go", true},
+		{"task dir", "/task", "runner/host/certify/case.go", false},
+	}
+	impls := []string{"runner/host/provider/docker"}
+	want := []string{
+		"cmd/sandproof/clean.go: imports the provider runner/host/provider/docker by name; a provider is chosen from the registry, and imported blank only",
+		"runner/host/adapter/manifest.go: the scenario \"timeout\" is spelled here; its home is runner/host/certify/scenario.go",
+		"runner/host/certify/case.go: the task dir \"/task\" is not in its home",
+		"runner/model/server.go: the wire endpoint \"/messages\" is spelled here; its home is runner/host/relay/relay.go",
+	}
+	got, err := homeViolations(src, hs, impls, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("planted breaks:\n got %q\nwant %q", got, want)
+	}
+	planted := map[[2]string]string{{"runner/model/server.go", "/messages"}: "planted", {"runner/model/gone.go", "/messages"}: "planted"}
+	got, _ = homeViolations(src, hs, impls, planted)
+	if slices.Contains(got, want[3]) || !slices.Contains(got, "exemption runner/model/gone.go /messages is unused: remove it") || len(got) != len(want) {
+		t.Errorf("exemptions: an exempt break is reported or an unused one is not: %q", got)
+	}
+}
