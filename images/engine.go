@@ -14,7 +14,6 @@ import (
 
 	"github.com/sandproof/sandproof/runner/host/engine"
 	"github.com/sandproof/sandproof/runner/host/provider"
-	dockerprov "github.com/sandproof/sandproof/runner/host/provider/docker"
 )
 
 // Engine drives a Docker engine through the docker CLI. The CLI, rather than
@@ -185,8 +184,14 @@ done
 // and reports what its shell sees; paths are checked for existence.
 func (e Engine) Facts(ctx context.Context, ref string, paths ...string) (Facts, error) {
 	// Owner labels and limits as every sandproof container has, so
-	// `sandproof clean` beside it knows whose it is.
-	own, err := dockerprov.RunArgs(map[string]string{Label + ".images": "facts"}, provider.Limits{})
+	// `sandproof clean` beside it knows whose it is: the Docker provider's
+	// (these images are the Docker engine's), from the registry, which
+	// has them when the binary links the provider.
+	f, _ := provider.Lookup(provider.DefaultName)
+	if f.RunArgs == nil {
+		return Facts{}, fmt.Errorf("look inside image %q: %w", ref, provider.UnknownName(provider.DefaultName))
+	}
+	own, err := f.RunArgs(map[string]string{Label + ".images": "facts"}, provider.Limits{})
 	if err != nil {
 		return Facts{}, fmt.Errorf("look inside image %q: %w", ref, err)
 	}

@@ -35,7 +35,7 @@ func init() { addCommand(newCertifyCommand) }
 type certifyOptions struct {
 	adapterFiles, imageArgs, diffAllow, scenarios                 []string
 	model, modelName, keyFile, warden, probe, agent, bash, rmtree string
-	out, memory, shard, network                                   string
+	out, memory, shard, network, provider                         string
 	parallel, baseline, captureEntries                            int
 	resume, allowEmpty                                            bool
 	pidsLimit, cpuShares                                          int64
@@ -91,6 +91,7 @@ the exit status is 130 (143 for TERM). A second signal exits at once.
 	f.StringVar(&o.warden, "warden", filepath.Join("bin", "linux-"+runtime.GOARCH, "warden"), "static warden build for this host's arch")
 	f.StringVar(&o.probe, "probe", filepath.Join("bin", "linux-"+runtime.GOARCH, "probe"), "static probe build for this host's arch")
 	f.StringVar(&o.agent, "agent", "", "static session agent build for this host's arch, which carries the model's traffic and the session's commands (default: sandagent beside --probe)")
+	f.StringVar(&o.provider, "provider", provider.DefaultName, "sandbox provider, one of: "+strings.Join(provider.Names(), ", "))
 	f.StringVar(&o.network, "network", provider.NetworkNone, "sandbox network: none (the harness reaches only the model, through the session agent) or host (flagged in the report)")
 	f.StringVar(&o.bash, "bash-static", "", "static bash provided to adapters that need bash (default /bin/bash-static when present)")
 	f.StringVar(&o.rmtree, "rmtree", "", "optional removal helper (runner/host/session/rmtree), uploaded into each session dir; close removes through the session agent, which runs the same confined removal (runner/confine)")
@@ -199,6 +200,9 @@ func (opts certifyOptions) library(stderr io.Writer) (certify.Options, error) {
 	if opts.out == "" {
 		return certify.Options{}, usagef("--out: required")
 	}
+	if opts.provider == "" { // the library reads "" as the default
+		return certify.Options{}, usagef("--provider: bad value %q (want one of %s)", opts.provider, strings.Join(provider.Names(), ", "))
+	}
 	limits, err := parseLimits(opts.pidsLimit, opts.memory, opts.cpuShares)
 	if err != nil {
 		return certify.Options{}, err
@@ -209,7 +213,7 @@ func (opts certifyOptions) library(stderr io.Writer) (certify.Options, error) {
 	}
 	o := certify.Options{ModelName: opts.modelName, Parallel: opts.parallel,
 		Warden: opts.warden, Probe: opts.probe, Agent: opts.agent, Bash: opts.bash, Rmtree: opts.rmtree, Out: opts.out, Resume: opts.resume,
-		Progress: stderr, DiffAllow: opts.diffAllow, Limits: limits, Network: opts.network, Baseline: opts.baseline,
+		Progress: stderr, DiffAllow: opts.diffAllow, Limits: limits, Network: opts.network, ProviderName: opts.provider, Baseline: opts.baseline,
 		CaptureEntries: opts.captureEntries, Relay: relayLimits, Scenarios: opts.scenarios}
 	if err := o.Validate(); err != nil {
 		return o, usageError{err}

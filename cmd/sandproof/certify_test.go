@@ -36,6 +36,8 @@ func TestCertifyLibraryValidationsExitUsage(t *testing.T) {
 		{[]string{"--capture-entries", "0"}, `--capture-entries: bad value "0" (want >= 1)`},
 		{[]string{"--network", ""}, `--network: bad value "" (want none or host)`},
 		{[]string{"--network", "bridge"}, `--network: bad value "bridge" (want none or host)`},
+		{[]string{"--provider", "kubernetes"}, `--provider: bad value "kubernetes" (want one of docker)`},
+		{[]string{"--provider", ""}, `--provider: bad value "" (want one of docker)`},
 		{[]string{"--warden", missing}, `--warden: "` + missing + `" not found`},
 		{[]string{"--probe", missing}, `--probe: "` + missing + `" not found`},
 		{[]string{"--agent", missing}, `--agent: "` + missing + `" not found`},

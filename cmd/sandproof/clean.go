@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sandproof/sandproof/runner/host/provider"
-	"github.com/sandproof/sandproof/runner/host/provider/docker"
 )
 
 func init() { addCommand(newCleanCmd) }
@@ -20,8 +19,9 @@ func init() { addCommand(newCleanCmd) }
 func newCleanCmd(stdout, stderr io.Writer) *cobra.Command {
 	var scope provider.CleanScope
 	var volumes bool
+	var name string
 	cmd := &cobra.Command{
-		Use:   "clean [--run ID | --all | --all-hosts] [--volumes] [--dry-run]",
+		Use:   "clean [--run ID | --all | --all-hosts] [--volumes] [--dry-run] [--provider NAME]",
 		Short: "Remove sandproof containers whose owning process is gone",
 		Long: `Remove containers sandproof left behind. Every container sandproof creates
 carries the labels sandproof=1, sandproof.run (the run id),
@@ -43,6 +43,7 @@ older sandproof's, or one started by hand from a sandproof image).
                sandproof.volume.key) that no container uses; they are caches
                shared by every run on the engine and owned by none, so use it
                between runs (a run still going makes one again if it must)
+  --provider   the sandbox provider whose sandboxes to clean (default docker)
 
 Prints one line per removed container with the reason, then the kept ones
 counted by reason.`,
@@ -60,7 +61,10 @@ counted by reason.`,
 			if cmd.Flags().Changed("run") && strings.TrimSpace(scope.Run) == "" {
 				return usagef("--run: bad value %q (want a run id)", scope.Run)
 			}
-			return cleanContainers(cmd.Context(), stdout, scope, volumes)
+			if _, ok := provider.Lookup(name); !ok {
+				return usagef("--provider: bad value %q (want one of %s)", name, strings.Join(provider.Names(), ", "))
+			}
+			return cleanContainers(cmd.Context(), stdout, name, scope, volumes)
 		},
 	}
 	f := cmd.Flags()
@@ -69,19 +73,24 @@ counted by reason.`,
 	f.BoolVar(&scope.AllHosts, "all-hosts", false, "remove every sandproof-labelled container of any host or none")
 	f.BoolVar(&scope.DryRun, "dry-run", false, "print what would be removed, remove nothing")
 	f.BoolVar(&volumes, "volumes", false, "also remove the sandproof volumes no container uses")
+	f.StringVar(&name, "provider", provider.DefaultName, "sandbox provider, one of: "+strings.Join(provider.Names(), ", "))
 	return cmd
 }
 
-// cleanContainers runs docker.Clean in scope and prints one line per
-// removed container with the reason, then the kept ones counted by reason;
-// with volumes, docker.CleanVolumes afterwards (the containers removed
-// free theirs), printed the same way.
-func cleanContainers(ctx context.Context, stdout io.Writer, scope provider.CleanScope, volumes bool) error {
-	p, err := docker.New()
+// cleanContainers runs the named provider's Clean in scope and prints one
+// line per removed container with the reason, then the kept ones counted
+// by reason; with volumes, its CleanVolumes afterwards (the containers
+// removed free theirs), printed the same way.
+func cleanContainers(ctx context.Context, stdout io.Writer, name string, scope provider.CleanScope, volumes bool) error {
+	prov, err := provider.New(name)
 	if err != nil {
 		return fmt.Errorf("clean: %w", err)
 	}
-	res, err := docker.Clean(ctx, p, scope)
+	p, ok := prov.(provider.Cleaner)
+	if !ok {
+		return fmt.Errorf("clean: provider %q keeps nothing a crashed owner leaves behind", name)
+	}
+	res, err := p.Clean(ctx, scope)
 	verb := "removed"
 	if scope.DryRun {
 		verb = "would remove"
@@ -105,11 +114,11 @@ func cleanContainers(ctx context.Context, stdout io.Writer, scope provider.Clean
 	if !volumes {
 		return nil
 	}
-	res, err = docker.CleanVolumes(ctx, p, scope.DryRun)
+	res, err = p.CleanVolumes(ctx, scope.DryRun)
 	for _, c := range res.Removed {
 		fmt.Fprintf(stdout, "%s volume %s (%s)\n", verb, c.Name, c.Reason)
 	}
-	fmt.Fprintf(stdout, "clean: %s %d volume(s), kept %d (%s)\n", verb, len(res.Removed), len(res.Kept), docker.ReasonVolumeInUse)
+	fmt.Fprintf(stdout, "clean: %s %d volume(s), kept %d (%s)\n", verb, len(res.Removed), len(res.Kept), provider.ReasonVolumeInUse)
 	if err != nil {
 		return fmt.Errorf("clean volumes: %w", err)
 	}

@@ -23,6 +23,7 @@ func TestCleanUsageErrors(t *testing.T) {
 		{[]string{"clean", "--run", "x", "--all"}, "give at most one"},
 		{[]string{"clean", "--all", "--all-hosts"}, "give at most one"},
 		{[]string{"clean", "extra"}, `unknown command "extra"`},
+		{[]string{"clean", "--provider", "kubernetes"}, `--provider: bad value "kubernetes" (want one of docker)`},
 	}
 	for _, tt := range tests {
 		var out, errb bytes.Buffer

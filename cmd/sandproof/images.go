@@ -243,7 +243,7 @@ that, run sandproof clean --all-hosts.`,
 				return err
 			}
 			fmt.Fprintln(stderr, "images clean: running `sandproof clean` (this host's containers whose owner is gone)")
-			return cleanContainers(cmd.Context(), stdout, provider.CleanScope{}, false)
+			return cleanContainers(cmd.Context(), stdout, provider.DefaultName, provider.CleanScope{}, false)
 		},
 	}
 }

@@ -30,7 +30,6 @@ import (
 	"github.com/sandproof/sandproof/reports"
 	"github.com/sandproof/sandproof/runner/host/adapter"
 	"github.com/sandproof/sandproof/runner/host/provider"
-	"github.com/sandproof/sandproof/runner/host/provider/docker"
 	"github.com/sandproof/sandproof/runner/host/relay"
 	"github.com/sandproof/sandproof/runner/host/session"
 	"github.com/sandproof/sandproof/runner/warden/version"
@@ -117,11 +116,16 @@ type Options struct {
 	// true` of every image before the cases start (Summary.Baselines),
 	// the floor each case's overhead is read against.
 	Baseline int
-	// Provider makes the sandboxes; nil means the Docker engine
-	// runner/host/engine resolves (DOCKER_HOST, the docker context, the
-	// default socket). Certify needs its VolumeMaker and its sandboxes'
+	// Provider makes the sandboxes; nil means the one ProviderName names,
+	// by default the Docker engine runner/host/engine resolves
+	// (DOCKER_HOST, the docker context, the default socket). Certify needs its VolumeMaker and its sandboxes'
 	// Streamer; without a Differ the filesystem diff is unknown.
 	Provider provider.Provider
+	// ProviderName names the registered provider (provider.Register) that
+	// makes the sandboxes when Provider is nil; "" means
+	// provider.DefaultName. The binary links the implementations it
+	// offers (cmd/sandproof/providers.go).
+	ProviderName string
 	// Shard runs one slice of the matrix (see Shard); the zero Shard runs
 	// it all. Every record names the shard and the whole matrix's digest.
 	Shard Shard
@@ -440,8 +444,12 @@ func (r *runner) prepare(ctx context.Context, work string, cases []caseSpec) err
 	var err error
 	r.prov = r.opts.Provider
 	if r.prov == nil {
-		if r.prov, err = docker.New(); err != nil {
-			return fmt.Errorf("certify: %w (start an engine with `bash images/engine.sh start`)", err)
+		name := cmp.Or(r.opts.ProviderName, provider.DefaultName)
+		if r.prov, err = provider.New(name); err != nil {
+			if name == provider.DefaultName && !errors.Is(err, provider.ErrUnknownProvider) {
+				return fmt.Errorf("certify: %w (start an engine with `bash images/engine.sh start`)", err)
+			}
+			return fmt.Errorf("certify: provider %q: %w", name, err)
 		}
 	}
 	if f, ok := r.prov.(provider.ImageFinder); ok {

@@ -1,5 +1,12 @@
 package certify
 
+import (
+	// The engine tests make their sandboxes with the default provider,
+	// which a binary links by this import (as cmd/sandproof's
+	// providers.go does).
+	_ "github.com/sandproof/sandproof/runner/host/provider/docker"
+)
+
 // ServiceAsTaskUser makes borrowed's owner service run as the task user
 // (the identity before issue 35, which a harness of that uid could stop,
 // kill or ptrace) until restore is called: the engine tests use it to

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/sandproof/sandproof/runner/host/provider"
 )
@@ -29,7 +30,8 @@ func badValue(flag, value, want string) *UsageError {
 
 // Validate checks o as a command line gives it, before Run fills in the
 // defaults of its zero fields: Parallel and CaptureEntries >= 1, Baseline
-// >= 0, Network none or host, each of Scenarios a scenario named once,
+// >= 0, Network none or host, ProviderName registered (when no Provider
+// is given), each of Scenarios a scenario named once,
 // and the static builds Warden, Probe and Agent
 // present on the host (Agent "" is the sandagent beside Probe). The CLI
 // calls it before it loads anything; Run calls it once the defaults are in.
@@ -46,6 +48,9 @@ func (o Options) Validate() error {
 	}
 	if _, err := provider.Network(o.Network); err != nil || o.Network == "" {
 		return badValue("--network", o.Network, "none or host")
+	}
+	if _, ok := provider.Lookup(o.ProviderName); o.Provider == nil && o.ProviderName != "" && !ok {
+		return badValue("--provider", o.ProviderName, "one of "+strings.Join(provider.Names(), ", "))
 	}
 	if err := checkScenarios(o.Scenarios); err != nil {
 		return err

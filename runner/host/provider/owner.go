@@ -157,6 +157,9 @@ const (
 	ReasonOtherRun   = "another run's"
 	ReasonAll        = "--all"
 	ReasonAllHosts   = "--all-hosts"
+	// A cache (Cleaner.CleanVolumes) is removed when no sandbox uses it.
+	ReasonVolumeUnused = "no container uses it"
+	ReasonVolumeInUse  = "in use"
 )
 
 // Judge decides whether a clean-up in scope removes a sandbox carrying

@@ -14,37 +14,20 @@ import (
 	"github.com/sandproof/sandproof/runner/host/provider"
 )
 
-// Cleaned is one container a clean-up looked at, and what it decided.
-type Cleaned struct {
-	ID     string
-	Name   string
-	Reason string
+// Cleaned and CleanResult are the provider's (provider.Cleaner).
+type (
+	Cleaned     = provider.Cleaned
+	CleanResult = provider.CleanResult
+)
+
+// Clean and CleanVolumes make the provider a provider.Cleaner (`sandproof
+// clean`): the functions of the same names, with no extra selector.
+func (p *Provider) Clean(ctx context.Context, scope provider.CleanScope) (provider.CleanResult, error) {
+	return Clean(ctx, p, scope)
 }
 
-// CleanResult is what Clean did: the containers it removed and those it
-// kept, each with the reason.
-type CleanResult struct {
-	Removed []Cleaned
-	Kept    []Cleaned
-}
-
-// KeptCounts counts the kept containers by reason.
-func (r CleanResult) KeptCounts() map[string]int {
-	n := map[string]int{}
-	for _, k := range r.Kept {
-		n[k.Reason]++
-	}
-	return n
-}
-
-// KeptReasons returns the reasons of KeptCounts, sorted.
-func (r CleanResult) KeptReasons() []string {
-	var out []string
-	for reason := range r.KeptCounts() {
-		out = append(out, reason)
-	}
-	sort.Strings(out)
-	return out
+func (p *Provider) CleanVolumes(ctx context.Context, dryRun bool) (provider.CleanResult, error) {
+	return CleanVolumes(ctx, p, dryRun)
 }
 
 // Clean removes the sandproof-labelled containers that scope.Judge says
@@ -97,8 +80,8 @@ func Clean(ctx context.Context, p *Provider, scope provider.CleanScope, labels .
 
 // ReasonVolumeUnused and ReasonVolumeInUse are CleanVolumes' reasons.
 const (
-	ReasonVolumeUnused = "no container uses it"
-	ReasonVolumeInUse  = "in use"
+	ReasonVolumeUnused = provider.ReasonVolumeUnused
+	ReasonVolumeInUse  = provider.ReasonVolumeInUse
 )
 
 // CleanVolumes removes the sandproof volumes (made by Volume: labelled
