@@ -81,7 +81,7 @@ the exit status is 130 (143 for TERM). A second signal exits at once.
 	f := cmd.Flags()
 	f.StringArrayVar(&o.adapterFiles, "adapter", nil, "adapter manifest (repeatable)")
 	f.StringArrayVar(&o.imageArgs, "image", nil, "image NAME or NAME=REF (repeatable; default: every built image)")
-	f.StringArrayVar(&o.scenarios, "scenario", nil, "run this scenario: "+strings.Join(adapter.ScenarioNames, ", ")+
+	f.StringArrayVar(&o.scenarios, "scenario", nil, "run this scenario: "+strings.Join(certify.ScenarioNames(), ", ")+
 		" (repeatable; default: every scenario of a manifest with a scenarios key, the challenge of one without; docs/certify.md scenarios)")
 	f.StringVar(&o.model, "model", "scripted", "scripted, or a model base URL")
 	f.StringVar(&o.modelName, "model-name", "fake-model", "model id given to the harness ({model})")
@@ -220,6 +220,9 @@ func (opts certifyOptions) library(stderr io.Writer) (certify.Options, error) {
 	}
 	for _, f := range opts.adapterFiles {
 		m, err := adapter.Load(f)
+		if err == nil {
+			err = certify.CheckManifestScenarios(m)
+		}
 		if err != nil {
 			return o, usageError{err}
 		}

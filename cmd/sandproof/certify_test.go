@@ -62,6 +62,20 @@ func TestCertifyLibraryValidationsExitUsage(t *testing.T) {
 	if code != exitUsage || !strings.Contains(errb.String(), "none.yaml") {
 		t.Errorf("good values: exit %d, stderr %q; want 2 naming the missing manifest", code, errb.String())
 	}
+	// A manifest that names a scenario certify does not have is a usage
+	// error, with its file and line (the names are certify's registry's,
+	// not the manifest parser's).
+	bad := filepath.Join(dir, "bad.yaml")
+	doc := "name: x\nversion: \"1\"\nlaunch:\n  argv: [x]\n  deadline: 60\nscenarios:\n  tiemout: {}\n"
+	if err := os.WriteFile(bad, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	errb.Reset()
+	code = run(&out, &errb, []string{"certify", "--adapter", bad, "--out", t.TempDir(), "--warden", warden, "--probe", probe, "--agent", agent})
+	if want := bad + `:7: unknown key "tiemout" in scenarios (known: borrowed, cancel`; code != exitUsage || !strings.Contains(errb.String(), want) {
+		t.Errorf("an unknown scenario in the manifest: exit %d, stderr %q; want 2 and %q", code, errb.String(), want)
+	}
 }
 
 // The sandagent beside --probe is the default --agent: without one there,

@@ -67,13 +67,14 @@ type Manifest struct {
 	Scenarios map[string]ScenarioSpec
 }
 
-// ScenarioNames are the scenarios a manifest's scenarios key may name, in
-// the order certify runs them (contract §7.6 scenarios; the certify
-// package says what each drives and checks).
-var ScenarioNames = []string{"challenge", "timeout", "cancel", "model-429", "model-400", "borrowed"}
-
-// ScenarioSpec is what a manifest says of one scenario.
+// ScenarioSpec is what a manifest says of one scenario. The names are
+// not this package's: the scenarios are certify's (its registry, one file
+// each), which refuses a manifest naming one it does not have, worded as
+// this package words an unknown key (certify.CheckManifestScenarios).
 type ScenarioSpec struct {
+	// Line is the line of the scenario's key in the manifest, for that
+	// refusal.
+	Line int
 	// Deadline replaces the scenario's own launch deadline (seconds); 0
 	// keeps it.
 	Deadline float64
@@ -502,13 +503,18 @@ func (d *decoder) relay(k string, v *yaml.Node, m *Manifest) {
 }
 
 // scenarios reads `scenarios: {NAME: {deadline: S, unsupported: WHY}}`:
-// each name one of ScenarioNames, each value a mapping (or nothing).
+// each value a mapping (or nothing), each name once; whether certify has a
+// scenario of that name is certify's to say (ScenarioSpec).
 func (d *decoder) scenarios(k string, v *yaml.Node, m *Manifest) {
 	m.Scenarios = map[string]ScenarioSpec{}
 	handlers := map[string]func(string, *yaml.Node){}
-	for _, name := range ScenarioNames {
+	for i := 0; v.Kind == yaml.MappingNode && i+1 < len(v.Content); i += 2 {
+		name, line := v.Content[i].Value, v.Content[i].Line
+		if _, ok := handlers[name]; ok {
+			continue // WalkMapping says it is given twice
+		}
 		handlers[name] = func(k string, v *yaml.Node) {
-			var sp ScenarioSpec
+			sp := ScenarioSpec{Line: line}
 			if v.Kind == yaml.ScalarNode && v.Tag == "!!null" {
 				m.Scenarios[name] = sp
 				return

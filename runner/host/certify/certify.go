@@ -337,6 +337,9 @@ func newRunner(o Options) (*runner, error) {
 			return nil, fmt.Errorf("certify: adapter name %q given twice", m.Name)
 		}
 		names[m.Name] = true
+		if err := CheckManifestScenarios(m); err != nil {
+			return nil, fmt.Errorf("certify: adapter %s: %w", m.Name, err)
+		}
 	}
 	r := &runner{opts: o, key: o.Canary, upstreamKey: o.APIKey}
 	if r.key == "" {

@@ -1,26 +1,20 @@
 package certify
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
-	"github.com/sandproof/sandproof/reports"
 	"github.com/sandproof/sandproof/runner/host/adapter"
 	"github.com/sandproof/sandproof/runner/model"
-	"github.com/sandproof/sandproof/runner/warden/receipt"
 )
 
 // The scenarios (contract §7.6 scenarios; docs/certify.md gives each
-// one's checks), by the names adapter.ScenarioNames lists.
-const (
-	ScenarioChallenge = reports.ScenarioChallenge
-	ScenarioTimeout   = "timeout"
-	ScenarioCancel    = "cancel"
-	ScenarioModel429  = "model-429"
-	ScenarioModel400  = "model-400"
-	ScenarioBorrowed  = "borrowed"
-)
+// one's checks) are each a file, scenario_NAME.go, that holds the name,
+// the scenario's data and the owner's part that only it has, and
+// registers it (register): nothing else spells a scenario's name
+// (runner/onehome_test.go).
 
 const clauseScenario = "§7.6 scenarios"
 
@@ -42,6 +36,9 @@ const (
 // it: a case is image x adapter x scenario.
 type Scenario struct {
 	Name string
+	// Order is the scenario's place in a run (and in --help): cases run
+	// by it, lowest first.
+	Order int
 	// Script is the scripted model's script for the case.
 	Script model.Script
 	// Owner is what the owner does beyond the protocol.
@@ -67,27 +64,28 @@ type Scenario struct {
 	Fault model.Fault
 }
 
-// stopDeadline is the launch deadline of timeout: long enough for a
-// harness to start, read the challenge and run the writer on a loaded
-// machine (at 20 s, Pi, OpenCode and Kilo made no model call before it
-// in a run of three cases at once on a shared two-core host), short
-// enough to keep the matrix small.
-const stopDeadline = 40
+// Scenarios are every registered scenario, in their run order (Order).
+var Scenarios []Scenario
 
-// cancelDeadline bounds cancel's launch: the owner closes the session as
-// soon as the model stalls, long before it.
-const cancelDeadline = 120
+// register adds s to Scenarios, from its file's init. A name or an order
+// given twice, or an empty name, is a programming error and panics;
+// Scenarios stays sorted by Order, so the files' init order (their
+// names') decides nothing.
+func register(s Scenario) {
+	if s.Name == "" || slices.ContainsFunc(Scenarios, func(o Scenario) bool { return o.Name == s.Name || o.Order == s.Order }) {
+		panic(fmt.Sprintf("certify: scenario %q (order %d): no name, or its name or order registered twice", s.Name, s.Order))
+	}
+	Scenarios = append(Scenarios, s)
+	slices.SortFunc(Scenarios, func(a, b Scenario) int { return a.Order - b.Order })
+}
 
-// Scenarios are every scenario, in adapter.ScenarioNames' order.
-var Scenarios = []Scenario{
-	{Name: ScenarioChallenge},
-	{Name: ScenarioTimeout, Script: model.Script{Flow: model.FlowWriterStall}, Writer: true, Deadline: stopDeadline,
-		Cause: receipt.CauseDeadline, NoDeliverable: true},
-	{Name: ScenarioCancel, Script: model.Script{Flow: model.FlowWriterStall}, Writer: true, Owner: ownerCancel, Deadline: cancelDeadline,
-		Cause: receipt.CauseStopped, NoDeliverable: true},
-	{Name: ScenarioModel429, Script: model.Script{Fault: model.Fault429, On: model.TargetTask, Only: []int{1}}, Fault: model.Fault429, NoDeliverable: true},
-	{Name: ScenarioModel400, Script: model.Script{Fault: model.Fault400, On: model.TargetResult, Only: []int{1}}, Fault: model.Fault400, NoDeliverable: true},
-	{Name: ScenarioBorrowed, Owner: ownerBorrowed},
+// ScenarioNames are the registered scenarios' names, in run order.
+func ScenarioNames() []string {
+	names := make([]string, len(Scenarios))
+	for i, s := range Scenarios {
+		names[i] = s.Name
+	}
+	return names
 }
 
 // ScenarioByName is the scenario of that name.
@@ -100,12 +98,26 @@ func ScenarioByName(name string) (Scenario, bool) {
 }
 
 // scenarioNames lists the scenarios' names, for errors and help.
-func scenarioNames() string {
-	names := make([]string, len(Scenarios))
-	for i, s := range Scenarios {
-		names[i] = s.Name
+func scenarioNames() string { return strings.Join(ScenarioNames(), ", ") }
+
+// CheckManifestScenarios refuses a manifest whose scenarios key names a
+// scenario certify does not have, as the manifest's own parser refuses an
+// unknown key (adapter.ErrInvalid; FILE:LINE: unknown key "NAME" in
+// scenarios (known: ...), the known names sorted): the parser takes any
+// name, since the scenarios are this package's.
+func CheckManifestScenarios(m *adapter.Manifest) error {
+	known := slices.Sorted(slices.Values(ScenarioNames()))
+	var errs []error
+	for name, sp := range m.Scenarios {
+		if _, ok := ScenarioByName(name); !ok {
+			errs = append(errs, fmt.Errorf("%s:%d: unknown key %q in scenarios (known: %s)", m.Path, sp.Line, name, strings.Join(known, ", ")))
+		}
 	}
-	return strings.Join(names, ", ")
+	if len(errs) == 0 {
+		return nil
+	}
+	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+	return fmt.Errorf("%w:\n%w", adapter.ErrInvalid, errors.Join(errs...))
 }
 
 // CaseID names the case of an image, an adapter and a scenario: the

@@ -11,7 +11,6 @@ import (
 	"github.com/sandproof/sandproof/runner/host/capture"
 	"github.com/sandproof/sandproof/runner/host/relay"
 	"github.com/sandproof/sandproof/runner/model"
-	"github.com/sandproof/sandproof/runner/probe"
 	"github.com/sandproof/sandproof/runner/witness"
 )
 
@@ -569,46 +568,6 @@ func saidPlaces(ss []said) string {
 		return "nothing captured"
 	}
 	return strings.Join(names, ", ")
-}
-
-// borrowedSeen is what the owner found of its own service and state after
-// close.
-type borrowedSeen struct {
-	service string // "PID/STARTTIME comm, uid U, EXE" as started
-	// started is the service as the probe listed it once started, with
-	// its detail; changed is what keptAsStarted found different after
-	// close (empty: kept).
-	started      probe.Process
-	changed      []string
-	stateBefore  string // sha256 of the task state as written
-	stateAfter   string
-	stateMissing bool
-	// stateWas and stateNow are which file the task state was, and
-	// whose, as the probe read it (as root) before the launch and after
-	// close; nil when it did not read it.
-	stateWas, stateNow *probe.FileID
-}
-
-// borrowedCheck is scenario.borrowed_kept: the owner's task service,
-// started before the launch outside the harness's tree as a uid the
-// harness can neither signal nor trace, is after close the process it
-// was (pid and start time), alive, not stopped, untraced, running the
-// executable and command line it ran (keptAsStarted, the probe's reading
-// as root); and the task state it wrote is there unchanged: the same
-// bytes, and the same file with the same owner and mode (fileKept: the
-// harness may write /task, so it can delete the state and put a copy of
-// its own back, bytes and all, but not as the owner's uid).
-func borrowedCheck(b borrowedSeen) reports.Check {
-	var fileChanged []string
-	if !b.stateMissing {
-		fileChanged = fileKept(b.stateWas, b.stateNow)
-	}
-	intact := !b.stateMissing && b.stateBefore != "" && b.stateAfter == b.stateBefore && len(fileChanged) == 0
-	kept := b.started.PID != 0 && len(b.changed) == 0
-	return scenarioCheck("scenario.borrowed_kept", kept && intact,
-		"owner's service %s kept after close: %t%s; task state %s unchanged: %t (sha256 %s -> %s%s)",
-		b.service, kept, pick(kept, "", " ("+strings.Join(b.changed, "; ")+")"), borrowedState, intact, short(b.stateBefore),
-		pick(b.stateMissing, "missing", short(b.stateAfter)), pick(len(fileChanged) == 0, "", "; "+strings.Join(fileChanged, "; ")))
 }
 
 func short(s string) string { return truncate(s, 12) }

@@ -1,8 +1,10 @@
 package certify
 
 import (
+	"errors"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/sandproof/sandproof/images"
@@ -11,15 +13,60 @@ import (
 	"github.com/sandproof/sandproof/runner/warden/receipt"
 )
 
-// The manifest's vocabulary and certify's scenarios are the same names in
-// the same order: a scenario added to one and not the other fails here.
-func TestScenarioNamesMatchTheManifests(t *testing.T) {
-	var names []string
-	for _, s := range Scenarios {
-		names = append(names, s.Name)
+// The registry holds every scenario once, in its run order: the names
+// and orders unique, the challenge first (a manifest without a scenarios
+// key runs it alone), and register refuses a name or an order given
+// twice.
+func TestScenarioRegistry(t *testing.T) {
+	want := []string{ScenarioChallenge, ScenarioTimeout, ScenarioCancel, ScenarioModel429, ScenarioModel400, ScenarioBorrowed}
+	if got := ScenarioNames(); !slices.Equal(got, want) {
+		t.Fatalf("ScenarioNames() = %q, want %q", got, want)
 	}
-	if !slices.Equal(names, adapter.ScenarioNames) {
-		t.Fatalf("certify's scenarios %v, the manifest's %v", names, adapter.ScenarioNames)
+	for i := 1; i < len(Scenarios); i++ {
+		if Scenarios[i-1].Order >= Scenarios[i].Order {
+			t.Errorf("scenarios %s and %s out of order (%d, %d)", Scenarios[i-1].Name, Scenarios[i].Name, Scenarios[i-1].Order, Scenarios[i].Order)
+		}
+	}
+	was := slices.Clone(Scenarios)
+	defer func() { Scenarios = was }()
+	for _, bad := range []Scenario{{Name: ScenarioCancel, Order: 999}, {Name: "new", Order: Scenarios[0].Order}, {Order: 998}} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("register(%q, order %d) did not panic", bad.Name, bad.Order)
+				}
+			}()
+			register(bad)
+		}()
+	}
+	register(Scenario{Name: "new", Order: 15})
+	if got := ScenarioNames(); got[1] != "new" || len(got) != len(want)+1 {
+		t.Errorf("a scenario of order 15 registered: %q; want it second", got)
+	}
+}
+
+// A manifest's scenarios key takes any name at parse time (the names are
+// certify's); certify refuses one it does not have, worded as the parser
+// words an unknown key, with the line.
+func TestCheckManifestScenarios(t *testing.T) {
+	const good = "name: x\nversion: \"1\"\nlaunch:\n  argv: [x]\n  deadline: 60\n"
+	parse := func(doc string) *adapter.Manifest {
+		t.Helper()
+		m, err := adapter.Parse("x.yaml", t.TempDir(), []byte(doc))
+		if err != nil {
+			t.Fatalf("parse: %v", err)
+		}
+		return m
+	}
+	m := parse(good + "scenarios:\n  timeout: {deadline: 20}\n  tiemout: {}\n  cancel:\n")
+	err := CheckManifestScenarios(m)
+	want := `x.yaml:8: unknown key "tiemout" in scenarios (known: borrowed, cancel, challenge, model-400, model-429, timeout)`
+	if !errors.Is(err, adapter.ErrInvalid) || !strings.Contains(err.Error(), want) {
+		t.Errorf("CheckManifestScenarios: %v; want adapter.ErrInvalid and %q", err, want)
+	}
+	// Positive control: the same manifest with the names certify has.
+	if err := CheckManifestScenarios(parse(good + "scenarios:\n  timeout: {deadline: 20}\n  cancel:\n")); err != nil {
+		t.Errorf("known names refused: %v", err)
 	}
 }
 
@@ -50,7 +97,7 @@ func TestScenariosFor(t *testing.T) {
 		}
 		return out
 	}
-	if got := names(scenariosFor(shipped, nil)); !slices.Equal(got, adapter.ScenarioNames) {
+	if got := names(scenariosFor(shipped, nil)); !slices.Equal(got, ScenarioNames()) {
 		t.Errorf("shipped default %v, want every scenario", got)
 	}
 	for _, s := range scenariosFor(shipped, nil) {
@@ -102,8 +149,8 @@ func TestShippedManifestsRunEveryScenario(t *testing.T) {
 				t.Errorf("%s: scenario %s has no deadline", f, s.Name)
 			}
 		}
-		if !slices.Equal(got, adapter.ScenarioNames) {
-			t.Errorf("%s: runs %v by default, want every scenario %v (a scenarios key: docs/adapters.md scenarios)", f, got, adapter.ScenarioNames)
+		if !slices.Equal(got, ScenarioNames()) {
+			t.Errorf("%s: runs %v by default, want every scenario %v (a scenarios key: docs/adapters.md scenarios)", f, got, ScenarioNames())
 		}
 	}
 }
