@@ -1,6 +1,7 @@
 package certify
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -18,20 +19,6 @@ import (
 
 const clauseScenario = "§7.6 scenarios"
 
-// ownerAction is what the owner does in a scenario beyond the protocol.
-type ownerAction int
-
-const (
-	ownerNothing ownerAction = iota
-	// ownerCancel closes the session while the model stalls (as an
-	// environment server closes before verification).
-	ownerCancel
-	// ownerBorrowed starts a task service and task state of the owner's
-	// own before the launch, outside the harness's tree, and checks both
-	// after close.
-	ownerBorrowed
-)
-
 // Scenario is one flow of the scripted model plus the checks that judge
 // it: a case is image x adapter x scenario.
 type Scenario struct {
@@ -41,8 +28,11 @@ type Scenario struct {
 	Order int
 	// Script is the scripted model's script for the case.
 	Script model.Script
-	// Owner is what the owner does beyond the protocol.
-	Owner ownerAction
+	// ClosesAtStall says the owner closes the session as soon as the model
+	// stalls (as an environment server closes before verification),
+	// instead of waiting for the launch's deadline: the stop's receipt then
+	// has timed_out false.
+	ClosesAtStall bool
 	// Deadline is the launch's deadline in seconds, short where the
 	// scenario waits for it; 0 keeps the manifest's launch.deadline. A
 	// manifest's scenarios.NAME.deadline replaces it.
@@ -62,6 +52,29 @@ type Scenario struct {
 	// Fault is the model fault the scenario's script answers (model-429,
 	// model-400); FaultNone for the others.
 	Fault model.Fault
+
+	// The scenario's own owner steps, which the case's stages call
+	// without knowing which scenario it is; nil is nothing.
+	//
+	// beforeSeed runs after setup, before the seed (borrowed starts its
+	// service and state); an error stops the case (its check recorded).
+	beforeSeed func(cr *caseRun, ctx context.Context, bx sandboxed) (sandboxed, error)
+	// reads are the files the scenario's checks read after close (verify's
+	// snapshot reads them as markers) and the uids whose processes that
+	// snapshot details.
+	reads func(taskUID int) (paths []string, uids []int)
+	// verify adds the scenario's checks after verify's own, reading what
+	// they need before teardown.
+	verify func(cr *caseRun, ctx context.Context, in scenarioInput) error
+}
+
+// scenarioInput is what a scenario's verify reads: the model side, the
+// sandbox, the activation and what verify found.
+type scenarioInput struct {
+	ms  modelSide
+	bx  sandboxed
+	act activationResult
+	v   verified
 }
 
 // Scenarios are every registered scenario, in their run order (Order).
@@ -197,24 +210,22 @@ func (s Scenario) skipReason(m *adapter.Manifest, realModel bool) string {
 }
 
 // paths are the files the scenario's checks read after close.
-func (s Scenario) paths() []string {
-	var out []string
-	if s.Writer {
-		out = append(out, writerFile)
+func (s Scenario) paths(taskUID int) []string {
+	if s.reads == nil {
+		return nil
 	}
-	if s.Owner == ownerBorrowed {
-		out = append(out, borrowedState)
-	}
-	return out
+	paths, _ := s.reads(taskUID)
+	return paths
 }
 
 // detailUIDs are the uids whose processes verify's snapshot gives with
-// their detail, for the scenario's witnesses: the borrowed service's.
+// their detail, for the scenario's witnesses (borrowed's service's).
 func (s Scenario) detailUIDs(taskUID int) []int {
-	if s.Owner == ownerBorrowed {
-		return []int{serviceUID(taskUID)}
+	if s.reads == nil {
+		return nil
 	}
-	return nil
+	_, uids := s.reads(taskUID)
+	return uids
 }
 
 // launchDeadline is the activation's deadline: the scenario's, else the

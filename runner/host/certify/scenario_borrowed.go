@@ -24,7 +24,18 @@ import (
 // after close.
 const ScenarioBorrowed = "borrowed"
 
-func init() { register(Scenario{Name: ScenarioBorrowed, Order: 60, Owner: ownerBorrowed}) }
+func init() {
+	register(Scenario{Name: ScenarioBorrowed, Order: 60,
+		beforeSeed: func(cr *caseRun, ctx context.Context, bx sandboxed) (sandboxed, error) { return cr.borrow(ctx, bx) },
+		reads: func(taskUID int) ([]string, []int) {
+			return []string{borrowedState}, []int{serviceUID(taskUID)}
+		},
+		verify: func(cr *caseRun, _ context.Context, in scenarioInput) error {
+			cr.ev.Checks = append(cr.ev.Checks, borrowedCheck(borrowedAfter(cr.borrowed, in.v.after)))
+			return nil
+		},
+	})
+}
 
 // borrowedState is the task state the owner of a borrowed sandbox writes
 // before the launch; borrowedService is its service's command, a process

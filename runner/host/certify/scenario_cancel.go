@@ -16,5 +16,6 @@ const cancelDeadline = 120
 
 func init() {
 	register(Scenario{Name: ScenarioCancel, Order: 30, Script: model.Script{Flow: model.FlowWriterStall}, Writer: true,
-		Owner: ownerCancel, Deadline: cancelDeadline, Cause: receipt.CauseStopped, NoDeliverable: true})
+		ClosesAtStall: true, Deadline: cancelDeadline, Cause: receipt.CauseStopped, NoDeliverable: true,
+		reads: writerReads, verify: verifyWriterStop})
 }

@@ -45,7 +45,7 @@ func stopCheck(sc Scenario, rec *reports.Receipt) reports.Check {
 	if rec == nil {
 		return scenarioCheck(id, false, "want the activation's receipt with cause %s, confirmed: the stop left no receipt", sc.Cause)
 	}
-	wantTimedOut := sc.Owner != ownerCancel
+	wantTimedOut := !sc.ClosesAtStall
 	ok := rec.Cause == sc.Cause && rec.TimedOut == wantTimedOut && rec.CleanupConfirmed
 	return scenarioCheck(id, ok, "activation receipt: cause %q (want %q), timed_out %t (want %t), cleanup_confirmed %t, return_code %s",
 		rec.Cause, sc.Cause, rec.TimedOut, wantTimedOut, rec.CleanupConfirmed, intText(rec.ReturnCode))

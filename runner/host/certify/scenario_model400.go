@@ -10,5 +10,6 @@ const ScenarioModel400 = "model-400"
 
 func init() {
 	register(Scenario{Name: ScenarioModel400, Order: 50, Script: model.Script{Fault: model.Fault400, On: model.TargetResult, Only: []int{1}},
-		Fault: model.Fault400, NoDeliverable: true})
+		Fault: model.Fault400, NoDeliverable: true,
+		verify: verifyModelFault})
 }

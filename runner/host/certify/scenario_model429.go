@@ -10,5 +10,6 @@ const ScenarioModel429 = "model-429"
 
 func init() {
 	register(Scenario{Name: ScenarioModel429, Order: 40, Script: model.Script{Fault: model.Fault429, On: model.TargetTask, Only: []int{1}},
-		Fault: model.Fault429, NoDeliverable: true})
+		Fault: model.Fault429, NoDeliverable: true,
+		verify: verifyModelFault})
 }

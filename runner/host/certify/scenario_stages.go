@@ -151,7 +151,7 @@ func (cr *caseRun) watchWriter(ctx context.Context, ms modelSide, sb provider.Sa
 		return out
 	}
 	var lastLook time.Time
-	if sc.Owner != ownerCancel {
+	if !sc.ClosesAtStall {
 		cancel = nil
 		lastLook = time.Now().Add(time.Duration(deadline*float64(time.Second)) - nearStopLead)
 	}
@@ -175,56 +175,71 @@ func (cr *caseRun) skipScenario(why string) {
 	cr.r.progress("%s: skipped: %s", cr.c.id, why)
 }
 
-// scenarioVerify adds the scenario's checks after verify's own, reading
-// what they need in the sandbox before teardown: the writer's file a
-// second time, writerQuiet after verify's snapshot, for the stop
-// scenarios; the service and the state for borrowed.
+// scenarioVerify adds the scenario's checks after verify's own (its verify
+// step), reading what they need in the sandbox before teardown.
 func (cr *caseRun) scenarioVerify(ctx context.Context, ms modelSide, bx sandboxed, act activationResult, v verified) error {
-	sc, ev := cr.c.scenario, cr.ev
-	var calls []model.Call
-	if ms.srv != nil {
-		calls = ms.srv.Calls()
+	if cr.c.scenario.verify == nil {
+		return nil
 	}
-	if sc.Writer {
-		w, err := cr.readWriter(ctx, bx.sb, calls, v, act)
-		if err != nil {
-			return err
-		}
-		ev.Checks = append(ev.Checks, writerChecks(w)...)
+	return cr.c.scenario.verify(cr, ctx, scenarioInput{ms: ms, bx: bx, act: act, v: v})
+}
+
+// modelCalls is the scripted model's own record (nil for a real model).
+func (ms modelSide) modelCalls() []model.Call {
+	if ms.srv == nil {
+		return nil
 	}
-	if sc.Cause != "" {
-		ev.Checks = append(ev.Checks, partialTranscriptCheck(transcriptSeen{calls: calls, relayCalls: ms.rel.ModelCalls(),
-			records: ev.CloseObservationRecords, eventLines: ev.RecordedEventLines, gaps: ev.CloseObservationGaps,
-			roundTripped: v.proof.steps != nil && v.proof.steps.ResultCall > 0}))
+	return ms.srv.Calls()
+}
+
+// writerReads are what the writer family's checks read after close: the
+// writer's file.
+func writerReads(int) ([]string, []int) { return []string{writerFile}, nil }
+
+// verifyWriterStop is the writer family's verify (timeout, cancel): the
+// writer's file a second time, writerQuiet after verify's snapshot
+// (writerChecks), then scenario.partial_transcript.
+func verifyWriterStop(cr *caseRun, ctx context.Context, in scenarioInput) error {
+	ev, calls := cr.ev, in.ms.modelCalls()
+	w, err := cr.readWriter(ctx, in.bx.sb, calls, in.v, in.act)
+	if err != nil {
+		return err
 	}
-	if sc.Fault != model.FaultNone {
-		answered := 0
-		for _, c := range calls {
-			if c.Fault == sc.Fault {
-				answered++
-			}
-		}
-		rec := ev.CloseReceipt
-		if rec == nil {
-			rec = ev.ActivationReceipt
-		}
-		writeCall, chain := 0, v.proof.broken
-		if v.proof.steps != nil {
-			writeCall = v.proof.steps.WriteCall
-		}
-		if chain == "" && (v.proof.steps == nil || v.proof.steps.ResultCall == 0) {
-			chain = "no request carried the challenge back in the result of a tool call the model asked for"
-		}
-		c, modelErr := modelFaultCheck(faultSeen{fault: sc.Fault, answered: answered, calls: ms.rel.Calls(), rec: rec, response: ev.ResponseStatus,
-			deliverable: v.delivered && (v.derived == "" || v.proof.want == v.derived), said: cr.harnessSaid(),
-			writeCall: writeCall, chain: chain, retryAfter: faultRetryAfter * time.Second})
-		ev.Checks = append(ev.Checks, c)
-		if modelErr {
-			ev.ResponseStatus = "model_error"
+	ev.Checks = append(ev.Checks, writerChecks(w)...)
+	ev.Checks = append(ev.Checks, partialTranscriptCheck(transcriptSeen{calls: calls, relayCalls: in.ms.rel.ModelCalls(),
+		records: ev.CloseObservationRecords, eventLines: ev.RecordedEventLines, gaps: ev.CloseObservationGaps,
+		roundTripped: in.v.proof.steps != nil && in.v.proof.steps.ResultCall > 0}))
+	return nil
+}
+
+// verifyModelFault is the fault family's verify (model-429, model-400):
+// scenario.model_fault, and a case whose harness exited on the fault
+// filed as a model error.
+func verifyModelFault(cr *caseRun, _ context.Context, in scenarioInput) error {
+	sc, ev, v := cr.c.scenario, cr.ev, in.v
+	answered := 0
+	for _, c := range in.ms.modelCalls() {
+		if c.Fault == sc.Fault {
+			answered++
 		}
 	}
-	if sc.Owner == ownerBorrowed {
-		ev.Checks = append(ev.Checks, borrowedCheck(borrowedAfter(cr.borrowed, v.after)))
+	rec := ev.CloseReceipt
+	if rec == nil {
+		rec = ev.ActivationReceipt
+	}
+	writeCall, chain := 0, v.proof.broken
+	if v.proof.steps != nil {
+		writeCall = v.proof.steps.WriteCall
+	}
+	if chain == "" && (v.proof.steps == nil || v.proof.steps.ResultCall == 0) {
+		chain = "no request carried the challenge back in the result of a tool call the model asked for"
+	}
+	c, modelErr := modelFaultCheck(faultSeen{fault: sc.Fault, answered: answered, calls: in.ms.rel.Calls(), rec: rec, response: ev.ResponseStatus,
+		deliverable: v.delivered && (v.derived == "" || v.proof.want == v.derived), said: cr.harnessSaid(),
+		writeCall: writeCall, chain: chain, retryAfter: faultRetryAfter * time.Second})
+	ev.Checks = append(ev.Checks, c)
+	if modelErr {
+		ev.ResponseStatus = "model_error"
 	}
 	return nil
 }

@@ -21,5 +21,6 @@ const stopDeadline = 40
 
 func init() {
 	register(Scenario{Name: ScenarioTimeout, Order: 20, Script: model.Script{Flow: model.FlowWriterStall}, Writer: true,
-		Deadline: stopDeadline, Cause: receipt.CauseDeadline, NoDeliverable: true})
+		Deadline: stopDeadline, Cause: receipt.CauseDeadline, NoDeliverable: true,
+		reads: writerReads, verify: verifyWriterStop})
 }

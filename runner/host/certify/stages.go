@@ -85,9 +85,9 @@ func (r *runner) runCase(ctx context.Context, c caseSpec) (_ *reports.Evidence, 
 // error stops the case (stopsCase) ends it there; close runs whenever a
 // session exists and nothing stopped the case.
 func (cr *caseRun) runSession(ctx context.Context, ms modelSide, bx sandboxed) {
-	if cr.c.scenario.Owner == ownerBorrowed {
+	if before := cr.c.scenario.beforeSeed; before != nil {
 		var err error
-		if bx, err = cr.borrow(ctx, bx); err != nil {
+		if bx, err = before(cr, ctx, bx); err != nil {
 			return
 		}
 	}
@@ -567,7 +567,7 @@ func (cr *caseRun) activate(ctx context.Context, sess *session.Session, ms model
 			act.launched = true
 			act.res, err = sess.Activate(wctx, activation, model.ChallengePrompt(ChallengeFile, Deliverable), deadline)
 			if err != nil && act.res == nil && ctx.Err() == nil && wctx.Err() != nil {
-				if sc.Owner == ownerCancel && ms.stall.ctx.Err() != nil {
+				if sc.ClosesAtStall && ms.stall.ctx.Err() != nil {
 					act.cancelled = time.Now()
 					return nil
 				}
@@ -692,7 +692,7 @@ func (cr *caseRun) verifyCase(ctx context.Context, ms modelSide, bx sandboxed, a
 		v, err := cr.verify(ctx, bx.sb, verifyInput{before: bx.before, allMarkers: cr.owner.allMarkers, markers: cr.owner.markers,
 			sessDir: cr.sess.dir, proof: proof, allowed: cr.allowed(), key: cr.r.key,
 			scratch: cr.c.adapter.Scratch, scratchRemoved: scratchRemoved, ownerProcs: bx.ownerProcs,
-			scenarioPaths: cr.c.scenario.paths(), detailUIDs: cr.c.scenario.detailUIDs(cr.owner.uid), noDeliverable: cr.c.scenario.NoDeliverable})
+			scenarioPaths: cr.c.scenario.paths(cr.owner.uid), detailUIDs: cr.c.scenario.detailUIDs(cr.owner.uid), noDeliverable: cr.c.scenario.NoDeliverable})
 		if err != nil {
 			return err
 		}
