@@ -213,51 +213,93 @@ func (p *Params) start(sigc <-chan os.Signal, stdout, stderr *os.File) (int, err
 		return 0, err
 	}
 
-	childOut := f.stdout
-	var pr *os.File
-	var rec *Recorder
-	if p.Mode == ModeEvents {
-		var pw *os.File
-		if pr, pw, err = os.Pipe(); err != nil {
-			return 0, fail(ExitRunnerFailed, "create stdout pipe: %w", err)
-		}
-		defer pr.Close()
-		defer pw.Close()
-		childOut = pw
-		lineCap := DefaultLineCap
-		if p.LineCap != nil {
-			lineCap = int(*p.LineCap)
-		}
-		debug.SetMemoryLimit(int64(lineCap) + memSlack)
-		rec = NewRecorder(f.events, lineCap)
+	ev, err := p.prepareOut(f)
+	if err != nil {
+		return 0, err
 	}
+	childOut := f.stdout
+	if ev != nil {
+		defer ev.r.Close()
+		defer ev.w.Close()
+		childOut = ev.w
+	}
+	proc, status, err := p.startCLI(sigc, path, env, []*os.File{f.stdin, childOut, f.stderr})
+	if proc == nil {
+		return status, err
+	}
+	if ev != nil {
+		childOut.Close() // only the CLI may hold the write end, so EOF comes
+		ev.startPump()
+	}
+	ps, err := p.waitCLI(sigc, proc)
+	if err != nil {
+		return ExitRunnerFailed, err
+	}
+	return p.drainEvents(ev, f.events, exitStatus(ps))
+}
 
+// eventsPipe is the CLI's stdout in events mode: a pipe whose read end the
+// recorder's pump drains into the events file.
+type eventsPipe struct {
+	r, w *os.File
+	rec  *Recorder
+	// readDone delivers pump's result; exited tells it the CLI is gone.
+	readDone chan error
+	exited   chan struct{}
+}
+
+// prepareOut makes the events pipe and its recorder, and bounds the
+// runtime's memory by the line cap; nil outside events mode.
+func (p *Params) prepareOut(f *files) (*eventsPipe, error) {
+	if p.Mode != ModeEvents {
+		return nil, nil
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return nil, fail(ExitRunnerFailed, "create stdout pipe: %w", err)
+	}
+	lineCap := DefaultLineCap
+	if p.LineCap != nil {
+		lineCap = int(*p.LineCap)
+	}
+	debug.SetMemoryLimit(int64(lineCap) + memSlack)
+	return &eventsPipe{r: pr, w: pw, rec: NewRecorder(f.events, lineCap)}, nil
+}
+
+// startPump starts recording the CLI's stdout.
+func (ev *eventsPipe) startPump() {
+	ev.readDone = make(chan error, 1)
+	ev.exited = make(chan struct{})
+	go func() { ev.readDone <- pump(ev.r, ev.rec, ev.exited) }()
+}
+
+// startCLI starts the CLI with stdio as its descriptors 0, 1 and 2, unless
+// a TERM or INT came during setup; without a process it returns the status
+// and error start returns.
+func (p *Params) startCLI(sigc <-chan os.Signal, path string, env []string, stdio []*os.File) (*os.Process, int, error) {
 	// A TERM or INT that came during setup: the CLI never starts.
 	select {
 	case s := <-sigc:
-		return 128 + int(s.(syscall.Signal)), fmt.Errorf("start %q: got %v before the start; not started", p.Argv[0], s)
+		return nil, 128 + int(s.(syscall.Signal)), fmt.Errorf("start %q: got %v before the start; not started", p.Argv[0], s)
 	default:
 	}
 	proc, err := os.StartProcess(path, p.Argv, &os.ProcAttr{
 		Env:   env,
-		Files: []*os.File{f.stdin, childOut, f.stderr},
+		Files: stdio,
 		// A group of its own: a TERM sent to the runner's group (a terminal's
 		// ^C, a supervisor's group signal) reaches the CLI once, through the
 		// runner, instead of twice.
 		Sys: &syscall.SysProcAttr{Setpgid: true},
 	})
 	if err != nil {
-		return 0, execError(p.Argv[0], path, err)
+		return nil, 0, execError(p.Argv[0], path, err)
 	}
-	if pr != nil {
-		childOut.Close() // only the CLI may hold the write end, so EOF comes
-	}
+	return proc, 0, nil
+}
 
-	readDone := make(chan error, 1)
-	exited := make(chan struct{})
-	if rec != nil {
-		go func() { readDone <- pump(pr, rec, exited) }()
-	}
+// waitCLI forwards every signal the runner gets to the CLI until the CLI
+// exits, and returns how it ended.
+func (p *Params) waitCLI(sigc <-chan os.Signal, proc *os.Process) (*os.ProcessState, error) {
 	waitDone := make(chan *os.ProcessState, 1)
 	waitErr := make(chan error, 1)
 	go func() {
@@ -276,21 +318,28 @@ func (p *Params) start(sigc <-chan os.Signal, stdout, stderr *os.File) (int, err
 			_ = proc.Signal(s)
 		case ps = <-waitDone:
 		case err := <-waitErr:
-			return ExitRunnerFailed, fmt.Errorf("wait for %q (pid %d): %w", p.Argv[0], proc.Pid, err)
+			return nil, fmt.Errorf("wait for %q (pid %d): %w", p.Argv[0], proc.Pid, err)
 		}
 	}
-	status := exitStatus(ps)
-	if rec != nil {
-		close(exited)
-		// Wake a read blocked on a pipe that a leftover of the CLI holds
-		// open; pump extends this while data keeps coming.
-		pr.SetReadDeadline(time.Now().Add(drainIdle))
-		if err := <-readDone; err != nil {
-			return ExitRunnerFailed, fmt.Errorf("record events %q (the CLI exited with status %d): %w", p.Events, status, err)
-		}
-		if err := f.events.Sync(); err != nil {
-			return ExitRunnerFailed, fmt.Errorf("sync events %q (the CLI exited with status %d): %w", p.Events, status, unwrapPath(err))
-		}
+	return ps, nil
+}
+
+// drainEvents, in events mode, lets the pump read what the CLI left in the
+// pipe and syncs the events file; it returns the CLI's status, or the
+// runner's failure when the events could not be recorded.
+func (p *Params) drainEvents(ev *eventsPipe, events *os.File, status int) (int, error) {
+	if ev == nil {
+		return status, nil
+	}
+	close(ev.exited)
+	// Wake a read blocked on a pipe that a leftover of the CLI holds
+	// open; pump extends this while data keeps coming.
+	ev.r.SetReadDeadline(time.Now().Add(drainIdle))
+	if err := <-ev.readDone; err != nil {
+		return ExitRunnerFailed, fmt.Errorf("record events %q (the CLI exited with status %d): %w", p.Events, status, err)
+	}
+	if err := events.Sync(); err != nil {
+		return ExitRunnerFailed, fmt.Errorf("sync events %q (the CLI exited with status %d): %w", p.Events, status, unwrapPath(err))
 	}
 	return status, nil
 }

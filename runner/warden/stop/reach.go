@@ -1,8 +1,3 @@
-// Package stop computes a launch's reached set from the process table and
-// stops it: TERM, then KILL after the grace, rescanning on every round until
-// nothing reached is alive or a bounded wait ends (contract §2, stop
-// rules). It reads processes through proc.FS and signals through a
-// Signaller, so the same code runs on the real /proc and on fakeproc trees.
 package stop
 
 import (
@@ -180,72 +175,150 @@ func (s *Scanner) scanSkippingOld() ([]proc.Stat, error) {
 	return stats, nil
 }
 
+// compute turns one round's stat table into its snapshot, phase by phase:
+// what is preserved, then what is reached through the harness's group, the
+// supervisor's children, the kernel's tree and the marker. Each phase sees
+// the preserved set the one before it returned.
 func (s *Scanner) compute(stats []proc.Stat) *Snapshot {
 	if s.groupMembers == nil {
 		s.groupMembers = map[proc.Identity]bool{}
 	}
-	l := s.Launch
-	byPID := make(map[int]proc.Stat, len(stats))
-	children := make(map[int][]int, len(stats)/2)
-	for _, st := range stats {
-		byPID[st.PID] = st
-		children[st.PPID] = append(children[st.PPID], st.PID)
+	r := index(stats, s.Launch.Self)
+	snap := &Snapshot{Stats: r.byPID}
+	env := s.envReader()
+	r.preserved = s.preserve(r, env)
+	s.reachGroup(r)
+	if mutant.Is(mutant.GroupKill) {
+		// A stop reduced to a process-group kill: nothing but the group.
+		return s.snapshot(snap, r.byPID, r.reached, r.preserved, nil)
 	}
-	snap := &Snapshot{Stats: byPID}
+	// Orphans the supervisor adopted as subreaper.
+	for _, c := range r.children[r.self] {
+		if !mutant.Is(mutant.NoSubreaper) {
+			r.add(c, WhyOrphan)
+		}
+	}
+	snap.Tree, snap.TreeErr = s.reachTree(r)
+	s.descend(r.reached, r.preserved, r.children, r.add)
+	unverified, markerFound := s.reachMarkers(r, env)
+	if markerFound {
+		s.descend(r.reached, r.preserved, r.children, r.add)
+	}
+	return s.snapshot(snap, r.byPID, r.reached, r.preserved, unverified)
+}
 
-	// Environments are read at most once per scan, and only of processes
-	// that started at or after the launch: older ones cannot carry its id.
+// round is one compute's view of the table: the stats by pid and the
+// children by parent (both grow as the kernel's lists add what the listing
+// missed), what is preserved and what is reached, and why.
+type round struct {
+	self      int
+	stats     []proc.Stat
+	byPID     map[int]proc.Stat
+	children  map[int][]int
+	preserved map[int]bool
+	reached   map[int]string
+}
+
+// index builds a round's tables from the listed stats.
+func index(stats []proc.Stat, self int) *round {
+	r := &round{
+		self:     self,
+		stats:    stats,
+		byPID:    make(map[int]proc.Stat, len(stats)),
+		children: make(map[int][]int, len(stats)/2),
+		reached:  map[int]string{},
+	}
+	for _, st := range stats {
+		r.byPID[st.PID] = st
+		r.children[st.PPID] = append(r.children[st.PPID], st.PID)
+	}
+	return r
+}
+
+// add reaches pid for why, unless it is the supervisor, is preserved or is
+// reached already (the first reason stays).
+func (r *round) add(pid int, why string) {
+	if pid == r.self || r.preserved[pid] {
+		return
+	}
+	if _, ok := r.reached[pid]; !ok {
+		r.reached[pid] = why
+	}
+}
+
+// envInfo is what one environ read said of a process.
+type envInfo struct {
+	marked, failed, gone bool
+}
+
+// roundEnv reads environments at most once per scan, and only of processes
+// that started at or after the launch: older ones cannot carry its id.
+type roundEnv struct {
+	fs      proc.FS
+	launch  Launch
+	timeout time.Duration
+	seen    map[int]envInfo
+}
+
+// envReader is this round's environment reader.
+func (s *Scanner) envReader() *roundEnv {
 	timeout := s.EnvironTimeout
 	if timeout == 0 {
 		timeout = 100 * time.Millisecond
 	}
-	type envInfo struct {
-		marked, failed, gone bool
-	}
-	envs := map[int]envInfo{}
-	candidate := func(st proc.Stat) bool {
-		return st.StartTime >= l.Since && st.PID != l.Self && !st.Dead()
-	}
-	readEnv := func(st proc.Stat) envInfo {
-		pid := st.PID
-		if e, ok := envs[pid]; ok {
-			return e
-		}
-		var e envInfo
-		env, err := s.FS.EnvironOf(st, proc.EnvironLimit, timeout)
-		switch {
-		case errors.Is(err, proc.ErrGone):
-			e.gone = true
-		case err != nil:
-			e.failed = true
-		default:
-			e.marked = proc.CarriesLaunch(env, l.ID)
-		}
-		envs[pid] = e
-		return e
-	}
+	return &roundEnv{fs: s.FS, launch: s.Launch, timeout: timeout, seen: map[int]envInfo{}}
+}
 
-	// Preserved first: each service (by identity) and its subtree, from
-	// the stat parent links and from the kernel's children lists (which
-	// also show a child forked after the table was listed).
+// candidate says whether st may carry the launch's marker: started at or
+// after the launch, not the supervisor, not dead.
+func (e *roundEnv) candidate(st proc.Stat) bool {
+	return st.StartTime >= e.launch.Since && st.PID != e.launch.Self && !st.Dead()
+}
+
+// read reads st's environment once per round.
+func (e *roundEnv) read(st proc.Stat) envInfo {
+	pid := st.PID
+	if i, ok := e.seen[pid]; ok {
+		return i
+	}
+	var i envInfo
+	env, err := e.fs.EnvironOf(st, proc.EnvironLimit, e.timeout)
+	switch {
+	case errors.Is(err, proc.ErrGone):
+		i.gone = true
+	case err != nil:
+		i.failed = true
+	default:
+		i.marked = proc.CarriesLaunch(env, e.launch.ID)
+	}
+	e.seen[pid] = i
+	return i
+}
+
+// preserve returns the preserved set: each service (by identity) and its
+// subtree, from the stat parent links and from the kernel's children lists
+// (which also show a child forked after the table was listed; their stats
+// join r.byPID).
+func (s *Scanner) preserve(r *round, env *roundEnv) map[int]bool {
+	l := s.Launch
 	preserved := map[int]bool{}
 	var queue []int
 	for _, svc := range l.Services {
 		// The mutant: a service named by its pid alone, so a process
 		// that reuses a dead service's pid is kept as that service.
-		if st, ok := byPID[svc.PID]; ok && (st.StartTime == svc.StartTime || mutant.Is(mutant.ServicePID)) {
+		if st, ok := r.byPID[svc.PID]; ok && (st.StartTime == svc.StartTime || mutant.Is(mutant.ServicePID)) {
 			preserved[svc.PID] = true
 			queue = append(queue, svc.PID)
 		}
 	}
 	if mutant.Is(mutant.ServiceEnv) && len(l.Services) > 0 {
 		// The mutant: a process is a service because its environment says so.
-		for _, st := range stats {
-			if !candidate(st) || preserved[st.PID] {
+		for _, st := range r.stats {
+			if !env.candidate(st) || preserved[st.PID] {
 				continue
 			}
-			env, err := s.FS.EnvironOf(st, proc.EnvironLimit, timeout)
-			if err == nil && bytes.Contains(env, []byte("\x00"+ServiceVar+"="+l.ID+"\x00")) || bytes.HasPrefix(env, []byte(ServiceVar+"="+l.ID+"\x00")) {
+			b, err := s.FS.EnvironOf(st, proc.EnvironLimit, env.timeout)
+			if err == nil && bytes.Contains(b, []byte("\x00"+ServiceVar+"="+l.ID+"\x00")) || bytes.HasPrefix(b, []byte(ServiceVar+"="+l.ID+"\x00")) {
 				preserved[st.PID] = true
 				queue = append(queue, st.PID)
 			}
@@ -254,7 +327,7 @@ func (s *Scanner) compute(stats []proc.Stat) *Snapshot {
 	for len(queue) > 0 {
 		p := queue[0]
 		queue = queue[1:]
-		for _, c := range children[p] {
+		for _, c := range r.children[p] {
 			if !preserved[c] && c != l.Self {
 				preserved[c] = true
 				queue = append(queue, c)
@@ -266,118 +339,118 @@ func (s *Scanner) compute(stats []proc.Stat) *Snapshot {
 			if preserved[svc.PID] {
 				for _, n := range s.walkFrom(svc.PID) {
 					preserved[n.PID] = true
-					if _, ok := byPID[n.PID]; !ok {
-						byPID[n.PID] = n.stat
+					if _, ok := r.byPID[n.PID]; !ok {
+						r.byPID[n.PID] = n.stat
 					}
 				}
 			}
 		}
 	}
+	return preserved
+}
 
-	reached := map[int]string{}
-	add := func(pid int, why string) {
-		if pid == l.Self || preserved[pid] {
-			return
-		}
-		if _, ok := reached[pid]; !ok {
-			reached[pid] = why
-		}
+// reachGroup reaches the harness and its process group, while the group's
+// id is still held by the harness or by a member recorded earlier.
+func (s *Scanner) reachGroup(r *round) {
+	l := s.Launch
+	if l.Harness.PID <= 0 {
+		return
 	}
-
-	// The harness and its process group.
-	if l.Harness.PID > 0 {
-		g := l.Harness.PID
-		if st, ok := byPID[g]; ok && st.StartTime == l.Harness.StartTime {
-			add(g, WhyGroup)
-		}
-		groupHeld := false
-		if st, ok := byPID[g]; ok && st.StartTime == l.Harness.StartTime && st.PGID == g {
-			groupHeld = true // the recorded leader still holds the id
-		}
-		if !groupHeld {
-			for id := range s.groupMembers {
-				if st, ok := byPID[id.PID]; ok && st.StartTime == id.StartTime && st.PGID == g {
-					groupHeld = true // a recorded member still holds it
-					break
-				}
-			}
-		}
-		// A different process that now leads a group with the same id has
-		// taken the id over: its group is not ours.
-		if st, ok := byPID[g]; ok && st.StartTime != l.Harness.StartTime && st.PGID == g {
-			groupHeld = false
-		}
-		if mutant.Is(mutant.GroupReuse) {
-			groupHeld = true
-		}
-		for _, st := range stats {
-			if st.PGID != g {
-				continue
-			}
-			id := st.Identity()
-			if groupHeld || s.groupMembers[id] {
-				s.groupMembers[id] = true
-				add(st.PID, WhyGroup)
-			}
-		}
+	g := l.Harness.PID
+	if st, ok := r.byPID[g]; ok && st.StartTime == l.Harness.StartTime {
+		r.add(g, WhyGroup)
 	}
-	if mutant.Is(mutant.GroupKill) {
-		// A stop reduced to a process-group kill: nothing but the group.
-		return s.snapshot(snap, byPID, reached, preserved, nil)
-	}
-	// Orphans the supervisor adopted as subreaper.
-	for _, c := range children[l.Self] {
-		if !mutant.Is(mutant.NoSubreaper) {
-			add(c, WhyOrphan)
-		}
-	}
-	// The kernel's word: every process below the supervisor, whatever it
-	// did to its session, group or environment, found through the
-	// children lists of every thread. A child of the supervisor is an
-	// orphan it adopted (or the harness), anything deeper a descendant.
-	if !mutant.Is(mutant.NoKernelWalk) && !mutant.Is(mutant.NoSubreaper) {
-		nodes, err := s.walk(l.Self, preserved, nil, byPID, true)
-		snap.TreeErr = err
-		for _, n := range nodes {
-			snap.Tree = append(snap.Tree, n.Member)
-			st, ok := byPID[n.PID]
-			if !ok || st.StartTime != n.StartTime {
-				children[n.PPID] = append(children[n.PPID], n.PID)
-			}
-			byPID[n.PID] = n.stat // the fresher reading (state and threads)
-			if n.Dead() {
-				continue
-			}
-			add(n.PID, n.Why)
-		}
-	}
-	s.descend(reached, preserved, children, add)
-
-	// Marker: only processes not reached already need their environ read.
-	var unverified []proc.Stat
-	markerFound := false
-	for _, st := range stats {
-		if !candidate(st) || preserved[st.PID] || mutant.Is(mutant.NoMarker) {
+	groupHeld := s.heldGroup(r)
+	for _, st := range r.stats {
+		if st.PGID != g {
 			continue
 		}
-		if _, ok := reached[st.PID]; ok {
+		id := st.Identity()
+		if groupHeld || s.groupMembers[id] {
+			s.groupMembers[id] = true
+			r.add(st.PID, WhyGroup)
+		}
+	}
+}
+
+// heldGroup says whether the harness's group id is still the launch's: its
+// recorded leader or a recorded member holds it, and no other process leads
+// a group of that id.
+func (s *Scanner) heldGroup(r *round) bool {
+	l := s.Launch
+	g := l.Harness.PID
+	groupHeld := false
+	if st, ok := r.byPID[g]; ok && st.StartTime == l.Harness.StartTime && st.PGID == g {
+		groupHeld = true // the recorded leader still holds the id
+	}
+	if !groupHeld {
+		for id := range s.groupMembers {
+			if st, ok := r.byPID[id.PID]; ok && st.StartTime == id.StartTime && st.PGID == g {
+				groupHeld = true // a recorded member still holds it
+				break
+			}
+		}
+	}
+	// A different process that now leads a group with the same id has
+	// taken the id over: its group is not ours.
+	if st, ok := r.byPID[g]; ok && st.StartTime != l.Harness.StartTime && st.PGID == g {
+		groupHeld = false
+	}
+	if mutant.Is(mutant.GroupReuse) {
+		groupHeld = true
+	}
+	return groupHeld
+}
+
+// reachTree takes the kernel's word: every process below the supervisor,
+// whatever it did to its session, group or environment, found through the
+// children lists of every thread. A child of the supervisor is an orphan it
+// adopted (or the harness), anything deeper a descendant. It returns the
+// tree it saw (the snapshot's Tree and TreeErr); what it found that the
+// listing missed joins r's tables.
+func (s *Scanner) reachTree(r *round) ([]Member, error) {
+	if mutant.Is(mutant.NoKernelWalk) || mutant.Is(mutant.NoSubreaper) {
+		return nil, nil
+	}
+	var tree []Member
+	nodes, err := s.walk(r.self, r.preserved, nil, r.byPID, true)
+	for _, n := range nodes {
+		tree = append(tree, n.Member)
+		st, ok := r.byPID[n.PID]
+		if !ok || st.StartTime != n.StartTime {
+			r.children[n.PPID] = append(r.children[n.PPID], n.PID)
+		}
+		r.byPID[n.PID] = n.stat // the fresher reading (state and threads)
+		if n.Dead() {
 			continue
 		}
-		e := readEnv(st)
+		r.add(n.PID, n.Why)
+	}
+	return tree, err
+}
+
+// reachMarkers reads the environ of the candidates not reached already and
+// reaches those that carry the launch's marker. It returns those it could
+// not read, and whether it found a marker (their descendants are then due).
+func (s *Scanner) reachMarkers(r *round, env *roundEnv) (unverified []proc.Stat, found bool) {
+	for _, st := range r.stats {
+		if !env.candidate(st) || r.preserved[st.PID] || mutant.Is(mutant.NoMarker) {
+			continue
+		}
+		if _, ok := r.reached[st.PID]; ok {
+			continue
+		}
+		e := env.read(st)
 		switch {
 		case e.gone:
 		case e.failed:
 			unverified = append(unverified, st)
 		case e.marked:
-			add(st.PID, WhyMarker)
-			markerFound = true
+			r.add(st.PID, WhyMarker)
+			found = true
 		}
 	}
-	if markerFound {
-		s.descend(reached, preserved, children, add)
-	}
-
-	return s.snapshot(snap, byPID, reached, preserved, unverified)
+	return unverified, found
 }
 
 // snapshot turns the round's sets into sorted member lists.

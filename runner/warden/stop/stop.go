@@ -83,7 +83,70 @@ type Result struct {
 // returns when a round finds nothing reached alive (the cleanup is then
 // confirmed, provided the kernel's children lists could be read and every
 // process was held) or KillWait after the grace has passed.
+//
+// Each round is a scan and then steps, in order, each of which may end the
+// round (outcome again) or the stop (finished), or pass it on: onEmpty when
+// nothing reached is alive, graceStep while the grace lasts, killStep after.
 func (e *Engine) Run(ctx context.Context) Result {
+	r := e.newRun()
+	for round := 0; ; round++ {
+		snap, o := e.scanRound(ctx, r, round)
+		if o == pass && len(snap.Reached) == 0 {
+			o = e.onEmpty(ctx, r, snap, round)
+		}
+		if o == pass {
+			o = e.graceStep(ctx, r, snap, round)
+		}
+		if o == pass {
+			o = e.killStep(ctx, r, snap, &round)
+		}
+		if o == finished {
+			break
+		}
+	}
+	r.settleUnheld()
+	r.res.Seconds = r.clock.Now().Sub(r.start).Seconds()
+	sortMembers(r.res.Reached)
+	return r.res
+}
+
+// run is one stop's state across its rounds.
+type run struct {
+	clock Clock
+	start time.Time
+	// killAt ends the grace (earlier once the harness is gone); endAt ends
+	// the bounded wait.
+	killAt, endAt time.Time
+	// sent is the last signal each process was sent; seen the processes
+	// reached in any round so far (res.Reached holds their first sighting).
+	sent map[proc.Identity]syscall.Signal
+	seen map[proc.Identity]bool
+	res  Result
+	// held and cgroupKilled say the hold and the cgroup's kill were done.
+	held, cgroupKilled bool
+	// tail counts the rounds since the harness was seen gone; prev is the
+	// reached set of the round before.
+	tail int
+	prev []Member
+	// unheld are the processes the hold could not stop.
+	unheld []Member
+}
+
+// outcome is what a step of a round leaves the loop to do.
+type outcome int
+
+const (
+	// pass: the step did not apply; the round's next step decides.
+	pass outcome = iota
+	// again: the round is over (its signals sent, its pause waited).
+	again
+	// finished: the stop is over.
+	finished
+)
+
+// newRun starts a stop's clock: the grace ends at killAt, the bounded wait
+// KillWait after it.
+func (e *Engine) newRun() *run {
 	clock := e.Clock
 	if clock == nil {
 		clock = realClock{}
@@ -99,136 +162,163 @@ func (e *Engine) Run(ctx context.Context) Result {
 		e.Scanner.Old.StopPriming()
 	}
 	killAt := start.Add(e.Grace)
-	endAt := killAt.Add(killWait)
-	sent := map[proc.Identity]syscall.Signal{}
-	seen := map[proc.Identity]bool{}
-	var res Result
-	held, cgroupKilled := false, false
-	// tail counts the rounds since the harness was seen gone; prev is the
-	// reached set of the round before.
-	tail := 0
-	var prev []Member
-	var unheld []Member
-	note := func(snap *Snapshot) {
-		res.Unverified, res.Preserved = snap.Unverified, snap.Preserved
-		for _, m := range snap.Reached {
-			if !seen[m.Identity()] {
-				seen[m.Identity()] = true
-				res.Reached = append(res.Reached, m)
-			}
+	return &run{
+		clock:  clock,
+		start:  start,
+		killAt: killAt,
+		endAt:  killAt.Add(killWait),
+		sent:   map[proc.Identity]syscall.Signal{},
+		seen:   map[proc.Identity]bool{},
+	}
+}
+
+// note records a snapshot in the result: its unverified and preserved
+// members, and the reached it shows for the first time.
+func (r *run) note(snap *Snapshot) {
+	r.res.Unverified, r.res.Preserved = snap.Unverified, snap.Preserved
+	for _, m := range snap.Reached {
+		if !r.seen[m.Identity()] {
+			r.seen[m.Identity()] = true
+			r.res.Reached = append(r.res.Reached, m)
 		}
 	}
-	for round := 0; ; round++ {
-		var snap *Snapshot
-		var err error
-		if round == 0 && e.QuickFirstRound && !e.Scanner.ServicesOnly && !mutant.Is(mutant.NoKernelWalk) {
-			if snap = e.Scanner.ScanTree(); len(snap.Reached) == 0 || snap.TreeErr != nil {
-				snap, err = e.Scanner.Scan()
-			}
-		} else {
+}
+
+// scanRound reads the round's snapshot (the tree alone on a quick first
+// round that finds something) and notes it. A failed scan ends the round
+// after a pause, or the stop once the bounded wait is over.
+func (e *Engine) scanRound(ctx context.Context, r *run, round int) (*Snapshot, outcome) {
+	var snap *Snapshot
+	var err error
+	if round == 0 && e.QuickFirstRound && !e.Scanner.ServicesOnly && !mutant.Is(mutant.NoKernelWalk) {
+		if snap = e.Scanner.ScanTree(); len(snap.Reached) == 0 || snap.TreeErr != nil {
 			snap, err = e.Scanner.Scan()
 		}
-		res.Rounds = round + 1
-		if err != nil {
-			res.Err = err
-			if clock.Now().After(endAt) || ctx.Err() != nil {
-				break
-			}
-			e.pause(ctx, round, nil)
-			continue
-		}
-		if e.OnRound != nil {
-			e.OnRound(round, snap)
-		}
-		note(snap)
-		if len(snap.Reached) == 0 {
-			res.Err = nil
-			if snap.TreeErr != nil {
-				// Nothing seen, but the kernel could not say so: not confirmed.
-				res.Err = fmt.Errorf("read the supervisor's children: %w", snap.TreeErr)
-				break
-			}
-			if living, ok := e.settled(snap); !ok {
-				res.Unsettled++
-				// The tree moved between two readings (a process forked
-				// and its parent exited while the lists were read): read
-				// it all again, within the bounded wait.
-				if clock.Now().After(endAt) || ctx.Err() != nil {
-					res.Survivors = living
-					res.Err = errors.New("the supervisor's children lists did not settle")
-					break
-				}
-				e.pause(ctx, round, living)
-				continue
-			}
-			if living, err := e.cgroupEmpty(ctx, endAt); err != nil {
-				res.Survivors, res.Err = living, err
-				break
-			}
-			res.Confirmed = true
-			break
-		}
-		now := clock.Now()
-		if now.After(endAt) || ctx.Err() != nil {
-			res.Survivors = snap.Reached
-			break
-		}
-		if now.Before(killAt) && e.leaderGone(snap) {
-			// The grace is the harness's: once it has exited, what is
-			// left is held and KILLed as soon as each has had its TERM
-			// and a round has passed in which none of them ended of it
-			// (what is left then ignores TERM), at most GraceTailRounds
-			// rounds after the harness was seen gone: a tool that
-			// respawns a child for every one TERMed cannot keep the
-			// grace going, and a large tree dying of its TERM is not
-			// held for nothing.
-			ended := prev != nil && endedSince(prev, snap.Reached, e.Scanner.Launch.Harness)
-			if tail >= GraceTailRounds || (!ended && allSent(snap.Reached, sent)) {
-				killAt = now
-			}
-			tail++
-		}
-		prev = snap.Reached
-		if now.Before(killAt) || mutant.Is(mutant.NoKill) {
-			e.signalAll(snap.Reached, syscall.SIGTERM, sent)
-			e.pauseGrace(ctx, round, snap.Reached)
-			continue
-		}
-		if e.Cgroup != nil && !cgroupKilled {
-			// Everything in the cgroup at once; the rescan then finds
-			// what lives outside it, for the hold.
-			cgroupKilled = true
-			e.cgroupKill(ctx, endAt)
-			continue
-		}
-		if !held && !mutant.Is(mutant.NoHold) {
-			held = true
-			var members []Member
-			members, unheld = e.hold(ctx, &round, snap, clock, endAt, note)
-			e.signalAll(members, syscall.SIGKILL, sent)
-			e.pause(ctx, round, members)
-			continue
-		}
-		e.signalAll(snap.Reached, syscall.SIGKILL, sent)
-		e.pause(ctx, round, snap.Reached)
+	} else {
+		snap, err = e.Scanner.Scan()
 	}
-	if len(unheld) > 0 {
-		// A process that could not be held (ptraced, say) may have forked
-		// between two readings: the stop cannot vouch for its tree.
-		res.Confirmed = false
-		for _, m := range unheld {
-			if _, dup := findMember(res.Survivors, m.Identity()); !dup {
-				res.Survivors = append(res.Survivors, m)
-			}
+	r.res.Rounds = round + 1
+	if err != nil {
+		r.res.Err = err
+		if r.clock.Now().After(r.endAt) || ctx.Err() != nil {
+			return nil, finished
 		}
-		sortMembers(res.Survivors)
-		if res.Err == nil {
-			res.Err = fmt.Errorf("could not hold %d process(es) with SIGSTOP", len(unheld))
+		e.pause(ctx, round, nil)
+		return nil, again
+	}
+	if e.OnRound != nil {
+		e.OnRound(round, snap)
+	}
+	r.note(snap)
+	return snap, pass
+}
+
+// onEmpty decides a round that found nothing reached alive: confirmed when
+// the kernel's children lists could be read and settle and the cgroup is
+// empty; a tree that moved between two readings is read again, within the
+// bounded wait.
+func (e *Engine) onEmpty(ctx context.Context, r *run, snap *Snapshot, round int) outcome {
+	r.res.Err = nil
+	if snap.TreeErr != nil {
+		// Nothing seen, but the kernel could not say so: not confirmed.
+		r.res.Err = fmt.Errorf("read the supervisor's children: %w", snap.TreeErr)
+		return finished
+	}
+	if living, ok := e.settled(snap); !ok {
+		r.res.Unsettled++
+		// The tree moved between two readings (a process forked
+		// and its parent exited while the lists were read): read
+		// it all again, within the bounded wait.
+		if r.clock.Now().After(r.endAt) || ctx.Err() != nil {
+			r.res.Survivors = living
+			r.res.Err = errors.New("the supervisor's children lists did not settle")
+			return finished
+		}
+		e.pause(ctx, round, living)
+		return again
+	}
+	if living, err := e.cgroupEmpty(ctx, r.endAt); err != nil {
+		r.res.Survivors, r.res.Err = living, err
+		return finished
+	}
+	r.res.Confirmed = true
+	return finished
+}
+
+// graceStep ends the stop once the bounded wait is over, cuts the grace
+// short once the harness is gone, and while the grace lasts TERMs what is
+// reached and waits.
+func (e *Engine) graceStep(ctx context.Context, r *run, snap *Snapshot, round int) outcome {
+	now := r.clock.Now()
+	if now.After(r.endAt) || ctx.Err() != nil {
+		r.res.Survivors = snap.Reached
+		return finished
+	}
+	if now.Before(r.killAt) && e.leaderGone(snap) {
+		// The grace is the harness's: once it has exited, what is
+		// left is held and KILLed as soon as each has had its TERM
+		// and a round has passed in which none of them ended of it
+		// (what is left then ignores TERM), at most GraceTailRounds
+		// rounds after the harness was seen gone: a tool that
+		// respawns a child for every one TERMed cannot keep the
+		// grace going, and a large tree dying of its TERM is not
+		// held for nothing.
+		ended := r.prev != nil && endedSince(r.prev, snap.Reached, e.Scanner.Launch.Harness)
+		if r.tail >= GraceTailRounds || (!ended && allSent(snap.Reached, r.sent)) {
+			r.killAt = now
+		}
+		r.tail++
+	}
+	r.prev = snap.Reached
+	if now.Before(r.killAt) || mutant.Is(mutant.NoKill) {
+		e.signalAll(snap.Reached, syscall.SIGTERM, r.sent)
+		e.pauseGrace(ctx, round, snap.Reached)
+		return again
+	}
+	return pass
+}
+
+// killStep, once the grace has passed, kills the cgroup, then holds what
+// is left and KILLs it, then KILLs what each later round still finds. The
+// hold's readings count as rounds.
+func (e *Engine) killStep(ctx context.Context, r *run, snap *Snapshot, round *int) outcome {
+	if e.Cgroup != nil && !r.cgroupKilled {
+		// Everything in the cgroup at once; the rescan then finds
+		// what lives outside it, for the hold.
+		r.cgroupKilled = true
+		e.cgroupKill(ctx, r.endAt)
+		return again
+	}
+	if !r.held && !mutant.Is(mutant.NoHold) {
+		r.held = true
+		var members []Member
+		members, r.unheld = e.hold(ctx, round, snap, r.clock, r.endAt, r.note)
+		e.signalAll(members, syscall.SIGKILL, r.sent)
+		e.pause(ctx, *round, members)
+		return again
+	}
+	e.signalAll(snap.Reached, syscall.SIGKILL, r.sent)
+	e.pause(ctx, *round, snap.Reached)
+	return again
+}
+
+// settleUnheld withdraws the confirmation when the hold left a process it
+// could not stop (ptraced, say): it may have forked between two readings,
+// so the stop cannot vouch for its tree.
+func (r *run) settleUnheld() {
+	if len(r.unheld) == 0 {
+		return
+	}
+	r.res.Confirmed = false
+	for _, m := range r.unheld {
+		if _, dup := findMember(r.res.Survivors, m.Identity()); !dup {
+			r.res.Survivors = append(r.res.Survivors, m)
 		}
 	}
-	res.Seconds = clock.Now().Sub(start).Seconds()
-	sortMembers(res.Reached)
-	return res
+	sortMembers(r.res.Survivors)
+	if r.res.Err == nil {
+		r.res.Err = fmt.Errorf("could not hold %d process(es) with SIGSTOP", len(r.unheld))
+	}
 }
 
 // leaderGone reports whether the launch's leader (the harness, by pid and

@@ -181,6 +181,10 @@ type supervisor struct {
 
 // Run is the supervisor process's main. ready may be nil. It returns the
 // process exit status.
+//
+// Its phases each return what the next needs. A start that ends before the
+// harness runs returns an ended: what the front process is told, and the
+// exit status; any receipt is written before the telling.
 func Run(cfg Config, ready *os.File) int {
 	s := &supervisor{
 		cfg:      cfg,
@@ -191,30 +195,77 @@ func Run(cfg Config, ready *os.File) int {
 		exitedCh: make(chan struct{}, 1),
 		services: map[string]proc.Identity{},
 	}
-	tell := func(r Ready) {
+	tell := teller(cfg.LaunchID, ready)
+	defer tell(Ready{Status: "error", Message: "supervisor ended before it was ready"})
+
+	if e := s.claim(); e != nil {
+		tell(e.ready)
+		return e.code
+	}
+	st := s.prepareStart()
+	if st.log != nil {
+		defer st.log.Close()
+	}
+	r := st.receipt
+	if e := s.refuseEarly(r); e != nil {
+		tell(e.ready)
+		return e.code
+	}
+
+	watch, term := s.listen()
+	defer watch.Close()
+	s.cgroup = s.makeCgroup()
+	<-st.threads
+	s.fence = <-st.fence
+	defer s.fence.Close()
+	since, e := s.launchHarness(r)
+	if e != nil {
+		tell(e.ready)
+		return e.code
+	}
+	tell(Ready{Status: "ok"})
+	s.primeOld(since)
+	return s.finishRun(r, watch, term, since)
+}
+
+// teller returns the function that writes the one readiness line to ready
+// and closes it; calls after the first, and every call when ready is nil,
+// do nothing.
+func teller(launchID string, ready *os.File) func(Ready) {
+	return func(r Ready) {
 		if ready == nil {
 			return
 		}
-		r.LaunchID, r.SupervisorPID = cfg.LaunchID, os.Getpid()
+		r.LaunchID, r.SupervisorPID = launchID, os.Getpid()
 		data, _ := json.Marshal(r)
 		ready.Write(append(data, '\n'))
 		ready.Close()
 		ready = nil
 	}
-	defer tell(Ready{Status: "error", Message: "supervisor ended before it was ready"})
+}
 
+// ended is a start that ends before the harness runs: what the front
+// process is told, and the supervisor's exit status.
+type ended struct {
+	ready Ready
+	code  int
+}
+
+// claim makes the supervisor a subreaper that leaks none of the caller's
+// descriptors and takes the state dir's claim in its own name; nil when it
+// holds the claim.
+func (s *supervisor) claim() *ended {
+	cfg := s.cfg
 	// Descriptors the caller leaked to us must not reach the harness.
 	if !mutant.Is(mutant.SupFDLeak) {
 		fds.CloexecFrom(3)
 	}
 	if err := becomeSubreaper(); err != nil {
-		tell(Ready{Status: "error", Message: fmt.Sprintf("become child subreaper: %v", err)})
-		return 1
+		return &ended{Ready{Status: "error", Message: fmt.Sprintf("become child subreaper: %v", err)}, 1}
 	}
 	self, err := launch.SelfIdentity()
 	if err != nil {
-		tell(Ready{Status: "error", Message: fmt.Sprintf("read own identity: %v", err)})
-		return 1
+		return &ended{Ready{Status: "error", Message: fmt.Sprintf("read own identity: %v", err)}, 1}
 	}
 	s.self = self
 	err = launch.TakeClaim(cfg.State, launch.Claim{
@@ -222,21 +273,40 @@ func Run(cfg Config, ready *os.File) int {
 		LeaseSeconds: cfg.Lease.Seconds(),
 	})
 	if errors.Is(err, launch.ErrClaimed) {
-		tell(Ready{Status: "claimed", Message: fmt.Sprintf("--state %q is already claimed by another launch", cfg.State)})
-		return 2
+		return &ended{Ready{Status: "claimed", Message: fmt.Sprintf("--state %q is already claimed by another launch", cfg.State)}, 2}
 	}
 	if err != nil {
-		tell(Ready{Status: "error", Message: err.Error()})
-		return 1
+		return &ended{Ready{Status: "error", Message: err.Error()}, 1}
 	}
+	return nil
+}
+
+// startState is what prepareStart set going: the birth fence and the
+// reserved threads, each ready when its channel delivers; the launch's log
+// (nil when it could not be opened; Run closes it when it returns); and
+// the receipt.
+type startState struct {
+	fence   <-chan *stop.BirthFence
+	threads <-chan struct{}
+	log     *os.File
+	receipt *receipt.Receipt
+}
+
+// prepareStart starts what the harness's fork waits for beside the rest of
+// the start, points the supervisor's log and fd 2 at the launch's log, and
+// reserves the receipt.
+func (s *supervisor) prepareStart() startState {
+	cfg := s.cfg
+	var st startState
 	// The birth fence is armed before the harness's fork; its few ms of
 	// waiting for the clock to tick, on a host with many processes
 	// (stop.FenceWaitFrom), go on beside the rest of the start.
 	fenceC := make(chan *stop.BirthFence, 1)
 	go func() { fenceC <- stop.NewBirthFence(s.fs) }()
+	st.fence = fenceC
 	if lf, err := os.OpenFile(filepath.Join(cfg.State, launch.LogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_CLOEXEC, 0o600); err == nil {
 		s.log = lf
-		defer lf.Close()
+		st.log = lf
 		stderrToLog(lf)
 	}
 	// Before the harness runs, while threads can still be made: a harness
@@ -250,24 +320,31 @@ func Run(cfg Config, ready *os.File) int {
 		reserveThreads(BoundProcs() + ReservedThreads)
 		close(threads)
 	}()
+	st.threads = threads
 	if err := receipt.Reserve(cfg.State); err != nil {
 		s.logf("%v", err)
 	}
 	r := receipt.New(cfg.LaunchID, version.String())
 	r.StartedAt = receipt.Timestamp(s.start)
 	r.Tier = stop.NewSignaller(s.fs).Tier()
+	st.receipt = r
+	return st
+}
 
+// refuseEarly ends a launch that must not start, with its receipt written:
+// an unreadable proc root, or a deadline that expires before the launch.
+// nil lets it start.
+func (s *supervisor) refuseEarly(r *receipt.Receipt) *ended {
+	cfg := s.cfg
 	if err := s.fs.Check(); err != nil {
 		r.Cause = receipt.CauseRefused
 		r.CleanupConfirmed = true
 		r.Error = receipt.String(fmt.Sprintf("proc root unreadable, refusing to launch: %v", err))
 		s.finish(r)
-		tell(Ready{Status: "refused", Message: *r.Error})
-		return 1
+		return &ended{Ready{Status: "refused", Message: *r.Error}, 1}
 	}
 	if cfg.Deadline < MinDeadline && mutant.Is(mutant.NoSubCentisecond) {
-		tell(Ready{Status: "ok"})
-		return 1 // the mutant: no receipt at all
+		return &ended{Ready{Status: "ok"}, 1} // the mutant: no receipt at all
 	}
 	if cfg.Deadline < MinDeadline {
 		r.Cause = receipt.CauseDeadline
@@ -275,25 +352,30 @@ func Run(cfg Config, ready *os.File) int {
 		r.CleanupConfirmed = true
 		r.Error = receipt.String(fmt.Sprintf("deadline %v expired before launch", cfg.Deadline))
 		s.finish(r)
-		tell(Ready{Status: "ok"})
-		return 1
+		return &ended{Ready{Status: "ok"}, 1}
 	}
+	return nil
+}
 
+// listen starts the one reaper, reaps the children that ended before its
+// handler was in place, and returns the state dir's watch (Run closes it)
+// and the signals that stop the launch.
+func (s *supervisor) listen() (*launch.Watcher, <-chan os.Signal) {
 	chld := make(chan os.Signal, 16)
 	signal.Notify(chld, syscall.SIGCHLD)
 	term := make(chan os.Signal, 4)
 	signal.Notify(term, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	go s.reap(chld)
 	s.reapNow() // children that ended before the handler was in place
+	return launch.Watch(s.cfg.State), term
+}
 
-	watch := launch.Watch(cfg.State)
-	defer watch.Close()
-
-	s.cgroup = s.makeCgroup()
-	<-threads
-	s.fence = <-fenceC
-	defer s.fence.Close()
-	env := harnessEnv(os.Environ(), cfg.LaunchID)
+// launchHarness forks the harness and returns the launch's start time in
+// clock ticks (zero when neither the harness's stat nor the uptime could be
+// read). A harness that could not start ends the launch, its receipt
+// written.
+func (s *supervisor) launchHarness(r *receipt.Receipt) (since uint64, e *ended) {
+	env := harnessEnv(os.Environ(), s.cfg.LaunchID)
 	pid, err := s.startHarness(env)
 	if err != nil {
 		s.dropCgroup()
@@ -302,28 +384,34 @@ func Run(cfg Config, ready *os.File) int {
 		r.ReturnCode = receipt.Int(execFailureCode(err))
 		r.Error = receipt.String(err.Error())
 		s.finish(r)
-		tell(Ready{Status: "ok"})
-		return 1
+		return 0, &ended{Ready{Status: "ok"}, 1}
 	}
 	s.harnessPID = pid
 	if s.cgroup != nil {
 		r.Tier = receipt.TierCgroup
 	}
-	since := uint64(0)
 	if st, err := s.fs.Stat(pid); err == nil {
 		s.harness = st.Identity()
 		since = st.StartTime
 	} else if up, err := s.fs.Uptime(); err == nil {
 		since = uint64(up * proc.ClockTicks)
 	}
-	tell(Ready{Status: "ok"})
+	return since, nil
+}
+
+// primeOld learns the host's older processes while the harness runs, not
+// while a stop is waiting for the scan.
+func (s *supervisor) primeOld(since uint64) {
 	if s.fs.IsReal() && since > 0 && stop.PidfdSupported() {
-		// Learn the host's older processes while the harness runs, not
-		// while a stop is waiting for the scan.
 		s.old = stop.NewOldSet(since, 1<<16)
 		s.old.StartPriming(s.fs)
 	}
+}
 
+// finishRun waits for the launch to end, stops what it reached, writes the
+// receipt, serves the services' stop requests, and returns the exit status:
+// 0 only for a confirmed cleanup of a harness that returned 0.
+func (s *supervisor) finishRun(r *receipt.Receipt, watch *launch.Watcher, term <-chan os.Signal, since uint64) int {
 	cause, reqErr := s.loop(watch, term)
 	if reqErr != "" {
 		r.Error = receipt.String(reqErr)
