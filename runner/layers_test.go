@@ -26,10 +26,10 @@ func inSandbox(p string) bool {
 	return false
 }
 
-// testOnly is code only tests may import: the suite, the fixtures and the
-// test support.
+// testOnly is code only tests may import: the suite, the fixtures, the
+// test support and fakeproc's simulated kernel.
 func testOnly(p string) bool {
-	for _, pre := range []string{"conformance", "fixtures", "internal/testsupport"} {
+	for _, pre := range []string{"conformance", "fixtures", "internal/testsupport", "fakeproc"} {
 		if p == pre || strings.HasPrefix(p, pre+"/") {
 			return true
 		}
@@ -60,7 +60,7 @@ var rules = []rule{
 		func(imp string, g map[string]pkg) bool { return !g[imp].std && !xsys(imp) && !isModule(imp, g) }},
 	{"in-sandbox code imports no host (or other non-sandbox) package", inSandbox,
 		func(imp string, g map[string]pkg) bool { return isModule(imp, g) && !inSandbox(imp) }},
-	{"product code imports nothing of conformance/, fixtures/ or internal/testsupport/", func(p string) bool { return !testOnly(p) },
+	{"product code imports nothing of conformance/, fixtures/, internal/testsupport/ or fakeproc/", func(p string) bool { return !testOnly(p) },
 		func(imp string, g map[string]pkg) bool { return testOnly(imp) }},
 }
 
@@ -173,10 +173,13 @@ func TestLayersReportPlantedViolations(t *testing.T) {
 		"fixtures/model":                  {},
 		"internal/testsupport/testenv":    {imports: []string{"runner/host/provider"}},
 		"conformance/framework":           {imports: []string{"internal/testsupport/testenv", "fixtures/model"}},
+		"fakeproc":                        {imports: []string{"runner/warden/proc"}},
+		"runner/host/soak":                {imports: []string{"fakeproc"}},
 	}
 	want := []string{
 		"runner/agent/pax imports runner/host/provider: " + rules[1].name,
 		"runner/host/certify imports fixtures/model: " + rules[2].name,
+		"runner/host/soak imports fakeproc: " + rules[2].name,
 		"runner/probe imports github.com/docker/docker/client: " + rules[0].name,
 		"runner/warden/proc imports runner/host/hostfile: " + rules[1].name,
 	}
