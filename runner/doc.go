@@ -11,6 +11,8 @@
 //	          host); the host's end is host/agenthost
 //	confine/  in the sandbox: the confined primitive (no link followed, no
 //	          path resolved twice) the agent, the probe and rmtree share
+//	rmtree/   in the sandbox: the removal helper a session uploads where
+//	          there is no session agent (confine's removal, nothing else)
 //	host/     on the host: certify, session, provider, agenthost, adapter,
 //	          runtimes, glibc, artifact, capture, relay, engine, hostfile,
 //	          canary, soak, statusline

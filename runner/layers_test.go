@@ -14,11 +14,12 @@ const module = "github.com/sandproof/sandproof/"
 // inSandbox is the code that runs inside a sandbox as root or beside the
 // harness: it must stay static and small and must never pull in the host
 // side (Docker clients, SQLite, reports) by an innocent-looking import.
-// rmtree is the removal helper the session uploads into the sandbox, and
-// runner/confine the confined primitive it and the agent share; the
-// session agent's host end is runner/host/agenthost, not in this group.
+// runner/rmtree is the removal helper the session uploads into the
+// sandbox, and runner/confine the confined primitive it and the agent
+// share; the session agent's host end is runner/host/agenthost, not in
+// this group.
 func inSandbox(p string) bool {
-	for _, pre := range []string{"runner/warden/", "cmd/warden", "runner/probe", "cmd/probe", "runner/witness", "runner/agent", "runner/agent/", "cmd/sandagent", "runner/host/session/rmtree", "runner/confine"} {
+	for _, pre := range []string{"runner/warden/", "cmd/warden", "runner/probe", "cmd/probe", "runner/witness", "runner/agent", "runner/agent/", "cmd/sandagent", "runner/rmtree", "runner/confine"} {
 		if p == strings.TrimSuffix(pre, "/") || strings.HasPrefix(p, pre) && strings.HasSuffix(pre, "/") {
 			return true
 		}
@@ -218,8 +219,8 @@ func TestInSandboxBinariesLinkNoHostPackage(t *testing.T) {
 			return slices.Contains([]string{"cmd/sandagent", "runner/agent", "runner/agent/pax", "runner/confine", "runner/warden/version"}, p)
 		}},
 		// rmtree is the confined primitive's removal and nothing else.
-		{"runner/host/session/rmtree", func(p string) bool {
-			return p == "runner/host/session/rmtree" || p == "runner/confine"
+		{"runner/rmtree", func(p string) bool {
+			return p == "runner/rmtree" || p == "runner/confine"
 		}},
 	} {
 		t.Run(c.cmd, func(t *testing.T) {

@@ -81,7 +81,7 @@ func BuildTools(root, dir, warden string) Tools {
 			"run `"+testenv.Prereqs+"` as root (installs the Debian package bash-static)")
 	}
 	probeBin, rmtree := filepath.Join(t.ProbeDir, "probe"), filepath.Join(dir, "rmtree")
-	for _, b := range []struct{ out, pkg string }{{probeBin, "./cmd/probe"}, {rmtree, "./runner/host/session/rmtree"}} {
+	for _, b := range []struct{ out, pkg string }{{probeBin, "./cmd/probe"}, {rmtree, "./runner/rmtree"}} {
 		cmd := exec.Command("go", "build", "-trimpath", "-o", b.out, b.pkg)
 		cmd.Dir = root
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")

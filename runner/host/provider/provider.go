@@ -341,8 +341,8 @@ type Streamer interface {
 // scratch and its session dir through it when the sandbox has one.
 type Remover interface {
 	// Remove runs the removal args ask for, the rmtree helper's
-	// arguments (runner/host/session/rmtree: DIR, or --scratch
-	// PATTERN...; sandbox paths), and reports it as the helper's exec
+	// arguments (runner/rmtree: DIR, or --scratch PATTERN...; sandbox
+	// paths), and reports it as the helper's exec
 	// would: each path removed a line of stdout, the refusals on stderr,
 	// exit 1 when there was any. A transport failure is a
 	// *ProviderError.

@@ -109,8 +109,8 @@ type Binaries struct {
 	// Bash is a static bash (Debian's bash-static), uploaded when the
 	// adapter needs bash and the image has none.
 	Bash map[string]string
-	// Rmtree is the optional removal helper (runner/host/session/rmtree,
-	// the confined primitive runner/confine), used at close when the
+	// Rmtree is the optional removal helper (runner/rmtree, the
+	// confined primitive runner/confine), used at close when the
 	// sandbox is not the session agent's (provider.Remover). With
 	// neither, close removes the scratch with the image's sh and rm as
 	// the harness's user and leaves the session dir (ErrNotRemoved):
