@@ -43,7 +43,7 @@ import (
 
 // Paths inside the container, as `sandproof certify` lays them out.
 const (
-	TaskDir  = "/task"
+	TaskDir  = session.TaskDir
 	TaskHome = "/home/task"
 	// BaseDir is the session dirs' parent; the owner's probe is mounted
 	// below it, in a dir of its own that no session uses.

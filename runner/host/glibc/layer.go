@@ -8,13 +8,13 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path"
 	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/sandproof/sandproof/runner/host/artifact"
+	"github.com/sandproof/sandproof/runner/host/hostfile"
 )
 
 // Caps on a layer. A real one holds the loader (0.2 MB), libc.so.6 (2 MB)
@@ -253,7 +253,7 @@ func (l *Layer) patch(root string, exes []string) error {
 			// package's (ErrTooLong): refused, as any error its bytes cause.
 			return artifact.Refusal(fmt.Errorf("build glibc layer: %w", err))
 		}
-		sum, err := hashFile(e)
+		sum, _, err := hostfile.SHA256File(e)
 		if err != nil {
 			return fmt.Errorf("build glibc layer: %w", err)
 		}
@@ -261,17 +261,4 @@ func (l *Layer) patch(root string, exes []string) error {
 		l.Patched = append(l.Patched, Patched{Path: filepath.ToSlash(rel), OldInterp: old, SHA256: sum})
 	}
 	return nil
-}
-
-func hashFile(p string) (string, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }

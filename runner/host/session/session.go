@@ -52,6 +52,12 @@ import (
 // DefaultBaseDir is the parent of every session dir.
 const DefaultBaseDir = "/var/lib/sandproof"
 
+// TaskDir is the task dir every case's sandbox has (adapter.Context's
+// TaskDir): it holds what the harness was asked to change, so no scratch
+// path an adapter names may lie at or below it. Its one home is here,
+// beside DefaultBaseDir, where certify, adapter and the suite all look.
+const TaskDir = "/task"
+
 // Errors callers branch on.
 var (
 	// ErrNotSeeded refuses access to a session whose seed did not finish
