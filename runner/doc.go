@@ -6,16 +6,22 @@
 //	          supervisor, launch, harness, receipt, fds, wardencli, mutant,
 //	          version) and warden's benchmarks (bench)
 //	probe/    in the sandbox: the probe cmd/probe runs in every case
-//	agent/    the session agent's channel: the in-sandbox end cmd/sandagent
-//	          serves and the host end certify drives (one package for now,
-//	          so sandagent links the host's provider and hostfile)
-//	host/     on the host: certify, session, provider, adapter, runtimes,
-//	          capture, relay, engine, hostfile, soak, canary
+//	agent/    in the sandbox: the session agent's channel and the end
+//	          cmd/sandagent serves (pax, the tar names it shares with the
+//	          host); the host's end is host/agenthost
+//	confine/  in the sandbox: the confined primitive (no link followed, no
+//	          path resolved twice) the agent, the probe and rmtree share
+//	rmtree/   in the sandbox: the removal helper a session uploads where
+//	          there is no session agent (confine's removal, nothing else)
+//	host/     on the host: certify, session, provider, agenthost, adapter,
+//	          runtimes, glibc, artifact, capture, relay, engine, hostfile,
+//	          canary, soak, statusline
 //	model/    the scripted model (`sandproof model serve`, certify's default)
 //	witness/  the independent checks of what a process, a kill and a receipt
 //	          left, shared by the probe, the soak and the suite
 //
-// Test support (testenv, remoteengine, testimage, the local provider) is
-// in internal/testsupport at the module root, beside conformance/ and
-// fixtures/: tests use it, product code may not.
+// Test support (testenv, remoteengine, testimage, hostile, the local
+// provider) is in internal/testsupport at the module root, beside
+// conformance/, fixtures/ and fakeproc/: tests use them, product code may
+// not (the layer test's test-only set).
 package runner

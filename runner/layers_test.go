@@ -14,11 +14,12 @@ const module = "github.com/sandproof/sandproof/"
 // inSandbox is the code that runs inside a sandbox as root or beside the
 // harness: it must stay static and small and must never pull in the host
 // side (Docker clients, SQLite, reports) by an innocent-looking import.
-// rmtree is the removal helper the session uploads into the sandbox, and
-// runner/confine the confined primitive it and the agent share; the
-// session agent's host end is runner/host/agenthost, not in this group.
+// runner/rmtree is the removal helper the session uploads into the
+// sandbox, and runner/confine the confined primitive it and the agent
+// share; the session agent's host end is runner/host/agenthost, not in
+// this group.
 func inSandbox(p string) bool {
-	for _, pre := range []string{"runner/warden/", "cmd/warden", "runner/probe", "cmd/probe", "runner/witness", "runner/agent", "runner/agent/", "cmd/sandagent", "runner/host/session/rmtree", "runner/confine"} {
+	for _, pre := range []string{"runner/warden/", "cmd/warden", "runner/probe", "cmd/probe", "runner/witness", "runner/agent", "runner/agent/", "cmd/sandagent", "runner/rmtree", "runner/confine"} {
 		if p == strings.TrimSuffix(pre, "/") || strings.HasPrefix(p, pre) && strings.HasSuffix(pre, "/") {
 			return true
 		}
@@ -26,10 +27,10 @@ func inSandbox(p string) bool {
 	return false
 }
 
-// testOnly is code only tests may import: the suite, the fixtures and the
-// test support.
+// testOnly is code only tests may import: the suite, the fixtures, the
+// test support and fakeproc's simulated kernel.
 func testOnly(p string) bool {
-	for _, pre := range []string{"conformance", "fixtures", "internal/testsupport"} {
+	for _, pre := range []string{"conformance", "fixtures", "internal/testsupport", "fakeproc"} {
 		if p == pre || strings.HasPrefix(p, pre+"/") {
 			return true
 		}
@@ -60,7 +61,7 @@ var rules = []rule{
 		func(imp string, g map[string]pkg) bool { return !g[imp].std && !xsys(imp) && !isModule(imp, g) }},
 	{"in-sandbox code imports no host (or other non-sandbox) package", inSandbox,
 		func(imp string, g map[string]pkg) bool { return isModule(imp, g) && !inSandbox(imp) }},
-	{"product code imports nothing of conformance/, fixtures/ or internal/testsupport/", func(p string) bool { return !testOnly(p) },
+	{"product code imports nothing of conformance/, fixtures/, internal/testsupport/ or fakeproc/", func(p string) bool { return !testOnly(p) },
 		func(imp string, g map[string]pkg) bool { return testOnly(imp) }},
 }
 
@@ -173,10 +174,13 @@ func TestLayersReportPlantedViolations(t *testing.T) {
 		"fixtures/model":                  {},
 		"internal/testsupport/testenv":    {imports: []string{"runner/host/provider"}},
 		"conformance/framework":           {imports: []string{"internal/testsupport/testenv", "fixtures/model"}},
+		"fakeproc":                        {imports: []string{"runner/warden/proc"}},
+		"runner/host/soak":                {imports: []string{"fakeproc"}},
 	}
 	want := []string{
 		"runner/agent/pax imports runner/host/provider: " + rules[1].name,
 		"runner/host/certify imports fixtures/model: " + rules[2].name,
+		"runner/host/soak imports fakeproc: " + rules[2].name,
 		"runner/probe imports github.com/docker/docker/client: " + rules[0].name,
 		"runner/warden/proc imports runner/host/hostfile: " + rules[1].name,
 	}
@@ -215,8 +219,8 @@ func TestInSandboxBinariesLinkNoHostPackage(t *testing.T) {
 			return slices.Contains([]string{"cmd/sandagent", "runner/agent", "runner/agent/pax", "runner/confine", "runner/warden/version"}, p)
 		}},
 		// rmtree is the confined primitive's removal and nothing else.
-		{"runner/host/session/rmtree", func(p string) bool {
-			return p == "runner/host/session/rmtree" || p == "runner/confine"
+		{"runner/rmtree", func(p string) bool {
+			return p == "runner/rmtree" || p == "runner/confine"
 		}},
 	} {
 		t.Run(c.cmd, func(t *testing.T) {

@@ -48,7 +48,7 @@ var homes = []homed{
 	{"wire endpoint", "/models", "runner/host/relay/relay.go", true},
 	{"runtime kind", "npm", "runner/host/runtimes/", false},
 	{"runtime kind", "node", "runner/host/runtimes/", false},
-	{"task dir", "/task", "runner/host/certify/case.go", false},
+	{"task dir", "/task", "runner/host/session/session.go", false},
 }
 
 // providerImpls are the packages that implement a sandbox provider. A
@@ -71,7 +71,6 @@ var homeExempt = map[[2]string]string{
 	{"runner/model/server.go", "/models"}:                "until runner/wire (issue 36, step 3): the model's routes",
 	{"runner/host/certify/proof.go", "npm"}:              "until the runtime Kind (issue 36, step 4): runtimeProvenance",
 	{"runner/host/certify/proof.go", "node"}:             "until the runtime Kind (issue 36, step 4): runtimeProvenance",
-	{"runner/host/adapter/scratch.go", "/task"}:          "until one session.TaskDir (issue 36, step 5d)",
 }
 
 // productFile is a non-test Go file of the product: outside the test-only
@@ -81,7 +80,7 @@ func productFile(rel string) bool {
 		return false
 	}
 	dir := filepath.ToSlash(filepath.Dir(rel))
-	return !testOnly(dir) && dir != "fakeproc" && !strings.HasPrefix(dir, "fakeproc/")
+	return !testOnly(dir)
 }
 
 // productSources reads every product file of the module (root "..").

@@ -94,7 +94,7 @@ the exit status is 130 (143 for TERM). A second signal exits at once.
 	f.StringVar(&o.provider, "provider", provider.DefaultName, "sandbox provider, one of: "+strings.Join(provider.Names(), ", "))
 	f.StringVar(&o.network, "network", provider.NetworkNone, "sandbox network: none (the harness reaches only the model, through the session agent) or host (flagged in the report)")
 	f.StringVar(&o.bash, "bash-static", "", "static bash provided to adapters that need bash (default /bin/bash-static when present)")
-	f.StringVar(&o.rmtree, "rmtree", "", "optional removal helper (runner/host/session/rmtree), uploaded into each session dir; close removes through the session agent, which runs the same confined removal (runner/confine)")
+	f.StringVar(&o.rmtree, "rmtree", "", "optional removal helper (runner/rmtree), uploaded into each session dir; close removes through the session agent, which runs the same confined removal (runner/confine)")
 	f.StringArrayVar(&o.diffAllow, "diff-allow", nil, "sandbox path the filesystem diff may hold (repeatable)")
 	f.BoolVar(&o.resume, "resume", false, "finish an interrupted run: run again every case of DIR/evidence.jsonl whose last attempt is unknown, and the cases never written")
 	f.BoolVar(&o.allowEmpty, "allow-empty", false, "exit 0 when no case failed even if none passed (all skipped)")

@@ -43,7 +43,7 @@ import (
 
 // Paths inside the container, as `sandproof certify` lays them out.
 const (
-	TaskDir  = "/task"
+	TaskDir  = session.TaskDir
 	TaskHome = "/home/task"
 	// BaseDir is the session dirs' parent; the owner's probe is mounted
 	// below it, in a dir of its own that no session uses.
@@ -81,7 +81,7 @@ func BuildTools(root, dir, warden string) Tools {
 			"run `"+testenv.Prereqs+"` as root (installs the Debian package bash-static)")
 	}
 	probeBin, rmtree := filepath.Join(t.ProbeDir, "probe"), filepath.Join(dir, "rmtree")
-	for _, b := range []struct{ out, pkg string }{{probeBin, "./cmd/probe"}, {rmtree, "./runner/host/session/rmtree"}} {
+	for _, b := range []struct{ out, pkg string }{{probeBin, "./cmd/probe"}, {rmtree, "./runner/rmtree"}} {
 		cmd := exec.Command("go", "build", "-trimpath", "-o", b.out, b.pkg)
 		cmd.Dir = root
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")

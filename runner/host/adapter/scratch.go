@@ -11,15 +11,12 @@ import (
 	"github.com/sandproof/sandproof/runner/host/session"
 )
 
-// ScratchTaskDir is the task dir every case's sandbox has (certify's
-// TaskDir): what the harness was asked to change is never the adapter's
-// to remove.
-const ScratchTaskDir = "/task"
-
 // scratchNever are the paths a scratch entry may name neither at nor
-// below: the task, the image's system trees, the kernel's, and the parent
-// of every session dir (another session's dir, the mounted runtimes).
-var scratchNever = []string{ScratchTaskDir, "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/boot",
+// below: the task (what the harness was asked to change is never the
+// adapter's to remove), the image's system trees, the kernel's, and the
+// parent of every session dir (another session's dir, the mounted
+// runtimes).
+var scratchNever = []string{session.TaskDir, "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/boot",
 	"/proc", "/sys", "/dev", session.DefaultBaseDir}
 
 // scratchRe is the alphabet of a scratch entry: plain path characters

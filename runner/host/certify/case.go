@@ -28,8 +28,8 @@ import (
 
 // Sandbox paths the owner uses.
 const (
-	TaskDir     = "/task"
-	Deliverable = "/task/deliverable.txt"
+	TaskDir     = session.TaskDir
+	Deliverable = TaskDir + "/deliverable.txt"
 	BaseDir     = session.DefaultBaseDir
 	ownerDir    = BaseDir + "/owner" // the owner's volume, read-only
 	probePath   = ownerDir + "/probe"

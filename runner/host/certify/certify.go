@@ -12,7 +12,6 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -29,6 +28,7 @@ import (
 	"github.com/sandproof/sandproof/images"
 	"github.com/sandproof/sandproof/reports"
 	"github.com/sandproof/sandproof/runner/host/adapter"
+	"github.com/sandproof/sandproof/runner/host/hostfile"
 	"github.com/sandproof/sandproof/runner/host/provider"
 	"github.com/sandproof/sandproof/runner/host/relay"
 	"github.com/sandproof/sandproof/runner/host/session"
@@ -353,7 +353,7 @@ func newRunner(o Options) (*runner, error) {
 	}
 	r.host, _ = os.Hostname()
 	var err error
-	if r.wardenSHA, err = hashFile(o.Warden); err != nil {
+	if r.wardenSHA, _, err = hostfile.SHA256File(o.Warden); err != nil {
 		return nil, fmt.Errorf("certify: warden: %w", err)
 	}
 	arch := runtime.GOARCH
@@ -605,19 +605,6 @@ func interruptible(ctx, ic context.Context) (context.Context, context.CancelFunc
 	}
 	stop := context.AfterFunc(ic, cancel)
 	return c, func() { stop(); cancel() }
-}
-
-func hashFile(p string) (string, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 func copyExec(src, dst string) error {

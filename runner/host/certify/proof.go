@@ -14,6 +14,7 @@ import (
 
 	"github.com/sandproof/sandproof/reports"
 	"github.com/sandproof/sandproof/runner/host/adapter"
+	"github.com/sandproof/sandproof/runner/host/hostfile"
 	"github.com/sandproof/sandproof/runner/host/relay"
 	"github.com/sandproof/sandproof/runner/host/session"
 	"github.com/sandproof/sandproof/runner/model"
@@ -548,7 +549,7 @@ func runtimeProvenance(m *adapter.Manifest, rt *adapter.Prepared) (*reports.Harn
 		}
 	}
 	for _, f := range m.Runtime.Files {
-		sum, err := hashFile(f.Src)
+		sum, _, err := hostfile.SHA256File(f.Src)
 		if err != nil {
 			sum = "error: " + err.Error()
 		}

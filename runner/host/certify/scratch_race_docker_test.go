@@ -177,7 +177,7 @@ func TestCertifyScratchSwappedForALink(t *testing.T) {
 		fmt.Fprintf(&scratch, "  - \"/tmp/sw/%s\"\n", p)
 	}
 	swapper := staticBuild(t, "../../../fixtures/cmd/swapper")
-	for _, rmtree := range []string{"", staticBuild(t, "../session/rmtree")} {
+	for _, rmtree := range []string{"", staticBuild(t, "../../rmtree")} {
 		name := "certify's default"
 		if rmtree != "" {
 			name = "with --rmtree"

@@ -120,7 +120,7 @@ func TestBuildRunsThroughTheLayer(t *testing.T) {
 		t.Fatalf("layer files %+v: want ld.so and libc.so.6", layer.Files)
 	}
 	for _, f := range layer.Files {
-		sum, err := hashFile(filepath.Join(root, f.Path))
+		sum, _, err := hostfile.SHA256File(filepath.Join(root, f.Path))
 		if err != nil || sum != f.SHA256 {
 			t.Errorf("%s: recorded sha256 %s, file hashes %s (%v)", f.Path, f.SHA256, sum, err)
 		}

@@ -1,6 +1,9 @@
 // Package provider is how the host reaches a sandbox: create one from an
 // image, run commands in it, move files in and out, look at it and destroy
-// it. Implementations live in sub-packages (docker, local); the session
+// it. The product's implementation is the docker sub-package; the local
+// one, which runs a sandbox as a host directory, is test support
+// (internal/testsupport/local); runner/host/agenthost's Sandbox wraps
+// another's to run its operations through the session agent. The session
 // (runner/host/session) only ever talks to this interface.
 //
 // The one rule every implementation keeps: a failure of the transport (the
@@ -209,7 +212,8 @@ type Sandbox interface {
 
 // Provider creates sandboxes and opens existing ones.
 type Provider interface {
-	// Name is "docker" or "local".
+	// Name names the implementation in messages and in the evidence
+	// (Sandbox.Provider): "docker", or "local" in tests.
 	Name() string
 	Create(ctx context.Context, spec CreateSpec) (Sandbox, error)
 	// Open returns a handle on an existing sandbox (one borrowed from its
@@ -337,8 +341,8 @@ type Streamer interface {
 // scratch and its session dir through it when the sandbox has one.
 type Remover interface {
 	// Remove runs the removal args ask for, the rmtree helper's
-	// arguments (runner/host/session/rmtree: DIR, or --scratch
-	// PATTERN...; sandbox paths), and reports it as the helper's exec
+	// arguments (runner/rmtree: DIR, or --scratch PATTERN...; sandbox
+	// paths), and reports it as the helper's exec
 	// would: each path removed a line of stdout, the refusals on stderr,
 	// exit 1 when there was any. A transport failure is a
 	// *ProviderError.

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/sandproof/sandproof/runner/host/glibc"
+	"github.com/sandproof/sandproof/runner/host/hostfile"
 )
 
 // NodePath is the Node binary copied into runtimes with entry.node; ""
@@ -148,6 +149,6 @@ func copyFile(src, dst string, mode os.FileMode) (string, error) {
 	if err := out.Close(); err != nil {
 		return "", err
 	}
-	sum, _, err := hashFile(dst)
+	sum, _, err := hostfile.SHA256File(dst)
 	return sum, err
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sandproof/sandproof/internal/testsupport/testenv"
 	"github.com/sandproof/sandproof/runner/host/adapter"
+	"github.com/sandproof/sandproof/runner/host/hostfile"
 )
 
 func TestNodeRange(t *testing.T) {
@@ -145,7 +146,7 @@ func TestNodePackageIsFetchedWhenTheHostsNodeIsOutOfRange(t *testing.T) {
 	if err != nil || !strings.Contains(string(got), "run by the fetched node") {
 		t.Fatalf("bin/node is not the fetched Node: %q, %v", clip(string(got[:min(len(got), 80)])), err)
 	}
-	sum, _, _ := hashFile(filepath.Join(p.Dir, "bin", "node"))
+	sum, _, _ := hostfile.SHA256File(filepath.Join(p.Dir, "bin", "node"))
 	want := adapter.HostPart{Path: "bin/node", Name: "node", Version: "v99.0.0", SHA256: sum, Source: "npm", From: nodePkg + "@99.0.0", Integrity: nodeSum}
 	if len(p.Host) != 1 || p.Host[0] != want {
 		t.Fatalf("evidence of bin/node: %+v, want %+v", p.Host, want)
@@ -237,7 +238,7 @@ func TestNodeRangeTheHostSatisfiesUsesTheHostsNode(t *testing.T) {
 	if err != nil {
 		t.Fatalf("prepare: %v", err)
 	}
-	hostSum, _, _ := hashFile(hostPath)
+	hostSum, _, _ := hostfile.SHA256File(hostPath)
 	if len(p.Host) != 1 || p.Host[0].Source != "host" || p.Host[0].From != hostPath || p.Host[0].SHA256 != hostSum || p.Host[0].Version != version || p.Host[0].Integrity != "" {
 		t.Fatalf("evidence of bin/node: %+v, want the host's %s (%s)", p.Host, hostPath, version)
 	}

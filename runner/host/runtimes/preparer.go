@@ -14,6 +14,7 @@ import (
 
 	"github.com/sandproof/sandproof/runner/host/adapter"
 	"github.com/sandproof/sandproof/runner/host/artifact"
+	"github.com/sandproof/sandproof/runner/host/hostfile"
 )
 
 // PreparerName is the name manifests use: prepare.name: npm.
@@ -231,7 +232,7 @@ func placeEntryBin(entryBin, binFrom string, target Target, dir string, info map
 	if err := os.Chmod(bin, 0o755); err != nil {
 		return err
 	}
-	sum, _, err := hashFile(bin)
+	sum, _, err := hostfile.SHA256File(bin)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/sandproof/sandproof/runner/host/artifact"
+	"github.com/sandproof/sandproof/runner/host/hostfile"
 )
 
 // TreeSum hashes the tree at dir: for every entry, in byte order of its
@@ -61,7 +62,7 @@ func TreeSum(dir string, exclude []string) (sum string, files int, size int64, e
 			if err != nil {
 				return err
 			}
-			h, n, err := hashFile(p)
+			h, n, err := hostfile.SHA256File(p)
 			if err != nil {
 				return err
 			}
@@ -106,18 +107,4 @@ func treeLine(kind, rel, detail string) string {
 		return kind + " " + rel
 	}
 	return kind + " " + rel + " " + detail
-}
-
-func hashFile(p string) (string, int64, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return "", 0, err
-	}
-	defer f.Close()
-	h := sha256.New()
-	n, err := io.Copy(h, f)
-	if err != nil {
-		return "", 0, err
-	}
-	return hex.EncodeToString(h.Sum(nil)), n, nil
 }

@@ -52,7 +52,7 @@ func buildBinaries(dir string) error {
 	for _, b := range []struct{ out, pkg string }{
 		{bins.Warden[a], "../../../cmd/warden"},
 		{bins.Probe[a], "../../../cmd/probe"},
-		{bins.Rmtree[a], "./rmtree"},
+		{bins.Rmtree[a], "../../rmtree"},
 		{sandagent, "../../../cmd/sandagent"},
 	} {
 		cmd := exec.Command("go", "build", "-o", b.out, b.pkg)

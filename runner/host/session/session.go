@@ -52,6 +52,12 @@ import (
 // DefaultBaseDir is the parent of every session dir.
 const DefaultBaseDir = "/var/lib/sandproof"
 
+// TaskDir is the task dir every case's sandbox has (adapter.Context's
+// TaskDir): it holds what the harness was asked to change, so no scratch
+// path an adapter names may lie at or below it. Its one home is here,
+// beside DefaultBaseDir, where certify, adapter and the suite all look.
+const TaskDir = "/task"
+
 // Errors callers branch on.
 var (
 	// ErrNotSeeded refuses access to a session whose seed did not finish
@@ -109,8 +115,8 @@ type Binaries struct {
 	// Bash is a static bash (Debian's bash-static), uploaded when the
 	// adapter needs bash and the image has none.
 	Bash map[string]string
-	// Rmtree is the optional removal helper (runner/host/session/rmtree,
-	// the confined primitive runner/confine), used at close when the
+	// Rmtree is the optional removal helper (runner/rmtree, the
+	// confined primitive runner/confine), used at close when the
 	// sandbox is not the session agent's (provider.Remover). With
 	// neither, close removes the scratch with the image's sh and rm as
 	// the harness's user and leaves the session dir (ErrNotRemoved):
