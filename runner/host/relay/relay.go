@@ -12,6 +12,14 @@
 // model API's endpoints are forwarded, and a request that carries the
 // canary (runner/host/canary's encodings) is refused: all answered by the
 // relay itself, never passed on.
+//
+// The routes it forwards and the key headers it reads and swaps are the
+// wire table's (runner/wire), which the scripted model serves too. The
+// bodies are not: the relay is the witness of what the harness and the
+// model said, so it reads them with decoders of its own, one file per
+// format (transcript_<name>.go), never the model's structs, and never
+// encodes one. A shared decoder would read back the model's own mistakes
+// as right, and nobody would see them.
 package relay
 
 import (
