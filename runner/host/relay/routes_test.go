@@ -59,7 +59,7 @@ func TestRelayRoutesAreTheWireTable(t *testing.T) {
 	r := startRelay(t, relay.Options{Upstream: up.URL + "/v1", SandboxKey: "sk-canary-1", UpstreamKey: "sk-real-up"})
 	addr := hostOf(r)
 	forwarded, calls := 0, 0
-	for _, p := range probes() {
+	for i, p := range probes() {
 		st := raw(t, addr, p.method+" /v1"+p.path+" HTTP/1.1\r\nHost: "+addr+"\r\nAuthorization: Bearer sk-canary-1\r\nContent-Length: 2\r\n\r\n{}")
 		if p.ok {
 			forwarded++
@@ -70,6 +70,9 @@ func TestRelayRoutesAreTheWireTable(t *testing.T) {
 		if got := len(up.requests()); got != forwarded || (st == http.StatusOK) != p.ok {
 			t.Errorf("%s /v1%s: status %d, %d forwarded so far; in the table: %v", p.method, p.path, st, got, p.ok)
 		}
+		// A call is recorded (and counted) as its handler ends, after
+		// its answer went out.
+		waitFor(t, "the call recorded", func() bool { return len(r.Calls()) == i+1 })
 		if got := r.ModelCalls(); got != calls {
 			t.Errorf("%s /v1%s: %d model calls, want %d (a turn: %v)", p.method, p.path, got, calls, p.ep.Turn)
 		}
