@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/sandproof/sandproof/runner/host/certify"
+	"github.com/sandproof/sandproof/runner/wire"
 )
 
 // The project grows by units: a scenario, a sandbox provider, a model wire
@@ -266,5 +267,33 @@ func TestOneHomeReportsPlantedBreaks(t *testing.T) {
 	got, _ = homeViolations(src, hs, impls, planted)
 	if slices.Contains(got, want[3]) || !slices.Contains(got, "exemption runner/model/gone.go /messages is unused: remove it") || len(got) != len(want) {
 		t.Errorf("exemptions: an exempt break is reported or an unused one is not: %q", got)
+	}
+}
+
+// formatFileGaps lists the files a wire format lacks under root: its
+// scripted model's (runner/model/wire_NAME.go) and its relay's
+// (runner/host/relay/transcript_NAME.go), the two files a format is
+// (docs/add-wire-format.md).
+func formatFileGaps(root string, formats []wire.Format) []string {
+	var out []string
+	for _, f := range formats {
+		for _, p := range []string{"runner/model/wire_" + f.Name + ".go", "runner/host/relay/transcript_" + f.Name + ".go"} {
+			if _, err := os.Stat(filepath.Join(root, p)); err != nil {
+				out = append(out, fmt.Sprintf("the wire format %q has no %s", f.Name, p))
+			}
+		}
+	}
+	return out
+}
+
+func TestEveryWireFormatHasItsTwoFiles(t *testing.T) {
+	for _, g := range formatFileGaps("..", wire.Formats) {
+		t.Error(g)
+	}
+	// The check sees a gap: a planted format has neither file.
+	got := formatFileGaps("..", []wire.Format{{Name: "planted"}})
+	want := []string{`the wire format "planted" has no runner/model/wire_planted.go`, `the wire format "planted" has no runner/host/relay/transcript_planted.go`}
+	if !slices.Equal(got, want) {
+		t.Errorf("planted format: got %q, want %q", got, want)
 	}
 }
