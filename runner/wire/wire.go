@@ -13,8 +13,9 @@
 // be written by the model and read back the same way by the relay, and
 // nothing would show it. So each side keeps its own decoders (the
 // model's wire_<format>.go, the relay's transcript_<format>.go), and the
-// relay never encodes a body. This package imports the standard library
-// only, so both can import it without importing each other.
+// relay never re-encodes what it passes on. This package imports the
+// standard library only, so both can import it without importing each
+// other.
 package wire
 
 import "net/http"

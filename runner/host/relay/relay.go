@@ -17,9 +17,9 @@
 // wire table's (runner/wire), which the scripted model serves too. The
 // bodies are not: the relay is the witness of what the harness and the
 // model said, so it reads them with decoders of its own, one file per
-// format (transcript_<name>.go), never the model's structs, and never
-// encodes one. A shared decoder would read back the model's own mistakes
-// as right, and nobody would see them.
+// format (transcript_<name>.go), never the model's structs, and it never
+// re-encodes what it passes on. A shared decoder would read back the
+// model's own mistakes as right, and nobody would see them.
 package relay
 
 import (
