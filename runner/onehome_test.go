@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/sandproof/sandproof/runner/host/certify"
+	"github.com/sandproof/sandproof/runner/wire"
 )
 
 // The project grows by units: a scenario, a sandbox provider, a model wire
@@ -41,11 +42,11 @@ var homes = []homed{
 	{"scenario", certify.ScenarioModel429, "runner/host/certify/scenario_model429.go", false},
 	{"scenario", certify.ScenarioModel400, "runner/host/certify/scenario_model400.go", false},
 	{"scenario", certify.ScenarioBorrowed, "runner/host/certify/scenario_borrowed.go", false},
-	{"wire endpoint", "/chat/completions", "runner/host/relay/relay.go", true},
-	{"wire endpoint", "/responses", "runner/host/relay/relay.go", true},
-	{"wire endpoint", "/messages", "runner/host/relay/relay.go", true},
-	{"wire endpoint", "/messages/count_tokens", "runner/host/relay/relay.go", true},
-	{"wire endpoint", "/models", "runner/host/relay/relay.go", true},
+	{"wire endpoint", "/chat/completions", "runner/wire/wire.go", true},
+	{"wire endpoint", "/responses", "runner/wire/wire.go", true},
+	{"wire endpoint", "/messages", "runner/wire/wire.go", true},
+	{"wire endpoint", "/messages/count_tokens", "runner/wire/wire.go", true},
+	{"wire endpoint", "/models", "runner/wire/wire.go", true},
 	{"runtime kind", "npm", "runner/host/runtimes/", false},
 	{"runtime kind", "node", "runner/host/runtimes/", false},
 	{"task dir", "/task", "runner/host/session/session.go", false},
@@ -64,13 +65,8 @@ var homeExempt = map[[2]string]string{
 	{"runner/warden/wardencli/host.go", "timeout"}: "warden's --timeout flag",
 	{"runner/warden/proc/fs.go", "/task"}:          "/proc/PID/task, the kernel's thread directory",
 	// Until the step of issue 36 that gives the unit its one home.
-	{"runner/model/server.go", "/chat/completions"}:      "until runner/wire (issue 36, step 3): the model's routes",
-	{"runner/model/server.go", "/responses"}:             "until runner/wire (issue 36, step 3): the model's routes",
-	{"runner/model/server.go", "/messages"}:              "until runner/wire (issue 36, step 3): the model's routes",
-	{"runner/model/server.go", "/messages/count_tokens"}: "until runner/wire (issue 36, step 3): the model's routes",
-	{"runner/model/server.go", "/models"}:                "until runner/wire (issue 36, step 3): the model's routes",
-	{"runner/host/certify/proof.go", "npm"}:              "until the runtime Kind (issue 36, step 4): runtimeProvenance",
-	{"runner/host/certify/proof.go", "node"}:             "until the runtime Kind (issue 36, step 4): runtimeProvenance",
+	{"runner/host/certify/proof.go", "npm"}:  "until the runtime Kind (issue 36, step 4): runtimeProvenance",
+	{"runner/host/certify/proof.go", "node"}: "until the runtime Kind (issue 36, step 4): runtimeProvenance",
 }
 
 // productFile is a non-test Go file of the product: outside the test-only
@@ -264,5 +260,33 @@ func TestOneHomeReportsPlantedBreaks(t *testing.T) {
 	got, _ = homeViolations(src, hs, impls, planted)
 	if slices.Contains(got, want[3]) || !slices.Contains(got, "exemption runner/model/gone.go /messages is unused: remove it") || len(got) != len(want) {
 		t.Errorf("exemptions: an exempt break is reported or an unused one is not: %q", got)
+	}
+}
+
+// formatFileGaps lists the files a wire format lacks under root: its
+// scripted model's (runner/model/wire_NAME.go) and its relay's
+// (runner/host/relay/transcript_NAME.go), the two files a format is
+// (docs/add-wire-format.md).
+func formatFileGaps(root string, formats []wire.Format) []string {
+	var out []string
+	for _, f := range formats {
+		for _, p := range []string{"runner/model/wire_" + f.Name + ".go", "runner/host/relay/transcript_" + f.Name + ".go"} {
+			if _, err := os.Stat(filepath.Join(root, p)); err != nil {
+				out = append(out, fmt.Sprintf("the wire format %q has no %s", f.Name, p))
+			}
+		}
+	}
+	return out
+}
+
+func TestEveryWireFormatHasItsTwoFiles(t *testing.T) {
+	for _, g := range formatFileGaps("..", wire.Formats) {
+		t.Error(g)
+	}
+	// The check sees a gap: a planted format has neither file.
+	got := formatFileGaps("..", []wire.Format{{Name: "planted"}})
+	want := []string{`the wire format "planted" has no runner/model/wire_planted.go`, `the wire format "planted" has no runner/host/relay/transcript_planted.go`}
+	if !slices.Equal(got, want) {
+		t.Errorf("planted format: got %q, want %q", got, want)
 	}
 }

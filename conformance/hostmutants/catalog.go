@@ -538,10 +538,10 @@ var Catalog = []Mutant{
 
 	// relay: what counts as a model call.
 	{Name: "modelcall-any-method", Pkg: "relay", File: "runner/host/relay/relay.go",
-		Old: "if req.Method == http.MethodPost && !strings.HasSuffix(upPath, \"/count_tokens\") {", New: "if !strings.HasSuffix(upPath, \"/count_tokens\") {",
+		Old: "if ep.Turn {", New: "if ep.Turn || ep.Method == http.MethodGet {",
 		Rule: "a GET (GET /v1/models) is not a model call"},
 	{Name: "modelcall-count-tokens", Pkg: "relay", File: "runner/host/relay/relay.go",
-		Old: "if req.Method == http.MethodPost && !strings.HasSuffix(upPath, \"/count_tokens\") {", New: "if req.Method == http.MethodPost {",
+		Old: "if ep.Turn {", New: "if ep.Turn || ep.Method == http.MethodPost {",
 		Rule: "Anthropic's count_tokens is not a model call"},
 	{Name: "modelcalls-unsequenced", Pkg: "relay", File: "runner/host/relay/relay.go",
 		Old: "if c.Seq > 0 && c.Refused == \"\" {", New: "if c.Seq >= 0 && c.Refused == \"\" {",
@@ -584,7 +584,7 @@ var Catalog = []Mutant{
 		Old: "b.Refused[RefusedTooLarge]+b.Refused[RefusedBodyTimeout]+", New: "b.Refused[RefusedTooLarge]+",
 		Rule: "a body cut at its deadline is over a limit"},
 	{Name: "relay-route-any-method", Pkg: "relay", File: "runner/host/relay/relay.go",
-		Old: "if m, ok := endpoints[rest]; ok && m == req.Method {", New: "if _, ok := endpoints[rest]; ok {",
+		Old: "if e.Method == req.Method && pathMatches(e.Path, rest) {", New: "if pathMatches(e.Path, rest) {",
 		Rule: "an endpoint is forwarded with its own method only"},
 	{Name: "relay-route-unclean", Pkg: "relay", File: "runner/host/relay/relay.go",
 		Old: "path.Clean(p) != p || ", New: "path.Clean(p) == \".\" || ",

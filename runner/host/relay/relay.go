@@ -12,6 +12,14 @@
 // model API's endpoints are forwarded, and a request that carries the
 // canary (runner/host/canary's encodings) is refused: all answered by the
 // relay itself, never passed on.
+//
+// The routes it forwards and the key headers it reads and swaps are the
+// wire table's (runner/wire), which the scripted model serves too. The
+// bodies are not: the relay is the witness of what the harness and the
+// model said, so it reads them with decoders of its own, one file per
+// format (transcript_<name>.go), never the model's structs, and it never
+// re-encodes what it passes on. A shared decoder would read back the
+// model's own mistakes as right, and nobody would see them.
 package relay
 
 import (
@@ -35,6 +43,7 @@ import (
 
 	"github.com/sandproof/sandproof/runner/host/canary"
 	"github.com/sandproof/sandproof/runner/model"
+	"github.com/sandproof/sandproof/runner/wire"
 )
 
 // Options configure a Relay.
@@ -416,16 +425,21 @@ func (r *Relay) record(c Call) {
 	}
 }
 
-// keyHeader names the header the sandbox sent its key in: the upstream key
-// goes out in the same one ("Authorization: Bearer" for OpenAI clients,
-// "x-api-key" for Anthropic's, "api-key" for Azure-style ones).
-func keyHeader(h http.Header) string {
-	for _, k := range []string{"Authorization", "X-Api-Key", "Api-Key"} {
-		if h.Get(k) != "" {
+// keys are the key headers the relay reads, in order: the formats'
+// (runner/wire: "Authorization: Bearer" for OpenAI clients, "x-api-key"
+// for Anthropic's), then its own aliases ("api-key" for Azure-style
+// ones).
+var keys = append(wire.Keys(), wire.KeyAliases...)
+
+// keyOf is the key header the sandbox sent its key in: the upstream key
+// goes out in the same one, with the same prefix.
+func keyOf(h http.Header) wire.Key {
+	for _, k := range keys {
+		if h.Get(k.Header) != "" {
 			return k
 		}
 	}
-	return "Authorization"
+	return keys[0]
 }
 
 // auth reads the sandbox's key in constant time, from the header it came
@@ -434,10 +448,8 @@ func (r *Relay) auth(h http.Header) string {
 	if r.opts.SandboxKey == "" {
 		return "any"
 	}
-	got := h.Get(keyHeader(h))
-	if keyHeader(h) == "Authorization" {
-		got = strings.TrimPrefix(got, "Bearer ")
-	}
+	k := keyOf(h)
+	got := strings.TrimPrefix(h.Get(k.Header), k.Prefix)
 	switch {
 	case got == "":
 		return "missing"
@@ -447,44 +459,61 @@ func (r *Relay) auth(h http.Header) string {
 	return "wrong"
 }
 
-// hopHeaders are not forwarded (RFC 9110 section 7.6.1), nor are the keys.
-var hopHeaders = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authorization", "Te", "Trailer",
-	"Transfer-Encoding", "Upgrade", "Authorization", "Api-Key", "X-Api-Key", "Accept-Encoding", "Content-Length", "Host"}
+// hopHeaders are not forwarded: RFC 9110 section 7.6.1's, the framing
+// ones the relay sets itself, and the keys (keys).
+var hopHeaders = append([]string{"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authorization", "Te", "Trailer",
+	"Transfer-Encoding", "Upgrade", "Accept-Encoding", "Content-Length", "Host"}, keyHeaders()...)
 
-// endpoints are the model API's calls the relay forwards, below the
-// upstream's base path: the method and the path after the base. Anything
-// else is answered 404 by the relay (it would reach the upstream with the
-// real key).
-var endpoints = map[string]string{
-	"/chat/completions":      http.MethodPost, // OpenAI Chat Completions
-	"/responses":             http.MethodPost, // OpenAI Responses
-	"/messages":              http.MethodPost, // Anthropic Messages
-	"/messages/count_tokens": http.MethodPost, // Anthropic, no answer
-	"/models":                http.MethodGet,  // the model list
+func keyHeaders() []string {
+	var out []string
+	for _, k := range keys {
+		out = append(out, k.Header)
+	}
+	return out
 }
 
-// route is the upstream path of a model API request, or "" when the
-// request is not one. The path must be clean (no "..", ".", "//" or
-// escapes) and below the upstream's base; the path sent on is rebuilt
-// from the base and the endpoint, never copied from the request.
-func (r *Relay) route(req *http.Request) string {
+// endpoints are the model API's calls the relay forwards, below the
+// upstream's base path (runner/wire's table). Anything else is answered
+// 404 by the relay (it would reach the upstream with the real key).
+var endpoints = wire.Endpoints()
+
+// route is the upstream path of a model API request and its endpoint, or
+// "" when the request is not one. The path must be clean (no "..", ".",
+// "//" or escapes) and below the upstream's base; the path sent on is
+// rebuilt from the base and the endpoint, never copied from the request.
+func (r *Relay) route(req *http.Request) (string, wire.Endpoint) {
 	p := req.URL.Path
 	if req.URL.RawPath != "" || req.URL.EscapedPath() != p || path.Clean(p) != p || req.URL.Opaque != "" {
-		return ""
+		return "", wire.Endpoint{}
 	}
 	base := strings.TrimRight(r.upstream.Path, "/")
 	rest, ok := strings.CutPrefix(p, base)
 	if !ok {
-		return ""
+		return "", wire.Endpoint{}
 	}
-	if m, ok := endpoints[rest]; ok && m == req.Method {
-		return base + rest
+	for _, e := range endpoints {
+		if e.Method == req.Method && pathMatches(e.Path, rest) {
+			return base + rest, e
+		}
 	}
-	// One model: GET /models/{id}.
-	if id, ok := strings.CutPrefix(rest, "/models/"); ok && id != "" && !strings.Contains(id, "/") && req.Method == http.MethodGet {
-		return base + rest
+	return "", wire.Endpoint{}
+}
+
+// pathMatches says whether p is the endpoint path pattern pat: segment by
+// segment equal, a segment in braces standing for one non-empty segment
+// ("/models/{id}" is one model, never "/models/" or "/models/a/b").
+func pathMatches(pat, p string) bool {
+	ps, qs := strings.Split(pat, "/"), strings.Split(p, "/")
+	if len(ps) != len(qs) {
+		return false
 	}
-	return ""
+	for i, seg := range ps {
+		wild := strings.HasPrefix(seg, "{") && strings.HasSuffix(seg, "}")
+		if wild && qs[i] == "" || !wild && seg != qs[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // dropBody makes sure what is left of a refused request's body is never
@@ -644,12 +673,12 @@ func (b *bodyReader) read(w http.ResponseWriter, req *http.Request) (string, err
 func (r *Relay) handle(w http.ResponseWriter, req *http.Request) {
 	c := Call{Method: req.Method, Path: req.URL.Path, Time: time.Now(), Auth: r.auth(req.Header)}
 	defer func() { r.record(c) }()
-	upPath := r.route(req)
+	upPath, ep := r.route(req)
 	if upPath == "" {
 		refuse(w, &c, http.StatusNotFound, RefusedRoute, "not a model API endpoint of this relay")
 		return
 	}
-	r.sequence(&c, req, upPath)
+	r.sequence(&c, ep)
 	if c.Auth == "wrong" || c.Auth == "missing" {
 		// The sandbox's key is the canary: anything else is refused
 		// here, never passed on.
@@ -683,11 +712,12 @@ func (r *Relay) handle(w http.ResponseWriter, req *http.Request) {
 	r.forward(w, req, &c, upPath, fwd, body)
 }
 
-// sequence numbers a model request. A model request is a POST;
-// Anthropic's count_tokens is a POST that asks for no answer, so it is not
-// counted (the scripted model does not count it either).
-func (r *Relay) sequence(c *Call, req *http.Request, upPath string) {
-	if req.Method == http.MethodPost && !strings.HasSuffix(upPath, "/count_tokens") {
+// sequence numbers a model request: a call of a turn endpoint
+// (wire.Endpoint.Turn). A GET (the model list) is none, nor is
+// Anthropic's count_tokens, a POST that asks for no answer; the scripted
+// model counts the same ones.
+func (r *Relay) sequence(c *Call, ep wire.Endpoint) {
+	if ep.Turn {
 		r.mu.Lock()
 		r.seq++
 		c.Seq = r.seq
@@ -789,12 +819,8 @@ func (r *Relay) forward(w http.ResponseWriter, req *http.Request, c *Call, upPat
 	out.Header = fwd
 	out.Header.Set("Accept-Encoding", "identity")
 	if r.opts.UpstreamKey != "" {
-		switch kh := keyHeader(req.Header); kh {
-		case "Authorization":
-			out.Header.Set(kh, "Bearer "+r.opts.UpstreamKey)
-		default:
-			out.Header.Set(kh, r.opts.UpstreamKey)
-		}
+		k := keyOf(req.Header)
+		out.Header.Set(k.Header, k.Prefix+r.opts.UpstreamKey)
 	}
 	resp, err := r.client.Do(out)
 	if err != nil {

@@ -16,8 +16,13 @@ const MaxClaimed = 64
 // MaxHistory caps the turn digests recorded of one request (Call.History).
 const MaxHistory = 64
 
-// request is the part of a Chat Completions, Responses or Anthropic
-// Messages request the relay reads.
+// request is the envelope of a Chat Completions, Responses or Anthropic
+// Messages request: every field any of the three carries that the relay
+// reads, decoded in one json.Unmarshal, so a body that fails to decode
+// is read for none of them (all or nothing, as before the formats had a
+// file each). Each format's reader then takes its part, in this order:
+// messages (Chat Completions, then Anthropic Messages), then input
+// (Responses).
 type request struct {
 	Model    string           `json:"model"`
 	Stream   bool             `json:"stream"`
@@ -31,18 +36,13 @@ type request struct {
 	} `json:"tools"`
 }
 
-// requestMessage is one message of a request's history.
+// requestMessage is one message of a request's history: a Chat
+// Completions or an Anthropic Messages one (its content blocks are read
+// from Content, transcript_messages.go).
 type requestMessage struct {
-	Role       string          `json:"role"`
-	Content    json.RawMessage `json:"content"`
-	ToolCallID string          `json:"tool_call_id"`
-	// Chat Completions: the assistant's calls; function_call is the
-	// API's older form, which has no id.
-	ToolCalls []struct {
-		ID       string       `json:"id"`
-		Function functionCall `json:"function"`
-	} `json:"tool_calls"`
-	FunctionCall *functionCall `json:"function_call"`
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+	chatMessage
 }
 
 // parseRequest reads the model, stream flag, declared tools, the tool
@@ -66,7 +66,8 @@ func (r *Relay) parseRequest(c *Call, body []byte) {
 	}
 	h := history{r: r, c: c}
 	for _, m := range q.Messages {
-		h.message(m)
+		h.chatMessage(m)
+		h.messagesContent(m)
 		h.turn(messageTurn(m))
 	}
 	h.responsesInput(q.Input)
@@ -87,85 +88,6 @@ func (h history) result(id, text string) {
 func (h history) claim(id, name, args string) {
 	if len(h.c.ClaimedToolCalls) < MaxClaimed {
 		h.c.ClaimedToolCalls = append(h.c.ClaimedToolCalls, ToolCall{ID: h.r.text(id), Name: h.r.text(name), Arguments: h.r.text(args)})
-	}
-}
-
-// message reads one message: Chat Completions' tool and function results
-// and assistant calls, then Anthropic Messages' content blocks (a user
-// message's tool_result blocks, an assistant message's tool_use blocks).
-func (h history) message(m requestMessage) {
-	switch m.Role {
-	case "tool":
-		h.result(m.ToolCallID, contentText(m.Content))
-	case "function":
-		h.result("", contentText(m.Content))
-	case "assistant":
-		for _, tc := range m.ToolCalls {
-			h.claim(tc.ID, tc.Function.Name, tc.Function.Arguments)
-		}
-		if f := m.FunctionCall; f != nil {
-			h.claim("", f.Name, f.Arguments)
-		}
-	}
-	var blocks []struct {
-		Type      string          `json:"type"`
-		Content   json.RawMessage `json:"content"`
-		ToolUseID string          `json:"tool_use_id"`
-		ID        string          `json:"id"`
-		Name      string          `json:"name"`
-		Input     json.RawMessage `json:"input"`
-	}
-	if (m.Role == "user" || m.Role == "assistant") && json.Unmarshal(m.Content, &blocks) == nil {
-		for _, b := range blocks {
-			switch {
-			case m.Role == "user" && b.Type == "tool_result":
-				h.result(b.ToolUseID, contentText(b.Content))
-			case m.Role == "assistant" && b.Type == "tool_use":
-				h.claim(b.ID, b.Name, string(b.Input))
-			}
-		}
-	}
-}
-
-// responsesInput reads a Responses request's input items: the call
-// outputs and the calls they answer, and each item's turn (an input that
-// is one string is one user turn).
-func (h history) responsesInput(input json.RawMessage) {
-	var items []struct {
-		Type      string          `json:"type"`
-		Role      string          `json:"role"`
-		Content   json.RawMessage `json:"content"`
-		Output    json.RawMessage `json:"output"`
-		CallID    string          `json:"call_id"`
-		Name      string          `json:"name"`
-		Arguments string          `json:"arguments"`
-		Input     string          `json:"input"`
-	}
-	var one string
-	if len(input) > 0 && json.Unmarshal(input, &one) == nil {
-		var t Turn
-		t.Text(one)
-		h.turn(t)
-		return
-	}
-	if len(input) > 0 && json.Unmarshal(input, &items) == nil {
-		for _, it := range items {
-			var t Turn
-			switch it.Type {
-			case "function_call_output", "custom_tool_call_output":
-				h.result(it.CallID, contentText(it.Output))
-				t.Result(contentText(it.Output))
-			case "function_call":
-				h.claim(it.CallID, it.Name, it.Arguments)
-				t.Call(it.Name, it.Arguments)
-			case "custom_tool_call":
-				h.claim(it.CallID, it.Name, it.Input)
-				t.Call(it.Name, it.Input)
-			case "message", "":
-				t = contentTurn(it.Role, it.Content)
-			}
-			h.turn(t)
-		}
 	}
 }
 
@@ -303,13 +225,6 @@ func contentTurn(role string, raw json.RawMessage) Turn {
 	return t
 }
 
-// functionCall is a Chat Completions call's function: its name and its
-// arguments, a JSON text.
-type functionCall struct {
-	Name      string `json:"name"`
-	Arguments string `json:"arguments"`
-}
-
 // contentText flattens a content: a string or a list of parts with text.
 func contentText(raw json.RawMessage) string {
 	var s string
@@ -333,86 +248,28 @@ func contentText(raw json.RawMessage) string {
 	return b.String()
 }
 
-// answer is the part of an answer the relay reads: a Chat Completions
-// object or chunk, or a Responses object or event.
+// answer is the envelope of an answer or of one event of a stream: each
+// format's part (a Chat Completions object or chunk, a Responses object
+// or event, an Anthropic Messages answer or event), decoded in one
+// json.Unmarshal, and the fields they share.
 type answer struct {
-	Choices []struct {
-		Index   int `json:"index"`
-		Message *struct {
-			Content   string `json:"content"`
-			ToolCalls []struct {
-				ID       string       `json:"id"`
-				Function functionCall `json:"function"`
-			} `json:"tool_calls"`
-		} `json:"message"`
-		Delta *struct {
-			Content   string `json:"content"`
-			ToolCalls []struct {
-				Index    int          `json:"index"`
-				ID       string       `json:"id"`
-				Function functionCall `json:"function"`
-			} `json:"tool_calls"`
-		} `json:"delta"`
-	} `json:"choices"`
+	chatAnswer
+	responsesAnswer
+	messagesAnswer
+	// Usage is Chat Completions' (prompt_, completion_tokens), or a
+	// Responses answer's or a Messages message_delta's (input_,
+	// output_tokens).
 	Usage *struct {
 		PromptTokens     int `json:"prompt_tokens"`
 		CompletionTokens int `json:"completion_tokens"`
 		InputTokens      int `json:"input_tokens"`
 		OutputTokens     int `json:"output_tokens"`
 	} `json:"usage"`
-	// Responses API.
-	Type     string           `json:"type"`
-	Output   []responsesItem  `json:"output"`
-	Response *responsesObject `json:"response"`
-	// Anthropic Messages: a plain answer's content blocks; a stream's
-	// message_start (message.usage), content_block_start (index,
-	// content_block), content_block_delta (index, delta) and
-	// message_delta (usage) events.
-	Content      []messagesBlock `json:"content"`
-	Message      *messagesObject `json:"message"`
-	Index        int             `json:"index"`
-	ContentBlock *messagesBlock  `json:"content_block"`
-	// Delta is raw: a Responses event's delta is a string.
+	// Type is a Responses or a Messages event's.
+	Type string `json:"type"`
+	// Delta is raw: a Responses event's delta is a string, a Messages
+	// content_block_delta's an object.
 	Delta json.RawMessage `json:"delta"`
-}
-
-// messagesBlock is an Anthropic content block: text, or a tool_use with
-// its id and input object.
-type messagesBlock struct {
-	Type  string          `json:"type"`
-	Text  string          `json:"text"`
-	ID    string          `json:"id"`
-	Name  string          `json:"name"`
-	Input json.RawMessage `json:"input"`
-}
-
-type messagesObject struct {
-	Usage *struct {
-		InputTokens  int `json:"input_tokens"`
-		OutputTokens int `json:"output_tokens"`
-	} `json:"usage"`
-}
-
-type responsesObject struct {
-	Output []responsesItem `json:"output"`
-	Usage  *struct {
-		InputTokens  int `json:"input_tokens"`
-		OutputTokens int `json:"output_tokens"`
-	} `json:"usage"`
-}
-
-// responsesItem is a Responses output item: a function_call (its call_id
-// is what the function_call_output answering it names; id is the item's
-// own), a custom_tool_call (its arguments a free text, input) or a message.
-type responsesItem struct {
-	Type      string `json:"type"`
-	CallID    string `json:"call_id"`
-	Name      string `json:"name"`
-	Arguments string `json:"arguments"`
-	Input     string `json:"input"`
-	Content   []struct {
-		Text string `json:"text"`
-	} `json:"content"`
 }
 
 // parseJSON reads a plain answer.
@@ -422,43 +279,13 @@ func (r *Relay) parseJSON(c *Call, body []byte) {
 		return
 	}
 	var text strings.Builder
-	for _, ch := range a.Choices {
-		if ch.Message == nil {
-			continue
-		}
-		text.WriteString(ch.Message.Content)
-		for _, tc := range ch.Message.ToolCalls {
-			c.ToolCalls = append(c.ToolCalls, r.toolCall(tc.ID, tc.Function.Name, tc.Function.Arguments))
-		}
-	}
+	r.chatChoices(c, a.chatAnswer, &text)
 	r.responsesItems(c, a.Output, &text)
-	for _, b := range a.Content {
-		switch b.Type {
-		case "text":
-			text.WriteString(b.Text)
-		case "tool_use":
-			c.ToolCalls = append(c.ToolCalls, r.toolCall(b.ID, b.Name, string(b.Input)))
-		}
-	}
+	r.messagesBlocks(c, a.messagesAnswer, &text)
 	if a.Usage != nil {
 		c.Usage = &Usage{Input: a.Usage.PromptTokens + a.Usage.InputTokens, Output: a.Usage.CompletionTokens + a.Usage.OutputTokens}
 	}
 	c.Text = r.text(text.String())
-}
-
-func (r *Relay) responsesItems(c *Call, items []responsesItem, text *strings.Builder) {
-	for _, it := range items {
-		switch it.Type {
-		case "function_call":
-			c.ToolCalls = append(c.ToolCalls, r.toolCall(it.CallID, it.Name, it.Arguments))
-		case "custom_tool_call":
-			c.ToolCalls = append(c.ToolCalls, r.toolCall(it.CallID, it.Name, it.Input))
-		case "message":
-			for _, p := range it.Content {
-				text.WriteString(p.Text)
-			}
-		}
-	}
 }
 
 // parseSSE reads a streamed answer: Chat Completions chunks (tool call
@@ -491,12 +318,7 @@ func (r *Relay) parseSSE(c *Call, body []byte) {
 		if a.Usage != nil {
 			c.Usage = &Usage{Input: a.Usage.PromptTokens + a.Usage.InputTokens, Output: a.Usage.CompletionTokens + a.Usage.OutputTokens}
 		}
-		if a.Type == "response.completed" && a.Response != nil {
-			r.responsesItems(c, a.Response.Output, &st.text)
-			if u := a.Response.Usage; u != nil {
-				c.Usage = &Usage{Input: u.InputTokens, Output: u.OutputTokens}
-			}
-		}
+		st.responsesEvent(a)
 	}
 	for _, a := range st.calls {
 		c.ToolCalls = append(c.ToolCalls, r.toolCall(a.id, a.name, a.args.String()))
@@ -524,76 +346,6 @@ type sseState struct {
 type toolAcc struct {
 	id, name string
 	args     strings.Builder
-}
-
-// chatDeltas adds a Chat Completions chunk's text and tool call pieces.
-func (st *sseState) chatDeltas(a answer) {
-	for _, ch := range a.Choices {
-		if ch.Delta == nil {
-			continue
-		}
-		st.text.WriteString(ch.Delta.Content)
-		for _, tc := range ch.Delta.ToolCalls {
-			for len(st.calls) <= tc.Index && tc.Index < 64 {
-				st.calls = append(st.calls, &toolAcc{})
-			}
-			if tc.Index >= len(st.calls) {
-				continue
-			}
-			call := st.calls[tc.Index]
-			if tc.Function.Name != "" {
-				call.name = tc.Function.Name
-			}
-			// The id comes with the call's first chunk; some servers
-			// repeat it in every one.
-			if tc.ID != "" && call.id == "" {
-				call.id = tc.ID
-			}
-			if call.args.Len() < st.r.opts.MaxBody {
-				call.args.WriteString(tc.Function.Arguments)
-			}
-		}
-	}
-}
-
-// messagesEvent reads an Anthropic Messages event; it reports whether a
-// was one (the rest of the event's reading is then skipped).
-func (st *sseState) messagesEvent(a answer) bool {
-	c := st.c
-	switch a.Type {
-	case "message_start":
-		if a.Message != nil && a.Message.Usage != nil {
-			c.Usage = &Usage{Input: a.Message.Usage.InputTokens, Output: a.Message.Usage.OutputTokens}
-		}
-	case "content_block_start":
-		if b := a.ContentBlock; b != nil && b.Type == "tool_use" && a.Index >= 0 && a.Index < 64 {
-			for len(st.blocks) <= a.Index {
-				st.blocks = append(st.blocks, nil)
-			}
-			st.blocks[a.Index] = &toolAcc{id: b.ID, name: b.Name}
-		}
-	case "content_block_delta":
-		var d struct {
-			Text        string `json:"text"`
-			PartialJSON string `json:"partial_json"`
-		}
-		if json.Unmarshal(a.Delta, &d) == nil {
-			st.text.WriteString(d.Text)
-			if a.Index >= 0 && a.Index < len(st.blocks) && st.blocks[a.Index] != nil && st.blocks[a.Index].args.Len() < st.r.opts.MaxBody {
-				st.blocks[a.Index].args.WriteString(d.PartialJSON)
-			}
-		}
-	case "message_delta":
-		if a.Usage != nil {
-			if c.Usage == nil {
-				c.Usage = &Usage{}
-			}
-			c.Usage.Output = a.Usage.OutputTokens
-		}
-	default:
-		return false
-	}
-	return true
 }
 
 // toolCall records one tool call, each text capped.

@@ -1,0 +1,111 @@
+package model_test
+
+import (
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandproof/sandproof/runner/model"
+	// target_test.go has a wire() of its own.
+	wiretable "github.com/sandproof/sandproof/runner/wire"
+)
+
+// concrete is a path of the pattern p: each segment in braces filled.
+func concrete(p string) string {
+	segs := strings.Split(p, "/")
+	for i, s := range segs {
+		if strings.HasPrefix(s, "{") {
+			segs[i] = "fake-model"
+		}
+	}
+	return strings.Join(segs, "/")
+}
+
+// The scripted model serves exactly the wire table's routes (runner/wire):
+// every endpoint with its method is answered by its handler, any other
+// method or path is an unknown URL; and a call is a model call exactly
+// when its endpoint is a turn.
+func TestModelRoutesAreTheWireTable(t *testing.T) {
+	s := start(t, model.Options{})
+	paths := []string{"/files", "/models/a/b", "/models/", "/chat", "/messages/count_tokens/x"}
+	for _, e := range wiretable.Endpoints() {
+		paths = append(paths, concrete(e.Path))
+	}
+	served, unknowns, calls := 0, 0, 0
+	for _, p := range paths {
+		for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch} {
+			i := slices.IndexFunc(wiretable.Endpoints(), func(e wiretable.Endpoint) bool { return e.Method == m && concrete(e.Path) == p })
+			req, _ := http.NewRequest(m, s.URL()+p, strings.NewReader("{}"))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatalf("%s %s: %v", m, p, err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			unknown := resp.StatusCode == http.StatusNotFound && strings.Contains(string(body), `"unknown_url"`)
+			if unknown == (i >= 0) {
+				t.Errorf("%s /v1%s: status %d %s; in the table: %v", m, p, resp.StatusCode, body, i >= 0)
+			}
+			if i < 0 {
+				unknowns++
+			}
+			if i >= 0 {
+				served++
+				if wiretable.Endpoints()[i].Turn {
+					calls++
+				}
+			}
+			// A call is recorded as its handler ends, after its
+			// answer went out.
+			for end := time.Now().Add(10 * time.Second); len(s.Calls()) < served+unknowns && time.Now().Before(end); {
+				time.Sleep(5 * time.Millisecond)
+			}
+			if got := s.ModelCalls(); got != calls {
+				t.Errorf("%s /v1%s: %d model calls, want %d", m, p, got, calls)
+			}
+		}
+	}
+	// Positive control: every endpoint was probed.
+	if served != len(wiretable.Endpoints()) || calls == 0 {
+		t.Errorf("%d probes served, %d counted; the table has %d endpoints", served, calls, len(wiretable.Endpoints()))
+	}
+}
+
+// A format of the table the model has no file for is refused at Start,
+// never served as an unknown URL.
+func TestModelRefusesAFormatItDoesNotSpeak(t *testing.T) {
+	saved := wiretable.Formats
+	t.Cleanup(func() { wiretable.Formats = saved })
+	wiretable.Formats = append(slices.Clone(saved), wiretable.Format{Name: "planted", Key: wiretable.Key{Header: "X-Planted"},
+		Endpoints: []wiretable.Endpoint{{Method: http.MethodPost, Path: "/planted", Turn: true}}})
+	if s, err := model.Start(model.Options{}); err == nil || !strings.Contains(err.Error(), `"planted"`) {
+		if s != nil {
+			s.Close()
+		}
+		t.Errorf("Start with a format the model does not speak: %v, want an error naming it", err)
+	}
+}
+
+// One model of the list is answered as OpenAI does: the model object, or
+// 404 model_not_found for an id not listed.
+func TestModelGetOne(t *testing.T) {
+	s := start(t, model.Options{Models: []string{"m-1"}})
+	for _, c := range []struct {
+		id     string
+		status int
+		want   string
+	}{{"m-1", http.StatusOK, `"id":"m-1"`}, {"m-2", http.StatusNotFound, `"model_not_found"`}} {
+		resp, err := http.Get(s.URL() + "/models/" + c.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.status || !strings.Contains(string(body), c.want) {
+			t.Errorf("GET /v1/models/%s: %d %s, want %d with %s", c.id, resp.StatusCode, body, c.status, c.want)
+		}
+	}
+}
