@@ -42,6 +42,13 @@ func HostTargetFor(arch, libc string) Target {
 // SpecFor turns a manifest's npm block into the spec of its runtime for
 // target. A target the block does not cover is adapter.ErrPlatform, named.
 func SpecFor(c Config, target Target) (Spec, error) {
+	return specFor(c, target, chooseNode)
+}
+
+// specFor is SpecFor with the choice of a JS entry's Node given: the
+// host's Node decides whether npm's is fetched, and so the cache key, and
+// a test pins the keys of every choice on any host.
+func specFor(c Config, target Target, chooseNode func(Config, Target) (nodeSource, error)) (Spec, error) {
 	s := Spec{
 		Name: cacheName(c.Package), Version: c.Version, Target: target,
 		Package: c.Package, Integrity: c.Integrity, PackagesSHA256: c.TreeSHA256,
