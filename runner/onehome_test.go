@@ -46,8 +46,8 @@ var homes = []homed{
 	{"wire endpoint", "/messages", "runner/host/relay/relay.go", true},
 	{"wire endpoint", "/messages/count_tokens", "runner/host/relay/relay.go", true},
 	{"wire endpoint", "/models", "runner/host/relay/relay.go", true},
-	{"runtime kind", "npm", "runner/host/runtimes/", false},
-	{"runtime kind", "node", "runner/host/runtimes/", false},
+	{"runtime kind", "npm", "runner/host/runtimes/npm/", false},
+	{"runtime kind", "node", "runner/host/runtimes/npm/", false},
 	{"task dir", "/task", "runner/host/certify/case.go", false},
 }
 
@@ -75,8 +75,6 @@ var homeExempt = map[[2]string]string{
 	{"runner/model/server.go", "/messages"}:                        "until runner/wire (issue 36, step 3): the model's routes",
 	{"runner/model/server.go", "/messages/count_tokens"}:           "until runner/wire (issue 36, step 3): the model's routes",
 	{"runner/model/server.go", "/models"}:                          "until runner/wire (issue 36, step 3): the model's routes",
-	{"runner/host/certify/proof.go", "npm"}:                        "until the runtime Kind (issue 36, step 4): runtimeProvenance",
-	{"runner/host/certify/proof.go", "node"}:                       "until the runtime Kind (issue 36, step 4): runtimeProvenance",
 	{"runner/host/adapter/scratch.go", "/task"}:                    "until one session.TaskDir (issue 36, step 5d)",
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sandproof/sandproof/runner/host/runtimes/npm"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,7 +28,7 @@ func TestNewHarnessWalkthrough(t *testing.T) {
 	needEngine(t, "debian-12", "alpine-class", "old-python")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	if err := runtimes.RegistryReachable(ctx, "@vibe-kit/grok-cli", "0.0.34"); errors.Is(err, runtimes.ErrUnreachable) {
+	if err := npm.RegistryReachable(ctx, "@vibe-kit/grok-cli", "0.0.34"); errors.Is(err, runtimes.ErrUnreachable) {
 		testenv.Missing(t, fmt.Sprintf("the npm registry (%v)", err), "give this host npm and access to registry.npmjs.org")
 	} else if err != nil {
 		t.Fatal(err)

@@ -61,7 +61,7 @@ func TreeSum(dir string, exclude []string) (sum string, files int, size int64, e
 			if err != nil {
 				return err
 			}
-			h, n, err := hashFile(p)
+			h, n, err := HashFile(p)
 			if err != nil {
 				return err
 			}
@@ -108,7 +108,9 @@ func treeLine(kind, rel, detail string) string {
 	return kind + " " + rel + " " + detail
 }
 
-func hashFile(p string) (string, int64, error) {
+// HashFile is the sha256 of the file at p (followed if a link: these are
+// files sandproof chose) and its size.
+func HashFile(p string) (string, int64, error) {
 	f, err := os.Open(p)
 	if err != nil {
 		return "", 0, err
@@ -120,4 +122,27 @@ func hashFile(p string) (string, int64, error) {
 		return "", 0, err
 	}
 	return hex.EncodeToString(h.Sum(nil)), n, nil
+}
+
+// CopyFile copies src to dst (created: it must not exist) with mode, and
+// returns the sha256 of what it wrote.
+func CopyFile(src, dst string, mode os.FileMode) (string, error) {
+	in, err := os.Open(src)
+	if err != nil {
+		return "", err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if err != nil {
+		return "", err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return "", err
+	}
+	if err := out.Close(); err != nil {
+		return "", err
+	}
+	sum, _, err := HashFile(dst)
+	return sum, err
 }

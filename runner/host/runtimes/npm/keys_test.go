@@ -1,8 +1,9 @@
-package runtimes
+package npm
 
 import (
 	"errors"
 	"fmt"
+	"github.com/sandproof/sandproof/runner/host/runtimes"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -72,25 +73,25 @@ var pinnedKeys = []string{
 // keys do not depend on the host (the host's Node adds nothing to a key;
 // npm's pinned Node adds its pins).
 func TestShippedManifestKeysArePinned(t *testing.T) {
-	files, _ := filepath.Glob(filepath.Join("..", "..", "..", "adapters", "*.yaml"))
-	var targets []Target
+	files, _ := filepath.Glob(filepath.Join("..", "..", "..", "..", "adapters", "*.yaml"))
+	var targets []runtimes.Target
 	for _, arch := range []string{"amd64", "arm64"} {
 		for _, libc := range []string{"glibc", "musl"} {
 			for _, baseline := range []bool{false, true} {
 				for _, layer := range []bool{false, true} {
-					if t := (Target{Arch: arch, Libc: libc, Baseline: baseline, GlibcLayer: layer}); t.valid() == nil {
+					if t := (runtimes.Target{Arch: arch, Libc: libc, Baseline: baseline, GlibcLayer: layer}); t.Valid() == nil {
 						targets = append(targets, t)
 					}
 				}
 			}
 		}
 	}
-	hostNode := func(Config, Target) (nodeSource, error) {
+	hostNode := func(Config, runtimes.Target) (nodeSource, error) {
 		return nodeSource{host: &Node{Path: "/usr/bin/node", Version: "v99.0.0", Arch: "amd64"}}, nil
 	}
-	npmNode := func(c Config, t Target) (nodeSource, error) {
+	npmNode := func(c Config, t runtimes.Target) (nodeSource, error) {
 		if c.NodePackage == nil || t.Libc != "glibc" || c.NodePackage.Integrity[t.Arch] == "" {
-			return nodeSource{}, fmt.Errorf("%w: no npm Node for %s", ErrUnsupported, t)
+			return nodeSource{}, fmt.Errorf("%w: no npm Node for %s", runtimes.ErrUnsupported, t)
 		}
 		return nodeSource{Package: NodePackageName(t.Arch), Version: c.NodePackage.Version, Integrity: c.NodePackage.Integrity[t.Arch]}, nil
 	}
@@ -111,7 +112,7 @@ func TestShippedManifestKeysArePinned(t *testing.T) {
 			t.Fatalf("%s: %v", f, errs)
 		}
 		for _, target := range targets {
-			for _, choose := range []func(Config, Target) (nodeSource, error){hostNode, npmNode} {
+			for _, choose := range []func(Config, runtimes.Target) (nodeSource, error){hostNode, npmNode} {
 				s, err := specFor(c, target, choose)
 				if errors.Is(err, adapter.ErrPlatform) {
 					continue
