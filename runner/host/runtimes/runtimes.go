@@ -1,9 +1,10 @@
-// Package runtimes is the `npm` adapter preparer: it prepares harness
-// runtimes on the host from pinned npm packages named in a manifest
-// (docs/adapters.md, "The npm preparer"), so nothing is ever installed from
-// the network inside a sandbox (BACKGROUND.md: "prepare relocatable
-// runtimes on the host and upload them"). No harness is special-cased here:
-// Pi and OpenCode are manifests like any other.
+// Package runtimes prepares harness runtimes on the host from the pins a
+// manifest names, so nothing is ever installed from the network inside a
+// sandbox (BACKGROUND.md: "prepare relocatable runtimes on the host and
+// upload them"). It is kind-neutral: a runtime kind (runtimes/npm today)
+// plans a Spec from the manifest's with block (Kind) and registers once
+// (Register); the cache, its lock, the tree sums, the stamp and the link
+// into a case are here, the same for every kind (docs/add-runtime-kind.md).
 //
 // A prepared runtime is a directory under a cache dir,
 // CACHE/NAME@VERSION-TARGET-HASH, holding the harness and everything it
@@ -15,8 +16,8 @@
 //   - stages into a fresh directory next to the final one and renames it into
 //     place only after every check passed; a failed or crashed stage never
 //     becomes a runtime and is removed (at once, or by the next Prepare);
-//   - checks the npm integrity (sha512) of every tarball against the pin and
-//     the sha256 of the npm part of the tree against the pin;
+//   - has the kind's Stage check what it fetches against its pins, and
+//     checks the sha256 of the pinned part of the tree against the pin;
 //   - reuses a cached runtime only when its tree hashes to the stamp's sum;
 //     anything else is removed and rebuilt;
 //   - never runs the harness's code: the version check (version_args)
