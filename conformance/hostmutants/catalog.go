@@ -1205,7 +1205,7 @@ var Catalog = []Mutant{
 		Rule: "the preparer never starts the harness's entry on the host (its version check included)"},
 	{Name: "runtimes-version-check-dropped", Pkg: "runtimes", File: "runner/host/runtimes/kind.go",
 		Old: "req.Out.VersionCheck = rt.VersionCheck", New: "req.Out.VersionCheck = nil",
-		Rule: "the npm preparer hands its version check to certify, which runs it in a sandbox"},
+		Rule: "a kind's preparer (npm's) hands its version check to certify, which runs it in a sandbox"},
 	{Name: "runtimes-entry-refusal-skips", Pkg: "npm", File: "runner/host/runtimes/npm/preparer.go",
 		Old: "if err := checkBinary(src, target); errors.Is(err, artifact.ErrRefused) {", New: "if err := checkBinary(src, target); false && errors.Is(err, artifact.ErrRefused) {",
 		Rule: "an entry the ELF reader refuses stops the preparation as a refusal, not a platform skip"},
