@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/sandproof/sandproof/runner/host/runtimes/npm"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/sandproof/sandproof/internal/testsupport/testenv"
 	"github.com/sandproof/sandproof/runner/host/runtimes"
+	"github.com/sandproof/sandproof/runner/host/runtimes/npm"
 )
 
 // TestNewHarnessWalkthrough runs docs/new-harness.sh, which runs every sh

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/sandproof/sandproof/runner/host/runtimes/npm"
 	"path/filepath"
 	"regexp"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	"github.com/sandproof/sandproof/runner/host/adapter"
 	"github.com/sandproof/sandproof/runner/host/certify"
 	"github.com/sandproof/sandproof/runner/host/runtimes"
+	"github.com/sandproof/sandproof/runner/host/runtimes/npm"
 )
 
 // TestCertifyPiNamesWhatWasCertified certifies the real Pi on debian-12:

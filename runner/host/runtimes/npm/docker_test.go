@@ -3,7 +3,6 @@ package npm
 import (
 	"context"
 	"fmt"
-	"github.com/sandproof/sandproof/runner/host/runtimes"
 	"os"
 	"os/exec"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"github.com/sandproof/sandproof/runner/host/adapter"
 	"github.com/sandproof/sandproof/runner/host/provider"
 	dockerprov "github.com/sandproof/sandproof/runner/host/provider/docker"
+	"github.com/sandproof/sandproof/runner/host/runtimes"
 	"github.com/sandproof/sandproof/runner/model"
 )
 

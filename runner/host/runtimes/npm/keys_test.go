@@ -3,13 +3,13 @@ package npm
 import (
 	"errors"
 	"fmt"
-	"github.com/sandproof/sandproof/runner/host/runtimes"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/sandproof/sandproof/runner/host/adapter"
+	"github.com/sandproof/sandproof/runner/host/runtimes"
 )
 
 // pinnedKeys are the cache keys (NAME@VERSION-TARGET-HASH) of the shipped

@@ -1,11 +1,11 @@
 package npm
 
 import (
-	"github.com/sandproof/sandproof/runner/host/runtimes"
 	"path/filepath"
 	"testing"
 
 	"github.com/sandproof/sandproof/runner/host/adapter"
+	"github.com/sandproof/sandproof/runner/host/runtimes"
 )
 
 // Every manifest in adapters/ that uses the npm preparer loads, and its

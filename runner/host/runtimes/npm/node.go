@@ -4,7 +4,6 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
-	"github.com/sandproof/sandproof/runner/host/runtimes"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -12,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/sandproof/sandproof/runner/host/glibc"
+	"github.com/sandproof/sandproof/runner/host/runtimes"
 )
 
 // NodePath is the Node binary copied into runtimes with entry.node; ""

@@ -6,12 +6,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/sandproof/sandproof/runner/host/runtimes"
 	"os"
 	"path/filepath"
 
 	"github.com/sandproof/sandproof/runner/host/artifact"
 	"github.com/sandproof/sandproof/runner/host/glibc"
+	"github.com/sandproof/sandproof/runner/host/runtimes"
 )
 
 // nodeSource is where a JS entry's Node comes from: the host's (host set)

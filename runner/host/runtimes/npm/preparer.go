@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/sandproof/sandproof/runner/host/runtimes"
 	"io/fs"
 	"os"
 	"path"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/sandproof/sandproof/runner/host/adapter"
 	"github.com/sandproof/sandproof/runner/host/artifact"
+	"github.com/sandproof/sandproof/runner/host/runtimes"
 )
 
 // SpecFor turns a manifest's npm block into the spec of its runtime for

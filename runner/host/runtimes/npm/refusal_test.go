@@ -3,12 +3,12 @@ package npm
 import (
 	"archive/tar"
 	"errors"
-	"github.com/sandproof/sandproof/runner/host/runtimes"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/sandproof/sandproof/runner/host/artifact"
+	"github.com/sandproof/sandproof/runner/host/runtimes"
 )
 
 // What a harness's own package (or the manifest that pins it) causes at

@@ -4,13 +4,13 @@ import (
 	"archive/tar"
 	"context"
 	"errors"
-	"github.com/sandproof/sandproof/runner/host/runtimes"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/sandproof/sandproof/runner/host/adapter"
+	"github.com/sandproof/sandproof/runner/host/runtimes"
 )
 
 // Through the npm preparer, for the host's libc and for musl (whose
