@@ -1,6 +1,7 @@
 package runner_test
 
 import (
+	"bytes"
 	"fmt"
 	"go/ast"
 	"go/parser"
@@ -47,8 +48,8 @@ var homes = []homed{
 	{"wire endpoint", "/messages", "runner/wire/wire.go", true},
 	{"wire endpoint", "/messages/count_tokens", "runner/wire/wire.go", true},
 	{"wire endpoint", "/models", "runner/wire/wire.go", true},
-	{"runtime kind", "npm", "runner/host/runtimes/", false},
-	{"runtime kind", "node", "runner/host/runtimes/", false},
+	{"runtime kind", "npm", "runner/host/runtimes/npm/", false},
+	{"runtime kind", "node", "runner/host/runtimes/npm/", false},
 	{"task dir", "/task", "runner/host/session/session.go", false},
 }
 
@@ -65,8 +66,6 @@ var homeExempt = map[[2]string]string{
 	{"runner/warden/wardencli/host.go", "timeout"}: "warden's --timeout flag",
 	{"runner/warden/proc/fs.go", "/task"}:          "/proc/PID/task, the kernel's thread directory",
 	// Until the step of issue 36 that gives the unit its one home.
-	{"runner/host/certify/proof.go", "npm"}:  "until the runtime Kind (issue 36, step 4): runtimeProvenance",
-	{"runner/host/certify/proof.go", "node"}: "until the runtime Kind (issue 36, step 4): runtimeProvenance",
 }
 
 // productFile is a non-test Go file of the product: outside the test-only
@@ -288,5 +287,84 @@ func TestEveryWireFormatHasItsTwoFiles(t *testing.T) {
 	want := []string{`the wire format "planted" has no runner/model/wire_planted.go`, `the wire format "planted" has no runner/host/relay/transcript_planted.go`}
 	if !slices.Equal(got, want) {
 		t.Errorf("planted format: got %q, want %q", got, want)
+	}
+}
+
+// kindRegistrar is the one product file that makes a runtime kind an
+// adapter preparer (runtimes.Register): a kind registers through it, so
+// every kind gets the same cache, stamp and evidence.
+const kindRegistrar = "runner/host/runtimes/kind.go"
+
+// preparerRegistrations reports each call of adapter.Register or
+// adapter.RegisterPreparer in a product file other than kindRegistrar
+// (adapter's own go-build is in its table, not a call).
+func preparerRegistrations(src map[string][]byte) ([]string, error) {
+	var out []string
+	fset := token.NewFileSet()
+	for file, text := range src {
+		f, err := parser.ParseFile(fset, file, text, parser.SkipObjectResolution)
+		if err != nil {
+			return nil, err
+		}
+		name := ""
+		for _, imp := range f.Imports {
+			if p, _ := strconv.Unquote(imp.Path.Value); p == module+"runner/host/adapter" {
+				name = "adapter"
+				if imp.Name != nil {
+					name = imp.Name.Name
+				}
+			}
+		}
+		if name == "" || file == kindRegistrar {
+			continue
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			sel, ok := n.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			if x, ok := sel.X.(*ast.Ident); ok && x.Name == name && (sel.Sel.Name == "Register" || sel.Sel.Name == "RegisterPreparer") {
+				out = append(out, fmt.Sprintf("%s: adapter.%s outside %s: a runtime kind registers with runtimes.Register", file, sel.Sel.Name, kindRegistrar))
+			}
+			return true
+		})
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+func TestRuntimeKindsRegisterInOnePlace(t *testing.T) {
+	src := productSources(t)
+	if !bytes.Contains(src[kindRegistrar], []byte("adapter.Register(")) {
+		t.Fatalf("%s does not call adapter.Register: the rule below checks nothing", kindRegistrar)
+	}
+	v, err := preparerRegistrations(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range v {
+		t.Error(s)
+	}
+}
+
+// The rule finds a kind that registers itself with adapter, under any
+// import name, and leaves kind.go alone.
+func TestRuntimeKindRegistrationReportsPlantedBreaks(t *testing.T) {
+	src := map[string][]byte{
+		kindRegistrar:                         []byte("package runtimes\nimport \"github.com/sandproof/sandproof/runner/host/adapter\"\nfunc Register() { adapter.Register(\"k\", adapter.PreparerSpec{}) }\n"),
+		"runner/host/runtimes/python/kind.go": []byte("package python\nimport a \"github.com/sandproof/sandproof/runner/host/adapter\"\nfunc init() { a.Register(\"python\", a.PreparerSpec{}) }\n"),
+		"runner/host/runtimes/npm/kind.go":    []byte("package npm\nimport \"github.com/sandproof/sandproof/runner/host/adapter\"\nfunc init() { adapter.RegisterPreparer(\"npm\", nil) }\n"),
+		"runner/host/runtimes/npm/other.go":   []byte("package npm\nimport \"github.com/sandproof/sandproof/runner/host/runtimes\"\nfunc init() { runtimes.Register(nil) }\n"),
+	}
+	want := []string{
+		"runner/host/runtimes/npm/kind.go: adapter.RegisterPreparer outside " + kindRegistrar + ": a runtime kind registers with runtimes.Register",
+		"runner/host/runtimes/python/kind.go: adapter.Register outside " + kindRegistrar + ": a runtime kind registers with runtimes.Register",
+	}
+	got, err := preparerRegistrations(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("planted registrations:\n got %q\nwant %q", got, want)
 	}
 }

@@ -22,9 +22,6 @@ import (
 	"github.com/sandproof/sandproof/runner/host/certify"
 	"github.com/sandproof/sandproof/runner/host/provider"
 	"github.com/sandproof/sandproof/runner/host/relay"
-	// The real harnesses' runtimes (Pi, OpenCode) register their npm
-	// preparer here, so their manifests load.
-	_ "github.com/sandproof/sandproof/runner/host/runtimes"
 )
 
 func init() { addCommand(newCertifyCommand) }

@@ -33,6 +33,8 @@ var Packages = map[string]Pkg{
 	"glibc":    {Dir: "runner/host/glibc"},
 	"artifact": {Dir: "runner/host/artifact"},
 	"runtimes": {Dir: "runner/host/runtimes"},
+	// The npm runtime kind (issue 36, step 4: its own package).
+	"npm":      {Dir: "runner/host/runtimes/npm"},
 	"hostfile": {Dir: "runner/host/hostfile"},
 	// The go-build preparer's host run (issue 35, class A).
 	"adapter": {Dir: "runner/host/adapter"},
@@ -1112,13 +1114,13 @@ var Catalog = []Mutant{
 		Rule: "what an archive declares counts against the cap, entries left out included"},
 
 	// runtimes: the npm preparer's readers.
-	{Name: "runtimes-npm-uncapped", Pkg: "runtimes", File: "runner/host/runtimes/npm.go",
+	{Name: "runtimes-npm-uncapped", Pkg: "npm", File: "runner/host/runtimes/npm/npm.go",
 		Old: "t, err := artifact.Create(dst, npmLimits)", New: "t, err := artifact.Create(dst, artifact.Limits{FileBytes: 1 << 62, TotalBytes: 1 << 62, Entries: 1 << 30})",
 		Rule: "an npm tarball is unpacked under npmLimits"},
-	{Name: "runtimes-lock-link", Pkg: "runtimes", File: "runner/host/runtimes/config.go",
+	{Name: "runtimes-lock-link", Pkg: "npm", File: "runner/host/runtimes/npm/config.go",
 		Old: "\t\tif e.Link {\n\t\t\tlinks = append", New: "\t\tif e.InBundle {\n\t\t\tlinks = append",
 		Rule: "a lock's link entry is refused when the manifest loads"},
-	{Name: "runtimes-ci-link-followed", Pkg: "runtimes", File: "runner/host/runtimes/preparer.go",
+	{Name: "runtimes-ci-link-followed", Pkg: "npm", File: "runner/host/runtimes/npm/preparer.go",
 		Old: "return fmt.Errorf(\"npm ci: %w\", err)", New: "err = nil",
 		Rule: "a tree holding a link after npm ci is refused before anything follows it"},
 
@@ -1166,10 +1168,10 @@ var Catalog = []Mutant{
 	{Name: "runtimes-link-host", Pkg: "runtimes", File: "runner/host/runtimes/runtimes.go",
 		Old: "fmt.Errorf(\"%w: runtime tree: %q is not a file or directory (%s)\", artifact.ErrRefused,", New: "fmt.Errorf(\"%v: runtime tree: %q is not a file or directory (%s)\", artifact.ErrRefused,",
 		Rule: "a runtime tree holding a link is refused"},
-	{Name: "runtimes-keep-host", Pkg: "runtimes", File: "runner/host/runtimes/preparer.go",
+	{Name: "runtimes-keep-host", Pkg: "npm", File: "runner/host/runtimes/npm/preparer.go",
 		Old: "fmt.Errorf(\"%w: keep: %s is not in the package\", artifact.ErrRefused, k)", New: "fmt.Errorf(\"%v: keep: %s is not in the package\", artifact.ErrRefused, k)",
 		Rule: "a keep path the package lacks is refused"},
-	{Name: "runtimes-gzip-host", Pkg: "runtimes", File: "runner/host/runtimes/npm.go",
+	{Name: "runtimes-gzip-host", Pkg: "npm", File: "runner/host/runtimes/npm/npm.go",
 		Old: "return artifact.Refusal(fmt.Errorf(\"extract %s: %w\", filepath.Base(tgz), err))", New: "return fmt.Errorf(\"extract %s: %w\", filepath.Base(tgz), err)",
 		Rule: "a tarball that is no gzip stream is refused"},
 
@@ -1201,10 +1203,10 @@ var Catalog = []Mutant{
 	{Name: "runtimes-version-on-host", Pkg: "runtimes", File: "runner/host/runtimes/runtimes.go",
 		Old: "rt.VersionUnchecked = notOnHost", New: "rt.VersionUnchecked = notOnHost\n\tif p, err := os.StartProcess(absEntry(rt.Dir, s.Entry, s.VersionArgs)[0], absEntry(rt.Dir, s.Entry, s.VersionArgs), &os.ProcAttr{Env: s.VersionEnv}); err == nil {\n\t\tp.Wait()\n\t}",
 		Rule: "the preparer never starts the harness's entry on the host (its version check included)"},
-	{Name: "runtimes-version-check-dropped", Pkg: "runtimes", File: "runner/host/runtimes/preparer.go",
+	{Name: "runtimes-version-check-dropped", Pkg: "runtimes", File: "runner/host/runtimes/kind.go",
 		Old: "req.Out.VersionCheck = rt.VersionCheck", New: "req.Out.VersionCheck = nil",
-		Rule: "the npm preparer hands its version check to certify, which runs it in a sandbox"},
-	{Name: "runtimes-entry-refusal-skips", Pkg: "runtimes", File: "runner/host/runtimes/preparer.go",
+		Rule: "a kind's preparer (npm's) hands its version check to certify, which runs it in a sandbox"},
+	{Name: "runtimes-entry-refusal-skips", Pkg: "npm", File: "runner/host/runtimes/npm/preparer.go",
 		Old: "if err := checkBinary(src, target); errors.Is(err, artifact.ErrRefused) {", New: "if err := checkBinary(src, target); false && errors.Is(err, artifact.ErrRefused) {",
 		Rule: "an entry the ELF reader refuses stops the preparation as a refusal, not a platform skip"},
 	{Name: "glibc-elf-no-recover", Pkg: "glibc", File: "runner/host/glibc/elf.go",

@@ -104,6 +104,16 @@ type HostPart struct {
 	// path) or "npm" (From is PACKAGE@VERSION, Integrity its pinned
 	// tarball's); "" when not said.
 	Source, From, Integrity string
+	// Interpreter marks the interpreter that runs the harness's entry
+	// (npm's Node): the evidence records it as the harness_runtime's
+	// node. False for any other part.
+	Interpreter bool
+}
+
+// Pins are the main package, version and integrity a preparer's with
+// block pins; the zero value pins nothing.
+type Pins struct {
+	Package, Version, Integrity string
 }
 
 // Preparer prepares a runtime on the host. It must not touch the network
@@ -129,6 +139,9 @@ type PreparerSpec struct {
 	// prepared once per libc the run's images have, and a preparer error
 	// wrapping ErrPlatform skips that platform's cases.
 	PerPlatform bool
+	// Pins reads the pins of the with block's scalars (certify records
+	// them as the harness's provenance). Nil: the preparer pins nothing.
+	Pins func(with map[string]string) Pins
 }
 
 // Errors a preparer wraps to have certify skip cases instead of stopping
@@ -189,6 +202,19 @@ func (m *Manifest) PerPlatform() bool {
 	}
 	s, ok := lookupPreparer(m.Runtime.Prepare.Name)
 	return ok && s.PerPlatform
+}
+
+// RuntimePins are the pins of the manifest's runtime, as its preparer
+// reads them (the zero value when it has no preparer or pins nothing).
+func (m *Manifest) RuntimePins() Pins {
+	if m.Runtime.Prepare == nil {
+		return Pins{}
+	}
+	s, ok := lookupPreparer(m.Runtime.Prepare.Name)
+	if !ok || s.Pins == nil {
+		return Pins{}
+	}
+	return s.Pins(m.Runtime.Prepare.With)
 }
 
 // PrepareRuntime builds the manifest's runtime for goarch into a new

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sandproof/sandproof/internal/testsupport/testenv"
 	"github.com/sandproof/sandproof/runner/host/runtimes"
+	"github.com/sandproof/sandproof/runner/host/runtimes/npm"
 )
 
 // TestNewHarnessWalkthrough runs docs/new-harness.sh, which runs every sh
@@ -27,7 +28,7 @@ func TestNewHarnessWalkthrough(t *testing.T) {
 	needEngine(t, "debian-12", "alpine-class", "old-python")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	if err := runtimes.RegistryReachable(ctx, "@vibe-kit/grok-cli", "0.0.34"); errors.Is(err, runtimes.ErrUnreachable) {
+	if err := npm.RegistryReachable(ctx, "@vibe-kit/grok-cli", "0.0.34"); errors.Is(err, runtimes.ErrUnreachable) {
 		testenv.Missing(t, fmt.Sprintf("the npm registry (%v)", err), "give this host npm and access to registry.npmjs.org")
 	} else if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"github.com/sandproof/sandproof/runner/host/adapter"
 	"github.com/sandproof/sandproof/runner/host/certify"
 	"github.com/sandproof/sandproof/runner/host/runtimes"
+	"github.com/sandproof/sandproof/runner/host/runtimes/npm"
 )
 
 // TestCertifyPiNamesWhatWasCertified certifies the real Pi on debian-12:
@@ -62,7 +63,7 @@ func loadPi(t *testing.T, ctx context.Context) *adapter.Manifest {
 		t.Fatal(err)
 	}
 	with := m.Runtime.Prepare.With
-	if err := runtimes.RegistryReachable(ctx, with["package"], with["version"]); errors.Is(err, runtimes.ErrUnreachable) {
+	if err := npm.RegistryReachable(ctx, with["package"], with["version"]); errors.Is(err, runtimes.ErrUnreachable) {
 		testenv.Missing(t, fmt.Sprintf("the npm registry (%v)", err), "give this host npm and access to registry.npmjs.org")
 	}
 	return m

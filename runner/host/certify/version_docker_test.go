@@ -19,6 +19,8 @@ import (
 	"github.com/sandproof/sandproof/runner/host/adapter"
 	"github.com/sandproof/sandproof/runner/host/certify"
 	"github.com/sandproof/sandproof/runner/host/runtimes"
+	// npm registers its kind: the shipped manifests load.
+	_ "github.com/sandproof/sandproof/runner/host/runtimes/npm"
 )
 
 // versionTool is an npm package's entry: asked --version it appends a

@@ -1,9 +1,10 @@
-// Package runtimes is the `npm` adapter preparer: it prepares harness
-// runtimes on the host from pinned npm packages named in a manifest
-// (docs/adapters.md, "The npm preparer"), so nothing is ever installed from
-// the network inside a sandbox (BACKGROUND.md: "prepare relocatable
-// runtimes on the host and upload them"). No harness is special-cased here:
-// Pi and OpenCode are manifests like any other.
+// Package runtimes prepares harness runtimes on the host from the pins a
+// manifest names, so nothing is ever installed from the network inside a
+// sandbox (BACKGROUND.md: "prepare relocatable runtimes on the host and
+// upload them"). It is kind-neutral: a runtime kind (runtimes/npm today)
+// plans a Spec from the manifest's with block (Kind) and registers once
+// (Register); the cache, its lock, the tree sums, the stamp and the link
+// into a case are here, the same for every kind (docs/add-runtime-kind.md).
 //
 // A prepared runtime is a directory under a cache dir,
 // CACHE/NAME@VERSION-TARGET-HASH, holding the harness and everything it
@@ -15,8 +16,8 @@
 //   - stages into a fresh directory next to the final one and renames it into
 //     place only after every check passed; a failed or crashed stage never
 //     becomes a runtime and is removed (at once, or by the next Prepare);
-//   - checks the npm integrity (sha512) of every tarball against the pin and
-//     the sha256 of the npm part of the tree against the pin;
+//   - has the kind's Stage check what it fetches against its pins, and
+//     checks the sha256 of the pinned part of the tree against the pin;
 //   - reuses a cached runtime only when its tree hashes to the stamp's sum;
 //     anything else is removed and rebuilt;
 //   - never runs the harness's code: the version check (version_args)
@@ -106,7 +107,7 @@ func (t Target) String() string {
 	return s
 }
 
-func (t Target) valid() error {
+func (t Target) Valid() error {
 	if t.Arch != "amd64" && t.Arch != "arm64" {
 		return fmt.Errorf("bad target arch %q (want amd64 or arm64)", t.Arch)
 	}
@@ -177,6 +178,14 @@ type Spec struct {
 	// Hash, when set, names the content (a hash of every pin that shapes
 	// the tree): a changed pin gets a cache entry of its own.
 	Hash string
+	// Requires are what this build needs of the image beyond the
+	// manifest's requires (adapter.Prepared.Requires); nil adds nothing.
+	// Not in the key: Hash covers the pins that choose the build.
+	Requires []string
+	// HostParts, when set, lists the prepared runtime's files that came
+	// from outside its pins (the host's Node), for the evidence
+	// (adapter.Prepared.Host).
+	HostParts func(rt *Runtime) []adapter.HostPart
 }
 
 // Key names the cache entry: NAME@VERSION-TARGET[-HASH].
@@ -264,7 +273,7 @@ func Prepare(ctx context.Context, spec Spec, cacheDir string) (*Runtime, error) 
 	if spec.Name == "" || spec.Version == "" || spec.Stage == nil || len(spec.Entry) == 0 {
 		return nil, fmt.Errorf("prepare runtime: incomplete spec %q", spec.Key())
 	}
-	if err := spec.Target.valid(); err != nil {
+	if err := spec.Target.Valid(); err != nil {
 		return nil, fmt.Errorf("prepare runtime %s: %w", spec.Key(), err)
 	}
 	if cacheDir == "" {
@@ -367,7 +376,7 @@ func build(ctx context.Context, spec Spec, dir string) (*Runtime, error) {
 	if err := spec.Stage(ctx, dir, info); err != nil {
 		return nil, err
 	}
-	if err := filesOnly(dir); err != nil {
+	if err := FilesOnly(dir); err != nil {
 		return nil, err
 	}
 	pkgSum, _, _, err := TreeSum(dir, append([]string{StampFile}, spec.HostFiles...))
@@ -423,7 +432,7 @@ func Verify(_ context.Context, spec Spec, dir string) (*Runtime, error) {
 	if sum != rt.TreeSHA256 {
 		return nil, fmt.Errorf("%w: tree is sha256:%s, stamp says sha256:%s", ErrChecksum, sum, rt.TreeSHA256)
 	}
-	if err := filesOnly(dir); err != nil {
+	if err := FilesOnly(dir); err != nil {
 		return nil, err // cached by an older sandproof
 	}
 	rt.Dir, rt.Entry, rt.Files, rt.Bytes = dir, spec.Entry, files, size
@@ -431,11 +440,11 @@ func Verify(_ context.Context, spec Spec, dir string) (*Runtime, error) {
 	return &rt, nil
 }
 
-// filesOnly refuses (artifact.ErrRefused: the package's content) a tree
+// FilesOnly refuses (artifact.ErrRefused: the package's content) a tree
 // that holds anything but directories and regular files: a runtime is
 // hard-linked into a case (linkTree) and uploaded, and a link or device
 // in it would fail there, after the tree was cached, on every later run.
-func filesOnly(dir string) error {
+func FilesOnly(dir string) error {
 	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err

@@ -223,3 +223,65 @@ func TestTargetNames(t *testing.T) {
 		}
 	}
 }
+
+// A tree that holds a link cannot be linked into a case or uploaded: it
+// fails its preparation and never enters the cache (on main it was cached
+// and failed every later run). An entry with one, stamped by an older
+// sandproof, is rebuilt.
+func TestPrepareNeverCachesATreeThatCannotBeLinked(t *testing.T) {
+	var builds atomic.Int32
+	spec, cache := fakeSpec(t, &builds), t.TempDir()
+	good := spec.Stage
+	withLink := func(ctx context.Context, dir string, info map[string]any) error {
+		if err := good(ctx, dir, info); err != nil {
+			return err
+		}
+		return os.Symlink("tool", filepath.Join(dir, "bin", "alias"))
+	}
+	spec.Stage = withLink
+	_, err := Prepare(context.Background(), spec, cache)
+	if err == nil || !strings.Contains(err.Error(), `"bin/alias" is not a file or directory`) {
+		t.Fatalf("prepare of a tree with a link: %v", err)
+	}
+	if entries, _ := os.ReadDir(cache); len(entries) != 0 {
+		t.Fatalf("cache holds %v after a tree that cannot be linked", entries)
+	}
+
+	// An old entry with a link whose stamp covers it.
+	spec.Stage = good
+	a, err := Prepare(context.Background(), spec, cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("tool", filepath.Join(a.Dir, "bin", "alias")); err != nil {
+		t.Fatal(err)
+	}
+	restamp(t, a.Dir)
+	b, err := Prepare(context.Background(), spec, cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Cached || builds.Load() != 3 {
+		t.Fatalf("entry with a link: cached=%v builds=%d, want rebuilt", b.Cached, builds.Load())
+	}
+	if _, err := os.Lstat(filepath.Join(b.Dir, "bin", "alias")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the rebuilt entry still has the link: %v", err)
+	}
+}
+
+// restamp rewrites the stamp's tree sum to what dir hashes to now.
+func restamp(t *testing.T, dir string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, StampFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, _, _, err := TreeSum(dir, []string{StampFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, _, _ := strings.Cut(strings.SplitAfter(string(b), `"tree_sha256": "`)[1], `"`)
+	if err := os.WriteFile(filepath.Join(dir, StampFile), []byte(strings.ReplaceAll(string(b), old, sum)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

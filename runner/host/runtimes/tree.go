@@ -108,3 +108,26 @@ func treeLine(kind, rel, detail string) string {
 	}
 	return kind + " " + rel + " " + detail
 }
+
+// CopyFile copies src to dst (created: it must not exist) with mode, and
+// returns the sha256 of what it wrote.
+func CopyFile(src, dst string, mode os.FileMode) (string, error) {
+	in, err := os.Open(src)
+	if err != nil {
+		return "", err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if err != nil {
+		return "", err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return "", err
+	}
+	if err := out.Close(); err != nil {
+		return "", err
+	}
+	sum, _, err := hostfile.SHA256File(dst)
+	return sum, err
+}

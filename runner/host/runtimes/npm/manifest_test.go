@@ -1,17 +1,18 @@
-package runtimes
+package npm
 
 import (
 	"path/filepath"
 	"testing"
 
 	"github.com/sandproof/sandproof/runner/host/adapter"
+	"github.com/sandproof/sandproof/runner/host/runtimes"
 )
 
 // Every manifest in adapters/ that uses the npm preparer loads, and its
 // block makes a spec for a platform it lists (no harness is known to Go:
 // the manifest alone says what to fetch).
 func TestShippedManifestsMakeSpecs(t *testing.T) {
-	files, _ := filepath.Glob(filepath.Join("..", "..", "..", "adapters", "*.yaml"))
+	files, _ := filepath.Glob(filepath.Join("..", "..", "..", "..", "adapters", "*.yaml"))
 	n := 0
 	for _, f := range files {
 		m, err := adapter.Load(f)
@@ -30,11 +31,11 @@ func TestShippedManifestsMakeSpecs(t *testing.T) {
 		if m.Version != c.Version {
 			t.Errorf("%s: manifest version %q, package version %q", f, m.Version, c.Version)
 		}
-		target := Target{Arch: "amd64", Libc: "glibc"}
+		target := runtimes.Target{Arch: "amd64", Libc: "glibc"}
 		if len(c.Platforms) > 0 {
 			target = c.Platforms[0].Target()
 		} else if c.EntryNode != "" {
-			target = HostTargetFor(HostTarget().Arch, HostTarget().Libc)
+			target = runtimes.HostTargetFor(runtimes.HostTarget().Arch, runtimes.HostTarget().Libc)
 		}
 		s, err := SpecFor(c, target)
 		if err != nil {

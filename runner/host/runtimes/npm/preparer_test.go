@@ -1,4 +1,4 @@
-package runtimes
+package npm
 
 import (
 	"archive/tar"
@@ -9,12 +9,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/sandproof/sandproof/internal/testsupport/testenv"
 	"github.com/sandproof/sandproof/runner/host/adapter"
 	"github.com/sandproof/sandproof/runner/host/glibc"
+	"github.com/sandproof/sandproof/runner/host/runtimes"
 )
 
 // fakeNpmCI puts an `npm` first on PATH whose `ci` makes the tree npm ci
@@ -70,9 +70,9 @@ func TestNpmCIDropsNestedBinLinks(t *testing.T) {
 	}
 	fakeNpmCI(t)
 	cache := t.TempDir()
-	t.Setenv(CacheEnv, cache)
+	t.Setenv(runtimes.CacheEnv, cache)
 	m := lockedManifest(t)
-	p, err := m.PrepareFor(context.Background(), t.TempDir(), HostTarget().Arch, HostTarget().Libc)
+	p, err := m.PrepareFor(context.Background(), t.TempDir(), runtimes.HostTarget().Arch, runtimes.HostTarget().Libc)
 	if err != nil {
 		t.Fatalf("prepare: %v", err)
 	}
@@ -90,72 +90,10 @@ func TestNpmCIDropsNestedBinLinks(t *testing.T) {
 	}
 }
 
-// A tree that holds a link cannot be linked into a case or uploaded: it
-// fails its preparation and never enters the cache (on main it was cached
-// and failed every later run). An entry with one, stamped by an older
-// sandproof, is rebuilt.
-func TestPrepareNeverCachesATreeThatCannotBeLinked(t *testing.T) {
-	var builds atomic.Int32
-	spec, cache := fakeSpec(t, &builds), t.TempDir()
-	good := spec.Stage
-	withLink := func(ctx context.Context, dir string, info map[string]any) error {
-		if err := good(ctx, dir, info); err != nil {
-			return err
-		}
-		return os.Symlink("tool", filepath.Join(dir, "bin", "alias"))
-	}
-	spec.Stage = withLink
-	_, err := Prepare(context.Background(), spec, cache)
-	if err == nil || !strings.Contains(err.Error(), `"bin/alias" is not a file or directory`) {
-		t.Fatalf("prepare of a tree with a link: %v", err)
-	}
-	if entries, _ := os.ReadDir(cache); len(entries) != 0 {
-		t.Fatalf("cache holds %v after a tree that cannot be linked", entries)
-	}
-
-	// An old entry with a link whose stamp covers it.
-	spec.Stage = good
-	a, err := Prepare(context.Background(), spec, cache)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink("tool", filepath.Join(a.Dir, "bin", "alias")); err != nil {
-		t.Fatal(err)
-	}
-	restamp(t, a.Dir)
-	b, err := Prepare(context.Background(), spec, cache)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if b.Cached || builds.Load() != 3 {
-		t.Fatalf("entry with a link: cached=%v builds=%d, want rebuilt", b.Cached, builds.Load())
-	}
-	if _, err := os.Lstat(filepath.Join(b.Dir, "bin", "alias")); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("the rebuilt entry still has the link: %v", err)
-	}
-}
-
-// restamp rewrites the stamp's tree sum to what dir hashes to now.
-func restamp(t *testing.T, dir string) {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, StampFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum, _, _, err := TreeSum(dir, []string{StampFile})
-	if err != nil {
-		t.Fatal(err)
-	}
-	old, _, _ := strings.Cut(strings.SplitAfter(string(b), `"tree_sha256": "`)[1], `"`)
-	if err := os.WriteFile(filepath.Join(dir, StampFile), []byte(strings.ReplaceAll(string(b), old, sum)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // The version check is in the cache key: a manifest that checks another
 // way gets its own entry instead of evicting the other's.
 func TestVersionCheckIsInTheCacheKey(t *testing.T) {
-	parse := func(extra string) Spec {
+	parse := func(extra string) runtimes.Spec {
 		t.Helper()
 		m, err := adapter.Parse("x.yaml", t.TempDir(), []byte(npmManifest(goodWith+extra)))
 		if err != nil {
@@ -165,7 +103,7 @@ func TestVersionCheckIsInTheCacheKey(t *testing.T) {
 		if len(errs) > 0 {
 			t.Fatal(errs)
 		}
-		s, err := SpecFor(c, Target{Arch: "amd64", Libc: "glibc"})
+		s, err := SpecFor(c, runtimes.Target{Arch: "amd64", Libc: "glibc"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -237,8 +175,8 @@ func TestPlatformRequiresAreThatBuildsOwn(t *testing.T) {
 		t.Fatal(err)
 	}
 	fakeNpmPack(t, map[string]string{"@scope/tool@1.2.3": wrapper, "tool-linux-glibc@1.2.3": build, "tool-linux-musl@1.2.3": build})
-	t.Setenv(CacheEnv, t.TempDir())
-	arch := HostTarget().Arch
+	t.Setenv(runtimes.CacheEnv, t.TempDir())
+	arch := runtimes.HostTarget().Arch
 	doc := npmManifest(`      package: "@scope/tool"
       version: "1.2.3"
       integrity: "` + wi + `"
@@ -289,8 +227,8 @@ func TestGlibcLayerCarriesGlibcForAMuslImage(t *testing.T) {
 		t.Fatal(err)
 	}
 	fakeNpmPack(t, map[string]string{"@scope/tool@1.2.3": wrapper, "tool-linux-glibc@1.2.3": build})
-	t.Setenv(CacheEnv, t.TempDir())
-	arch := HostTarget().Arch
+	t.Setenv(runtimes.CacheEnv, t.TempDir())
+	arch := runtimes.HostTarget().Arch
 	doc := npmManifest(`      package: "@scope/tool"
       version: "1.2.3"
       integrity: "` + wi + `"

@@ -1,4 +1,4 @@
-package runtimes
+package npm
 
 import (
 	"archive/tar"
@@ -13,6 +13,7 @@ import (
 	"github.com/sandproof/sandproof/internal/testsupport/testenv"
 	"github.com/sandproof/sandproof/runner/host/adapter"
 	"github.com/sandproof/sandproof/runner/host/hostfile"
+	"github.com/sandproof/sandproof/runner/host/runtimes"
 )
 
 func TestNodeRange(t *testing.T) {
@@ -109,7 +110,7 @@ func jsManifest(t *testing.T, toolIntegrity, node, extra string) *adapter.Manife
 }
 
 func nodePackageBlock(version, integrity string) string {
-	return "      node_package:\n        version: " + version + "\n        integrity: {" + HostTarget().Arch + ": \"" + integrity + "\"}\n"
+	return "      node_package:\n        version: " + version + "\n        integrity: {" + runtimes.HostTarget().Arch + ": \"" + integrity + "\"}\n"
 }
 
 func needSh(t *testing.T) {
@@ -130,15 +131,15 @@ func TestNodePackageIsFetchedWhenTheHostsNodeIsOutOfRange(t *testing.T) {
 	tool, toolSum := jsTool(t)
 	marker := filepath.Join(t.TempDir(), "node-ran-on-the-host")
 	node, nodeSum := fakeNodePackage(t, marker)
-	nodePkg := NodePackageName(HostTarget().Arch)
+	nodePkg := NodePackageName(runtimes.HostTarget().Arch)
 	packLog := filepath.Join(t.TempDir(), "pack.log")
 	fakeNpmPack(t, map[string]string{"@scope/tool@1.2.3": tool, nodePkg + "@99.0.0": node})
 	t.Setenv("FAKE_NPM_LOG", packLog)
 	cache := t.TempDir()
-	t.Setenv(CacheEnv, cache)
+	t.Setenv(runtimes.CacheEnv, cache)
 
 	m := jsManifest(t, toolSum, ">=99.0.0", nodePackageBlock("99.0.0", nodeSum))
-	p, err := m.PrepareFor(context.Background(), t.TempDir(), HostTarget().Arch, HostTarget().Libc)
+	p, err := m.PrepareFor(context.Background(), t.TempDir(), runtimes.HostTarget().Arch, runtimes.HostTarget().Libc)
 	if err != nil {
 		t.Fatalf("prepare: %v", err)
 	}
@@ -147,7 +148,7 @@ func TestNodePackageIsFetchedWhenTheHostsNodeIsOutOfRange(t *testing.T) {
 		t.Fatalf("bin/node is not the fetched Node: %q, %v", clip(string(got[:min(len(got), 80)])), err)
 	}
 	sum, _, _ := hostfile.SHA256File(filepath.Join(p.Dir, "bin", "node"))
-	want := adapter.HostPart{Path: "bin/node", Name: "node", Version: "v99.0.0", SHA256: sum, Source: "npm", From: nodePkg + "@99.0.0", Integrity: nodeSum}
+	want := adapter.HostPart{Path: "bin/node", Name: "node", Version: "v99.0.0", SHA256: sum, Source: "npm", From: nodePkg + "@99.0.0", Integrity: nodeSum, Interpreter: true}
 	if len(p.Host) != 1 || p.Host[0] != want {
 		t.Fatalf("evidence of bin/node: %+v, want %+v", p.Host, want)
 	}
@@ -171,7 +172,7 @@ func TestNodePackageIsFetchedWhenTheHostsNodeIsOutOfRange(t *testing.T) {
 	// Another harness (another cache key) pinning the same Node reuses
 	// its entry: one download of the Node in all.
 	other := jsManifest(t, toolSum, ">=99.0.0", nodePackageBlock("99.0.0", nodeSum)+"      version_env: {OTHER: \"1\"}\n")
-	if _, err := other.PrepareFor(context.Background(), t.TempDir(), HostTarget().Arch, HostTarget().Libc); err != nil {
+	if _, err := other.PrepareFor(context.Background(), t.TempDir(), runtimes.HostTarget().Arch, runtimes.HostTarget().Libc); err != nil {
 		t.Fatalf("prepare another: %v", err)
 	}
 	log, _ := os.ReadFile(packLog)
@@ -189,14 +190,14 @@ func TestNodePackageWithAWrongIntegrityFailsNamingTheField(t *testing.T) {
 	needSh(t)
 	tool, toolSum := jsTool(t)
 	node, _ := fakeNodePackage(t, filepath.Join(t.TempDir(), "marker"))
-	nodePkg := NodePackageName(HostTarget().Arch)
+	nodePkg := NodePackageName(runtimes.HostTarget().Arch)
 	fakeNpmPack(t, map[string]string{"@scope/tool@1.2.3": tool, nodePkg + "@99.0.0": node})
 	cache := t.TempDir()
-	t.Setenv(CacheEnv, cache)
+	t.Setenv(runtimes.CacheEnv, cache)
 	m := jsManifest(t, toolSum, ">=99.0.0", nodePackageBlock("99.0.0", goodIntegrity))
-	_, err := m.PrepareFor(context.Background(), t.TempDir(), HostTarget().Arch, HostTarget().Libc)
-	field := "runtime.prepare.with.node_package.integrity." + HostTarget().Arch
-	if !errors.Is(err, ErrChecksum) || !strings.Contains(err.Error(), field+": ") || !strings.Contains(err.Error(), "pinned "+goodIntegrity) {
+	_, err := m.PrepareFor(context.Background(), t.TempDir(), runtimes.HostTarget().Arch, runtimes.HostTarget().Libc)
+	field := "runtime.prepare.with.node_package.integrity." + runtimes.HostTarget().Arch
+	if !errors.Is(err, runtimes.ErrChecksum) || !strings.Contains(err.Error(), field+": ") || !strings.Contains(err.Error(), "pinned "+goodIntegrity) {
 		t.Fatalf("wrong Node integrity: %v, want ErrChecksum naming %s", err, field)
 	}
 	left, _ := os.ReadDir(cache)
@@ -232,9 +233,9 @@ func TestNodeRangeTheHostSatisfiesUsesTheHostsNode(t *testing.T) {
 	major, _, _ := strings.Cut(strings.TrimPrefix(version, "v"), ".")
 	tool, toolSum := jsTool(t)
 	fakeNpmPack(t, map[string]string{"@scope/tool@1.2.3": tool})
-	t.Setenv(CacheEnv, t.TempDir())
+	t.Setenv(runtimes.CacheEnv, t.TempDir())
 	m := jsManifest(t, toolSum, "^"+major+".0.0", nodePackageBlock(major+".0.0", goodIntegrity))
-	p, err := m.PrepareFor(context.Background(), t.TempDir(), HostTarget().Arch, HostTarget().Libc)
+	p, err := m.PrepareFor(context.Background(), t.TempDir(), runtimes.HostTarget().Arch, runtimes.HostTarget().Libc)
 	if err != nil {
 		t.Fatalf("prepare: %v", err)
 	}
@@ -246,7 +247,7 @@ func TestNodeRangeTheHostSatisfiesUsesTheHostsNode(t *testing.T) {
 	// Out of range with no pin: the platform is skipped, saying how to
 	// get a Node.
 	m = jsManifest(t, toolSum, ">=999.0.0", "")
-	_, err = m.PrepareFor(context.Background(), t.TempDir(), HostTarget().Arch, HostTarget().Libc)
+	_, err = m.PrepareFor(context.Background(), t.TempDir(), runtimes.HostTarget().Arch, runtimes.HostTarget().Libc)
 	if !errors.Is(err, adapter.ErrPlatform) || !strings.Contains(err.Error(), `not in with.node ">=999.0.0"`) || !strings.Contains(err.Error(), "with.node_package") {
 		t.Fatalf("host Node out of range, no pin: %v, want ErrPlatform naming with.node_package", err)
 	}
@@ -288,14 +289,14 @@ func TestNodePackageErrorsNameTheKey(t *testing.T) {
 func TestFetchedNodeIsInTheCacheKey(t *testing.T) {
 	_, version := hostNodeVersion(t)
 	major, _, _ := strings.Cut(strings.TrimPrefix(version, "v"), ".")
-	spec := func(nodeIntegrity string) Spec {
+	spec := func(nodeIntegrity string) runtimes.Spec {
 		t.Helper()
 		m := jsManifest(t, goodIntegrity, "^"+major+".0.0", nodePackageBlock(major+".0.0", nodeIntegrity))
 		c, errs := ParseConfig(m.Dir, m.Runtime.Prepare.Node)
 		if len(errs) > 0 {
 			t.Fatal(errs)
 		}
-		s, err := SpecFor(c, HostTarget())
+		s, err := SpecFor(c, runtimes.HostTarget())
 		if err != nil {
 			t.Fatal(err)
 		}

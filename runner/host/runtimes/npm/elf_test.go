@@ -1,4 +1,4 @@
-package runtimes
+package npm
 
 import (
 	"archive/tar"
@@ -13,6 +13,7 @@ import (
 	"github.com/sandproof/sandproof/runner/host/adapter"
 	"github.com/sandproof/sandproof/runner/host/artifact"
 	"github.com/sandproof/sandproof/runner/host/glibc"
+	"github.com/sandproof/sandproof/runner/host/runtimes"
 )
 
 // An entry whose ELF file the reader refuses (here a PT_INTERP longer
@@ -37,7 +38,7 @@ func TestPreparerRefusesAnEntryTheELFReaderRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	fakeNpmPack(t, map[string]string{"@scope/tool@1.2.3": pkg})
-	t.Setenv(CacheEnv, t.TempDir())
+	t.Setenv(runtimes.CacheEnv, t.TempDir())
 	m, err := adapter.Parse("x.yaml", t.TempDir(), []byte(npmManifest(`      package: "@scope/tool"
       version: "1.2.3"
       integrity: "`+sum+`"
@@ -46,7 +47,7 @@ func TestPreparerRefusesAnEntryTheELFReaderRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = m.PrepareFor(context.Background(), t.TempDir(), HostTarget().Arch, HostTarget().Libc)
+	_, err = m.PrepareFor(context.Background(), t.TempDir(), runtimes.HostTarget().Arch, runtimes.HostTarget().Libc)
 	if !errors.Is(err, artifact.ErrRefused) || errors.Is(err, adapter.ErrPlatform) || !strings.Contains(err.Error(), "PT_INTERP") {
 		t.Fatalf("an entry with a %d-byte PT_INTERP: %v, want refused (not a platform skip)", glibc.MaxInterp+101, err)
 	}

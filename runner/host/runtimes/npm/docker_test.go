@@ -1,4 +1,4 @@
-package runtimes
+package npm
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/sandproof/sandproof/runner/host/adapter"
 	"github.com/sandproof/sandproof/runner/host/provider"
 	dockerprov "github.com/sandproof/sandproof/runner/host/provider/docker"
+	"github.com/sandproof/sandproof/runner/host/runtimes"
 	"github.com/sandproof/sandproof/runner/model"
 )
 
@@ -50,14 +51,14 @@ func docker(t *testing.T, args ...string) string {
 // runtime mounted read-only, and finds the token in /task/deliverable.txt.
 func TestRealHarnessesWriteTheDeliverable(t *testing.T) {
 	ref := dockerImage(t)
-	cache := os.Getenv(CacheEnv)
+	cache := os.Getenv(runtimes.CacheEnv)
 	if cache == "" {
 		var err error
-		if cache, err = DefaultCacheDir(); err != nil {
+		if cache, err = runtimes.DefaultCacheDir(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	t.Setenv(CacheEnv, cache)
+	t.Setenv(runtimes.CacheEnv, cache)
 	for _, m := range npmManifests(t) {
 		name := m.Name
 		t.Run(name, func(t *testing.T) {
@@ -65,7 +66,7 @@ func TestRealHarnessesWriteTheDeliverable(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 			defer cancel()
 			// debian-12 is glibc; the host's arch.
-			rt, err := m.PrepareFor(ctx, t.TempDir(), HostTarget().Arch, "glibc")
+			rt, err := m.PrepareFor(ctx, t.TempDir(), runtimes.HostTarget().Arch, "glibc")
 			if err != nil {
 				t.Fatal(err)
 			}

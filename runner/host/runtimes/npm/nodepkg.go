@@ -1,4 +1,4 @@
-package runtimes
+package npm
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/sandproof/sandproof/runner/host/artifact"
 	"github.com/sandproof/sandproof/runner/host/glibc"
+	"github.com/sandproof/sandproof/runner/host/runtimes"
 )
 
 // nodeSource is where a JS entry's Node comes from: the host's (host set)
@@ -34,12 +35,12 @@ func (s nodeSource) String() string {
 // and with.node; else npm's build pinned in with.node_package, which is a
 // glibc build of one architecture. When neither will do it is
 // ErrUnsupported, naming why.
-func chooseNode(c Config, target Target) (nodeSource, error) {
+func chooseNode(c Config, target runtimes.Target) (nodeSource, error) {
 	n, err := hostNode(target, c.NodeRange)
 	if err == nil {
 		return nodeSource{host: &n}, nil
 	}
-	if !errors.Is(err, ErrUnsupported) {
+	if !errors.Is(err, runtimes.ErrUnsupported) {
 		return nodeSource{}, err
 	}
 	np := c.NodePackage
@@ -56,7 +57,7 @@ func chooseNode(c Config, target Target) (nodeSource, error) {
 	if !ok {
 		return nodeSource{}, fmt.Errorf("%w; with.node_package.integrity has no %s entry (for %s)", err, target.Arch, NodePackageName(target.Arch))
 	}
-	Logf("runtimes: %v; using %s@%s", err, NodePackageName(target.Arch), np.Version)
+	runtimes.Logf("runtimes: %v; using %s@%s", err, NodePackageName(target.Arch), np.Version)
 	return nodeSource{Package: NodePackageName(target.Arch), Version: np.Version, Integrity: integrity,
 		field: withKey + ".node_package.integrity." + target.Arch}, nil
 }
@@ -78,12 +79,12 @@ func (s nodeSource) hashSuffix(hash string) string {
 // on the host (it is the manifest's pick, as the harness is): its version
 // is the pin's, and it runs first in the harness's own version check, in
 // a sandbox.
-func (s nodeSource) provide(ctx context.Context, target Target) (Node, error) {
+func (s nodeSource) provide(ctx context.Context, target runtimes.Target) (Node, error) {
 	if s.host != nil {
 		return *s.host, nil
 	}
-	nodeTarget := Target{Arch: target.Arch, Libc: "glibc", Baseline: target.Baseline}
-	spec := Spec{
+	nodeTarget := runtimes.Target{Arch: target.Arch, Libc: "glibc", Baseline: target.Baseline}
+	spec := runtimes.Spec{
 		Name: s.Package, Version: s.Version, Target: nodeTarget,
 		Package: s.Package, Integrity: s.Integrity, Entry: []string{"bin/node"},
 		Hash: s.hashSuffix(""),
@@ -91,7 +92,7 @@ func (s nodeSource) provide(ctx context.Context, target Target) (Node, error) {
 			return s.stage(ctx, dir, info, nodeTarget)
 		},
 	}
-	rt, err := Prepare(ctx, spec, os.Getenv(CacheEnv))
+	rt, err := runtimes.Prepare(ctx, spec, os.Getenv(runtimes.CacheEnv))
 	if err != nil {
 		return Node{}, err
 	}
@@ -105,7 +106,7 @@ func (s nodeSource) provide(ctx context.Context, target Target) (Node, error) {
 
 // stage fills a Node runtime: the package's bin/node, nothing else (its
 // headers and docs are no use to a harness).
-func (s nodeSource) stage(ctx context.Context, dir string, info map[string]any, target Target) error {
+func (s nodeSource) stage(ctx context.Context, dir string, info map[string]any, target runtimes.Target) error {
 	dl, err := os.MkdirTemp(dir, ".download-")
 	if err != nil {
 		return err

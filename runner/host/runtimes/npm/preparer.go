@@ -1,4 +1,4 @@
-package runtimes
+package npm
 
 import (
 	"context"
@@ -15,40 +15,25 @@ import (
 	"github.com/sandproof/sandproof/runner/host/adapter"
 	"github.com/sandproof/sandproof/runner/host/artifact"
 	"github.com/sandproof/sandproof/runner/host/hostfile"
+	"github.com/sandproof/sandproof/runner/host/runtimes"
 )
-
-// PreparerName is the name manifests use: prepare.name: npm.
-const PreparerName = "npm"
-
-func init() {
-	adapter.Register(PreparerName, adapter.PreparerSpec{Prepare: Preparer, Check: check, PerPlatform: true})
-}
-
-// CacheEnv overrides the cache dir of the preparer.
-const CacheEnv = "SANDPROOF_RUNTIME_CACHE"
-
-// HostTargetFor is the target of a sandbox of arch and libc on this host:
-// baseline when this CPU lacks AVX2 (the sandbox runs on it).
-func HostTargetFor(arch, libc string) Target {
-	t := Target{Arch: arch, Libc: libc}
-	if t.Libc == "" {
-		t.Libc = "glibc"
-	}
-	if h := HostTarget(); h.Arch == t.Arch {
-		t.Baseline = h.Baseline
-	}
-	return t
-}
 
 // SpecFor turns a manifest's npm block into the spec of its runtime for
 // target. A target the block does not cover is adapter.ErrPlatform, named.
-func SpecFor(c Config, target Target) (Spec, error) {
-	s := Spec{
+func SpecFor(c Config, target runtimes.Target) (runtimes.Spec, error) {
+	return specFor(c, target, chooseNode)
+}
+
+// specFor is SpecFor with the choice of a JS entry's Node given: the
+// host's Node decides whether npm's is fetched, and so the cache key, and
+// a test pins the keys of every choice on any host.
+func specFor(c Config, target runtimes.Target, chooseNode func(Config, runtimes.Target) (nodeSource, error)) (runtimes.Spec, error) {
+	s := runtimes.Spec{
 		Name: cacheName(c.Package), Version: c.Version, Target: target,
 		Package: c.Package, Integrity: c.Integrity, PackagesSHA256: c.TreeSHA256,
 		VersionArgs: c.VersionArgs,
 	}
-	if err := target.valid(); err != nil {
+	if err := target.Valid(); err != nil {
 		return s, err
 	}
 	for k, v := range c.VersionEnv {
@@ -71,6 +56,7 @@ func SpecFor(c Config, target Target) (Spec, error) {
 		}
 		pl = &p
 		s.PackagesSHA256 = p.TreeSHA256
+		s.Requires = slices.Clone(p.Requires)
 	}
 	s.Hash = c.contentHash(pl)
 	if target.GlibcLayer {
@@ -84,8 +70,8 @@ func SpecFor(c Config, target Target) (Spec, error) {
 		// download) when neither fits.
 		var err error
 		if node, err = chooseNode(c, target); err != nil {
-			if errors.Is(err, ErrUnsupported) {
-				why := strings.ReplaceAll(err.Error(), ErrUnsupported.Error()+": ", "")
+			if errors.Is(err, runtimes.ErrUnsupported) {
+				why := strings.ReplaceAll(err.Error(), runtimes.ErrUnsupported.Error()+": ", "")
 				return s, fmt.Errorf("%w: platform %s: %s", adapter.ErrPlatform, target, why)
 			}
 			return s, err
@@ -93,6 +79,7 @@ func SpecFor(c Config, target Target) (Spec, error) {
 		s.Hash = node.hashSuffix(s.Hash)
 		s.Entry = []string{"bin/node", "./node_modules/" + c.Package + "/" + c.EntryNode}
 		s.HostFiles = []string{"bin/node", "bin"}
+		s.HostParts = func(rt *runtimes.Runtime) []adapter.HostPart { return []adapter.HostPart{nodePart(rt.Info)} }
 	default:
 		s.Entry = []string{"bin/" + path.Base(c.EntryBin)}
 	}
@@ -110,7 +97,7 @@ func cacheName(pkg string) string {
 
 // stage fills dir: the package (by npm ci from the lock, or from its own
 // tarball), the platform package, the entry in bin/.
-func stage(ctx context.Context, c Config, pl *Platform, nodeFrom nodeSource, target Target, dir string, info map[string]any) error {
+func stage(ctx context.Context, c Config, pl *Platform, nodeFrom nodeSource, target runtimes.Target, dir string, info map[string]any) error {
 	dl, err := os.MkdirTemp(dir, ".download-")
 	if err != nil {
 		return err
@@ -123,7 +110,7 @@ func stage(ctx context.Context, c Config, pl *Platform, nodeFrom nodeSource, tar
 		}
 		// Before anything below reads or moves a path in the tree, which
 		// would follow a link npm made out of it.
-		if err := filesOnly(dir); err != nil {
+		if err := runtimes.FilesOnly(dir); err != nil {
 			return fmt.Errorf("npm ci: %w", err)
 		}
 	} else {
@@ -168,7 +155,7 @@ func stage(ctx context.Context, c Config, pl *Platform, nodeFrom nodeSource, tar
 // putNode copies the chosen Node to bin/node (a copy, not a link: a glibc
 // layer rewrites the tree's interpreters in place) and says in info what
 // it is and where it came from.
-func putNode(ctx context.Context, from nodeSource, target Target, dir string, info map[string]any) error {
+func putNode(ctx context.Context, from nodeSource, target runtimes.Target, dir string, info map[string]any) error {
 	node, err := from.provide(ctx, target)
 	if err != nil {
 		return err
@@ -176,7 +163,7 @@ func putNode(ctx context.Context, from nodeSource, target Target, dir string, in
 	if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o755); err != nil {
 		return err
 	}
-	sum, err := copyFile(node.Path, filepath.Join(dir, "bin", "node"), 0o755)
+	sum, err := runtimes.CopyFile(node.Path, filepath.Join(dir, "bin", "node"), 0o755)
 	if err != nil {
 		return fmt.Errorf("copy node: %w", err)
 	}
@@ -212,7 +199,7 @@ func stagePlatform(ctx context.Context, pl *Platform, dl, dir string, info map[s
 
 // placeEntryBin moves entry.bin from its package (binFrom) to bin/,
 // executable, after checking it is built for target.
-func placeEntryBin(entryBin, binFrom string, target Target, dir string, info map[string]any) error {
+func placeEntryBin(entryBin, binFrom string, target runtimes.Target, dir string, info map[string]any) error {
 	src := filepath.Join(binFrom, filepath.FromSlash(entryBin))
 	if fi, err := os.Lstat(src); err != nil || !fi.Mode().IsRegular() {
 		return fmt.Errorf("%w: entry.bin %s is not a file in %s", artifact.ErrRefused, entryBin, filepath.Base(binFrom))
@@ -364,110 +351,6 @@ func prune(dir string, keep []string) error {
 	})
 }
 
-// Preparer is the adapter preparer: the manifest's `with` block (see
-// docs/adapters.md) for the request's arch and libc. The runtime is
-// prepared in the cache ($SANDPROOF_RUNTIME_CACHE, default
-// $XDG_CACHE_HOME/sandproof/runtimes) and hard-linked into req.Dir (copied
-// where links fail).
-func Preparer(ctx context.Context, req adapter.PrepareRequest) error {
-	if req.GOOS != "" && req.GOOS != "linux" {
-		return fmt.Errorf("%w: GOOS %q", adapter.ErrPlatform, req.GOOS)
-	}
-	c, errs := ParseConfig(req.ManifestDir, req.Node)
-	if len(errs) > 0 {
-		var msgs []string
-		for _, e := range errs {
-			msgs = append(msgs, fmt.Sprintf("line %d: %s: %s", e.Line, e.Key, e.Msg))
-		}
-		return fmt.Errorf("%s: %s", PreparerName, strings.Join(msgs, "; "))
-	}
-	if req.Libc != "" && req.Libc != "glibc" && req.Libc != "musl" {
-		// Certify found neither loader in the image.
-		return fmt.Errorf("%w: the image has neither a glibc nor a musl loader (libc %q)", adapter.ErrPlatform, req.Libc)
-	}
-	target := HostTargetFor(req.GOARCH, req.Libc)
-	if _, native := c.platformFor(target); c.GlibcLayer && target.Libc == "musl" && !native {
-		// No build of the image's own libc: the glibc one, carrying glibc.
-		target.Libc, target.GlibcLayer = "glibc", true
-	}
-	spec, err := SpecFor(c, target)
-	if err != nil {
-		return err
-	}
-	rt, err := Prepare(ctx, spec, os.Getenv(CacheEnv))
-	if err != nil {
-		if errors.Is(err, ErrUnreachable) {
-			return fmt.Errorf("%w: %v", adapter.ErrUnavailable, err)
-		}
-		return err
-	}
-	if err := linkTree(rt.Dir, req.Dir); err != nil {
-		return fmt.Errorf("%s: %w", PreparerName, err)
-	}
-	if req.Out != nil {
-		req.Out.Platform = target.String()
-		// The check starts the harness: the caller runs it in a sandbox.
-		req.Out.VersionCheck = rt.VersionCheck
-		if pl, ok := c.platformFor(target); ok {
-			req.Out.Requires = slices.Clone(pl.Requires)
-		}
-		if l := rt.GlibcLayer; l != nil {
-			req.Out.GlibcLayer = l
-			// What the layer holds is met by the runtime, not the image.
-			req.Out.Provides = []string{"glibc"}
-			for q, so := range map[string]string{"libstdc++": "libstdc++.so.6", "libgcc": "libgcc_s.so.1"} {
-				if l.Has(so) {
-					req.Out.Provides = append(req.Out.Provides, q)
-				}
-			}
-			slices.Sort(req.Out.Provides)
-		}
-		if c.EntryNode != "" {
-			req.Out.Host = append(req.Out.Host, nodePart(rt.Info))
-		}
-	}
-	return nil
-}
-
-// linkTree mirrors src into dst (which exists) with hard links, copying a
-// file where linking fails (another filesystem). The stamp is left out. The
-// links share inodes with the cache: a runtime mounted read-only cannot
-// change them, and a change made on the host is caught by the next
-// Prepare's checksum.
-func linkTree(src, dst string) error {
-	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		if rel == "." {
-			return nil
-		}
-		if rel == StampFile {
-			return nil
-		}
-		to := filepath.Join(dst, rel)
-		switch {
-		case d.IsDir():
-			return os.MkdirAll(to, 0o755)
-		case d.Type().IsRegular():
-			if err := os.Link(p, to); err == nil {
-				return nil
-			} else if !errors.Is(err, os.ErrExist) {
-				fi, serr := d.Info()
-				if serr != nil {
-					return serr
-				}
-				_, cerr := copyFile(p, to, fi.Mode().Perm())
-				return cerr
-			}
-			return fmt.Errorf("link runtime: %s exists", to)
-		default:
-			return fmt.Errorf("link runtime: %q is not a file or directory", rel)
-		}
-	})
-}
-
 // nodePart is the evidence's record of bin/node, from a stamp's info:
 // the host's Node by its host path, npm's by package and integrity. A
 // stamp from before node_source was recorded is the host's.
@@ -478,7 +361,7 @@ func nodePart(info map[string]any) adapter.HostPart {
 		}
 		return ""
 	}
-	hp := adapter.HostPart{Path: "bin/node", Name: "node", Version: str("node_version"), SHA256: str("node_sha256"), Source: "host", From: str("node_path")}
+	hp := adapter.HostPart{Path: "bin/node", Name: "node", Version: str("node_version"), SHA256: str("node_sha256"), Source: "host", From: str("node_path"), Interpreter: true}
 	if str("node_source") == "npm" {
 		hp.Source, hp.From, hp.Integrity = "npm", str("node_package"), str("node_integrity")
 	}

@@ -1,11 +1,9 @@
-package runtimes
+package npm
 
 import (
 	"debug/elf"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -13,7 +11,7 @@ import (
 	"strings"
 
 	"github.com/sandproof/sandproof/runner/host/glibc"
-	"github.com/sandproof/sandproof/runner/host/hostfile"
+	"github.com/sandproof/sandproof/runner/host/runtimes"
 )
 
 // NodePath is the Node binary copied into runtimes with entry.node; ""
@@ -37,12 +35,12 @@ var nodeVersionRe = regexp.MustCompile(`^v(\d+)\.(\d+)\.(\d+)`)
 // (architecture and libc) and in want (the zero range: any). A Node that
 // does not fit is ErrUnsupported: the host cannot provide a runtime for
 // target.
-func hostNode(target Target, want NodeRange) (Node, error) {
+func hostNode(target runtimes.Target, want NodeRange) (Node, error) {
 	p := NodePath
 	if p == "" {
 		var err error
 		if p, err = exec.LookPath("node"); err != nil {
-			return Node{}, fmt.Errorf("%w: no node on PATH (entry.node copies the host's Node into the runtime)", ErrUnsupported)
+			return Node{}, fmt.Errorf("%w: no node on PATH (entry.node copies the host's Node into the runtime)", runtimes.ErrUnsupported)
 		}
 	}
 	p, err := filepath.EvalSymlinks(p)
@@ -60,7 +58,7 @@ func hostNode(target Target, want NodeRange) (Node, error) {
 		libc = "musl"
 	}
 	if n.Arch != target.Arch || libc != target.Libc {
-		return n, fmt.Errorf("%w: the runtime needs Node, and the host's Node %s is %s %s, not %s", ErrUnsupported, p, n.Arch, libc, target)
+		return n, fmt.Errorf("%w: the runtime needs Node, and the host's Node %s is %s %s, not %s", runtimes.ErrUnsupported, p, n.Arch, libc, target)
 	}
 	out, err := exec.Command(p, "--version").Output()
 	if err != nil {
@@ -71,7 +69,7 @@ func hostNode(target Target, want NodeRange) (Node, error) {
 		return n, fmt.Errorf("node --version printed %q", n.Version)
 	}
 	if !want.Contains(n.Version) {
-		return n, fmt.Errorf("%w: the host's Node %s is %s, not in with.node %q", ErrUnsupported, p, n.Version, want)
+		return n, fmt.Errorf("%w: the host's Node %s is %s, not in with.node %q", runtimes.ErrUnsupported, p, n.Version, want)
 	}
 	return n, nil
 }
@@ -111,7 +109,7 @@ func elfArch(m elf.Machine) string {
 // and its loader's libc (a static binary fits both). A script (no ELF
 // header) is not checked; a file the ELF reader refuses is refused
 // (artifact.ErrRefused).
-func checkBinary(p string, target Target) error {
+func checkBinary(p string, target runtimes.Target) error {
 	f, err := glibc.ReadELFFile(p, false)
 	if errors.Is(err, glibc.ErrNotELF) {
 		return nil
@@ -120,35 +118,14 @@ func checkBinary(p string, target Target) error {
 		return fmt.Errorf("%s: %w", filepath.Base(p), err)
 	}
 	if a := elfArch(f.Machine); a != target.Arch {
-		return fmt.Errorf("%w: %s is built for %s, not %s", ErrUnsupported, filepath.Base(p), a, target)
+		return fmt.Errorf("%w: %s is built for %s, not %s", runtimes.ErrUnsupported, filepath.Base(p), a, target)
 	}
 	interp := f.Interp
 	switch {
 	case interp == "":
 	case strings.Contains(interp, "musl") && target.Libc != "musl",
 		!strings.Contains(interp, "musl") && target.Libc == "musl":
-		return fmt.Errorf("%w: %s is linked against the loader %s, not for %s", ErrUnsupported, filepath.Base(p), interp, target)
+		return fmt.Errorf("%w: %s is linked against the loader %s, not for %s", runtimes.ErrUnsupported, filepath.Base(p), interp, target)
 	}
 	return nil
-}
-
-func copyFile(src, dst string, mode os.FileMode) (string, error) {
-	in, err := os.Open(src)
-	if err != nil {
-		return "", err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
-	if err != nil {
-		return "", err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return "", err
-	}
-	if err := out.Close(); err != nil {
-		return "", err
-	}
-	sum, _, err := hostfile.SHA256File(dst)
-	return sum, err
 }

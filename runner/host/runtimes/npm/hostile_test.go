@@ -1,4 +1,4 @@
-package runtimes
+package npm
 
 import (
 	"archive/tar"
@@ -18,6 +18,7 @@ import (
 	"github.com/sandproof/sandproof/internal/testsupport/testenv"
 	"github.com/sandproof/sandproof/runner/host/adapter"
 	"github.com/sandproof/sandproof/runner/host/artifact"
+	"github.com/sandproof/sandproof/runner/host/runtimes"
 )
 
 // holding lists the files under the roots whose bytes contain marker.
@@ -72,8 +73,8 @@ func TestGlibcLayerTakesNoLoaderFromThePackage(t *testing.T) {
 	}
 	fakeNpmPack(t, map[string]string{"@scope/tool@1.2.3": wrapper, "tool-linux-glibc@1.2.3": build})
 	cache, work := t.TempDir(), t.TempDir()
-	t.Setenv(CacheEnv, cache)
-	arch := HostTarget().Arch
+	t.Setenv(runtimes.CacheEnv, cache)
+	arch := runtimes.HostTarget().Arch
 	m, err := adapter.Parse("x.yaml", t.TempDir(), []byte(npmManifest(`      package: "@scope/tool"
       version: "1.2.3"
       integrity: "`+wi+`"
@@ -127,8 +128,8 @@ func TestGlibcLayerRefusesAnELFBomb(t *testing.T) {
 		t.Fatal(err)
 	}
 	fakeNpmPack(t, map[string]string{"@scope/tool@1.2.3": wrapper, "tool-linux-glibc@1.2.3": build})
-	t.Setenv(CacheEnv, t.TempDir())
-	arch := HostTarget().Arch
+	t.Setenv(runtimes.CacheEnv, t.TempDir())
+	arch := runtimes.HostTarget().Arch
 	m, err := adapter.Parse("x.yaml", t.TempDir(), []byte(npmManifest(`      package: "@scope/tool"
       version: "1.2.3"
       integrity: "`+wi+`"
@@ -179,9 +180,9 @@ func TestNpmCILinksAreNotFollowed(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
-	t.Setenv(CacheEnv, t.TempDir())
+	t.Setenv(runtimes.CacheEnv, t.TempDir())
 	m := lockedManifest(t)
-	_, err := m.PrepareFor(context.Background(), t.TempDir(), HostTarget().Arch, HostTarget().Libc)
+	_, err := m.PrepareFor(context.Background(), t.TempDir(), runtimes.HostTarget().Arch, runtimes.HostTarget().Libc)
 	if err == nil || !strings.Contains(err.Error(), "node_modules/@scope/tool") {
 		t.Errorf("prepare after npm ci made a link = %v, want it refused naming the link", err)
 	}

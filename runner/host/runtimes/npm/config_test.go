@@ -1,4 +1,4 @@
-package runtimes
+package npm
 
 import (
 	"archive/tar"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/sandproof/sandproof/internal/testsupport/testenv"
 	"github.com/sandproof/sandproof/runner/host/adapter"
+	"github.com/sandproof/sandproof/runner/host/runtimes"
 )
 
 const goodIntegrity = "sha512-gXQh3SaZmWTfVMc4Ao5+LGbVeKvzyO7tolok0nLsZgq9nGjZx/EEU3NM8C+qUnB4Nvs2rswG5qOVgLzQkq0fHQ=="
@@ -142,14 +143,14 @@ func TestPlatformChoice(t *testing.T) {
 		{Arch: "amd64", Libc: "musl", Baseline: true, Package: "musl-baseline"},
 	}}
 	for _, tc := range []struct {
-		t    Target
+		t    runtimes.Target
 		want string
 	}{
-		{Target{Arch: "amd64", Libc: "glibc", Baseline: false}, "plain"},
-		{Target{Arch: "amd64", Libc: "glibc", Baseline: true}, "baseline"},
+		{runtimes.Target{Arch: "amd64", Libc: "glibc", Baseline: false}, "plain"},
+		{runtimes.Target{Arch: "amd64", Libc: "glibc", Baseline: true}, "baseline"},
 		// A baseline build runs on every x86-64: used when it is the only one.
-		{Target{Arch: "amd64", Libc: "musl", Baseline: false}, "musl-baseline"},
-		{Target{Arch: "arm64", Libc: "glibc", Baseline: false}, ""},
+		{runtimes.Target{Arch: "amd64", Libc: "musl", Baseline: false}, "musl-baseline"},
+		{runtimes.Target{Arch: "arm64", Libc: "glibc", Baseline: false}, ""},
 	} {
 		p, ok := c.platformFor(tc.t)
 		if p.Package != tc.want || ok != (tc.want != "") {
@@ -158,10 +159,10 @@ func TestPlatformChoice(t *testing.T) {
 	}
 	// No plain build for a CPU without AVX2: the platform is not covered.
 	c.Platforms = c.Platforms[:1]
-	if _, ok := c.platformFor(Target{Arch: "amd64", Libc: "glibc", Baseline: true}); ok {
+	if _, ok := c.platformFor(runtimes.Target{Arch: "amd64", Libc: "glibc", Baseline: true}); ok {
 		t.Error("a plain build chosen for a CPU without AVX2")
 	}
-	_, err := SpecFor(Config{Package: "p", Version: "1.0.0", EntryBin: "bin/p", Platforms: c.Platforms}, Target{Arch: "amd64", Libc: "musl", Baseline: false})
+	_, err := SpecFor(Config{Package: "p", Version: "1.0.0", EntryBin: "bin/p", Platforms: c.Platforms}, runtimes.Target{Arch: "amd64", Libc: "musl", Baseline: false})
 	if !errors.Is(err, adapter.ErrPlatform) || !strings.Contains(err.Error(), "platform linux-x64-musl is not in the manifest's platforms (linux-x64)") {
 		t.Errorf("uncovered platform: %v", err)
 	}
@@ -254,7 +255,7 @@ func TestPruneKeepsOnlyKeepPaths(t *testing.T) {
 	if err := prune(dir, []string{"package.json", "bin/tool", "lib"}); err != nil {
 		t.Fatal(err)
 	}
-	sum, files, _, err := TreeSum(dir, nil)
+	sum, files, _, err := runtimes.TreeSum(dir, nil)
 	if err != nil || files != 3 {
 		t.Fatalf("%d files left (%v)", files, err)
 	}
@@ -280,14 +281,14 @@ func TestUnreachableRegistryIsUnavailable(t *testing.T) {
 	t.Setenv("npm_config_registry", "http://127.0.0.1:9/")
 	t.Setenv("npm_config_fetch_retries", "0")
 	t.Setenv("npm_config_cache", t.TempDir())
-	t.Setenv(CacheEnv, t.TempDir())
+	t.Setenv(runtimes.CacheEnv, t.TempDir())
 	m, err := adapter.Parse("x.yaml", t.TempDir(), []byte(npmManifest(goodWith)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	_, err = m.PrepareFor(ctx, t.TempDir(), HostTarget().Arch, HostTarget().Libc)
+	_, err = m.PrepareFor(ctx, t.TempDir(), runtimes.HostTarget().Arch, runtimes.HostTarget().Libc)
 	if !errors.Is(err, adapter.ErrUnavailable) || !strings.Contains(err.Error(), "ECONNREFUSED") {
 		t.Fatalf("prepare with the registry down: %v, want ErrUnavailable naming ECONNREFUSED", err)
 	}
@@ -297,7 +298,7 @@ func TestUnreachableRegistryIsUnavailable(t *testing.T) {
 // loader: a glibc binary fits glibc, not musl; another arch fits neither;
 // a script is not an ELF and is not judged.
 func TestCheckBinaryReadsTheELF(t *testing.T) {
-	h := HostTarget()
+	h := runtimes.HostTarget()
 	if h.Libc != "glibc" {
 		testenv.Missing(t, "a glibc host (its /bin/sh is the glibc ELF under test)", "run on Debian")
 	}
@@ -305,19 +306,19 @@ func TestCheckBinaryReadsTheELF(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := checkBinary(sh, Target{Arch: h.Arch, Libc: "glibc"}); err != nil {
+	if err := checkBinary(sh, runtimes.Target{Arch: h.Arch, Libc: "glibc"}); err != nil {
 		t.Fatalf("glibc binary for glibc: %v", err)
 	}
-	if err := checkBinary(sh, Target{Arch: h.Arch, Libc: "musl"}); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "loader") {
+	if err := checkBinary(sh, runtimes.Target{Arch: h.Arch, Libc: "musl"}); !errors.Is(err, runtimes.ErrUnsupported) || !strings.Contains(err.Error(), "loader") {
 		t.Errorf("glibc binary for musl: %v, want ErrUnsupported naming the loader", err)
 	}
 	other := map[string]string{"amd64": "arm64", "arm64": "amd64"}[h.Arch]
-	if err := checkBinary(sh, Target{Arch: other, Libc: "glibc"}); !errors.Is(err, ErrUnsupported) {
+	if err := checkBinary(sh, runtimes.Target{Arch: other, Libc: "glibc"}); !errors.Is(err, runtimes.ErrUnsupported) {
 		t.Errorf("%s binary for %s: %v, want ErrUnsupported", h.Arch, other, err)
 	}
 	script := filepath.Join(t.TempDir(), "s")
 	os.WriteFile(script, []byte("#!/bin/sh\n"), 0o755)
-	if err := checkBinary(script, Target{Arch: other, Libc: "musl"}); err != nil {
+	if err := checkBinary(script, runtimes.Target{Arch: other, Libc: "musl"}); err != nil {
 		t.Errorf("script: %v", err)
 	}
 }
@@ -329,7 +330,7 @@ func TestNoLoaderIsAnUncoveredPlatform(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = m.PrepareFor(context.Background(), t.TempDir(), HostTarget().Arch, "none")
+	_, err = m.PrepareFor(context.Background(), t.TempDir(), runtimes.HostTarget().Arch, "none")
 	if !errors.Is(err, adapter.ErrPlatform) || !strings.Contains(err.Error(), "neither a glibc nor a musl loader") {
 		t.Fatalf("libc none: %v, want ErrPlatform", err)
 	}

@@ -1,4 +1,4 @@
-package runtimes
+package npm
 
 import (
 	"crypto/sha256"
@@ -13,8 +13,10 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/sandproof/sandproof/runner/host/adapter"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/sandproof/sandproof/runner/host/adapter"
+	"github.com/sandproof/sandproof/runner/host/runtimes"
 )
 
 // Config is a manifest's `prepare.with` block for the npm preparer
@@ -85,7 +87,9 @@ type Platform struct {
 var PlatformRequirements = []string{"glibc", "musl", "libstdc++", "libgcc"}
 
 // Target is the platform a Platform entry is for.
-func (p Platform) Target() Target { return Target{Arch: p.Arch, Libc: p.Libc, Baseline: p.Baseline} }
+func (p Platform) Target() runtimes.Target {
+	return runtimes.Target{Arch: p.Arch, Libc: p.Libc, Baseline: p.Baseline}
+}
 
 var (
 	// npm's own rule for new package names: lower case, URL-safe, an
@@ -365,7 +369,7 @@ func (p *cfgParser) platforms(k string, v *yaml.Node, c *Config) {
 	if len(v.Content) == 0 {
 		p.errf(v, k, "empty (leave platforms out when the package is the same everywhere)")
 	}
-	seen := map[Target]bool{}
+	seen := map[runtimes.Target]bool{}
 	for i, e := range v.Content {
 		pk := fmt.Sprintf("%s[%d]", k, i)
 		pl := p.platform(pk, e)
@@ -558,7 +562,7 @@ func check(dir string, n *yaml.Node) []adapter.FieldError {
 // platformFor picks the platform entry for t: the exact one; on a CPU
 // without AVX2 only a baseline one; on one with AVX2 the plain one, or the
 // baseline one when there is no other (it runs on every x86-64).
-func (c Config) platformFor(t Target) (Platform, bool) {
+func (c Config) platformFor(t runtimes.Target) (Platform, bool) {
 	var fallback *Platform
 	for i, p := range c.Platforms {
 		if p.Arch != t.Arch || p.Libc != t.Libc {

