@@ -6,14 +6,14 @@
 #
 #   package          what needs it
 #   procps           ps (the recorder benchmark, a developer reading a failure)
-#   gcc, libc6-dev   cc: the glibc hello of images/docker_test.go
-#   musl-tools       musl-gcc: the musl hello of images/docker_test.go
+#   gcc, libc6-dev   cc: the glibc hello of runner/host/images/docker_test.go
+#   musl-tools       musl-gcc: the musl hello of runner/host/images/docker_test.go
 #   bash-static      /bin/bash-static: the session's private bash on images
 #                    without one (runner/host/session, the integrity specs)
 #   busybox-static   a static busybox: the busybox-only test images of
 #                    runner/host/provider/docker and runner/host/session
 #   docker.io        the engine (images/engine.sh)
-#   mmdebstrap       the image builds (images/build.go)
+#   mmdebstrap       the image builds (runner/host/images/build.go)
 #   libxml2-utils    xmllint: junit.xml checked against the JUnit XSD
 #                    (reports/junit_test.go)
 #

@@ -16,10 +16,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sandproof/sandproof/images"
 	"github.com/sandproof/sandproof/reports"
 	"github.com/sandproof/sandproof/runner/host/adapter"
 	"github.com/sandproof/sandproof/runner/host/certify"
+	"github.com/sandproof/sandproof/runner/host/images"
 	"github.com/sandproof/sandproof/runner/host/provider"
 	"github.com/sandproof/sandproof/runner/host/relay"
 )

@@ -10,9 +10,10 @@ import (
 	"sync/atomic"
 	"syscall"
 
-	"github.com/sandproof/sandproof/images"
-	"github.com/sandproof/sandproof/runner/host/provider"
 	"github.com/spf13/cobra"
+
+	"github.com/sandproof/sandproof/runner/host/images"
+	"github.com/sandproof/sandproof/runner/host/provider"
 )
 
 func init() { addCommand(newImagesCmd) }

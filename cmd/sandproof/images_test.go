@@ -13,8 +13,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sandproof/sandproof/images"
 	"github.com/sandproof/sandproof/internal/testsupport/testenv"
+	"github.com/sandproof/sandproof/runner/host/images"
 )
 
 func TestImagesUsageErrors(t *testing.T) {

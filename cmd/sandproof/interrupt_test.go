@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandproof/sandproof/images"
 	"github.com/sandproof/sandproof/internal/testsupport/testenv"
 	"github.com/sandproof/sandproof/reports"
+	"github.com/sandproof/sandproof/runner/host/images"
 )
 
 // buildTools builds the sandproof CLI and the static warden and probe

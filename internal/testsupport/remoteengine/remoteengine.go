@@ -53,9 +53,9 @@ import (
 
 	dc "github.com/ory/dockertest/v3/docker"
 
-	"github.com/sandproof/sandproof/images"
 	"github.com/sandproof/sandproof/internal/testsupport/testenv"
 	"github.com/sandproof/sandproof/runner/host/engine"
+	"github.com/sandproof/sandproof/runner/host/images"
 )
 
 // BaseDir holds one directory per engine (its data root's ext4 file, its

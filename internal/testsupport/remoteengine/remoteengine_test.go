@@ -18,10 +18,10 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 
-	"github.com/sandproof/sandproof/images"
 	"github.com/sandproof/sandproof/internal/testsupport/remoteengine"
 	"github.com/sandproof/sandproof/internal/testsupport/testenv"
 	"github.com/sandproof/sandproof/runner/host/engine"
+	"github.com/sandproof/sandproof/runner/host/images"
 	"github.com/sandproof/sandproof/runner/host/provider"
 	"github.com/sandproof/sandproof/runner/host/provider/docker"
 )

@@ -15,10 +15,10 @@ import (
 
 	dc "github.com/ory/dockertest/v3/docker"
 
-	"github.com/sandproof/sandproof/images"
 	"github.com/sandproof/sandproof/internal/testsupport/remoteengine"
 	"github.com/sandproof/sandproof/internal/testsupport/testenv"
 	"github.com/sandproof/sandproof/reports"
+	"github.com/sandproof/sandproof/runner/host/images"
 )
 
 // The incident of issue 35 on an engine of the test's own (the shared one

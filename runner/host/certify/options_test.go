@@ -7,9 +7,9 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/sandproof/sandproof/images"
 	"github.com/sandproof/sandproof/runner/host/adapter"
 	"github.com/sandproof/sandproof/runner/host/certify"
+	"github.com/sandproof/sandproof/runner/host/images"
 )
 
 // Validate refuses each value it owns with a *UsageError naming the flag

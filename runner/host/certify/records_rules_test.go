@@ -16,11 +16,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandproof/sandproof/images"
 	"github.com/sandproof/sandproof/internal/testsupport/testenv"
 	"github.com/sandproof/sandproof/reports"
 	"github.com/sandproof/sandproof/runner/host/adapter"
 	"github.com/sandproof/sandproof/runner/host/canary"
+	"github.com/sandproof/sandproof/runner/host/images"
 	"github.com/sandproof/sandproof/runner/host/relay"
 	"github.com/sandproof/sandproof/runner/model"
 )

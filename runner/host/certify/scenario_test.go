@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sandproof/sandproof/images"
 	"github.com/sandproof/sandproof/runner/host/adapter"
+	"github.com/sandproof/sandproof/runner/host/images"
 	"github.com/sandproof/sandproof/runner/host/session"
 	"github.com/sandproof/sandproof/runner/warden/receipt"
 )

@@ -7,9 +7,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/sandproof/sandproof/images"
 	"github.com/sandproof/sandproof/reports"
 	"github.com/sandproof/sandproof/runner/host/adapter"
+	"github.com/sandproof/sandproof/runner/host/images"
 )
 
 // Shard is one slice of a run's image x adapter matrix (`--shard i/N`),

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sandproof/sandproof/images"
 	"github.com/sandproof/sandproof/runner/host/adapter"
+	"github.com/sandproof/sandproof/runner/host/images"
 )
 
 func matrixOf(imgs []string, adapters []string) Matrix {

@@ -9,11 +9,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sandproof/sandproof/images"
+	"golang.org/x/sync/errgroup"
+
 	"github.com/sandproof/sandproof/runner/host/adapter"
 	"github.com/sandproof/sandproof/runner/host/hostfile"
+	"github.com/sandproof/sandproof/runner/host/images"
 	"github.com/sandproof/sandproof/runner/host/provider"
-	"golang.org/x/sync/errgroup"
 )
 
 // versionCheckDeadline bounds a runtime's version check, its sandbox

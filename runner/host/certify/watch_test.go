@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandproof/sandproof/images"
 	"github.com/sandproof/sandproof/reports"
 	"github.com/sandproof/sandproof/runner/host/certify"
+	"github.com/sandproof/sandproof/runner/host/images"
 	"github.com/sandproof/sandproof/runner/host/provider"
 )
 

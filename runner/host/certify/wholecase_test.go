@@ -13,9 +13,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sandproof/sandproof/images"
 	"github.com/sandproof/sandproof/reports"
 	"github.com/sandproof/sandproof/runner/host/adapter"
+	"github.com/sandproof/sandproof/runner/host/images"
 	"github.com/sandproof/sandproof/runner/host/provider"
 	"github.com/sandproof/sandproof/runner/host/relay"
 	"github.com/sandproof/sandproof/runner/probe"

@@ -11,11 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandproof/sandproof/images"
 	"github.com/sandproof/sandproof/internal/testsupport/testenv"
 	"github.com/sandproof/sandproof/reports"
 	"github.com/sandproof/sandproof/runner/host/adapter"
 	"github.com/sandproof/sandproof/runner/host/certify"
+	"github.com/sandproof/sandproof/runner/host/images"
 )
 
 // The scenarios' positive controls read witnesses the harness cannot

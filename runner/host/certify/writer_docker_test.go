@@ -7,11 +7,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sandproof/sandproof/images"
 	"github.com/sandproof/sandproof/internal/testsupport/testenv"
 	"github.com/sandproof/sandproof/reports"
 	"github.com/sandproof/sandproof/runner/host/adapter"
 	"github.com/sandproof/sandproof/runner/host/certify"
+	"github.com/sandproof/sandproof/runner/host/images"
 )
 
 // The writer's witness is the owner's own looks from the stall up to the

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandproof/sandproof/images"
 	"github.com/sandproof/sandproof/internal/testsupport/testenv"
 	"github.com/sandproof/sandproof/runner/host/adapter"
+	"github.com/sandproof/sandproof/runner/host/images"
 	"github.com/sandproof/sandproof/runner/host/provider"
 	dockerprov "github.com/sandproof/sandproof/runner/host/provider/docker"
 	"github.com/sandproof/sandproof/runner/host/runtimes"

@@ -49,7 +49,7 @@ func buildProbe(t *testing.T) string {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("go", "build", "-o", filepath.Join(dir, "probe"), "../cmd/probe")
+	cmd := exec.Command("go", "build", "-o", filepath.Join(dir, "probe"), "../../../cmd/probe")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build probe: %v\n%s", err, out)
