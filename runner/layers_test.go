@@ -66,6 +66,14 @@ var rules = []rule{
 	{"runner/wire imports only the standard library (the model and the relay both import it; it holds no body shape)",
 		func(p string) bool { return p == "runner/wire" },
 		func(imp string, g map[string]pkg) bool { return !g[imp].std }},
+	{"nothing imports upward: a product package outside runner/host/ and cmd/ (the reports, the model, the wire table, the in-sandbox code) imports nothing of them",
+		func(p string) bool { return !testOnly(p) && !underHost(p) },
+		func(imp string, g map[string]pkg) bool { return underHost(imp) }},
+}
+
+// underHost is the host's world and the commands above it.
+func underHost(p string) bool {
+	return p == "runner/host" || strings.HasPrefix(p, "runner/host/") || strings.HasPrefix(p, "cmd/")
 }
 
 // exempt are the known breaks of a rule, each with its reason; an
@@ -180,6 +188,8 @@ func TestLayersReportPlantedViolations(t *testing.T) {
 		"conformance/framework":           {imports: []string{"internal/testsupport/testenv", "fixtures/model"}},
 		"fakeproc":                        {imports: []string{"runner/warden/proc"}},
 		"runner/host/soak":                {imports: []string{"fakeproc"}},
+		"reports":                         {imports: []string{"os", "runner/host/certify"}},
+		"cmd/sandproof":                   {imports: []string{"runner/host/certify", "reports"}},
 	}
 	want := []string{
 		"runner/agent/pax imports runner/host/provider: " + rules[1].name,
@@ -188,14 +198,18 @@ func TestLayersReportPlantedViolations(t *testing.T) {
 		"runner/probe imports github.com/docker/docker/client: " + rules[0].name,
 		"runner/warden/proc imports runner/host/hostfile: " + rules[1].name,
 		"runner/wire imports runner/model: " + rules[3].name,
+		"reports imports runner/host/certify: " + rules[4].name,
+		"runner/agent/pax imports runner/host/provider: " + rules[4].name,
+		"runner/warden/proc imports runner/host/hostfile: " + rules[4].name,
 	}
+	slices.Sort(want)
 	if got := violations(g, rules, exempt); !slices.Equal(got, want) {
 		t.Errorf("planted violations:\n got %q\nwant %q", got, want)
 	}
 	// An exempt import is not a violation, and an exemption no import
 	// uses is one.
 	planted := map[[2]string]string{{"runner/agent/pax", "runner/host/provider"}: "planted"}
-	if got := violations(g, rules, planted); slices.Contains(got, want[0]) || len(got) != len(want)-1 {
+	if got := violations(g, rules, planted); slices.Contains(got, "runner/agent/pax imports runner/host/provider: "+rules[1].name) || len(got) != len(want)-2 {
 		t.Errorf("an exempt import is reported: %q", got)
 	}
 	delete(g, "runner/agent/pax")
