@@ -5,6 +5,9 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -77,8 +80,8 @@ func TestProductFunctionsAreShort(t *testing.T) {
 			t.Fatalf("the product sources lack %s (%d files read): the walk is not what it seems", f, len(src))
 		}
 	}
-	// ... and left the test-only code out: these hold functions over the
-	// limit today.
+	// ... and left the test-only code out (TestTestSupportFunctionsAreShort
+	// reads it).
 	for _, f := range []string{"conformance/hostmutants/main.go", "fixtures/cmd/adversary/main.go"} {
 		if _, ok := src[f]; ok {
 			t.Fatalf("the product sources hold %s, which is test-only: the walk is not what it seems", f)
@@ -109,5 +112,48 @@ func TestLongFuncsReportsAPlantedFunction(t *testing.T) {
 	want := []string{"planted.go: T.longer is 12 lines (at most 10)", "planted.go: long is 11 lines (at most 10)"}
 	if !slices.Equal(got, want) {
 		t.Errorf("planted long functions:\n got %q\nwant %q", got, want)
+	}
+}
+
+// The test-only world's code (the suite's runners, the fixtures' programs,
+// the test support; not the _test.go files, whose specs are tables) keeps
+// the same limit: the mutation runners and the adversary are programs CI
+// runs, read as closely as the product.
+func TestTestSupportFunctionsAreShort(t *testing.T) {
+	src := map[string][]byte{}
+	err := filepath.WalkDir("..", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel("..", p)
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() {
+			if strings.HasPrefix(d.Name(), ".") && rel != "." || d.Name() == "testdata" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(rel, ".go") || strings.HasSuffix(rel, "_test.go") || !testOnly(filepath.ToSlash(filepath.Dir(rel))) {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		src[rel] = b
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Positive control: the walk read the runners and the adversary.
+	for _, f := range []string{"conformance/hostmutants/main.go", "conformance/mutants/main.go", "fixtures/cmd/adversary/main.go", "fakeproc/kernel.go"} {
+		if _, ok := src[f]; !ok {
+			t.Fatalf("the test-only sources (%d) lack %s: the walk is not what it seems", len(src), f)
+		}
+	}
+	long, err := longFuncs(token.NewFileSet(), src, maxFuncLines)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range long {
+		t.Error(l + ": split it at its paragraph breaks")
 	}
 }

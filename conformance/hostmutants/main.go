@@ -101,29 +101,60 @@ func run(stdout, stderr io.Writer, args []string) error {
 	defer os.RemoveAll(work)
 
 	start := time.Now()
-	// The unmutated tests first: every package must pass, and its time
-	// sets the mutants' timeout.
+	limits, err := unmutatedLimits(root, selected, *runOnly, *timeout, stderr)
+	if err != nil {
+		return err
+	}
+	results := runMutants(root, work, selected, *runOnly, limits, *jobs, stderr)
+	if err := recheckKills(root, selected, results, limits, stderr); err != nil {
+		return err
+	}
+	wall := time.Since(start)
+
+	var buf bytes.Buffer
+	bad := writeReport(&buf, results, wall, *jobs)
+	stdout.Write(buf.Bytes())
+	if *out != "" {
+		if err := os.WriteFile(*out, buf.Bytes(), 0o644); err != nil {
+			return fmt.Errorf("write report: %w", err)
+		}
+	}
+	if bad > 0 {
+		return fmt.Errorf("%d mutant(s) survived, timed out or did not build without a reason in the catalogue", bad)
+	}
+	return nil
+}
+
+// unmutatedLimits runs the selected packages' tests unmutated first: every
+// package must pass, and its time sets its mutants' timeout (4 x, at least
+// a minute; timeout, when > 0, instead).
+func unmutatedLimits(root string, selected []Mutant, runOnly string, timeout time.Duration, stderr io.Writer) (map[string]time.Duration, error) {
 	limits := map[string]time.Duration{}
 	for _, p := range packagesOf(selected) {
 		t0 := time.Now()
-		failed, res, err := goTest(root, p, "", *runOnly, 20*time.Minute)
+		failed, res, err := goTest(root, p, "", runOnly, 20*time.Minute)
 		if err != nil {
-			return fmt.Errorf("unmutated %s: %w", p, err)
+			return nil, fmt.Errorf("unmutated %s: %w", p, err)
 		}
 		if failed != "" || res != Survived {
-			return fmt.Errorf("unmutated %s: the tests do not pass (%s %s)", p, res, failed)
+			return nil, fmt.Errorf("unmutated %s: the tests do not pass (%s %s)", p, res, failed)
 		}
 		d := time.Since(t0)
 		limits[p] = max(4*d, time.Minute)
-		if *timeout > 0 {
-			limits[p] = *timeout
+		if timeout > 0 {
+			limits[p] = timeout
 		}
 		fmt.Fprintf(stderr, "hostmutants: %-8s unmutated tests pass in %.1fs\n", p, d.Seconds())
 	}
+	return limits, nil
+}
 
+// runMutants tests each selected mutant against its package's tests, jobs
+// side by side, and returns their results in the selection's order.
+func runMutants(root, work string, selected []Mutant, runOnly string, limits map[string]time.Duration, jobs int, stderr io.Writer) []result {
 	results := make([]result, len(selected))
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, *jobs)
+	sem := make(chan struct{}, jobs)
 	var mu sync.Mutex
 	for i, m := range selected {
 		wg.Add(1)
@@ -135,7 +166,7 @@ func run(stdout, stderr io.Writer, args []string) error {
 			r := result{m: m}
 			overlay, err := writeOverlay(root, work, i, m)
 			if err == nil {
-				r.by, r.outcome, err = goTest(root, m.Pkg, overlay, *runOnly, limits[m.Pkg])
+				r.by, r.outcome, err = goTest(root, m.Pkg, overlay, runOnly, limits[m.Pkg])
 			}
 			if err != nil {
 				r.outcome, r.by = "error", err.Error()
@@ -148,9 +179,14 @@ func run(stdout, stderr io.Writer, args []string) error {
 		}()
 	}
 	wg.Wait()
-	// A kill counts only if the killing test passes, three times, on the
-	// unmutated package: a test that fails by itself (a deadline a loaded
-	// machine misses) proves nothing about the mutant.
+	return results
+}
+
+// recheckKills counts a kill only if the killing test passes, three times,
+// on the unmutated package: a test that fails by itself (a deadline a
+// loaded machine misses) proves nothing about the mutant, and its kills
+// become Flaky in results.
+func recheckKills(root string, selected []Mutant, results []result, limits map[string]time.Duration, stderr io.Writer) error {
 	for _, p := range packagesOf(selected) {
 		killers := map[string]bool{}
 		for _, r := range results {
@@ -181,19 +217,6 @@ func run(stdout, stderr io.Writer, args []string) error {
 				fmt.Fprintf(stderr, "hostmutants: %-24s killed by %s, which fails on the unmutated package too\n", results[i].m.Name, results[i].by)
 			}
 		}
-	}
-	wall := time.Since(start)
-
-	var buf bytes.Buffer
-	bad := writeReport(&buf, results, wall, *jobs)
-	stdout.Write(buf.Bytes())
-	if *out != "" {
-		if err := os.WriteFile(*out, buf.Bytes(), 0o644); err != nil {
-			return fmt.Errorf("write report: %w", err)
-		}
-	}
-	if bad > 0 {
-		return fmt.Errorf("%d mutant(s) survived, timed out or did not build without a reason in the catalogue", bad)
 	}
 	return nil
 }

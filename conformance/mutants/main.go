@@ -103,21 +103,9 @@ func run(stdout, stderr io.Writer, args []string) error {
 	if *runs < 1 {
 		return usage{fmt.Errorf("--runs: %d, want >= 1", *runs)}
 	}
-	selected := Catalog
-	if *only != "" {
-		selected = nil
-		for _, n := range strings.Split(*only, ",") {
-			found := false
-			for _, m := range Catalog {
-				if string(m.Name) == n {
-					selected = append(selected, m)
-					found = true
-				}
-			}
-			if !found {
-				return usage{fmt.Errorf("--only: unknown mutant %q", n)}
-			}
-		}
+	selected, err := selectMutants(*only)
+	if err != nil {
+		return usage{err}
 	}
 	root, err := moduleRoot()
 	if err != nil {
@@ -129,7 +117,42 @@ func run(stdout, stderr io.Writer, args []string) error {
 	}
 	defer os.RemoveAll(work)
 
-	// The real warden first: every spec the mutants use must pass on it.
+	if err := realWardenPasses(root, work, selected, *runs, *procs, stderr); err != nil {
+		return err
+	}
+	var results []result
+	for _, m := range selected {
+		results = append(results, killMutant(root, work, m, *runs, *procs, stderr))
+	}
+	return printMatrix(stdout, results, *runs)
+}
+
+// selectMutants is the catalogue, or the mutants only names (comma
+// separated), each of which must be in it.
+func selectMutants(only string) ([]Mutant, error) {
+	if only == "" {
+		return Catalog, nil
+	}
+	var selected []Mutant
+	for _, n := range strings.Split(only, ",") {
+		found := false
+		for _, m := range Catalog {
+			if string(m.Name) == n {
+				selected = append(selected, m)
+				found = true
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("--only: unknown mutant %q", n)
+		}
+	}
+	return selected, nil
+}
+
+// realWardenPasses runs the specs of the selected mutants' clauses on the
+// real warden, runs times: every spec the mutants use must pass on it
+// first, or no kill means anything.
+func realWardenPasses(root, work string, selected []Mutant, runs, procs int, stderr io.Writer) error {
 	clauses := map[string]bool{}
 	for _, m := range selected {
 		clauses[m.Clause] = true
@@ -140,13 +163,13 @@ func run(stdout, stderr io.Writer, args []string) error {
 	}
 	sort.Strings(labels)
 	filter := "(" + strings.Join(labels, " || ") + ") && !docker"
-	fmt.Fprintf(stderr, "mutants: real warden, %d runs of %s\n", *runs, filter)
+	fmt.Fprintf(stderr, "mutants: real warden, %d runs of %s\n", runs, filter)
 	base, err := prepare(root, work, "real", "")
 	if err != nil {
 		return err
 	}
-	for r := 1; r <= *runs; r++ {
-		failed, err := runSuite(root, base, filter, *procs, false, filepath.Join(work, fmt.Sprintf("real-%d.json", r)))
+	for r := 1; r <= runs; r++ {
+		failed, err := runSuite(root, base, filter, procs, false, filepath.Join(work, fmt.Sprintf("real-%d.json", r)))
 		if err != nil {
 			return fmt.Errorf("real warden, run %d: %w", r, err)
 		}
@@ -159,40 +182,40 @@ func run(stdout, stderr io.Writer, args []string) error {
 			return fmt.Errorf("real warden, run %d: %d specs failed: %s", r, len(failed), strings.Join(keys(failed), "; "))
 		}
 	}
+	return nil
+}
 
-	var results []result
-	for _, m := range selected {
-		res := result{name: string(m.Name), clause: m.Clause, failing: map[string]bool{}, inClause: map[string]bool{}}
-		t0 := time.Now()
-		b, err := prepare(root, work, string(m.Name), "sandproof_mutant,mutant_"+string(m.Name))
+// killMutant builds warden with mutant m and runs its clause's specs runs
+// times: it is killed in a run when a spec of its clause fails.
+func killMutant(root, work string, m Mutant, runs, procs int, stderr io.Writer) result {
+	res := result{name: string(m.Name), clause: m.Clause, failing: map[string]bool{}, inClause: map[string]bool{}}
+	t0 := time.Now()
+	b, err := prepare(root, work, string(m.Name), "sandproof_mutant,mutant_"+string(m.Name))
+	if err != nil {
+		res.err = err.Error()
+		return res
+	}
+	label := framework.ClauseLabel(m.Clause)
+	for r := 1; r <= runs; r++ {
+		failed, err := runSuite(root, b, label+" && !docker", procs, true, filepath.Join(work, fmt.Sprintf("%s-%d.json", m.Name, r)))
 		if err != nil {
 			res.err = err.Error()
-			results = append(results, res)
-			continue
+			break
 		}
-		label := framework.ClauseLabel(m.Clause)
-		for r := 1; r <= *runs; r++ {
-			failed, err := runSuite(root, b, label+" && !docker", *procs, true, filepath.Join(work, fmt.Sprintf("%s-%d.json", m.Name, r)))
-			if err != nil {
-				res.err = err.Error()
-				break
-			}
-			killed := false
-			for spec, specLabels := range failed {
-				res.failing[spec] = true
-				if specLabels.labels[label] {
-					res.inClause[spec] = true
-					killed = true
-				}
-			}
-			if killed {
-				res.killedRuns++
+		killed := false
+		for spec, specLabels := range failed {
+			res.failing[spec] = true
+			if specLabels.labels[label] {
+				res.inClause[spec] = true
+				killed = true
 			}
 		}
-		fmt.Fprintf(stderr, "mutants: %-16s killed in %d/%d runs (%d specs failed) %.0fs\n", m.Name, res.killedRuns, *runs, len(res.failing), time.Since(t0).Seconds())
-		results = append(results, res)
+		if killed {
+			res.killedRuns++
+		}
 	}
-	return printMatrix(stdout, results, *runs)
+	fmt.Fprintf(stderr, "mutants: %-16s killed in %d/%d runs (%d specs failed) %.0fs\n", m.Name, res.killedRuns, runs, len(res.failing), time.Since(t0).Seconds())
+	return res
 }
 
 func keys(m map[string]failedSpec) []string {
