@@ -26,10 +26,10 @@ func inSandbox(p string) bool {
 	return false
 }
 
-// testOnly is code only tests may import: the suite, the fixtures and the
-// test support.
+// testOnly is code only tests may import: the suite, the fixtures, the
+// test support and the provider contract suite.
 func testOnly(p string) bool {
-	for _, pre := range []string{"conformance", "fixtures", "internal/testsupport"} {
+	for _, pre := range []string{"conformance", "fixtures", "internal/testsupport", "runner/host/provider/providertest"} {
 		if p == pre || strings.HasPrefix(p, pre+"/") {
 			return true
 		}
@@ -60,7 +60,7 @@ var rules = []rule{
 		func(imp string, g map[string]pkg) bool { return !g[imp].std && !xsys(imp) && !isModule(imp, g) }},
 	{"in-sandbox code imports no host (or other non-sandbox) package", inSandbox,
 		func(imp string, g map[string]pkg) bool { return isModule(imp, g) && !inSandbox(imp) }},
-	{"product code imports nothing of conformance/, fixtures/ or internal/testsupport/", func(p string) bool { return !testOnly(p) },
+	{"product code imports nothing of conformance/, fixtures/, internal/testsupport/ or runner/host/provider/providertest", func(p string) bool { return !testOnly(p) },
 		func(imp string, g map[string]pkg) bool { return testOnly(imp) }},
 }
 
@@ -156,27 +156,30 @@ func TestLayers(t *testing.T) {
 func TestLayersReportPlantedViolations(t *testing.T) {
 	std := pkg{std: true}
 	g := map[string]pkg{
-		"os":                              std,
-		"golang.org/x/sys/unix":           {},
-		"github.com/docker/docker/client": {},
-		"runner/warden/proc":              {imports: []string{"os", "golang.org/x/sys/unix", "runner/host/hostfile"}},
-		"runner/probe":                    {imports: []string{"runner/witness", "github.com/docker/docker/client"}},
-		"runner/witness":                  {imports: []string{"os"}},
-		"runner/agent":                    {imports: []string{"runner/agent/pax", "runner/warden/version"}},
-		"runner/agent/pax":                {imports: []string{"runner/host/provider"}},
-		"runner/warden/version":           {},
-		"runner/host/hostfile":            {imports: []string{"os"}},
-		"runner/host/provider":            {imports: []string{"runner/host/hostfile"}},
-		"runner/host/certify":             {imports: []string{"runner/model", "fixtures/model", "runner/warden/receipt"}},
-		"runner/model":                    {},
-		"runner/warden/receipt":           {},
-		"fixtures/model":                  {},
-		"internal/testsupport/testenv":    {imports: []string{"runner/host/provider"}},
-		"conformance/framework":           {imports: []string{"internal/testsupport/testenv", "fixtures/model"}},
+		"os":                                std,
+		"golang.org/x/sys/unix":             {},
+		"github.com/docker/docker/client":   {},
+		"runner/warden/proc":                {imports: []string{"os", "golang.org/x/sys/unix", "runner/host/hostfile"}},
+		"runner/probe":                      {imports: []string{"runner/witness", "github.com/docker/docker/client"}},
+		"runner/witness":                    {imports: []string{"os"}},
+		"runner/agent":                      {imports: []string{"runner/agent/pax", "runner/warden/version"}},
+		"runner/agent/pax":                  {imports: []string{"runner/host/provider"}},
+		"runner/warden/version":             {},
+		"runner/host/hostfile":              {imports: []string{"os"}},
+		"runner/host/provider":              {imports: []string{"runner/host/hostfile"}},
+		"runner/host/certify":               {imports: []string{"runner/model", "fixtures/model", "runner/warden/receipt"}},
+		"runner/model":                      {},
+		"runner/warden/receipt":             {},
+		"fixtures/model":                    {},
+		"internal/testsupport/testenv":      {imports: []string{"runner/host/provider"}},
+		"conformance/framework":             {imports: []string{"internal/testsupport/testenv", "fixtures/model"}},
+		"runner/host/provider/providertest": {imports: []string{"runner/host/provider"}},
+		"runner/host/session":               {imports: []string{"runner/host/provider/providertest"}},
 	}
 	want := []string{
 		"runner/agent/pax imports runner/host/provider: " + rules[1].name,
 		"runner/host/certify imports fixtures/model: " + rules[2].name,
+		"runner/host/session imports runner/host/provider/providertest: " + rules[2].name,
 		"runner/probe imports github.com/docker/docker/client: " + rules[0].name,
 		"runner/warden/proc imports runner/host/hostfile: " + rules[1].name,
 	}
