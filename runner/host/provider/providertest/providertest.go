@@ -436,6 +436,13 @@ func startExchange(t *testing.T, b *box) {
 	if code, err := proc.Wait(); code != 7 || err != nil || stderr.String() != "err\n" {
 		t.Fatalf("wait = %d, %v, stderr %q; want 7 and err apart", code, err, stderr.String())
 	}
+	// A streamed command killed by a signal is 128+N, as for Exec.
+	proc = b.start(nil, "sh", "-c", "kill -TERM $$")
+	proc.Stdin.Close()
+	io.Copy(io.Discard, proc.Stdout)
+	if code, err := proc.Wait(); code != 128+15 || err != nil {
+		t.Fatalf("wait for a command killed by TERM = %d, %v; want 143", code, err)
+	}
 }
 
 // hostile plants, by commands in the sandbox, the tree a hostile harness
