@@ -260,7 +260,8 @@ func execStatusCodes(t *testing.T, b *box) {
 	if r := b.exec(provider.ExecSpec{Argv: []string{"no-such-command-xyz"}}); r.ExitCode != want || len(r.Stdout)+len(r.Stderr) == 0 {
 		t.Errorf("missing command: %d %q %q; want %d and a message", r.ExitCode, r.Stdout, r.Stderr, want)
 	}
-	if err := provider.UploadBytes(ctx(t), b.sb, []byte("#!/bin/sh\n"), "/noexec", 0o644, 0, 0); err != nil {
+	_, root := b.owners()
+	if err := provider.UploadBytes(ctx(t), b.sb, []byte("#!/bin/sh\n"), "/noexec", 0o644, root.uid, root.gid); err != nil {
 		t.Fatal(err)
 	}
 	if r := b.exec(provider.ExecSpec{Argv: []string{b.path("/noexec")}}); r.ExitCode != 126 {
@@ -277,7 +278,8 @@ func execEnvWorkdir(t *testing.T, b *box) {
 	if r := b.exec(provider.ExecSpec{Argv: []string{"sh", "-c", "echo $FOO"}, Env: []string{"FOO=bar"}}); string(r.Stdout) != "bar\n" {
 		t.Errorf("env FOO=bar: %q", r.Stdout)
 	}
-	if err := b.sb.Mkdir(ctx(t), "/wd/sub", 0o755, 0, 0); err != nil {
+	_, root := b.owners()
+	if err := b.sb.Mkdir(ctx(t), "/wd/sub", 0o755, root.uid, root.gid); err != nil {
 		t.Fatal(err)
 	}
 	// No workdir is the sandbox's root.
@@ -545,7 +547,8 @@ func capturesAreData(t *testing.T, b *box) {
 // At most MaxWithheld entries are listed; the rest are counted.
 func withheldListIsCapped(t *testing.T, b *box) {
 	n := provider.MaxWithheld + 500
-	if err := b.sb.Mkdir(ctx(t), "/links", 0o755, 0, 0); err != nil {
+	_, root := b.owners()
+	if err := b.sb.Mkdir(ctx(t), "/links", 0o755, root.uid, root.gid); err != nil {
 		t.Fatal(err)
 	}
 	b.ok("sh", "-c", `i=0; while [ $i -lt $2 ]; do $3 -s /dev/zero "$1/$i" || exit 1; i=$((i+1)); done`,
