@@ -357,7 +357,11 @@ func putModesOwners(t *testing.T, b *box) {
 	c := ctx(t)
 	u, root := b.owners()
 	big := filepath.Join(t.TempDir(), "big")
+	small := filepath.Join(t.TempDir(), "small")
 	if err := os.WriteFile(big, bytes.Repeat([]byte("x"), 3<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(small, []byte("from host"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	err := provider.Put(c, b.sb, []provider.Entry{
@@ -366,6 +370,7 @@ func putModesOwners(t *testing.T, b *box) {
 		{Path: "/put/sub/small", Data: []byte("bytes"), Mode: 0o604, UID: u.uid, GID: u.gid},
 		{Path: "/put/deep/big", HostPath: big, Mode: 0o600, UID: root.uid, GID: u.gid},
 		{Path: "/put/empty", Data: []byte{}, Mode: 0o644, UID: root.uid, GID: root.gid},
+		{Path: "/put/deep/small", HostPath: small, Mode: 0o755, UID: root.uid, GID: root.gid},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -375,8 +380,8 @@ func putModesOwners(t *testing.T, b *box) {
 	if got := b.stat("/put", "/put/sub", "/put/sub/small", "/put/deep", "/put/deep/big", "/put/empty"); got != want {
 		t.Errorf("stat in the sandbox:\n%s want\n%s", got, want)
 	}
-	if got := b.ok("cat", b.path("/put/sub/small"), b.path("/put/empty")); got != "bytes" {
-		t.Errorf("small and empty = %q, want %q", got, "bytes")
+	if got := b.ok("cat", b.path("/put/sub/small"), b.path("/put/empty"), b.path("/put/deep/small")); got != "bytesfrom host" {
+		t.Errorf("the files' contents = %q, want %q", got, "bytesfrom host")
 	}
 	if got := b.ok(b.tool("wc", "-c", b.path("/put/deep/big"))...); !strings.HasPrefix(strings.TrimSpace(got), fmt.Sprint(3<<20)+" ") {
 		t.Errorf("big: wc -c = %q, want %d bytes", got, 3<<20)
