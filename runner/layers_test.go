@@ -28,9 +28,9 @@ func inSandbox(p string) bool {
 }
 
 // testOnly is code only tests may import: the suite, the fixtures, the
-// test support and fakeproc's simulated kernel.
+// test support, fakeproc's simulated kernel and the provider contract suite.
 func testOnly(p string) bool {
-	for _, pre := range []string{"conformance", "fixtures", "internal/testsupport", "fakeproc"} {
+	for _, pre := range []string{"conformance", "fixtures", "internal/testsupport", "fakeproc", "runner/host/provider/providertest"} {
 		if p == pre || strings.HasPrefix(p, pre+"/") {
 			return true
 		}
@@ -61,7 +61,7 @@ var rules = []rule{
 		func(imp string, g map[string]pkg) bool { return !g[imp].std && !xsys(imp) && !isModule(imp, g) }},
 	{"in-sandbox code imports no host (or other non-sandbox) package", inSandbox,
 		func(imp string, g map[string]pkg) bool { return isModule(imp, g) && !inSandbox(imp) }},
-	{"product code imports nothing of conformance/, fixtures/, internal/testsupport/ or fakeproc/", func(p string) bool { return !testOnly(p) },
+	{"product code imports nothing of conformance/, fixtures/, internal/testsupport/, fakeproc/ or runner/host/provider/providertest", func(p string) bool { return !testOnly(p) },
 		func(imp string, g map[string]pkg) bool { return testOnly(imp) }},
 	{"runner/wire imports only the standard library (the model and the relay both import it; it holds no body shape)",
 		func(p string) bool { return p == "runner/wire" },
@@ -168,33 +168,36 @@ func TestLayers(t *testing.T) {
 func TestLayersReportPlantedViolations(t *testing.T) {
 	std := pkg{std: true}
 	g := map[string]pkg{
-		"os":                              std,
-		"golang.org/x/sys/unix":           {},
-		"github.com/docker/docker/client": {},
-		"runner/warden/proc":              {imports: []string{"os", "golang.org/x/sys/unix", "runner/host/hostfile"}},
-		"runner/probe":                    {imports: []string{"runner/witness", "github.com/docker/docker/client"}},
-		"runner/witness":                  {imports: []string{"os"}},
-		"runner/agent":                    {imports: []string{"runner/agent/pax", "runner/warden/version"}},
-		"runner/agent/pax":                {imports: []string{"runner/host/provider"}},
-		"runner/warden/version":           {},
-		"runner/host/hostfile":            {imports: []string{"os"}},
-		"runner/host/provider":            {imports: []string{"runner/host/hostfile"}},
-		"runner/host/certify":             {imports: []string{"runner/model", "fixtures/model", "runner/warden/receipt"}},
-		"runner/model":                    {},
-		"runner/wire":                     {imports: []string{"os", "runner/model"}},
-		"runner/warden/receipt":           {},
-		"fixtures/model":                  {},
-		"internal/testsupport/testenv":    {imports: []string{"runner/host/provider"}},
-		"conformance/framework":           {imports: []string{"internal/testsupport/testenv", "fixtures/model"}},
-		"fakeproc":                        {imports: []string{"runner/warden/proc"}},
-		"runner/host/soak":                {imports: []string{"fakeproc"}},
-		"reports":                         {imports: []string{"os", "runner/host/certify"}},
-		"cmd/sandproof":                   {imports: []string{"runner/host/certify", "reports"}},
+		"os":                                std,
+		"golang.org/x/sys/unix":             {},
+		"github.com/docker/docker/client":   {},
+		"runner/warden/proc":                {imports: []string{"os", "golang.org/x/sys/unix", "runner/host/hostfile"}},
+		"runner/probe":                      {imports: []string{"runner/witness", "github.com/docker/docker/client"}},
+		"runner/witness":                    {imports: []string{"os"}},
+		"runner/agent":                      {imports: []string{"runner/agent/pax", "runner/warden/version"}},
+		"runner/agent/pax":                  {imports: []string{"runner/host/provider"}},
+		"runner/warden/version":             {},
+		"runner/host/hostfile":              {imports: []string{"os"}},
+		"runner/host/provider":              {imports: []string{"runner/host/hostfile"}},
+		"runner/host/certify":               {imports: []string{"runner/model", "fixtures/model", "runner/warden/receipt"}},
+		"runner/model":                      {},
+		"runner/wire":                       {imports: []string{"os", "runner/model"}},
+		"runner/warden/receipt":             {},
+		"fixtures/model":                    {},
+		"internal/testsupport/testenv":      {imports: []string{"runner/host/provider"}},
+		"conformance/framework":             {imports: []string{"internal/testsupport/testenv", "fixtures/model"}},
+		"fakeproc":                          {imports: []string{"runner/warden/proc"}},
+		"runner/host/soak":                  {imports: []string{"fakeproc"}},
+		"reports":                           {imports: []string{"os", "runner/host/certify"}},
+		"cmd/sandproof":                     {imports: []string{"runner/host/certify", "reports"}},
+		"runner/host/provider/providertest": {imports: []string{"runner/host/provider"}},
+		"runner/host/session":               {imports: []string{"runner/host/provider/providertest"}},
 	}
 	want := []string{
 		"runner/agent/pax imports runner/host/provider: " + rules[1].name,
 		"runner/host/certify imports fixtures/model: " + rules[2].name,
 		"runner/host/soak imports fakeproc: " + rules[2].name,
+		"runner/host/session imports runner/host/provider/providertest: " + rules[2].name,
 		"runner/probe imports github.com/docker/docker/client: " + rules[0].name,
 		"runner/warden/proc imports runner/host/hostfile: " + rules[1].name,
 		"runner/wire imports runner/model: " + rules[3].name,

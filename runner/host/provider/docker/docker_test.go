@@ -1,13 +1,11 @@
 package docker_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -63,7 +61,7 @@ var busyboxRootfs = testimage.Rootfs{
 	Applets: []string{"sh", "sleep", "setsid", "rm", "cat", "echo", "printf", "sha256sum", "ls", "mkdir"},
 }
 
-func create(t *testing.T, p *docker.Provider) provider.Sandbox {
+func create(t testing.TB, p *docker.Provider) provider.Sandbox {
 	t.Helper()
 	sb, err := p.Create(context.Background(), provider.CreateSpec{Image: busyboxImage, Labels: map[string]string{"test": t.Name()}, Expire: 10 * time.Minute})
 	if err != nil {
@@ -73,109 +71,13 @@ func create(t *testing.T, p *docker.Provider) provider.Sandbox {
 	return sb
 }
 
-func TestDockerExecUploadDownload(t *testing.T) {
-	p := engine(t)
-	ctx := context.Background()
-	sb := create(t, p)
-	info, err := sb.Inspect(ctx)
-	if err != nil || !info.Exists || !info.Running || info.Arch == "" || !strings.HasPrefix(info.ImageID, "sha256:") {
-		t.Fatalf("inspect = %+v, %v", info, err)
-	}
-	res, err := sb.Exec(ctx, provider.ExecSpec{Argv: []string{"sh", "-c", "echo out; echo err >&2; cat; exit 3"}, Stdin: strings.NewReader("in\n")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.ExitCode != 3 || string(res.Stdout) != "out\nin\n" || string(res.Stderr) != "err\n" {
-		t.Fatalf("exec = %d %q %q", res.ExitCode, res.Stdout, res.Stderr)
-	}
-	if err := provider.UploadBytes(ctx, sb, []byte("hello"), "/new/dir/f.txt", 0o640, 0, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := sb.Mkdir(ctx, "/new/other", 0o700, 0, 0); err != nil {
-		t.Fatal(err)
-	}
-	host := t.TempDir()
-	if err := sb.Download(ctx, "/new", filepath.Join(host, "new")); err != nil {
-		t.Fatal(err)
-	}
-	if b, err := os.ReadFile(filepath.Join(host, "new/dir/f.txt")); err != nil || !bytes.Equal(b, []byte("hello")) {
-		t.Fatalf("round trip = %q, %v", b, err)
-	}
-	if fi, err := os.Stat(filepath.Join(host, "new/other")); err != nil || !fi.IsDir() {
-		t.Fatalf("mkdir'd dir not downloaded: %v", err)
-	}
-	err = sb.Download(ctx, "/no/such/path", filepath.Join(host, "x"))
-	if !errors.Is(err, provider.ErrPathNotFound) || provider.IsProviderError(err) {
-		t.Fatalf("missing path: %v, want ErrPathNotFound and no ProviderError", err)
-	}
-}
-
-func TestDockerGoneContainerIsProviderError(t *testing.T) {
-	p := engine(t)
-	ctx := context.Background()
-	sb := create(t, p)
-	if err := sb.Destroy(ctx); err != nil {
-		t.Fatal(err)
-	}
-	_, err := sb.Exec(ctx, provider.ExecSpec{Argv: []string{"true"}})
-	if !provider.IsProviderError(err) || !errors.Is(err, provider.ErrGone) {
-		t.Fatalf("exec in a removed container: %v, want a ProviderError wrapping ErrGone", err)
-	}
-	err = sb.Download(ctx, "/bin", t.TempDir()+"/x")
-	if !provider.IsProviderError(err) || errors.Is(err, provider.ErrPathNotFound) {
-		t.Fatalf("download from a removed container: %v, want a ProviderError, not ErrPathNotFound", err)
-	}
-	if info, err := sb.Inspect(ctx); err != nil || info.Exists {
-		t.Fatalf("inspect removed = %+v, %v", info, err)
-	}
-}
-
-func TestDockerPutWritesTreeInOneTransfer(t *testing.T) {
-	p := engine(t)
-	ctx := context.Background()
-	sb := create(t, p)
-	host := filepath.Join(t.TempDir(), "host.bin")
-	if err := os.WriteFile(host, []byte("from host"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	err := provider.Put(ctx, sb, []provider.Entry{
-		{Path: "/put", Dir: true, Mode: 0o755},
-		{Path: "/put/sub", Dir: true, Mode: 0o700, UID: 1000, GID: 1000},
-		{Path: "/put/sub/a.txt", Data: []byte("bytes"), Mode: 0o600, UID: 1000, GID: 1000},
-		{Path: "/put/deep/b.bin", HostPath: host, Mode: 0o755},
-		{Path: "/put/empty", Data: []byte{}, Mode: 0o644},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := sb.Exec(ctx, provider.ExecSpec{Argv: []string{"sh", "-c",
-		"stat -c '%n %a %u' /put/sub /put/sub/a.txt /put/deep /put/deep/b.bin; cat /put/sub/a.txt /put/deep/b.bin"}})
-	if err != nil || res.ExitCode != 0 {
-		t.Fatalf("inspect tree: %v, %d %s", err, res.ExitCode, res.Stderr)
-	}
-	want := "/put/sub 700 1000\n/put/sub/a.txt 600 1000\n/put/deep 755 0\n/put/deep/b.bin 755 0\nbytesfrom host"
-	if string(res.Stdout) != want {
-		t.Fatalf("tree = %q, want %q", res.Stdout, want)
-	}
-	// A host file that is not there is the caller's error, not the engine's.
-	err = provider.Put(ctx, sb, []provider.Entry{{Path: "/put/x", HostPath: filepath.Join(t.TempDir(), "nope")}})
-	if err == nil || provider.IsProviderError(err) {
-		t.Fatalf("missing host file: %v, want a plain error", err)
-	}
-}
-
 func TestDockerExecSignalStatus(t *testing.T) {
 	p := engine(t)
 	ctx := context.Background()
 	sb := create(t, p)
-	// A command that died of SIGTERM in a running container: its status
-	// is the command's own.
-	res, err := sb.Exec(ctx, provider.ExecSpec{Argv: []string{"sh", "-c", "kill -TERM $$"}})
-	if err != nil || res.ExitCode != 128+15 {
-		t.Fatalf("exec killed by TERM = %d, %v; want 143 and no error", res.ExitCode, err)
-	}
 	// The container killed under a running exec: a ProviderError, never
-	// the exec's 137.
+	// the exec's 137 (a command's own signal status is the contract's,
+	// TestDockerProviderContract).
 	started := make(chan struct{})
 	done := make(chan error, 1)
 	var killed provider.ExecResult

@@ -7,9 +7,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"errors"
-	"fmt"
 	"io"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -30,42 +28,6 @@ func start(t *testing.T, sb provider.Sandbox, stderr io.Writer, argv ...string) 
 		t.Fatal(err)
 	}
 	return p
-}
-
-// A long-lived exchange: each line written comes back before the next is
-// sent, so the streams are live in both directions at once; EOF on stdin
-// ends the command, with its own status.
-func TestDockerStartExchange(t *testing.T) {
-	p := engine(t)
-	sb := create(t, p)
-	proc := start(t, sb, nil, "cat")
-	r := bufio.NewReader(proc.Stdout)
-	for i := range 5 {
-		line := fmt.Sprintf("round %d\n", i)
-		if _, err := io.WriteString(proc.Stdin, line); err != nil {
-			t.Fatalf("round %d: write: %v", i, err)
-		}
-		got, err := r.ReadString('\n')
-		if err != nil || got != line {
-			t.Fatalf("round %d: read %q, %v; want %q", i, got, err, line)
-		}
-	}
-	if err := proc.Stdin.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if rest, err := io.ReadAll(r); err != nil || len(rest) != 0 {
-		t.Fatalf("after EOF: %q, %v; want nothing more", rest, err)
-	}
-	if code, err := proc.Wait(); err != nil || code != 0 {
-		t.Fatalf("wait = %d, %v; want 0", code, err)
-	}
-	// Its own status, not always 0.
-	proc = start(t, sb, nil, "sh", "-c", "cat >/dev/null; exit 7")
-	proc.Stdin.Close()
-	io.Copy(io.Discard, proc.Stdout)
-	if code, err := proc.Wait(); err != nil || code != 7 {
-		t.Fatalf("wait = %d, %v; want 7", code, err)
-	}
 }
 
 // 20 MB through cat and back, written and read at once, with stderr
@@ -123,18 +85,6 @@ func TestDockerStartContainerKilled(t *testing.T) {
 	code, err := proc.Wait()
 	if !provider.IsProviderError(err) || !errors.Is(err, provider.ErrGone) {
 		t.Fatalf("wait after the kill = %d, %v; want a ProviderError wrapping ErrGone", code, err)
-	}
-}
-
-func TestDockerExecWorkdir(t *testing.T) {
-	p := engine(t)
-	sb := create(t, p)
-	ctx := context.Background()
-	for _, tc := range []struct{ dir, want string }{{"", "/"}, {"/srv/keep", "/srv/keep"}} {
-		res, err := sb.Exec(ctx, provider.ExecSpec{Argv: []string{"sh", "-c", "pwd"}, Workdir: tc.dir})
-		if err != nil || res.ExitCode != 0 || strings.TrimSpace(string(res.Stdout)) != tc.want {
-			t.Errorf("pwd with workdir %q = %q, %d, %v; want %q", tc.dir, res.Stdout, res.ExitCode, err, tc.want)
-		}
 	}
 }
 
