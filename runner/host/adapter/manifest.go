@@ -506,7 +506,7 @@ func (d *decoder) scenarios(k string, v *yaml.Node, m *Manifest) {
 	handlers := map[string]func(string, *yaml.Node){}
 	for i := 0; v.Kind == yaml.MappingNode && i+1 < len(v.Content); i += 2 {
 		name, line := v.Content[i].Value, v.Content[i].Line
-		if _, ok := handlers[name]; ok {
+		if _, ok := handlers[name]; ok || v.Content[i].Kind != yaml.ScalarNode {
 			continue // WalkMapping says it is given twice
 		}
 		handlers[name] = func(k string, v *yaml.Node) {

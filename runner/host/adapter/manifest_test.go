@@ -178,3 +178,23 @@ func TestModelOriginDropsThePath(t *testing.T) {
 		}
 	}
 }
+
+// A key is read only as written: an alias key (whose node holds its
+// anchor's name, not the value it stands for) is refused, in scenarios
+// (where *challenge would have read as the challenge scenario) as
+// anywhere (red team rt36).
+func TestManifestAliasKeyIsRefused(t *testing.T) {
+	doc := good + "description: &challenge d\nscenarios:\n  *challenge : {unsupported: no}\n"
+	_, err := adapter.Parse("x.yaml", t.TempDir(), []byte(doc))
+	if err == nil || !strings.Contains(err.Error(), `x.yaml:8: unknown key "*challenge" in scenarios`) {
+		t.Errorf("an alias key in scenarios: %v; want refused at its line", err)
+	}
+	doc = "&n name: x\nversion: \"1\"\n*n : y\nlaunch:\n  argv: [x]\n  deadline: 60\n"
+	if _, err := adapter.Parse("x.yaml", t.TempDir(), []byte(doc)); err == nil || !strings.Contains(err.Error(), `unknown key "*n" in manifest`) {
+		t.Errorf("an alias key in the manifest: %v; want refused", err)
+	}
+	// Positive control: the same manifest with the key written out.
+	if _, err := adapter.Parse("x.yaml", t.TempDir(), []byte(good+"description: &challenge d\nscenarios:\n  challenge: {unsupported: no}\n")); err != nil {
+		t.Errorf("the key written out is refused: %v", err)
+	}
+}

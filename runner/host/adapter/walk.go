@@ -49,14 +49,20 @@ func WalkMapping(n *yaml.Node, where string, required []string, handlers map[str
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		key := join(where, k.Value)
+		if k.Kind != yaml.ScalarNode {
+			// An alias key's Value is its anchor's name, not what it
+			// stands for ("*a" for &a d means "d" in YAML): no key is read
+			// but one written out.
+			name := k.Value
+			if k.Kind == yaml.AliasNode {
+				name = "*" + name
+			}
+			issue(MappingIssue{Kind: UnknownKey, Node: k, Name: name, Path: join(where, name), Known: knownKeys(handlers)})
+			continue
+		}
 		h, ok := handlers[k.Value]
 		if !ok {
-			known := make([]string, 0, len(handlers))
-			for name := range handlers {
-				known = append(known, name)
-			}
-			slices.Sort(known)
-			issue(MappingIssue{Kind: UnknownKey, Node: k, Name: k.Value, Path: key, Known: known})
+			issue(MappingIssue{Kind: UnknownKey, Node: k, Name: k.Value, Path: key, Known: knownKeys(handlers)})
 			continue
 		}
 		if seen[k.Value] {
@@ -79,4 +85,14 @@ func join(where, key string) string {
 		return key
 	}
 	return where + "." + key
+}
+
+// knownKeys are the handlers' keys, sorted.
+func knownKeys(handlers map[string]func(key string, v *yaml.Node)) []string {
+	known := make([]string, 0, len(handlers))
+	for name := range handlers {
+		known = append(known, name)
+	}
+	slices.Sort(known)
+	return known
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"os"
 	"path"
 	"path/filepath"
@@ -474,6 +475,7 @@ func checkLock(data []byte, pkg, version, integrity string) error {
 		Packages        map[string]struct {
 			Version      string            `json:"version"`
 			Integrity    string            `json:"integrity"`
+			Resolved     string            `json:"resolved"`
 			Link         bool              `json:"link"`
 			InBundle     bool              `json:"inBundle"`
 			Dependencies map[string]string `json:"dependencies"`
@@ -531,7 +533,31 @@ func checkLock(data []byte, pkg, version, integrity string) error {
 		slices.Sort(links)
 		return fmt.Errorf("%d link entr(ies), e.g. %s: a runtime holds only files and directories from pinned tarballs", len(links), links[0])
 	}
+	// npm ci fetches an entry from where its "resolved" says: a git URL is
+	// cloned by the host's git, with the host user's credentials, from any
+	// host or host path, and npm checks no integrity for it (the pin above
+	// would be decoration); file: reads a host path. Only a registry
+	// tarball over https, which npm checks against the entry's integrity,
+	// is fetched.
+	var sources []string
+	for name, e := range lock.Packages {
+		if name != "" && e.Resolved != "" && !tarballURL(e.Resolved) {
+			sources = append(sources, fmt.Sprintf("%s (resolved %q)", name, e.Resolved))
+		}
+	}
+	if len(sources) > 0 {
+		slices.Sort(sources)
+		return fmt.Errorf("%d entr(ies) not resolved to an https tarball, e.g. %s: npm would fetch it by git or from a host path, unchecked against its integrity", len(sources), sources[0])
+	}
 	return nil
+}
+
+// tarballURL says whether a lock entry's "resolved" is an https URL with a
+// host and no credentials: a registry tarball, which npm checks against
+// the entry's integrity.
+func tarballURL(resolved string) bool {
+	u, err := url.Parse(resolved)
+	return err == nil && u.Scheme == "https" && u.Host != "" && u.User == nil && u.Opaque == ""
 }
 
 // bundlerPinned reports whether the bundled entry at path
