@@ -47,7 +47,7 @@ func init() {
 		}
 		sum := sha256.Sum256(host)
 		req.Out.Platform = "linux-" + req.GOARCH + "-" + req.Libc
-		req.Out.Host = append(req.Out.Host, adapter.HostPart{Path: "bin/node", Name: "node", Version: "v0.0.0-test", SHA256: hex.EncodeToString(sum[:])})
+		req.Out.Host = append(req.Out.Host, adapter.HostPart{Path: "bin/node", Name: "node", Version: "v0.0.0-test", SHA256: hex.EncodeToString(sum[:]), Interpreter: true})
 		return nil
 	}})
 }
