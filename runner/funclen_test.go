@@ -5,9 +5,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io/fs"
-	"os"
-	"path/filepath"
+	"path"
 	"slices"
 	"strings"
 	"testing"
@@ -120,29 +118,9 @@ func TestLongFuncsReportsAPlantedFunction(t *testing.T) {
 // the same limit: the mutation runners and the adversary are programs CI
 // runs, read as closely as the product.
 func TestTestSupportFunctionsAreShort(t *testing.T) {
-	src := map[string][]byte{}
-	err := filepath.WalkDir("..", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel("..", p)
-		rel = filepath.ToSlash(rel)
-		if d.IsDir() {
-			if strings.HasPrefix(d.Name(), ".") && rel != "." || d.Name() == "testdata" {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(rel, ".go") || strings.HasSuffix(rel, "_test.go") || !testOnly(filepath.ToSlash(filepath.Dir(rel))) {
-			return nil
-		}
-		b, err := os.ReadFile(p)
-		src[rel] = b
-		return err
+	src := moduleSources(t, func(rel string) bool {
+		return !strings.HasSuffix(rel, "_test.go") && testOnly(path.Dir(rel))
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Positive control: the walk read the runners and the adversary.
 	for _, f := range []string{"conformance/hostmutants/main.go", "conformance/mutants/main.go", "fixtures/cmd/adversary/main.go", "fakeproc/kernel.go"} {
 		if _, ok := src[f]; !ok {

@@ -79,7 +79,13 @@ func productFile(rel string) bool {
 }
 
 // productSources reads every product file of the module (root "..").
-func productSources(t *testing.T) map[string][]byte {
+func productSources(t *testing.T) map[string][]byte { return moduleSources(t, productFile) }
+
+// moduleSources reads the Go files of the module (root "..") that keep
+// selects by their module-relative path, leaving out testdata and the
+// folders the go command ignores (".", "_"); the one walk the layout tests
+// share.
+func moduleSources(t *testing.T, keep func(rel string) bool) map[string][]byte {
 	t.Helper()
 	src := map[string][]byte{}
 	err := filepath.WalkDir("..", func(p string, d fs.DirEntry, err error) error {
@@ -89,12 +95,12 @@ func productSources(t *testing.T) map[string][]byte {
 		rel, _ := filepath.Rel("..", p)
 		rel = filepath.ToSlash(rel)
 		if d.IsDir() {
-			if strings.HasPrefix(d.Name(), ".") && rel != "." {
+			if n := d.Name(); rel != "." && (strings.HasPrefix(n, ".") || strings.HasPrefix(n, "_") || n == "testdata") {
 				return filepath.SkipDir
 			}
 			return nil
 		}
-		if !productFile(rel) {
+		if !strings.HasSuffix(rel, ".go") || !keep(rel) {
 			return nil
 		}
 		b, err := os.ReadFile(p)

@@ -3,10 +3,7 @@ package runner_test
 import (
 	"go/parser"
 	"go/token"
-	"io/fs"
-	"os"
 	"path"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -67,37 +64,9 @@ func docHomes(fset *token.FileSet, src map[string][]byte, exempt map[string]stri
 	return out, nil
 }
 
-// moduleSources reads every non-test Go file of the module, testdata and
-// hidden folders aside.
-func moduleSources(t *testing.T) map[string][]byte {
-	t.Helper()
-	src := map[string][]byte{}
-	err := filepath.WalkDir("..", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if n := d.Name(); p != ".." && (n == "testdata" || strings.HasPrefix(n, ".") || strings.HasPrefix(n, "_")) {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
-			return nil
-		}
-		b, err := os.ReadFile(p)
-		src[filepath.ToSlash(strings.TrimPrefix(p, "../"))] = b
-		return err
-	})
-	if err != nil {
-		t.Fatalf("reading the module's sources: %v", err)
-	}
-	return src
-}
-
 // Every package's comment is in its home.
 func TestPackageCommentsAreInDocGo(t *testing.T) {
-	src := moduleSources(t)
+	src := moduleSources(t, func(rel string) bool { return !strings.HasSuffix(rel, "_test.go") })
 	// Positive control: the walk found every world.
 	for _, f := range []string{"runner/host/certify/certify.go", "runner/warden/stop/reach.go", "cmd/sandproof/main.go", "fakeproc/doc.go", "conformance/hostmutants/main.go"} {
 		if _, ok := src[f]; !ok {

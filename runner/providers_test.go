@@ -4,9 +4,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io/fs"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -26,34 +24,10 @@ const (
 	providertestPkg = module + "runner/host/provider/providertest"
 )
 
-// goSources reads every Go file of the module (root ".."), tests
-// included, testdata and dot-dirs left out; keys are module-relative.
+// goSources reads every Go file of the module, tests included
+// (moduleSources).
 func goSources(t *testing.T) map[string][]byte {
-	t.Helper()
-	src := map[string][]byte{}
-	err := filepath.WalkDir("..", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel("..", p)
-		rel = filepath.ToSlash(rel)
-		if d.IsDir() {
-			if rel != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(rel, ".go") {
-			return nil
-		}
-		b, err := os.ReadFile(p)
-		src[rel] = b
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return src
+	return moduleSources(t, func(string) bool { return true })
 }
 
 // calls says whether f calls the function name of the package pkgPath,
