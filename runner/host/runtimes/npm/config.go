@@ -98,96 +98,60 @@ var (
 	pkgNameRe = regexp.MustCompile(`^(@[a-z0-9][a-z0-9._~-]*/)?[a-z0-9][a-z0-9._~-]*$`)
 	// An exact semver: no ranges, no dist-tags.
 	exactVersionRe = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$`)
-	hex64Re        = regexp.MustCompile(`^[0-9a-f]{64}$`)
-	envRe          = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 )
 
-const withKey = "runtime.prepare.with"
+const withKey = runtimes.WithKey
 
-// cfgParser collects line-numbered problems.
+// cfgParser collects line-numbered problems (runtimes.WithParser).
 type cfgParser struct {
-	dir  string
-	errs []adapter.FieldError
-}
-
-func (p *cfgParser) errf(n *yaml.Node, key, format string, args ...any) {
-	line := 0
-	if n != nil {
-		line = n.Line
-	}
-	p.errs = append(p.errs, adapter.FieldError{Line: line, Key: key, Msg: fmt.Sprintf(format, args...)})
-}
-
-func (p *cfgParser) str(key string, n *yaml.Node) string {
-	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
-		p.errf(n, key, "want a string, got %s", adapter.KindName(n))
-		return ""
-	}
-	return n.Value
-}
-
-// mapping walks a mapping node with one handler per known key
-// (adapter.WalkMapping); unknown and repeated keys and missing required
-// ones are errors.
-func (p *cfgParser) mapping(key string, n *yaml.Node, required []string, h map[string]func(k string, v *yaml.Node)) {
-	adapter.WalkMapping(n, key, required, h, func(is adapter.MappingIssue) {
-		switch is.Kind {
-		case adapter.NotMapping:
-			p.errf(n, key, "want a mapping, got %s", adapter.KindName(n))
-		case adapter.UnknownKey:
-			p.errf(is.Node, key, "unknown key %q (known: %s)", is.Name, strings.Join(is.Known, ", "))
-		case adapter.GivenTwice:
-			p.errf(is.Node, is.Path, "given twice")
-		case adapter.MissingKey:
-			p.errf(n, key, "missing required key %q", is.Name)
-		}
-	})
+	runtimes.WithParser
+	dir string
 }
 
 func (p *cfgParser) pkg(key string, n *yaml.Node) string {
-	s := p.str(key, n)
+	s := p.Str(key, n)
 	if s != "" && !pkgNameRe.MatchString(s) {
-		p.errf(n, key, "bad npm package name %q", s)
+		p.Errf(n, key, "bad npm package name %q", s)
 	}
 	return s
 }
 
 func (p *cfgParser) version(key string, n *yaml.Node) string {
-	s := p.str(key, n)
+	s := p.Str(key, n)
 	if s != "" && !exactVersionRe.MatchString(s) {
-		p.errf(n, key, "%q is not an exact version (want x.y.z, no range or tag: `npm view PKG version`)", s)
+		p.Errf(n, key, "%q is not an exact version (want x.y.z, no range or tag: `npm view PKG version`)", s)
 	}
 	return s
 }
 
 func (p *cfgParser) integrity(key string, n *yaml.Node) string {
-	s := p.str(key, n)
+	s := p.Str(key, n)
 	if s == "" {
 		return s
 	}
 	b64, ok := strings.CutPrefix(s, "sha512-")
 	raw, err := base64.StdEncoding.DecodeString(b64)
 	if !ok || err != nil || len(raw) != 64 {
-		p.errf(n, key, "bad integrity %q (want sha512-BASE64 of 64 bytes: `npm view PKG@VERSION dist.integrity`)", s)
+		p.Errf(n, key, "bad integrity %q (want sha512-BASE64 of 64 bytes: `npm view PKG@VERSION dist.integrity`)", s)
 	}
 	return s
 }
 
 // relPath is a clean relative slash path that stays inside its root.
 func (p *cfgParser) relPath(key string, n *yaml.Node) string {
-	s := p.str(key, n)
+	s := p.Str(key, n)
 	if s == "" {
 		return s
 	}
 	if path.IsAbs(s) || path.Clean(s) != s || s == "." || s == ".." || strings.HasPrefix(s, "../") {
-		p.errf(n, key, "%q is not a clean relative path inside the package", s)
+		p.Errf(n, key, "%q is not a clean relative path inside the package", s)
 	}
 	return s
 }
 
 func (p *cfgParser) paths(key string, n *yaml.Node) []string {
 	if n.Kind != yaml.SequenceNode {
-		p.errf(n, key, "want a list, got %s", adapter.KindName(n))
+		p.Errf(n, key, "want a list, got %s", adapter.KindName(n))
 		return nil
 	}
 	out := []string{}
@@ -195,25 +159,9 @@ func (p *cfgParser) paths(key string, n *yaml.Node) []string {
 		out = append(out, p.relPath(fmt.Sprintf("%s[%d]", key, i), v))
 	}
 	if len(out) == 0 {
-		p.errf(n, key, "empty (leave keep out to keep everything)")
+		p.Errf(n, key, "empty (leave keep out to keep everything)")
 	}
 	return out
-}
-
-func (p *cfgParser) sha(key string, n *yaml.Node) string {
-	s := p.str(key, n)
-	if s != "" && !hex64Re.MatchString(s) {
-		p.errf(n, key, "bad sha256 %q (want 64 lower-case hex digits)", s)
-	}
-	return s
-}
-
-func (p *cfgParser) boolean(key string, n *yaml.Node) bool {
-	s := p.str(key, n)
-	if s != "" && s != "true" && s != "false" {
-		p.errf(n, key, "want true or false, got %q", s)
-	}
-	return s == "true"
 }
 
 // ParseConfig reads and validates a `with` node; dir resolves `lock`.
@@ -221,11 +169,11 @@ func ParseConfig(dir string, n *yaml.Node) (Config, []adapter.FieldError) {
 	p := &cfgParser{dir: dir}
 	var c Config
 	if n == nil {
-		p.errf(nil, withKey, "missing (the npm preparer needs package, version, integrity and entry)")
-		return c, p.errs
+		p.Errf(nil, withKey, "missing (the npm preparer needs package, version, integrity and entry)")
+		return c, p.Errs
 	}
 	var entryNode, lockNode, nodePackageNode *yaml.Node
-	p.mapping(withKey, n, []string{"package", "version", "integrity", "entry"}, map[string]func(string, *yaml.Node){
+	p.Mapping(withKey, n, []string{"package", "version", "integrity", "entry"}, map[string]func(string, *yaml.Node){
 		"package":   func(k string, v *yaml.Node) { c.Package = p.pkg(k, v) },
 		"version":   func(k string, v *yaml.Node) { c.Version = p.version(k, v) },
 		"integrity": func(k string, v *yaml.Node) { c.Integrity = p.integrity(k, v) },
@@ -236,17 +184,17 @@ func ParseConfig(dir string, n *yaml.Node) (Config, []adapter.FieldError) {
 		"keep": func(k string, v *yaml.Node) { c.Keep = p.paths(k, v) },
 		"entry": func(k string, v *yaml.Node) {
 			entryNode = v
-			p.mapping(k, v, nil, map[string]func(string, *yaml.Node){
+			p.Mapping(k, v, nil, map[string]func(string, *yaml.Node){
 				"node": func(k string, v *yaml.Node) { c.EntryNode = p.relPath(k, v) },
 				"bin":  func(k string, v *yaml.Node) { c.EntryBin = p.relPath(k, v) },
 			})
 		},
 		"node": func(k string, v *yaml.Node) {
-			c.MinNode = p.str(k, v)
+			c.MinNode = p.Str(k, v)
 			if c.MinNode != "" {
 				r, err := ParseNodeRange(c.MinNode)
 				if err != nil {
-					p.errf(v, k, "%v (a bare x.y.z is a minimum)", err)
+					p.Errf(v, k, "%v (a bare x.y.z is a minimum)", err)
 				}
 				c.NodeRange = r
 			}
@@ -255,35 +203,35 @@ func ParseConfig(dir string, n *yaml.Node) (Config, []adapter.FieldError) {
 			nodePackageNode = v
 			c.NodePackage = p.nodePackage(k, v)
 		},
-		"version_args": func(k string, v *yaml.Node) { c.VersionArgs = p.versionArgs(k, v) },
-		"version_env":  func(k string, v *yaml.Node) { c.VersionEnv = p.versionEnv(k, v) },
-		"tree_sha256":  func(k string, v *yaml.Node) { c.TreeSHA256 = p.sha(k, v) },
-		"glibc_layer":  func(k string, v *yaml.Node) { c.GlibcLayer = p.boolean(k, v) },
+		"version_args": func(k string, v *yaml.Node) { c.VersionArgs = p.Strings(k, v) },
+		"version_env":  func(k string, v *yaml.Node) { c.VersionEnv = p.Env(k, v) },
+		"tree_sha256":  func(k string, v *yaml.Node) { c.TreeSHA256 = p.SHA(k, v) },
+		"glibc_layer":  func(k string, v *yaml.Node) { c.GlibcLayer = p.Bool(k, v) },
 		"platforms":    func(k string, v *yaml.Node) { p.platforms(k, v, &c) },
 	})
 	p.crossCheck(n, entryNode, lockNode, &c)
 	p.checkNodePackage(n, nodePackageNode, &c)
-	return c, p.errs
+	return c, p.Errs
 }
 
 // nodePackage reads `node_package`: version and a mapping of arch to
 // integrity, at least one.
 func (p *cfgParser) nodePackage(k string, v *yaml.Node) *NodePackage {
 	np := &NodePackage{}
-	p.mapping(k, v, []string{"version", "integrity"}, map[string]func(string, *yaml.Node){
+	p.Mapping(k, v, []string{"version", "integrity"}, map[string]func(string, *yaml.Node){
 		"version": func(k string, v *yaml.Node) { np.Version = p.version(k, v) },
 		"integrity": func(k string, v *yaml.Node) {
 			if v.Kind != yaml.MappingNode {
-				p.errf(v, k, "want a mapping of arch to integrity (amd64: sha512-..., from `npm view %s@VERSION dist.integrity`), got %s", NodePackageName("amd64"), adapter.KindName(v))
+				p.Errf(v, k, "want a mapping of arch to integrity (amd64: sha512-..., from `npm view %s@VERSION dist.integrity`), got %s", NodePackageName("amd64"), adapter.KindName(v))
 				return
 			}
 			np.Integrity = map[string]string{}
-			p.mapping(k, v, nil, map[string]func(string, *yaml.Node){
+			p.Mapping(k, v, nil, map[string]func(string, *yaml.Node){
 				"amd64": func(k string, v *yaml.Node) { np.Integrity["amd64"] = p.integrity(k, v) },
 				"arm64": func(k string, v *yaml.Node) { np.Integrity["arm64"] = p.integrity(k, v) },
 			})
 			if len(v.Content) == 0 {
-				p.errf(v, k, "empty (give the integrity of at least one arch's %s package)", "node-linux-<arch>")
+				p.Errf(v, k, "empty (give the integrity of at least one arch's %s package)", "node-linux-<arch>")
 			}
 		},
 	})
@@ -298,21 +246,21 @@ func (p *cfgParser) checkNodePackage(n, np *yaml.Node, c *Config) {
 	}
 	key := withKey + ".node_package"
 	if c.EntryNode == "" && c.EntryBin != "" {
-		p.errf(np, key, "only with entry.node (a native entry needs no Node)")
+		p.Errf(np, key, "only with entry.node (a native entry needs no Node)")
 	}
 	if c.MinNode == "" {
-		p.errf(n, key, "without with.node (the range that says when the host's Node will not do)")
+		p.Errf(n, key, "without with.node (the range that says when the host's Node will not do)")
 		return
 	}
 	if v := c.NodePackage.Version; v != "" && !c.NodeRange.IsZero() && !c.NodeRange.Contains(v) {
-		p.errf(np, key+".version", "%q is not in with.node %q", v, c.MinNode)
+		p.Errf(np, key+".version", "%q is not in with.node %q", v, c.MinNode)
 	}
 }
 
 // lock reads the lock file the `lock` key names (relative to the
 // manifest's dir) into c.
 func (p *cfgParser) lock(k string, v *yaml.Node, c *Config) {
-	s := p.str(k, v)
+	s := p.Str(k, v)
 	if s == "" {
 		return
 	}
@@ -322,53 +270,21 @@ func (p *cfgParser) lock(k string, v *yaml.Node, c *Config) {
 	c.Lock = s
 	b, err := os.ReadFile(s)
 	if err != nil {
-		p.errf(v, k, "%v", err)
+		p.Errf(v, k, "%v", err)
 		return
 	}
 	c.LockData = b
-}
-
-// versionArgs reads `version_args`, a list of strings; nil when it is not
-// a list.
-func (p *cfgParser) versionArgs(k string, v *yaml.Node) []string {
-	if v.Kind != yaml.SequenceNode {
-		p.errf(v, k, "want a list, got %s", adapter.KindName(v))
-		return nil
-	}
-	args := []string{}
-	for i, a := range v.Content {
-		args = append(args, p.str(fmt.Sprintf("%s[%d]", k, i), a))
-	}
-	return args
-}
-
-// versionEnv reads `version_env`, a mapping of variable names to strings;
-// nil when it is not a mapping.
-func (p *cfgParser) versionEnv(k string, v *yaml.Node) map[string]string {
-	if v.Kind != yaml.MappingNode {
-		p.errf(v, k, "want a mapping, got %s", adapter.KindName(v))
-		return nil
-	}
-	env := map[string]string{}
-	for i := 0; i+1 < len(v.Content); i += 2 {
-		name := v.Content[i].Value
-		if !envRe.MatchString(name) {
-			p.errf(v.Content[i], k, "bad variable name %q", name)
-		}
-		env[name] = p.str(k+"."+name, v.Content[i+1])
-	}
-	return env
 }
 
 // platforms reads `platforms`, each entry a platform build; a platform is
 // listed once and never under the main package's name.
 func (p *cfgParser) platforms(k string, v *yaml.Node, c *Config) {
 	if v.Kind != yaml.SequenceNode {
-		p.errf(v, k, "want a list, got %s", adapter.KindName(v))
+		p.Errf(v, k, "want a list, got %s", adapter.KindName(v))
 		return
 	}
 	if len(v.Content) == 0 {
-		p.errf(v, k, "empty (leave platforms out when the package is the same everywhere)")
+		p.Errf(v, k, "empty (leave platforms out when the package is the same everywhere)")
 	}
 	seen := map[runtimes.Target]bool{}
 	for i, e := range v.Content {
@@ -376,12 +292,12 @@ func (p *cfgParser) platforms(k string, v *yaml.Node, c *Config) {
 		pl := p.platform(pk, e)
 		if t := pl.Target(); pl.Arch != "" && pl.Libc != "" {
 			if seen[t] {
-				p.errf(e, pk, "platform %s listed twice", t)
+				p.Errf(e, pk, "platform %s listed twice", t)
 			}
 			seen[t] = true
 		}
 		if pl.Package != "" && pl.Package == c.Package {
-			p.errf(e, pk+".package", "%q is the main package (a platform package has its own name)", pl.Package)
+			p.Errf(e, pk+".package", "%q is the main package (a platform package has its own name)", pl.Package)
 		}
 		c.Platforms = append(c.Platforms, pl)
 	}
@@ -390,23 +306,23 @@ func (p *cfgParser) platforms(k string, v *yaml.Node, c *Config) {
 // platform reads one entry of `platforms`.
 func (p *cfgParser) platform(pk string, e *yaml.Node) Platform {
 	var pl Platform
-	p.mapping(pk, e, []string{"arch", "libc", "package", "integrity"}, map[string]func(string, *yaml.Node){
+	p.Mapping(pk, e, []string{"arch", "libc", "package", "integrity"}, map[string]func(string, *yaml.Node){
 		"arch": func(k string, v *yaml.Node) {
-			pl.Arch = p.str(k, v)
+			pl.Arch = p.Str(k, v)
 			if pl.Arch != "" && pl.Arch != "amd64" && pl.Arch != "arm64" {
-				p.errf(v, k, "bad arch %q (want amd64 or arm64)", pl.Arch)
+				p.Errf(v, k, "bad arch %q (want amd64 or arm64)", pl.Arch)
 			}
 		},
 		"libc": func(k string, v *yaml.Node) {
-			pl.Libc = p.str(k, v)
+			pl.Libc = p.Str(k, v)
 			if pl.Libc != "" && pl.Libc != "glibc" && pl.Libc != "musl" {
-				p.errf(v, k, "bad libc %q (want glibc or musl)", pl.Libc)
+				p.Errf(v, k, "bad libc %q (want glibc or musl)", pl.Libc)
 			}
 		},
 		"cpu": func(k string, v *yaml.Node) {
-			s := p.str(k, v)
+			s := p.Str(k, v)
 			if s != "baseline" {
-				p.errf(v, k, "bad cpu %q (want baseline, or leave it out)", s)
+				p.Errf(v, k, "bad cpu %q (want baseline, or leave it out)", s)
 			}
 			pl.Baseline = true
 		},
@@ -414,11 +330,11 @@ func (p *cfgParser) platform(pk string, e *yaml.Node) Platform {
 		"version":     func(k string, v *yaml.Node) { pl.Version = p.version(k, v) },
 		"integrity":   func(k string, v *yaml.Node) { pl.Integrity = p.integrity(k, v) },
 		"keep":        func(k string, v *yaml.Node) { pl.Keep = p.paths(k, v) },
-		"tree_sha256": func(k string, v *yaml.Node) { pl.TreeSHA256 = p.sha(k, v) },
+		"tree_sha256": func(k string, v *yaml.Node) { pl.TreeSHA256 = p.SHA(k, v) },
 		"requires":    func(k string, v *yaml.Node) { pl.Requires = p.platformRequires(k, v) },
 	})
 	if pl.Baseline && pl.Arch == "arm64" {
-		p.errf(e, pk, "cpu: baseline is an x86-64 variant, not for arm64")
+		p.Errf(e, pk, "cpu: baseline is an x86-64 variant, not for arm64")
 	}
 	return pl
 }
@@ -427,14 +343,14 @@ func (p *cfgParser) platform(pk string, e *yaml.Node) Platform {
 // needs (PlatformRequirements), each once; nil when it is not a list.
 func (p *cfgParser) platformRequires(k string, v *yaml.Node) []string {
 	if v.Kind != yaml.SequenceNode {
-		p.errf(v, k, "want a list, got %s", adapter.KindName(v))
+		p.Errf(v, k, "want a list, got %s", adapter.KindName(v))
 		return nil
 	}
 	reqs := []string{}
 	for i, r := range v.Content {
-		name := p.str(fmt.Sprintf("%s[%d]", k, i), r)
+		name := p.Str(fmt.Sprintf("%s[%d]", k, i), r)
 		if name != "" && !slices.Contains(PlatformRequirements, name) {
-			p.errf(r, fmt.Sprintf("%s[%d]", k, i), "%q is not a requirement of one build (known: %s; the rest goes in the manifest's requires)", name, strings.Join(PlatformRequirements, ", "))
+			p.Errf(r, fmt.Sprintf("%s[%d]", k, i), "%q is not a requirement of one build (known: %s; the rest goes in the manifest's requires)", name, strings.Join(PlatformRequirements, ", "))
 			continue
 		}
 		if !slices.Contains(reqs, name) {
@@ -449,10 +365,10 @@ func (p *cfgParser) platformRequires(k string, v *yaml.Node) []string {
 // lock pinning what the manifest pins.
 func (p *cfgParser) crossCheck(n, entryNode, lockNode *yaml.Node, c *Config) {
 	if entryNode != nil && (c.EntryNode == "") == (c.EntryBin == "") && entryNode.Kind == yaml.MappingNode {
-		p.errf(entryNode, withKey+".entry", "want exactly one of node (a JS file run with the private Node) or bin (a native binary)")
+		p.Errf(entryNode, withKey+".entry", "want exactly one of node (a JS file run with the private Node) or bin (a native binary)")
 	}
 	if c.MinNode != "" && c.EntryNode == "" && c.EntryBin != "" {
-		p.errf(n, withKey+".node", "only with entry.node (a native entry needs no Node)")
+		p.Errf(n, withKey+".node", "only with entry.node (a native entry needs no Node)")
 	}
 	for i := range c.Platforms {
 		if c.Platforms[i].Version == "" {
@@ -461,7 +377,7 @@ func (p *cfgParser) crossCheck(n, entryNode, lockNode *yaml.Node, c *Config) {
 	}
 	if c.LockData != nil && c.Package != "" && c.Version != "" && c.Integrity != "" {
 		if err := checkLock(c.LockData, c.Package, c.Version, c.Integrity); err != nil {
-			p.errf(lockNode, withKey+".lock", "%v", err)
+			p.Errf(lockNode, withKey+".lock", "%v", err)
 		}
 	}
 }

@@ -1,9 +1,6 @@
 package npm
 
 import (
-	"fmt"
-	"strings"
-
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sandproof/sandproof/runner/host/adapter"
@@ -34,11 +31,7 @@ func (kind) Check(dir string, with *yaml.Node) []adapter.FieldError { return che
 func (kind) Plan(req adapter.PrepareRequest, target runtimes.Target) (runtimes.Spec, error) {
 	c, errs := ParseConfig(req.ManifestDir, req.Node)
 	if len(errs) > 0 {
-		var msgs []string
-		for _, e := range errs {
-			msgs = append(msgs, fmt.Sprintf("line %d: %s: %s", e.Line, e.Key, e.Msg))
-		}
-		return runtimes.Spec{}, fmt.Errorf("%s: %s", PreparerName, strings.Join(msgs, "; "))
+		return runtimes.Spec{}, runtimes.FieldErrors(PreparerName, errs)
 	}
 	if _, native := c.platformFor(target); c.GlibcLayer && target.Libc == "musl" && !native {
 		// No build of the image's own libc: the glibc one, carrying glibc.
