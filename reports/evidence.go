@@ -236,6 +236,10 @@ type HarnessRuntime struct {
 	// Source says which), left out of TreeSHA256 so the tree hashes the
 	// same on every host.
 	Node *HostBinary `json:"node,omitempty"`
+	// Python is the CPython that runs a python-kind runtime's entry: its
+	// version, source ("debian": From names the package) and the sha256
+	// of its pinned .debs.
+	Python *HostBinary `json:"python,omitempty"`
 	// GlibcLayer is the host's glibc the runtime carried into an image
 	// without glibc (absent when it carried none).
 	GlibcLayer *GlibcLayer `json:"glibc_layer,omitempty"`

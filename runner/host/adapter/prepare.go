@@ -106,8 +106,13 @@ type HostPart struct {
 	Source, From, Integrity string
 	// Interpreter marks the interpreter that runs the harness's entry
 	// (npm's Node): the evidence records it as the harness_runtime's
-	// node. False for any other part.
+	// node (its python, for Name "python"). False for any other part.
 	Interpreter bool
+	// Pinned marks a part pinned like the rest of the tree, the same
+	// bytes on every host (a Python interpreter from pinned .debs): the
+	// tree's digest covers it. Unpinned parts (the host's Node) are left
+	// out of the digest and recorded alone.
+	Pinned bool
 }
 
 // Pins are the main package, version and integrity a preparer's with

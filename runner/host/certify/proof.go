@@ -563,9 +563,17 @@ func runtimeProvenance(m *adapter.Manifest, rt *adapter.Prepared) (*reports.Harn
 	// so the same pins hash the same on every host, and recorded alone.
 	var exclude []string
 	for _, x := range rt.Host {
-		exclude = append(exclude, filepath.FromSlash(x.Path))
-		if x.Interpreter {
-			h.Node = &reports.HostBinary{Path: x.Path, Version: x.Version, SHA256: x.SHA256, Source: x.Source, From: x.From, Integrity: x.Integrity}
+		if !x.Pinned {
+			exclude = append(exclude, filepath.FromSlash(x.Path))
+		}
+		if !x.Interpreter {
+			continue
+		}
+		b := &reports.HostBinary{Path: x.Path, Version: x.Version, SHA256: x.SHA256, Source: x.Source, From: x.From, Integrity: x.Integrity}
+		if x.Name == "python" {
+			h.Python = b
+		} else {
+			h.Node = b
 		}
 	}
 	if l := rt.GlibcLayer; l != nil {

@@ -1,0 +1,163 @@
+package python
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/sandproof/sandproof/runner/host/runtimes"
+)
+
+// IndexEnv overrides the index's JSON API base (default PyPI's).
+const IndexEnv = "SANDPROOF_PYPI_URL"
+
+// DefaultIndex is PyPI's JSON API (https://docs.pypi.org/api/json/).
+const DefaultIndex = "https://pypi.org/pypi"
+
+// Caps on what the index may send: a release's JSON is tens of KiB, the
+// largest wheels of an agent's dependencies tens of MiB.
+const (
+	maxReleaseJSON = 16 << 20
+	maxWheelBytes  = 512 << 20
+)
+
+// Index is a package index's JSON API. The files it lists are only
+// candidates: a wheel is taken when its sha256 is one the lock pins, and
+// checked again on the bytes downloaded.
+type Index struct {
+	Base   string
+	Client *http.Client
+}
+
+// DefaultIndexFromEnv is $SANDPROOF_PYPI_URL or PyPI.
+func DefaultIndexFromEnv() Index {
+	base := os.Getenv(IndexEnv)
+	if base == "" {
+		base = DefaultIndex
+	}
+	return Index{Base: strings.TrimSuffix(base, "/"), Client: http.DefaultClient}
+}
+
+// File is one file of a release, as the index lists it.
+type File struct {
+	Filename    string `json:"filename"`
+	URL         string `json:"url"`
+	PackageType string `json:"packagetype"`
+	Size        int64  `json:"size"`
+	Digests     struct {
+		SHA256 string `json:"sha256"`
+	} `json:"digests"`
+}
+
+// Files lists the files of name==version.
+func (ix Index) Files(ctx context.Context, name, version string) ([]File, error) {
+	u := fmt.Sprintf("%s/%s/%s/json", ix.Base, name, version)
+	body, status, err := ix.get(ctx, u, maxReleaseJSON)
+	if err != nil {
+		return nil, err
+	}
+	if status == http.StatusNotFound {
+		return nil, fmt.Errorf("the index has no %s==%s (%s: 404)", name, version, u)
+	}
+	if status != http.StatusOK {
+		return nil, fmt.Errorf("%s: HTTP %d", u, status)
+	}
+	var rel struct {
+		URLs []File `json:"urls"`
+	}
+	if err := json.Unmarshal(body, &rel); err != nil {
+		return nil, fmt.Errorf("%s: %v", u, err)
+	}
+	return rel.URLs, nil
+}
+
+// get reads at most limit bytes of u; a body over it is an error. An
+// index that cannot be reached at all wraps runtimes.ErrUnreachable.
+func (ix Index) get(ctx context.Context, u string, limit int64) ([]byte, int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, 0, err
+	}
+	resp, err := ix.Client.Do(req)
+	if err != nil {
+		var ne net.Error
+		var oe *net.OpError
+		if errors.As(err, &oe) || errors.As(err, &ne) {
+			return nil, 0, fmt.Errorf("%w: %v", runtimes.ErrUnreachable, err)
+		}
+		return nil, 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		return nil, 0, fmt.Errorf("%s: %w", u, err)
+	}
+	if int64(len(b)) > limit {
+		return nil, 0, fmt.Errorf("%s: more than %d bytes", u, limit)
+	}
+	return b, resp.StatusCode, nil
+}
+
+// Choose is the wheel of r the runtime installs on p: the best fitting
+// of the release's wheels whose sha256 the lock pins. Why there is none
+// is said in the terms a lock's author can act on.
+func Choose(r Requirement, files []File, p Platform) (File, Wheel, error) {
+	var best File
+	var bestW Wheel
+	score := 0
+	var wheels, fitting []string
+	for _, f := range files {
+		w, err := ParseWheelName(f.Filename)
+		if f.PackageType != "bdist_wheel" || err != nil {
+			continue
+		}
+		wheels = append(wheels, f.Filename)
+		s := w.Score(p)
+		if s == 0 {
+			continue
+		}
+		fitting = append(fitting, f.Filename)
+		if !slices.Contains(r.Hashes, f.Digests.SHA256) {
+			continue
+		}
+		if s > score || s == score && f.Filename < best.Filename {
+			best, bestW, score = f, w, s
+		}
+	}
+	switch {
+	case score > 0:
+		return best, bestW, nil
+	case len(wheels) == 0:
+		return File{}, Wheel{}, fmt.Errorf("%s==%s (lock line %d) has no wheel on the index, only a source distribution: sandproof installs wheels only (--only-binary=:all:); pin a version that has one", r.Name, r.Version, r.Line)
+	case len(fitting) == 0:
+		return File{}, Wheel{}, fmt.Errorf("%s==%s (lock line %d) has no wheel for %s (the index has %s)", r.Name, r.Version, r.Line, p, strings.Join(wheels, ", "))
+	default:
+		return File{}, Wheel{}, fmt.Errorf("%s==%s (lock line %d): the lock's sha256 match none of its wheels for %s (%s): regenerate the lock for this platform", r.Name, r.Version, r.Line, p, strings.Join(fitting, ", "))
+	}
+}
+
+// Download writes f into path, checking its size cap and that its
+// sha256 is want.
+func (ix Index) Download(ctx context.Context, f File, want, path string) error {
+	body, status, err := ix.get(ctx, f.URL, maxWheelBytes)
+	if err != nil {
+		return fmt.Errorf("download %s: %w", f.Filename, err)
+	}
+	if status != http.StatusOK {
+		return fmt.Errorf("download %s: HTTP %d", f.Filename, status)
+	}
+	sum := sha256.Sum256(body)
+	if got := hex.EncodeToString(sum[:]); got != want {
+		return fmt.Errorf("download %s: sha256 %s, the lock pins %s", f.Filename, got, want)
+	}
+	return os.WriteFile(path, body, 0o644)
+}

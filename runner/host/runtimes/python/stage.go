@@ -1,0 +1,201 @@
+package python
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/sandproof/sandproof/runner/host/adapter"
+	"github.com/sandproof/sandproof/runner/host/artifact"
+	"github.com/sandproof/sandproof/runner/host/runtimes"
+)
+
+// Interpreters are the `python` values a manifest may pin: the CPython
+// minor version this package stages (interpPins).
+var Interpreters = map[string]struct{ Major, Minor int }{"3.13": {3, 13}}
+
+func knownInterpreters() string {
+	var ks []string
+	for k := range Interpreters {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return strings.Join(ks, ", ")
+}
+
+// InterpDir is where the interpreter is in the runtime tree: the
+// launcher is InterpDir/usr/bin/python3, the wheels are installed in
+// its site-packages dir.
+const InterpDir = "python"
+
+// Launcher is the interpreter's launcher, relative to the runtime dir:
+// what a manifest's launch argv starts ({runtime_dir}/python/usr/bin/python3).
+const Launcher = InterpDir + "/" + launcherPath
+
+// wheelLimits bound the installed wheels together: the largest harness
+// here installs about 200 MB in some 20,000 files.
+var wheelLimits = artifact.Limits{FileBytes: 256 << 20, TotalBytes: 2 << 30, Entries: 200_000}
+
+// machines are the wheel tag spelling of the pinned arches.
+var machines = map[string]string{"amd64": "x86_64", "arm64": "aarch64"}
+
+// SpecFor is the runtime spec of c for target (the tree's own glibc).
+func SpecFor(c Config, target runtimes.Target) (runtimes.Spec, error) {
+	pins, ok := interpPins[target.Arch]
+	if !ok {
+		return runtimes.Spec{}, fmt.Errorf("%w: the python interpreter is pinned for %s, not %s", adapter.ErrPlatform, strings.Join(pinnedArches(), ", "), target.Arch)
+	}
+	plat, err := platformOf(c.Python, pins, target.Arch)
+	if err != nil {
+		return runtimes.Spec{}, err
+	}
+	entry := []string{Launcher}
+	if c.EntryModule != "" {
+		entry = append(entry, "-m", c.EntryModule)
+	} else {
+		mod, fn, _ := strings.Cut(c.EntryCall, ":")
+		entry = append(entry, "-c", fmt.Sprintf("import sys\nfrom %s import %s as main\nsys.exit(main())", mod, fn))
+	}
+	info := interpInfo(pins)
+	spec := runtimes.Spec{
+		Name: c.Package, Version: c.Version, Target: target, Hash: specHash(c, target.Arch),
+		Package: c.Package, PackagesSHA256: c.TreeSHA256, Entry: entry, VersionArgs: c.VersionArgs,
+		Stage: func(ctx context.Context, dir string, stamp map[string]any) error {
+			return stage(ctx, c, target.Arch, plat, dir, stamp)
+		},
+		HostParts: func(*runtimes.Runtime) []adapter.HostPart {
+			return []adapter.HostPart{{Path: InterpDir + "/usr/bin/python3.13", Name: "python", Version: info.Version,
+				SHA256: info.SHA256, Source: "debian", From: info.Source, Interpreter: true, Pinned: true}}
+		},
+	}
+	for k, v := range c.VersionEnv {
+		spec.VersionEnv = append(spec.VersionEnv, k+"="+v)
+	}
+	slices.Sort(spec.VersionEnv)
+	return spec, nil
+}
+
+// platformOf is what wheels must fit: the pinned CPython's version (the
+// manifest's python must name it) and the glibc the tree carries.
+func platformOf(want string, pins []debPin, arch string) (Platform, error) {
+	v := Interpreters[want]
+	p := Platform{Major: v.Major, Minor: v.Minor, Machine: machines[arch]}
+	for _, d := range pins {
+		if d.Package == "libc6" {
+			_, minor, _ := strings.Cut(strings.SplitN(d.Version, "-", 2)[0], ".")
+			p.GlibcMinor, _ = strconv.Atoi(minor)
+		}
+	}
+	if got := interpInfo(pins).Version; !strings.HasPrefix(got, want+".") {
+		return p, fmt.Errorf("python %q: the pinned interpreter is %s", want, got)
+	}
+	if p.GlibcMinor == 0 || p.Machine == "" {
+		return p, fmt.Errorf("python: no glibc or machine pinned for %s", arch)
+	}
+	return p, nil
+}
+
+// stage fills dir: the interpreter under InterpDir, then every wheel the
+// lock pins, each checked against its sha256, unpacked into the
+// interpreter's site-packages through one artifact tree (its caps count
+// all the wheels together).
+func stage(ctx context.Context, c Config, arch string, plat Platform, dir string, stamp map[string]any) error {
+	cache, err := debCache()
+	if err != nil {
+		return err
+	}
+	info, err := StageInterpreter(ctx, InterpOptions{Dir: filepath.Join(dir, InterpDir), Arch: arch, Cache: cache})
+	if err != nil {
+		return err
+	}
+	stamp["python_version"], stamp["python_source"], stamp["python_sha256"] = info.Version, info.Source, info.SHA256
+	site := filepath.Join(dir, InterpDir, filepath.FromSlash(info.SitePackages))
+	// The interpreter leaves its site-packages empty: the wheels' tree
+	// takes its place.
+	if err := os.Remove(site); err != nil {
+		return fmt.Errorf("python: site-packages %s: %w", info.SitePackages, err)
+	}
+	t, err := artifact.Create(site, wheelLimits)
+	if err != nil {
+		return err
+	}
+	defer t.Close()
+	dl, err := os.MkdirTemp("", "sandproof-wheels-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dl)
+	ix := DefaultIndexFromEnv()
+	var wheels []string
+	for _, r := range c.Requirements {
+		name, err := installWheel(ctx, ix, r, plat, dl, t)
+		if err != nil {
+			return err
+		}
+		wheels = append(wheels, name)
+	}
+	stamp["wheels"] = wheels
+	return nil
+}
+
+// installWheel fetches r's wheel for plat into dl and unpacks it into t.
+func installWheel(ctx context.Context, ix Index, r Requirement, plat Platform, dl string, t *artifact.Tree) (string, error) {
+	files, err := ix.Files(ctx, r.Name, r.Version)
+	if err != nil {
+		return "", fmt.Errorf("python: %s==%s (lock line %d): %w", r.Name, r.Version, r.Line, err)
+	}
+	f, _, err := Choose(r, files, plat)
+	if err != nil {
+		return "", fmt.Errorf("python: %w", err)
+	}
+	p := filepath.Join(dl, filepath.Base(f.Filename))
+	if err := ix.Download(ctx, f, f.Digests.SHA256, p); err != nil {
+		return "", fmt.Errorf("python: %w", err)
+	}
+	wf, err := os.Open(p)
+	if err != nil {
+		return "", err
+	}
+	defer wf.Close()
+	fi, err := wf.Stat()
+	if err != nil {
+		return "", err
+	}
+	if err := artifact.Unzip(wf, fi.Size(), t, wheelEntry); err != nil {
+		return "", fmt.Errorf("python: wheel %s: %w", f.Filename, err)
+	}
+	return f.Filename, nil
+}
+
+// wheelEntry maps a wheel's entry to its place in site-packages (PEP 427):
+// the .data dir's purelib and platlib go to site-packages like the rest;
+// its scripts, headers and data (files for outside site-packages) are
+// left out, so a wheel writes nothing but its packages and dist-info.
+func wheelEntry(n string) string {
+	top, rest, _ := strings.Cut(n, "/")
+	if !strings.HasSuffix(top, ".data") {
+		return n
+	}
+	for _, keep := range []string{"purelib/", "platlib/"} {
+		if r, ok := strings.CutPrefix(rest, keep); ok && r != "" {
+			return r
+		}
+	}
+	return ""
+}
+
+// debCache is where the interpreter's .debs are kept, beside the runtimes.
+func debCache() (string, error) {
+	d := os.Getenv(runtimes.CacheEnv)
+	if d == "" {
+		var err error
+		if d, err = runtimes.DefaultCacheDir(); err != nil {
+			return "", err
+		}
+	}
+	return filepath.Join(d, ".python-debs"), nil
+}
