@@ -13,7 +13,9 @@
 //     through a link or otherwise;
 //   - only directories and regular files are made, each file 0755 (any
 //     executable bit asked for) or 0644: no link, device, fifo or setuid
-//     bit ever comes from an artifact;
+//     bit ever comes from an artifact (UntarCopyingLinks writes a link
+//     of an archive to a regular file of the same archive as a copy of
+//     that file);
 //   - each file is capped in bytes, the tree in bytes and in entries,
 //     decided on the size an entry declares before a byte of it is
 //     written, and a file whose reader yields more than it declared is
