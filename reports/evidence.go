@@ -257,6 +257,17 @@ type HarnessRuntime struct {
 	VersionOutput  string `json:"version_output,omitempty"`
 }
 
+// SetInterpreter records b as the runtime's interpreter, in the field of
+// its name: "python" is a python runtime's CPython, anything else npm's
+// Node (the field the schema had first).
+func (h *HarnessRuntime) SetInterpreter(name string, b *HostBinary) {
+	if name == "python" {
+		h.Python = b
+		return
+	}
+	h.Node = b
+}
+
 // GlibcLayer is a runtime's glibc layer: the loader written into its
 // executables' PT_INTERP and the dir given as LD_LIBRARY_PATH (sandbox
 // paths), each file copied from the host with its sha256, and each

@@ -50,6 +50,7 @@ var homes = []homed{
 	{"wire endpoint", "/models", "runner/wire/wire.go", true},
 	{"runtime kind", "npm", "runner/host/runtimes/npm/", false},
 	{"runtime kind", "node", "runner/host/runtimes/npm/", false},
+	{"runtime kind", "python", "runner/host/runtimes/python/", false},
 	{"task dir", "/task", "runner/host/session/session.go", false},
 }
 
@@ -65,6 +66,8 @@ var homeExempt = map[[2]string]string{
 	{"runner/model/script.go", "challenge"}:        "the scripted model's flow of that name, which the challenge scenario runs",
 	{"runner/warden/wardencli/host.go", "timeout"}: "warden's --timeout flag",
 	{"runner/warden/proc/fs.go", "/task"}:          "/proc/PID/task, the kernel's thread directory",
+	{"reports/html.go", "python"}:                  "the image's python3 before and after, which the probe records",
+	{"reports/evidence.go", "python"}:              "the evidence's harness_runtime.python, filled by the host part's name",
 	// Until the step of issue 36 that gives the unit its one home.
 }
 

@@ -569,12 +569,7 @@ func runtimeProvenance(m *adapter.Manifest, rt *adapter.Prepared) (*reports.Harn
 		if !x.Interpreter {
 			continue
 		}
-		b := &reports.HostBinary{Path: x.Path, Version: x.Version, SHA256: x.SHA256, Source: x.Source, From: x.From, Integrity: x.Integrity}
-		if x.Name == "python" {
-			h.Python = b
-		} else {
-			h.Node = b
-		}
+		h.SetInterpreter(x.Name, &reports.HostBinary{Path: x.Path, Version: x.Version, SHA256: x.SHA256, Source: x.Source, From: x.From, Integrity: x.Integrity})
 	}
 	if l := rt.GlibcLayer; l != nil {
 		// The layer is the host's too: recorded file by file, out of the
