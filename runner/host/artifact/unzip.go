@@ -64,4 +64,3 @@ func unzipEntry(f *zip.File, t *Tree, name func(string) string) error {
 	}
 	return nil
 }
-

@@ -63,7 +63,9 @@ func ParseConfig(dir string, n *yaml.Node) (Config, []adapter.FieldError) {
 			entryNode = v
 			p.Mapping(k, v, nil, map[string]func(string, *yaml.Node){
 				"module": func(k string, v *yaml.Node) { c.EntryModule = p.match(k, v, dottedRe, "a dotted module name") },
-				"call":   func(k string, v *yaml.Node) { c.EntryCall = p.match(k, v, callRe, "module:function (a function of the module, as a console script names it)") },
+				"call": func(k string, v *yaml.Node) {
+					c.EntryCall = p.match(k, v, callRe, "module:function (a function of the module, as a console script names it)")
+				},
 			})
 		},
 		"version_args": func(k string, v *yaml.Node) { c.VersionArgs = p.Strings(k, v) },
@@ -148,4 +150,3 @@ func (p *cfgParser) crossCheck(lockNode *yaml.Node, c *Config) {
 	}
 	p.Errf(lockNode, runtimes.WithKey+".lock", "the lock does not pin %s", c.Package)
 }
-
