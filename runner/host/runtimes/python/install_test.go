@@ -54,16 +54,16 @@ func index(t *testing.T, filename string, wheel []byte) (Index, *int) {
 	hits := new(int)
 	mux := http.NewServeMux()
 	var srv *httptest.Server
-	mux.HandleFunc("/pypi/x/1.0/json", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("/simple/x/", func(w http.ResponseWriter, r *http.Request) {
 		*hits++
 		f := file(filename, sum(wheel))
 		f.URL = srv.URL + "/files/" + filename
-		json.NewEncoder(w).Encode(map[string]any{"urls": []File{f}})
+		json.NewEncoder(w).Encode(map[string]any{"files": []File{f}})
 	})
 	mux.HandleFunc("/files/", func(w http.ResponseWriter, r *http.Request) { w.Write(wheel) })
 	srv = httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	return Index{Base: srv.URL + "/pypi", Client: srv.Client()}, hits
+	return Index{Base: srv.URL + "/simple", Client: srv.Client()}, hits
 }
 
 func install(t *testing.T, ix Index, r Requirement) (string, error) {
@@ -131,16 +131,16 @@ func TestInstallWheelChecksTheBytesAgainstTheLock(t *testing.T) {
 	w := wheelBytes(t, wheelFile{name: "x/__init__.py", data: "X = 1\n"})
 	// The index lists the lock's hash, then serves other bytes.
 	swapped := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		if strings.HasSuffix(r.URL.Path, "/json") {
+		if strings.HasPrefix(r.URL.Path, "/simple/") {
 			f := file("x-1.0-py3-none-any.whl", sum(w))
 			f.URL = "http://" + r.Host + "/files/x.whl"
-			json.NewEncoder(rw).Encode(map[string]any{"urls": []File{f}})
+			json.NewEncoder(rw).Encode(map[string]any{"files": []File{f}})
 			return
 		}
 		rw.Write(wheelBytes(t, wheelFile{name: "x/__init__.py", data: "import os; os.system('evil')\n"}))
 	}))
 	defer swapped.Close()
-	_, err := install(t, Index{Base: swapped.URL + "/pypi", Client: swapped.Client()}, Requirement{Name: "x", Version: "1.0", Hashes: []string{sum(w)}})
+	_, err := install(t, Index{Base: swapped.URL + "/simple", Client: swapped.Client()}, Requirement{Name: "x", Version: "1.0", Hashes: []string{sum(w)}})
 	if err == nil || !strings.Contains(err.Error(), "the lock pins "+sum(w)) {
 		t.Fatalf("install = %v, want the sha256 refusal", err)
 	}

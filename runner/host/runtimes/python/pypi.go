@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -17,20 +18,22 @@ import (
 	"github.com/sandproof/sandproof/runner/host/runtimes"
 )
 
-// IndexEnv overrides the index's JSON API base (default PyPI's).
+// IndexEnv overrides the index's Simple API base (default PyPI's).
 const IndexEnv = "SANDPROOF_PYPI_URL"
 
-// DefaultIndex is PyPI's JSON API (https://docs.pypi.org/api/json/).
-const DefaultIndex = "https://pypi.org/pypi"
+// DefaultIndex is PyPI's Simple API, which serves JSON (PEP 691) to a
+// client that asks for it: every index pip can use speaks it.
+const DefaultIndex = "https://pypi.org/simple"
 
-// Caps on what the index may send: a release's JSON is tens of KiB, the
-// largest wheels of an agent's dependencies tens of MiB.
+// Caps on what the index may send: a project's page of a package with
+// thousands of releases is a few MiB, the largest wheels of an agent's
+// dependencies tens of MiB.
 const (
-	maxReleaseJSON = 16 << 20
+	maxProjectJSON = 32 << 20
 	maxWheelBytes  = 512 << 20
 )
 
-// Index is a package index's JSON API. The files it lists are only
+// Index is a package index's Simple API. The files it lists are only
 // candidates: a wheel is taken when its sha256 is one the lock pins, and
 // checked again on the bytes downloaded.
 type Index struct {
@@ -49,43 +52,84 @@ func DefaultIndexFromEnv() Index {
 
 // File is one file of a release, as the index lists it.
 type File struct {
-	Filename    string `json:"filename"`
-	URL         string `json:"url"`
-	PackageType string `json:"packagetype"`
-	Size        int64  `json:"size"`
-	Digests     struct {
+	Filename string `json:"filename"`
+	URL      string `json:"url"`
+	Hashes   struct {
 		SHA256 string `json:"sha256"`
-	} `json:"digests"`
+	} `json:"hashes"`
+	// PackageType is "bdist_wheel" or "sdist", from the file's name.
+	PackageType string `json:"-"`
 }
 
-// Files lists the files of name==version.
+// Files lists the files of name==version: a wheel of that version, or a
+// source distribution (so that "only an sdist" can be said).
 func (ix Index) Files(ctx context.Context, name, version string) ([]File, error) {
-	u := fmt.Sprintf("%s/%s/%s/json", ix.Base, name, version)
-	body, status, err := ix.get(ctx, u, maxReleaseJSON)
+	u := fmt.Sprintf("%s/%s/", ix.Base, name)
+	body, status, err := ix.get(ctx, u, maxProjectJSON, "application/vnd.pypi.simple.v1+json")
 	if err != nil {
 		return nil, err
 	}
 	if status == http.StatusNotFound {
-		return nil, fmt.Errorf("the index has no %s==%s (%s: 404)", name, version, u)
+		return nil, fmt.Errorf("the index has no project %s (%s: 404)", name, u)
 	}
 	if status != http.StatusOK {
 		return nil, fmt.Errorf("%s: HTTP %d", u, status)
 	}
-	var rel struct {
-		URLs []File `json:"urls"`
+	var page struct {
+		Files []File `json:"files"`
 	}
-	if err := json.Unmarshal(body, &rel); err != nil {
-		return nil, fmt.Errorf("%s: %v", u, err)
+	if err := json.Unmarshal(body, &page); err != nil {
+		return nil, fmt.Errorf("%s: not the Simple API's JSON: %v", u, err)
 	}
-	return rel.URLs, nil
+	base, err := url.Parse(u)
+	if err != nil {
+		return nil, err
+	}
+	var out []File
+	for _, f := range page.Files {
+		if w, err := ParseWheelName(f.Filename); err == nil {
+			if w.Name != name || w.Version != version {
+				continue
+			}
+			f.PackageType = "bdist_wheel"
+		} else if isSdist(f.Filename, name, version) {
+			f.PackageType = "sdist"
+		} else {
+			continue
+		}
+		ref, err := url.Parse(f.URL)
+		if err != nil {
+			continue
+		}
+		f.URL = base.ResolveReference(ref).String()
+		out = append(out, f)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("the index has no file of %s==%s (%s)", name, version, u)
+	}
+	return out, nil
+}
+
+// isSdist is a source distribution's name of name==version.
+func isSdist(file, name, version string) bool {
+	for _, ext := range []string{".tar.gz", ".zip"} {
+		if stem, ok := strings.CutSuffix(file, ext); ok {
+			n, v, ok := strings.Cut(stem, "-"+version)
+			return ok && v == "" && Normalize(n) == name
+		}
+	}
+	return false
 }
 
 // get reads at most limit bytes of u; a body over it is an error. An
 // index that cannot be reached at all wraps runtimes.ErrUnreachable.
-func (ix Index) get(ctx context.Context, u string, limit int64) ([]byte, int, error) {
+func (ix Index) get(ctx context.Context, u string, limit int64, accept string) ([]byte, int, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, 0, err
+	}
+	if accept != "" {
+		req.Header.Set("Accept", accept)
 	}
 	resp, err := ix.Client.Do(req)
 	if err != nil {
@@ -126,7 +170,7 @@ func Choose(r Requirement, files []File, p Platform) (File, Wheel, error) {
 			continue
 		}
 		fitting = append(fitting, f.Filename)
-		if !slices.Contains(r.Hashes, f.Digests.SHA256) {
+		if !slices.Contains(r.Hashes, f.Hashes.SHA256) {
 			continue
 		}
 		if s > score || s == score && f.Filename < best.Filename {
@@ -148,7 +192,7 @@ func Choose(r Requirement, files []File, p Platform) (File, Wheel, error) {
 // Download writes f into path, checking its size cap and that its
 // sha256 is want.
 func (ix Index) Download(ctx context.Context, f File, want, path string) error {
-	body, status, err := ix.get(ctx, f.URL, maxWheelBytes)
+	body, status, err := ix.get(ctx, f.URL, maxWheelBytes, "")
 	if err != nil {
 		return fmt.Errorf("download %s: %w", f.Filename, err)
 	}

@@ -47,7 +47,7 @@ func file(name, sha string) File {
 	if strings.HasSuffix(name, ".tar.gz") {
 		f.PackageType = "sdist"
 	}
-	f.Digests.SHA256 = sha
+	f.Hashes.SHA256 = sha
 	return f
 }
 
