@@ -15,6 +15,12 @@ stdout carries only JSON lines: one {"type": "message", ...} per message of
 the conversation (Stirrup's own message model, JSON-dumped), then one
 {"type": "result", ...}. Stirrup's console log goes to stderr.
 
+Stirrup ends a run only when the model calls its finish tool. With
+--finish-on-text (or $STIRRUP_FINISH_ON_TEXT=1) a model answer that calls no
+tool ends the run too, as most CLI harnesses do: the worker adds a finish
+call carrying that text (marked "sandproof_finish_on_text" in the message's
+metadata; the model was not asked again). Off by default.
+
 Exit status: 0 the agent called finish; 3 it stopped without finishing
 (max turns); 2 bad arguments; 1 an error (traceback on stderr).
 
@@ -33,7 +39,8 @@ import os
 import sys
 from pathlib import Path
 
-from stirrup import Agent
+from stirrup import Agent, ToolCall
+from stirrup.constants import DEFAULT_FINISH_TOOL_NAME
 from stirrup.clients.chat_completions_client import ChatCompletionsClient
 from stirrup.clients.open_responses_client import OpenResponsesClient
 from stirrup.tools.code_backends.local import LocalCodeExecToolProvider
@@ -62,6 +69,35 @@ class WorkdirShell(LocalCodeExecToolProvider):
         return None
 
 
+class FinishOnText:
+    """An LLM client that turns an answer calling no tool into a call of the finish tool."""
+
+    def __init__(self, client) -> None:
+        self._client = client
+
+    @property
+    def model_slug(self) -> str:
+        return self._client.model_slug
+
+    @property
+    def context_window_tokens(self) -> int:
+        return self._client.context_window_tokens
+
+    async def generate(self, messages, tools):
+        msg = await self._client.generate(messages, tools)
+        if DEFAULT_FINISH_TOOL_NAME not in tools or any(b.kind == "tool_call" for b in msg.blocks):
+            return msg
+        text = "".join(b.text for b in msg.blocks if b.kind == "text").strip() or "done"
+        call = ToolCall(
+            name=DEFAULT_FINISH_TOOL_NAME,
+            arguments=json.dumps({"reason": text, "paths": []}),
+            tool_call_id="sandproof-finish-on-text",
+            has_provider_tool_call_id=False,
+        )
+        meta = {**msg.metadata, "sandproof_finish_on_text": True}
+        return msg.model_copy(update={"blocks": [*msg.blocks, call], "metadata": meta})
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="stirrup_worker", description=__doc__.split("\n\n")[0])
     p.add_argument("prompt", nargs="?", help="the task prompt (or --prompt-file)")
@@ -75,6 +111,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--max-tokens", type=int, default=8192)
     p.add_argument("--context-window", type=int, default=128000)
     p.add_argument("--shell-timeout", type=int, default=300)
+    p.add_argument("--finish-on-text", action="store_true", default=os.environ.get("STIRRUP_FINISH_ON_TEXT") == "1")
     args = p.parse_args(argv)
     if (args.prompt is None) == (args.prompt_file is None):
         p.error("give the prompt as one argument or with --prompt-file, not both")
@@ -93,13 +130,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def make_client(args: argparse.Namespace):
     cls = OpenResponsesClient if args.api == "responses" else ChatCompletionsClient
-    return cls(
+    client = cls(
         model=args.model,
         max_tokens=args.max_tokens,
         context_window_tokens=args.context_window,
         base_url=args.base_url,
         api_key=os.environ[args.api_key_env],
     )
+    return FinishOnText(client) if args.finish_on_text else client
 
 
 async def run(args: argparse.Namespace):
