@@ -225,3 +225,72 @@ func writerPid(t *testing.T, out string) int {
 	t.Fatalf("no writer for %s", out)
 	return 0
 }
+
+// hermesTools declares a read tool and Hermes's terminal: a string command
+// and its own background mode.
+var hermesTools = []any{
+	readWriteTools[0],
+	map[string]any{"type": "function", "function": map[string]any{"name": "terminal", "parameters": map[string]any{
+		"type": "object", "required": []any{"command"}, "properties": map[string]any{
+			"command": map[string]any{"type": "string"}, "background": map[string]any{"type": "boolean"}}}}},
+}
+
+// A shell tool that refuses the detached writer in the foreground and
+// declares a background mode is asked once more in that mode; one that ran
+// it, or declares no such mode, is not: the next request stalls.
+func TestWriterStallAsksABackgroundModeOnceWhenRefused(t *testing.T) {
+	refused := `{"output": "", "exit_code": -1, "error": "Foreground command uses shell-level background wrappers (nohup/disown/setsid). Use terminal(background=true)"}`
+	for _, tc := range []struct {
+		name   string
+		tools  []any
+		result string
+		wantBg bool
+	}{
+		{"refused, background declared", hermesTools, refused, true},
+		{"ran, background declared", hermesTools, "writer started", false},
+		{"refused, no background mode", bashTools, refused, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := start(t, model.Options{Script: model.Script{Flow: model.FlowWriterStall}, WriterPath: "/task/w.log", StallMax: time.Millisecond})
+			msgs := []any{map[string]any{"role": "user", "content": model.ChallengePrompt("/task/challenge.txt", "/task/deliverable.txt")}}
+			read, _ := ask(t, s, tc.tools, msgs)
+			msgs = append(msgs, called(read), map[string]any{"role": "tool", "tool_call_id": read.ID, "content": model.ChallengePrefix + strings.Repeat("cd", 16)})
+			w, _ := ask(t, s, tc.tools, msgs)
+			if w == nil || !strings.Contains(w.Function.Arguments, "setsid sh -c") {
+				t.Fatalf("second answer %+v, want the detached writer first", w)
+			}
+			msgs = append(msgs, called(w), map[string]any{"role": "tool", "tool_call_id": w.ID, "content": tc.result})
+			b, _ := json.Marshal(map[string]any{"model": "fake-model", "messages": msgs, "tools": tc.tools})
+			if !tc.wantBg {
+				resp, err := http.Post(s.URL()+"/chat/completions", "application/json", bytes.NewReader(b))
+				if err == nil {
+					resp.Body.Close()
+				}
+				if c := callsOnceRecorded(t, s, 3); c[len(c)-1].Reply != "stall" {
+					t.Fatalf("third call %+v, want a stall", c[len(c)-1])
+				}
+				return
+			}
+			bg, _ := ask(t, s, tc.tools, msgs)
+			var args struct {
+				Command    string
+				Background bool
+			}
+			if bg == nil || json.Unmarshal([]byte(bg.Function.Arguments), &args) != nil || !args.Background ||
+				args.Command != model.WriterBackgroundCommand("/task/w.log") {
+				t.Fatalf("third answer %+v, want the writer in the background mode", bg)
+			}
+			if c := s.Calls(); c[len(c)-1].Reply != "start_writer_background" {
+				t.Fatalf("third call recorded %+v", c[len(c)-1])
+			}
+			// Asked in both ways now: the next request stalls.
+			resp, err := http.Post(s.URL()+"/chat/completions", "application/json", bytes.NewReader(b))
+			if err == nil {
+				resp.Body.Close()
+			}
+			if c := callsOnceRecorded(t, s, 4); c[len(c)-1].Reply != "stall" {
+				t.Fatalf("fourth call %+v, want a stall", c[len(c)-1])
+			}
+		})
+	}
+}
