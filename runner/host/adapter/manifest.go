@@ -157,8 +157,11 @@ type Capture struct {
 
 // Result says how to read the outcome.
 type Result struct {
-	From    string // "events" or "sqlite:NAME"
-	Query   string
+	From  string // "events", "sqlite:NAME" or "json:NAME"
+	Query string
+	// Records is the gjson path of the array of records in a json:NAME
+	// capture (a trajectory file's "messages").
+	Records string
 	Success []Rule
 	Failure []Rule
 	Usage   []UsageRule
@@ -436,6 +439,11 @@ func (d *decoder) manifest(n *yaml.Node, m *Manifest) {
 	if name, ok := strings.CutPrefix(m.Result.From, "sqlite:"); ok {
 		if !slices.ContainsFunc(m.Captures.SQLite, func(c Capture) bool { return c.Name == name }) {
 			d.errf(n, "result.from", "names sqlite capture %q, which captures.sqlite does not declare", name)
+		}
+	}
+	if name, ok := strings.CutPrefix(m.Result.From, "json:"); ok {
+		if !slices.ContainsFunc(m.Captures.Files, func(c Capture) bool { return c.Name == name }) {
+			d.errf(n, "result.from", "names file capture %q, which captures.files does not declare", name)
 		}
 	}
 }
@@ -760,11 +768,12 @@ func (d *decoder) result(k string, v *yaml.Node, m *Manifest) {
 	d.fields(v, k, nil, map[string]func(string, *yaml.Node){
 		"from": func(k string, v *yaml.Node) {
 			r.From = d.str(k, v)
-			if r.From != "events" && !strings.HasPrefix(r.From, "sqlite:") {
-				d.errf(v, k, "bad value %q (want events or sqlite:NAME)", r.From)
+			if r.From != "events" && !strings.HasPrefix(r.From, "sqlite:") && !strings.HasPrefix(r.From, "json:") {
+				d.errf(v, k, "bad value %q (want events, sqlite:NAME or json:NAME)", r.From)
 			}
 		},
 		"query":   func(k string, v *yaml.Node) { r.Query = d.str(k, v) },
+		"records": func(k string, v *yaml.Node) { r.Records = d.str(k, v) },
 		"success": func(k string, v *yaml.Node) { r.Success = rules(k, v) },
 		"failure": func(k string, v *yaml.Node) { r.Failure = rules(k, v) },
 		"usage": func(k string, v *yaml.Node) {
@@ -803,6 +812,9 @@ func (d *decoder) result(k string, v *yaml.Node, m *Manifest) {
 	})
 	if strings.HasPrefix(r.From, "sqlite:") && r.Query == "" {
 		d.errf(v, k, "from %q needs a query", r.From)
+	}
+	if strings.HasPrefix(r.From, "json:") && r.Records == "" {
+		d.errf(v, k, "from %q needs records (the gjson path of its array of records)", r.From)
 	}
 }
 

@@ -689,6 +689,13 @@ func (cr *caseRun) readCaptures(act *session.Result, captures map[string]string)
 			_, readErr = capture.ReadSQLiteLimit(context.Background(), filepath.Join(capDir, "files", filepath.FromSlash(p)), m.Result.Query, capture.SQLiteLimits{}, j.Add)
 		}
 	}
+	if name, ok := strings.CutPrefix(m.Result.From, "json:"); ok {
+		if p, ok := captures[name]; !ok {
+			readErr = fmt.Errorf("file capture %q: no path", name)
+		} else {
+			_, readErr = capture.ReadJSONRecords(filepath.Join(capDir, "files", filepath.FromSlash(p)), m.Result.Records, j.Add)
+		}
+	}
 	out := j.Outcome()
 	cr.resultFailure = out.FailureMessage
 	var rc *int

@@ -1,6 +1,9 @@
 package certify
 
 import (
+	// The python kind's manifests are in adapters/ too.
+	_ "github.com/sandproof/sandproof/runner/host/runtimes/python"
+
 	"errors"
 	"path/filepath"
 	"slices"

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sandproof/sandproof/internal/testsupport/runtimestest"
+
 	"github.com/sandproof/sandproof/runner/host/adapter"
 	"github.com/sandproof/sandproof/runner/host/runtimes"
 )
@@ -73,7 +75,7 @@ var pinnedKeys = []string{
 // keys do not depend on the host (the host's Node adds nothing to a key;
 // npm's pinned Node adds its pins).
 func TestShippedManifestKeysArePinned(t *testing.T) {
-	files, _ := filepath.Glob(filepath.Join("..", "..", "..", "..", "adapters", "*.yaml"))
+	files := runtimestest.ShippedFiles(t, filepath.Join("..", "..", "..", ".."), PreparerName)
 	var targets []runtimes.Target
 	for _, arch := range []string{"amd64", "arm64"} {
 		for _, libc := range []string{"glibc", "musl"} {

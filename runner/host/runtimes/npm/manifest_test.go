@@ -4,6 +4,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/sandproof/sandproof/internal/testsupport/runtimestest"
+
 	"github.com/sandproof/sandproof/runner/host/adapter"
 	"github.com/sandproof/sandproof/runner/host/runtimes"
 )
@@ -12,7 +14,7 @@ import (
 // block makes a spec for a platform it lists (no harness is known to Go:
 // the manifest alone says what to fetch).
 func TestShippedManifestsMakeSpecs(t *testing.T) {
-	files, _ := filepath.Glob(filepath.Join("..", "..", "..", "..", "adapters", "*.yaml"))
+	files := runtimestest.ShippedFiles(t, filepath.Join("..", "..", "..", ".."), PreparerName)
 	n := 0
 	for _, f := range files {
 		m, err := adapter.Load(f)

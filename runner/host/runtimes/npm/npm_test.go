@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandproof/sandproof/internal/testsupport/runtimestest"
+
 	"github.com/sandproof/sandproof/internal/testsupport/testenv"
 	"github.com/sandproof/sandproof/runner/host/adapter"
 	"github.com/sandproof/sandproof/runner/host/runtimes"
@@ -74,10 +76,7 @@ func prepareTwice(t *testing.T, spec runtimes.Spec) {
 // every one is prepared and run by the tests below, none named in Go.
 func npmManifests(t *testing.T) []*adapter.Manifest {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join("..", "..", "..", "..", "adapters", "*.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	files := runtimestest.ShippedFiles(t, filepath.Join("..", "..", "..", ".."), PreparerName)
 	var out []*adapter.Manifest
 	for _, f := range files {
 		m, err := adapter.Load(f)
