@@ -12,7 +12,9 @@ $STIRRUP_MODEL. The API key is read from the variable --api-key-env names
 (default $STIRRUP_API_KEY_ENV, else OPENAI_API_KEY), never from argv.
 
 stdout carries only JSON lines: one {"type": "message", ...} per message of
-the conversation (Stirrup's own message model, JSON-dumped), then one
+the conversation (Stirrup's own message model, JSON-dumped), each as soon as
+the worker has it (before every model request, the messages the request
+carries), so a run stopped mid-way leaves its transcript so far; then one
 {"type": "result", ...}. Stirrup's console log goes to stderr.
 
 Stirrup ends a run only when the model calls its finish tool. With
@@ -98,6 +100,35 @@ class FinishOnText:
         return msg.model_copy(update={"blocks": [*msg.blocks, call], "metadata": meta})
 
 
+class Streamed:
+    """An LLM client that writes each message of the conversation to out before the request that carries it."""
+
+    def __init__(self, client, out) -> None:
+        self._client = client
+        self._out = out
+        self._sent = 0
+
+    @property
+    def model_slug(self) -> str:
+        return self._client.model_slug
+
+    @property
+    def context_window_tokens(self) -> int:
+        return self._client.context_window_tokens
+
+    async def generate(self, messages, tools):
+        self.flush(messages)
+        return await self._client.generate(messages, tools)
+
+    def flush(self, messages) -> None:
+        """Write the messages not written yet (all of them again if the conversation was summarized)."""
+        if len(messages) < self._sent:
+            self._sent = 0
+        for message in messages[self._sent:]:
+            emit(self._out, {"type": "message", **message.model_dump(mode="json")})
+        self._sent = len(messages)
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="stirrup_worker", description=__doc__.split("\n\n")[0])
     p.add_argument("prompt", nargs="?", help="the task prompt (or --prompt-file)")
@@ -140,9 +171,9 @@ def make_client(args: argparse.Namespace):
     return FinishOnText(client) if args.finish_on_text else client
 
 
-async def run(args: argparse.Namespace):
+async def run(args: argparse.Namespace, client):
     agent = Agent(
-        client=make_client(args),
+        client=client,
         name="sandproof_stirrup",
         max_turns=args.max_turns,
         tools=[WorkdirShell(args.workdir.resolve(), args.shell_timeout)],
@@ -159,11 +190,11 @@ def emit(out, record: dict) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     out = sys.stdout
+    client = Streamed(make_client(args), out)
     with contextlib.redirect_stdout(sys.stderr):
-        finish, history, _metadata = asyncio.run(run(args))
-    for group in history:
-        for message in group:
-            emit(out, {"type": "message", **message.model_dump(mode="json")})
+        finish, history, _metadata = asyncio.run(run(args, client))
+    if history:
+        client.flush(history[-1])
     done = finish is not None
     emit(out, {"type": "result", "finished": done, "finish": finish.model_dump(mode="json") if done else None})
     return 0 if done else 3
