@@ -20,6 +20,10 @@ import (
 var interpPackages = []string{
 	"python3.13-minimal", "libpython3.13-minimal", "libpython3.13-stdlib",
 	"libc6", "libgcc-s1", // glibc dlopens libgcc_s for pthread_cancel
+	// The manylinux policy (PEP 599, 600) lets a wheel link libstdc++ and
+	// libgcc_s from the system: numpy's and pyarrow's extensions do. An
+	// image without them (alpine-class) gets the tree's.
+	"libstdc++6",
 	"libexpat1", "zlib1g", "libffi8", "libssl3t64", "libzstd1", "libbz2-1.0", "liblzma5",
 	"libsqlite3-0", "libncursesw6", "libtinfo6", "libreadline8t64", "libuuid1", "libdb5.3t64",
 }
