@@ -1,6 +1,7 @@
 package python
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -14,6 +15,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/sandproof/sandproof/runner/host/runtimes"
 )
@@ -31,6 +33,13 @@ const DefaultIndex = "https://pypi.org/simple"
 const (
 	maxProjectJSON = 32 << 20
 	maxWheelBytes  = 512 << 20
+)
+
+// Deadlines of one request: a page, a wheel (a stalled index fails the
+// preparation instead of holding it). Variables for the tests.
+var (
+	pageDeadline  = 2 * time.Minute
+	wheelDeadline = 10 * time.Minute
 )
 
 // Index is a package index's Simple API. The files it lists are only
@@ -75,40 +84,106 @@ func (ix Index) Files(ctx context.Context, name, version string) ([]File, error)
 	if status != http.StatusOK {
 		return nil, fmt.Errorf("%s: HTTP %d", u, status)
 	}
-	var page struct {
-		Files []File `json:"files"`
-	}
-	if err := json.Unmarshal(body, &page); err != nil {
-		return nil, fmt.Errorf("%s: not the Simple API's JSON: %v", u, err)
-	}
 	base, err := url.Parse(u)
 	if err != nil {
 		return nil, err
 	}
 	var out []File
-	for _, f := range page.Files {
+	err = eachFile(body, func(f File) error {
 		if w, err := ParseWheelName(f.Filename); err == nil {
 			if w.Name != name || w.Version != version {
-				continue
+				return nil
 			}
 			f.PackageType = "bdist_wheel"
 		} else if isSdist(f.Filename, name, version) {
 			f.PackageType = "sdist"
 		} else {
-			continue
+			return nil
 		}
 		ref, err := url.Parse(f.URL)
 		if err != nil {
-			continue
+			return fmt.Errorf("%s: file %q: %v", u, f.Filename, err)
 		}
-		f.URL = base.ResolveReference(ref).String()
+		to := base.ResolveReference(ref)
+		if err := fetchable(base, to); err != nil {
+			return fmt.Errorf("%s: file %q: %w", u, f.Filename, err)
+		}
+		f.URL = to.String()
 		out = append(out, f)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("the index has no file of %s==%s (%s)", name, version, u)
 	}
 	return out, nil
 }
+
+// maxProjectFiles caps the files a project page may list: the largest
+// projects list a few tens of thousands.
+const maxProjectFiles = 200_000
+
+// eachFile streams the Simple API page's "files" array, one File at a
+// time, so a page of millions of tiny entries is refused at the cap
+// rather than decoded whole (red team rt37).
+func eachFile(body []byte, fn func(File) error) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return fmt.Errorf("not the Simple API's JSON: want an object")
+	}
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return fmt.Errorf("not the Simple API's JSON: %v", err)
+		}
+		if key != "files" {
+			var skip json.RawMessage
+			if err := dec.Decode(&skip); err != nil {
+				return fmt.Errorf("not the Simple API's JSON: %v", err)
+			}
+			continue
+		}
+		if t, err := dec.Token(); err != nil || t != json.Delim('[') {
+			return fmt.Errorf("not the Simple API's JSON: files is not a list")
+		}
+		for n := 0; dec.More(); n++ {
+			if n == maxProjectFiles {
+				return fmt.Errorf("the project page lists more than %d files", maxProjectFiles)
+			}
+			var f File
+			if err := dec.Decode(&f); err != nil {
+				return fmt.Errorf("not the Simple API's JSON: %v", err)
+			}
+			if err := fn(f); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return fmt.Errorf("not the Simple API's JSON: no files")
+}
+
+// fetchable is where the host may fetch a file the index lists, or be
+// redirected to: https with a host and no credentials, or the index's own
+// scheme and host (a local index of its own files). What the index names
+// is the index's choice, not the lock's: without the rule a hostile page
+// had the host GET any address, with credentials, over plain http (red
+// team rt37; npm's tarballURL is the same rule).
+func fetchable(index, u *url.URL) error {
+	switch {
+	case u.User != nil:
+		return fmt.Errorf("%w: %s carries credentials", errNotFetchable, u.Redacted())
+	case u.Host == "":
+		return fmt.Errorf("%w: %q has no host", errNotFetchable, u.String())
+	case u.Scheme == "https", u.Scheme == index.Scheme && u.Host == index.Host:
+		return nil
+	}
+	return fmt.Errorf("%w: %s is not https (nor the index's own %s://%s)", errNotFetchable, u.Redacted(), index.Scheme, index.Host)
+}
+
+var errNotFetchable = errors.New("not a URL the host fetches")
 
 // isSdist is a source distribution's name of name==version.
 func isSdist(file, name, version string) bool {
@@ -124,6 +199,12 @@ func isSdist(file, name, version string) bool {
 // get reads at most limit bytes of u; a body over it is an error. An
 // index that cannot be reached at all wraps runtimes.ErrUnreachable.
 func (ix Index) get(ctx context.Context, u string, limit int64, accept string) ([]byte, int, error) {
+	deadline := pageDeadline
+	if limit > maxProjectJSON {
+		deadline = wheelDeadline
+	}
+	ctx, cancel := context.WithTimeout(ctx, deadline)
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, 0, err
@@ -131,11 +212,22 @@ func (ix Index) get(ctx context.Context, u string, limit int64, accept string) (
 	if accept != "" {
 		req.Header.Set("Accept", accept)
 	}
-	resp, err := ix.Client.Do(req)
+	index, err := url.Parse(ix.Base)
+	if err != nil {
+		return nil, 0, err
+	}
+	client := *ix.Client
+	client.CheckRedirect = func(r *http.Request, via []*http.Request) error {
+		if len(via) >= 5 {
+			return fmt.Errorf("%w: more than 5 redirects", errNotFetchable)
+		}
+		return fetchable(index, r.URL)
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		var ne net.Error
 		var oe *net.OpError
-		if errors.As(err, &oe) || errors.As(err, &ne) {
+		if !errors.Is(err, errNotFetchable) && (errors.As(err, &oe) || errors.As(err, &ne)) {
 			return nil, 0, fmt.Errorf("%w: %v", runtimes.ErrUnreachable, err)
 		}
 		return nil, 0, err

@@ -1,8 +1,10 @@
 package python
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/sandproof/sandproof/runner/host/adapter"
@@ -159,26 +162,92 @@ func stage(ctx context.Context, c Config, arch string, plat Platform, dir string
 // (/sandproof-runtime/...), not the host's stage dir. A file that does
 // not compile (a package's own Python 2 test data) stays without one:
 // the count is reported, not an error.
+//
+// A wheel's sources are its author's, so the compile is bounded three
+// ways (red team rt37): only sources of at most maxCompileSource bytes
+// are given to it (CPython holds about 460 bytes of AST per byte of a
+// dense source; the largest real one here is 1.1 MB), each process's
+// address space is capped (ulimit -v), and at the deadline or a cancel
+// its whole process group (compileall's workers and forkserver hold its
+// output pipe) is killed, and the wait for its output ends.
 func precompile(ctx context.Context, root string) string {
+	list, skipped, err := compileList(root)
+	if err != nil {
+		return "not compiled: " + err.Error()
+	}
+	defer os.Remove(list)
 	ctx, cancel := context.WithTimeout(ctx, compileDeadline)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(root, launcherPath), "-S", "-m", "compileall", "-q", "-j", "2",
-		"--invalidation-mode", "unchecked-hash", "-s", root, "-p", "/sandproof-runtime/"+InterpDir, filepath.Join(root, "usr", "lib"))
+	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", fmt.Sprintf(`ulimit -v %d && exec "$0" "$@"`, compileMemoryKiB),
+		filepath.Join(root, launcherPath), "-S", "-m", "compileall", "-q", "-j", "2",
+		"--invalidation-mode", "unchecked-hash", "-s", root, "-p", "/sandproof-runtime/"+InterpDir, "-i", list)
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "LC_ALL=C.UTF-8"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
 	var out boundedBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	start := time.Now()
-	err := cmd.Run()
-	took := fmt.Sprintf("%.1fs", time.Since(start).Seconds())
-	if err != nil {
-		return fmt.Sprintf("compiled with errors in %s (%v): %s", took, err, clipLines(out.String(), 3))
+	err = cmd.Run()
+	if cmd.Process != nil {
+		// What compileall left of its pool, if anything, goes too.
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	}
-	return "compiled in " + took
+	took := fmt.Sprintf("%.1fs", time.Since(start).Seconds())
+	note := ""
+	if skipped > 0 {
+		note = fmt.Sprintf(" (%d source(s) over %d bytes left without)", skipped, maxCompileSource)
+	}
+	if err != nil {
+		said := strings.ReplaceAll(out.String(), root, "/sandproof-runtime/"+InterpDir)
+		return fmt.Sprintf("compiled with errors in %s%s (%v): %s", took, note, err, clipLines(said, 3))
+	}
+	return "compiled in " + took + note
 }
 
-// compileDeadline bounds precompile: an agent's dependencies compile in
-// well under a minute on two cores.
-const compileDeadline = 10 * time.Minute
+// Bounds of precompile: an agent's dependencies compile in well under a
+// minute on two cores, in a few hundred MB.
+const (
+	compileDeadline  = 10 * time.Minute
+	maxCompileSource = 2 << 20
+	compileMemoryKiB = 3 << 20 // 3 GiB of address space per process
+)
+
+// compileList writes the list of the tree's .py files precompile gives
+// compileall (one per line: an artifact's names hold no newline) to a
+// temporary file, and counts those left out for their size.
+func compileList(root string) (string, int, error) {
+	f, err := os.CreateTemp("", "sandproof-compile-")
+	if err != nil {
+		return "", 0, err
+	}
+	defer f.Close()
+	skipped := 0
+	w := bufio.NewWriter(f)
+	err = filepath.WalkDir(filepath.Join(root, "usr", "lib"), func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() || !strings.HasSuffix(p, ".py") {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if fi.Size() > maxCompileSource {
+			skipped++
+			return nil
+		}
+		_, err = w.WriteString(p + "\n")
+		return err
+	})
+	if err == nil {
+		err = w.Flush()
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return "", 0, err
+	}
+	return f.Name(), skipped, nil
+}
 
 // boundedBuffer keeps the first 64 KiB written to it.
 type boundedBuffer struct{ strings.Builder }
@@ -209,6 +278,8 @@ func installWheel(ctx context.Context, ix Index, r Requirement, plat Platform, d
 		return "", fmt.Errorf("python: %w", err)
 	}
 	p := filepath.Join(dl, filepath.Base(f.Filename))
+	// One wheel on the disk at a time, whatever the lock pins.
+	defer os.Remove(p)
 	if err := ix.Download(ctx, f, f.Hashes.SHA256, p); err != nil {
 		return "", fmt.Errorf("python: %w", err)
 	}
