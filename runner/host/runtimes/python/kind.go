@@ -53,7 +53,7 @@ func (kind) Pins(with map[string]string) adapter.Pins {
 
 // layoutVersion changes when the tree this package stages changes shape
 // for the same pins (a new cache entry, not a wrong reuse).
-const layoutVersion = "python-tree-2"
+const layoutVersion = "python-tree-3"
 
 // specHash is a hash of every pin that shapes the tree.
 func specHash(c Config, arch string) string {
