@@ -50,8 +50,10 @@ func TestCertifyCodexAndClaudeCode(t *testing.T) {
 		t.Setenv(runtimes.CacheEnv, cache)
 	}
 	out := t.TempDir()
+	// Two cases at once, as `make certify` runs them: every scenario of
+	// both adapters runs, and their timeout cases wait out 40 s each.
 	if _, err := certify.Run(ctx, certify.Options{Adapters: ms, Images: imgs, Warden: warden, Probe: probe,
-		Bash: bashStatic(), Out: out}); err != nil {
+		Bash: bashStatic(), Out: out, Parallel: 2}); err != nil {
 		t.Fatal(err)
 	}
 	evs := readEvidence(t, out)

@@ -97,6 +97,7 @@ func receiptField(t *testing.T, r *reports.Receipt, name string) string {
 // --ignore-term ends on the TERM, by itself (its handler exits 143, so no
 // signal ended it): the positive control, that the KILL is the fake's doing.
 func TestCertifyFakeIgnoresTermIsStillStopped(t *testing.T) {
+	t.Parallel() // waits on its harnesses more than it computes: beside the other waiting tests
 	script := model.Options{Script: model.Script{Fault: model.FaultStall, Only: []int{2}}, StallMax: time.Minute}
 	deadline6 := func(variant, old, new string) *adapter.Manifest {
 		return fixtureVariant(t, "fake-ignores-term", variant, func(src string) string {
