@@ -26,6 +26,7 @@ import (
 // Claude Code's musl build.
 func TestCertifyCodexAndClaudeCode(t *testing.T) {
 	testenv.Long(t, "prepares Codex's and Claude Code's npm runtimes (about 560 MB) and runs them")
+	runtimeCache(t) // first: a parallel test's deadlines start once it runs
 	imgs := needEngine(t, "debian-12", "alpine-class")
 	warden, probe, _ := binaries(t)
 	want := map[string]struct{ pkg, cli, read, write string }{
@@ -45,9 +46,6 @@ func TestCertifyCodexAndClaudeCode(t *testing.T) {
 			testenv.Missing(t, fmt.Sprintf("the npm registry (%v)", err), "give this host npm and access to registry.npmjs.org")
 		}
 		ms = append(ms, m)
-	}
-	if cache, err := runtimes.DefaultCacheDir(); err == nil {
-		t.Setenv(runtimes.CacheEnv, cache)
 	}
 	out := t.TempDir()
 	// Two cases at once, as `make certify` runs them: every scenario of

@@ -62,6 +62,7 @@ func swapArg(t *testing.T, name, variant, old, new string) *adapter.Manifest {
 // (--retry-429 2) passes: the positive control, that the 429 alone does
 // not fail a case.
 func TestCertifyFakeExit0On429Fails(t *testing.T) {
+	t.Parallel() // a certify run of its own: beside the other parallel tests
 	script := model.Options{Script: model.Script{Fault: model.Fault429, Only: []int{1}}}
 	fake := certifyAgainst(t, load(t, "fake-exit0-on-429")[0], "debian-12", script)
 	if r := fake.ActivationReceipt; r == nil || r.ReturnCode == nil || *r.ReturnCode != 0 || r.Cause != "exited" {

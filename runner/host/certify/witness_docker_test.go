@@ -80,8 +80,13 @@ func miniagentVariant(t *testing.T, name string, spec variantSpec) *adapter.Mani
 	})
 }
 
-// certifyCases runs the manifests' named scenarios on one image, two
-// cases at a time, and returns the out dir and the evidence by case id.
+// casesAtOnce is how many of certifyCases's cases run at once: their
+// harnesses mostly wait on a stalled model or on the owner's looks.
+const casesAtOnce = 4
+
+// certifyCases runs the manifests' named scenarios on one image,
+// casesAtOnce cases at a time, and returns the out dir and the evidence
+// by case id.
 func certifyCases(t *testing.T, img images.Image, ms []*adapter.Manifest, scenarios ...string) (string, map[string]*reports.Evidence) {
 	t.Helper()
 	warden, probe, _ := binaries(t)
@@ -91,7 +96,7 @@ func certifyCases(t *testing.T, img images.Image, ms []*adapter.Manifest, scenar
 	defer cancel()
 	start := time.Now()
 	_, err := certify.Run(ctx, certify.Options{Adapters: ms, Images: []images.Image{img}, APIKey: certify.NewCanary(), Scenarios: scenarios,
-		Warden: warden, Probe: probe, Bash: bashStatic(), Out: out, Progress: &progress, Parallel: 2})
+		Warden: warden, Probe: probe, Bash: bashStatic(), Out: out, Progress: &progress, Parallel: min(len(ms)*len(scenarios), casesAtOnce)})
 	t.Logf("certify %d adapter(s) x %v on %s: %.1fs (err %v)", len(ms), scenarios, img.Name, time.Since(start).Seconds(), err)
 	evs := readEvidence(t, out)
 	if want := len(ms) * len(scenarios); len(evs) != want {
