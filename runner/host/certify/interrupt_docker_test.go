@@ -66,7 +66,6 @@ func (w *interruptAt) String() string {
 // with the status an uninterrupted run of the same matrix gives it, and
 // no failed or unknown case (the CLI's exit 0).
 func TestCertifyInterruptAtEveryStage(t *testing.T) {
-	t.Parallel() // waits on its harnesses more than it computes: beside the other waiting tests
 	testenv.Long(t, "seven certify runs, 17 cases, against Docker")
 	imgs := needEngine(t, "debian-12", "old-python")
 	warden, probe, _ := binaries(t)
