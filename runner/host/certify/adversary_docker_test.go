@@ -29,6 +29,7 @@ import (
 // host (the positive control) finds the host's other ports and sockets,
 // so the probes see what they look for.
 func TestCertifyHarnessReachesOnlyTheRelay(t *testing.T) {
+	t.Parallel() // waits on its harnesses more than it computes: beside the other waiting tests
 	imgs := needEngine(t, "debian-12")
 	warden, probe, _ := binaries(t)
 	script, err := os.ReadFile(filepath.Join("testdata", "adversary-network.sh"))

@@ -200,6 +200,7 @@ func TestCertifyCapturesReadAsTheHarness(t *testing.T) {
 // close.captures_bounded, and the run ends in under 3 minutes. On main the
 // host held 200,016 files and the run took minutes.
 func TestCertifyCapturesCountEntries(t *testing.T) {
+	t.Parallel() // waits on its harnesses more than it computes: beside the other waiting tests
 	run := "{home}/../run/activation"
 	script := "mkdir -p {home}/flood && (cd {home}/flood && seq 1 200000 | xargs touch) && ls {home}/flood | wc -l > " + run + "/flood_count"
 	m := hostileVariant(t, "miniagent-pi", "capture-flood", script,

@@ -26,6 +26,7 @@ import (
 // Claude Code's musl build.
 func TestCertifyCodexAndClaudeCode(t *testing.T) {
 	testenv.Long(t, "prepares Codex's and Claude Code's npm runtimes (about 560 MB) and runs them")
+	runtimeCache(t) // first: a parallel test's deadlines start once it runs
 	imgs := needEngine(t, "debian-12", "alpine-class")
 	warden, probe, _ := binaries(t)
 	want := map[string]struct{ pkg, cli, read, write string }{
@@ -46,12 +47,11 @@ func TestCertifyCodexAndClaudeCode(t *testing.T) {
 		}
 		ms = append(ms, m)
 	}
-	if cache, err := runtimes.DefaultCacheDir(); err == nil {
-		t.Setenv(runtimes.CacheEnv, cache)
-	}
 	out := t.TempDir()
+	// Two cases at once, as `make certify` runs them: every scenario of
+	// both adapters runs, and their timeout cases wait out 40 s each.
 	if _, err := certify.Run(ctx, certify.Options{Adapters: ms, Images: imgs, Warden: warden, Probe: probe,
-		Bash: bashStatic(), Out: out}); err != nil {
+		Bash: bashStatic(), Out: out, Parallel: 2}); err != nil {
 		t.Fatal(err)
 	}
 	evs := readEvidence(t, out)

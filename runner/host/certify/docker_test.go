@@ -200,6 +200,7 @@ func checkStatus(ev *reports.Evidence, id string) reports.Status {
 // TestCertifyMatrix certifies the three fixture adapters on the three
 // images end to end, and greps every output for the run's canary key.
 func TestCertifyMatrix(t *testing.T) {
+	t.Parallel() // a certify run of its own: beside the other parallel tests
 	imgs := needEngine(t, "debian-12", "alpine-class", "old-python")
 	warden, probe, _ := binaries(t)
 	out := t.TempDir()
@@ -283,6 +284,7 @@ func TestCertifyMatrix(t *testing.T) {
 // TestCertifyUndeclaredGlibcFails runs the glibc-linked adapter without
 // its requirement on the musl-only image: a clear failure, never a hang.
 func TestCertifyUndeclaredGlibcFails(t *testing.T) {
+	t.Parallel() // a certify run of its own: beside the other parallel tests
 	imgs := needEngine(t, "alpine-class")
 	warden, probe, _ := binaries(t)
 	m := fixtureVariant(t, "miniagent-glibc", "undeclared", func(src string) string {
@@ -363,6 +365,7 @@ func TestCertifyDaemonNeedsWardenStop(t *testing.T) {
 // step's file under /task is allowed. The deliverable and every other
 // check still pass, so only the diff can fail it.
 func TestCertifyStrayWriteFailsDiff(t *testing.T) {
+	t.Parallel() // a certify run of its own: beside the other parallel tests
 	imgs := needEngine(t, "debian-12")
 	warden, probe, _ := binaries(t)
 	m := fixtureVariant(t, "miniagent-pi", "stray", func(src string) string {
@@ -405,6 +408,7 @@ func checkDetail(ev *reports.Evidence, id string) string {
 // the model fails naming the missing model call; a harness that calls the
 // model but never runs its tool fails naming the missing round trip.
 func TestCertifyFakesFail(t *testing.T) {
+	t.Parallel() // a certify run of its own: beside the other parallel tests
 	imgs := needEngine(t, "debian-12", "alpine-class", "old-python")
 	warden, probe, _ := binaries(t)
 	out := t.TempDir()
@@ -455,6 +459,7 @@ func TestCertifyFakesFail(t *testing.T) {
 // the model saw only the real key, the sandbox only the canary, and no
 // output holds the real key.
 func TestCertifyModelURLRecordsEveryCall(t *testing.T) {
+	t.Parallel() // a certify run of its own: beside the other parallel tests
 	imgs := needEngine(t, "debian-12")
 	warden, probe, _ := binaries(t)
 	const real = "sk-real-model-key-5150"
@@ -510,6 +515,7 @@ func TestCertifyModelURLRecordsEveryCall(t *testing.T) {
 // only "response_status failed", must reach the evidence, report.md and
 // the JUnit <failure> and <system-err>, with the case's files named.
 func TestCertifyCauseReachesReports(t *testing.T) {
+	t.Parallel() // a certify run of its own: beside the other parallel tests
 	imgs := needEngine(t, "old-python")
 	warden, probe, _ := binaries(t)
 	out := t.TempDir()

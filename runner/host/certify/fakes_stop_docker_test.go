@@ -62,6 +62,7 @@ func swapArg(t *testing.T, name, variant, old, new string) *adapter.Manifest {
 // (--retry-429 2) passes: the positive control, that the 429 alone does
 // not fail a case.
 func TestCertifyFakeExit0On429Fails(t *testing.T) {
+	t.Parallel() // a certify run of its own: beside the other parallel tests
 	script := model.Options{Script: model.Script{Fault: model.Fault429, Only: []int{1}}}
 	fake := certifyAgainst(t, load(t, "fake-exit0-on-429")[0], "debian-12", script)
 	if r := fake.ActivationReceipt; r == nil || r.ReturnCode == nil || *r.ReturnCode != 0 || r.Cause != "exited" {
@@ -97,6 +98,7 @@ func receiptField(t *testing.T, r *reports.Receipt, name string) string {
 // --ignore-term ends on the TERM, by itself (its handler exits 143, so no
 // signal ended it): the positive control, that the KILL is the fake's doing.
 func TestCertifyFakeIgnoresTermIsStillStopped(t *testing.T) {
+	t.Parallel() // waits on its harnesses more than it computes: beside the other waiting tests
 	script := model.Options{Script: model.Script{Fault: model.FaultStall, Only: []int{2}}, StallMax: time.Minute}
 	deadline6 := func(variant, old, new string) *adapter.Manifest {
 		return fixtureVariant(t, "fake-ignores-term", variant, func(src string) string {

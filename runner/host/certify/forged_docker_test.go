@@ -21,6 +21,7 @@ import (
 // call no model answer asked for (contract §7.4, threat model "The model
 // loop"); the honest adapter passes with its chain.
 func TestCertifyForgedToolResultFails(t *testing.T) {
+	t.Parallel() // a certify run of its own: beside the other parallel tests
 	imgs := needEngine(t, "debian-12", "alpine-class", "old-python")
 	warden, probe, _ := binaries(t)
 	forged := map[string]string{"fake-forged": "call_forged"}

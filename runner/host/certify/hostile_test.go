@@ -114,6 +114,7 @@ func checkOf(ev *reports.Evidence, id string) reports.Check {
 // written for a 1 GiB sparse file, the canary found in raw_b64, and no
 // control character in the console, Markdown or JUnit.
 func TestCertifyHostileCaptures(t *testing.T) {
+	t.Parallel() // waits on its harnesses more than it computes: beside the other waiting tests
 	imgs := needEngine(t, "debian-12")
 	warden, probe, _ := binaries(t)
 	hostFile := filepath.Join(t.TempDir(), "host-secret")

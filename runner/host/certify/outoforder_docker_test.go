@@ -23,6 +23,7 @@ import (
 // passed: an id-less result matched the model's call with an id, and every
 // lower-numbered call counted as answered.
 func TestCertifyOutOfOrderResultFails(t *testing.T) {
+	t.Parallel() // a certify run of its own: beside the other parallel tests
 	imgs := needEngine(t, "debian-12")
 	warden, probe, _ := binaries(t)
 	out := t.TempDir()

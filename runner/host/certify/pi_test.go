@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"testing"
@@ -24,15 +25,13 @@ import (
 // the platform and the host's Node (apart from the tree).
 func TestCertifyPiNamesWhatWasCertified(t *testing.T) {
 	testenv.Long(t, "prepares Pi's npm runtime and runs it")
+	runtimeCache(t) // first: a parallel test's deadlines start once it runs
 	imgs := needEngine(t, "debian-12")
 	warden, probe, _ := binaries(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	m := loadPi(t, ctx)
 	with := m.Runtime.Prepare.With
-	if cache, err := runtimes.DefaultCacheDir(); err == nil {
-		t.Setenv(runtimes.CacheEnv, cache)
-	}
 	out := t.TempDir()
 	if _, err := certify.Run(ctx, certify.Options{Adapters: []*adapter.Manifest{m}, Images: imgs, Warden: warden, Probe: probe,
 		Bash: bashStatic(), Out: out, Scenarios: []string{certify.ScenarioChallenge}}); err != nil {
@@ -67,4 +66,23 @@ func loadPi(t *testing.T, ctx context.Context) *adapter.Manifest {
 		testenv.Missing(t, fmt.Sprintf("the npm registry (%v)", err), "give this host npm and access to registry.npmjs.org")
 	}
 	return m
+}
+
+// runtimeCache has the real harnesses' runtimes prepared in the user's
+// cache (runtimes.DefaultCacheDir), where earlier runs left them. That is
+// where Prepare goes when runtimes.CacheEnv is unset (as in `make test`):
+// then the test runs in parallel (t.Parallel), since it waits on real
+// harnesses and timeout deadlines far more than it computes; only a
+// caller's other cache needs t.Setenv, which keeps the test serial.
+func runtimeCache(t *testing.T) {
+	t.Helper()
+	cache, err := runtimes.DefaultCacheDir()
+	if err != nil {
+		return
+	}
+	if v := os.Getenv(runtimes.CacheEnv); v != "" && v != cache {
+		t.Setenv(runtimes.CacheEnv, cache)
+		return
+	}
+	t.Parallel()
 }

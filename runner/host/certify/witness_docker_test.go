@@ -80,8 +80,13 @@ func miniagentVariant(t *testing.T, name string, spec variantSpec) *adapter.Mani
 	})
 }
 
-// certifyCases runs the manifests' named scenarios on one image, two
-// cases at a time, and returns the out dir and the evidence by case id.
+// casesAtOnce is how many of certifyCases's cases run at once: their
+// harnesses mostly wait on a stalled model or on the owner's looks.
+const casesAtOnce = 4
+
+// certifyCases runs the manifests' named scenarios on one image,
+// casesAtOnce cases at a time, and returns the out dir and the evidence
+// by case id.
 func certifyCases(t *testing.T, img images.Image, ms []*adapter.Manifest, scenarios ...string) (string, map[string]*reports.Evidence) {
 	t.Helper()
 	warden, probe, _ := binaries(t)
@@ -91,11 +96,17 @@ func certifyCases(t *testing.T, img images.Image, ms []*adapter.Manifest, scenar
 	defer cancel()
 	start := time.Now()
 	_, err := certify.Run(ctx, certify.Options{Adapters: ms, Images: []images.Image{img}, APIKey: certify.NewCanary(), Scenarios: scenarios,
-		Warden: warden, Probe: probe, Bash: bashStatic(), Out: out, Progress: &progress, Parallel: 2})
+		Warden: warden, Probe: probe, Bash: bashStatic(), Out: out, Progress: &progress, Parallel: min(len(ms)*len(scenarios), casesAtOnce)})
 	t.Logf("certify %d adapter(s) x %v on %s: %.1fs (err %v)", len(ms), scenarios, img.Name, time.Since(start).Seconds(), err)
 	evs := readEvidence(t, out)
 	if want := len(ms) * len(scenarios); len(evs) != want {
 		t.Fatalf("%d evidence records, want %d: %v\n%s", len(evs), want, err, progress.String())
+	}
+	for _, m := range ms { // stopSooner's deadline is the one the case ran with
+		ev := evs[certify.CaseID(img.Name, m.Name, certify.ScenarioTimeout)]
+		if sp, ok := m.Scenarios[certify.ScenarioTimeout]; ok && ev != nil && ev.LaunchDeadlineSeconds != sp.Deadline {
+			t.Errorf("%s/timeout: launch_deadline_seconds %v, want the manifest's %v", m.Name, ev.LaunchDeadlineSeconds, sp.Deadline)
+		}
 	}
 	return out, evs
 }
@@ -105,6 +116,43 @@ func eachImage(t *testing.T, f func(t *testing.T, img images.Image)) {
 	for _, name := range []string{"debian-12", "old-python", "alpine-class"} {
 		t.Run(name, func(t *testing.T) { f(t, needEngine(t, name)[0]) })
 	}
+}
+
+// eachImageAtOnce is eachImage with the subtests parallel (t.Parallel,
+// so at most go test's -parallel of them at once, GOMAXPROCS by
+// default): for tests whose cases mostly wait on a stalled model, and
+// that change no package state (not certify.ServiceAsTaskUser, no
+// t.Setenv).
+func eachImageAtOnce(t *testing.T, f func(t *testing.T, img images.Image)) {
+	for _, name := range []string{"debian-12", "old-python", "alpine-class"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			f(t, needEngine(t, name)[0])
+		})
+	}
+}
+
+// hostileStopDeadline is the timeout scenario's launch deadline (in
+// seconds) for the hostile writers' cases, in place of the scenario's
+// own 40 (set for real harnesses on a loaded host): these tests need a
+// deadline stop after the stall, with the owner's looks between them
+// (about one every 0.7 s), and the mini-agent reaches the stall in a
+// second or two. The fixtures `make certify` runs keep their own.
+const hostileStopDeadline = 20
+
+// stopSooner sets each manifest's timeout deadline to
+// hostileStopDeadline (a manifest's scenarios.timeout.deadline, as a
+// shipped adapter may set it).
+func stopSooner(ms ...*adapter.Manifest) []*adapter.Manifest {
+	for _, m := range ms {
+		if m.Scenarios == nil {
+			m.Scenarios = map[string]adapter.ScenarioSpec{}
+		}
+		sp := m.Scenarios[certify.ScenarioTimeout]
+		sp.Deadline = hostileStopDeadline
+		m.Scenarios[certify.ScenarioTimeout] = sp
+	}
+	return ms
 }
 
 // forgingShell is the hostile harness's shell for its bash tool: the
@@ -127,14 +175,15 @@ exec /bin/sh "$@"
 // "never started"), and the honest mini-agent passes both with the
 // writer seen and reached.
 func TestCertifyForgedWriterFails(t *testing.T) {
-	eachImage(t, func(t *testing.T, img images.Image) {
+	t.Parallel() // waits on stalled models: beside the other waiting tests
+	eachImageAtOnce(t, func(t *testing.T, img images.Image) {
 		sh := filepath.Join(t.TempDir(), "forgesh")
 		if err := os.WriteFile(sh, []byte(forgingShell), 0o755); err != nil {
 			t.Fatal(err)
 		}
 		forged := miniagentVariant(t, "fake-forged-writer", variantSpec{files: map[string]string{"bin/forgesh": sh},
 			args: []string{"--shell", "{runtime_dir}/bin/forgesh"}})
-		_, evs := certifyCases(t, img, []*adapter.Manifest{load(t, "miniagent-opencode")[0], forged}, certify.ScenarioTimeout, certify.ScenarioCancel)
+		_, evs := certifyCases(t, img, stopSooner(load(t, "miniagent-opencode")[0], forged), certify.ScenarioTimeout, certify.ScenarioCancel)
 		for _, sc := range []string{certify.ScenarioTimeout, certify.ScenarioCancel} {
 			honest, fake := evs[certify.CaseID(img.Name, "miniagent-opencode", sc)], evs[certify.CaseID(img.Name, forged.Name, sc)]
 			if honest == nil || fake == nil {
@@ -293,6 +342,7 @@ func notPassed(ev *reports.Evidence) []string {
 // debian-12, each with the witness named: the writer seen by the probe
 // and reached by the stop, the service as uid 65534 kept as it started.
 func TestCertifyFixturesPassTheWitnessedScenarios(t *testing.T) {
+	t.Parallel() // waits on stalled models: beside the other waiting tests
 	img := needEngine(t, "debian-12")[0]
 	ms := load(t, "miniagent-pi", "miniagent-opencode", "miniagent-daemon")
 	scs := []string{certify.ScenarioTimeout, certify.ScenarioCancel, certify.ScenarioBorrowed}

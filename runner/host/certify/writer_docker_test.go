@@ -80,8 +80,9 @@ const forgedBytes = "5890 bytes at close"
 // executable the helper, or the image's sh), the stop reached it, and
 // the forged file was whole at close.
 func TestCertifyFakeWritersFail(t *testing.T) {
+	t.Parallel() // waits on stalled models: beside the other waiting tests
 	bin := fakeWriterBin(t)
-	eachImage(t, func(t *testing.T, img images.Image) {
+	eachImageAtOnce(t, func(t *testing.T, img images.Image) {
 		dir := t.TempDir()
 		shell := func(name, script string) string {
 			p := filepath.Join(dir, name)
@@ -96,7 +97,7 @@ func TestCertifyFakeWritersFail(t *testing.T) {
 		readOnly := miniagentVariant(t, "fake-readonly-writer", variantSpec{
 			files: map[string]string{"bin/fakesh": shell("readonly.sh", readOnlyWriterShell)},
 			args:  []string{"--shell", "{runtime_dir}/bin/fakesh"}})
-		_, evs := certifyCases(t, img, []*adapter.Manifest{stopped, readOnly}, certify.ScenarioTimeout, certify.ScenarioCancel)
+		_, evs := certifyCases(t, img, stopSooner(stopped, readOnly), certify.ScenarioTimeout, certify.ScenarioCancel)
 		for _, tc := range []struct {
 			m       *adapter.Manifest
 			control string   // in the detail: the forger seen as what it is

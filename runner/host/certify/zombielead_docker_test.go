@@ -178,6 +178,7 @@ func receiptReached(t *testing.T, r *reports.Receipt) []stop.Member {
 // verify.no_new_processes: the probe must see the live writer, so a case
 // running it does not pass unless it was stopped before verify.
 func TestCertifyZombieLeaderWriter(t *testing.T) {
+	t.Parallel() // waits on its harnesses more than it computes: beside the other waiting tests
 	imgs := needEngine(t, "debian-12", "old-python", "alpine-class")
 	warden, probe, _ := binaries(t)
 	m := zombieleadAdapter(t, zombieleadBin(t))
