@@ -295,6 +295,7 @@ func pyImageSpecs(image string) {
 			ready := steps["ready"]
 			for name, st := range map[string]pyStat{"tool": ready.Tool, "child": ready.Child} {
 				Expect(st.State).NotTo(Equal("Z"), "positive control: the worker saw the %s alive", name)
+				Expect(st.StartTime).NotTo(BeZero(), "positive control: the worker read the %s's start time", name)
 				id := witness.ID{PID: steps[name].PID, StartTime: st.StartTime}
 				Expect(l.b.ProcState(ctx, id)).NotTo(Equal("alive"), "the %s %v survived a confirmed cleanup in %s", name, id, image)
 				_, reached := witness.Find(r.Reached, id)
