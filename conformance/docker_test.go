@@ -88,6 +88,12 @@ func ctrStart(ctx context.Context, name string) *ctrBox {
 // ctrStartLimited is ctrStart with the container's limits given.
 func ctrStartLimited(ctx context.Context, name string, limits provider.Limits) *ctrBox {
 	GinkgoHelper()
+	return ctrStartWith(ctx, name, containers.Options{Limits: limits})
+}
+
+// ctrStartWith is ctrStart with the container's limits and mounts given.
+func ctrStartWith(ctx context.Context, name string, o containers.Options) *ctrBox {
+	GinkgoHelper()
 	all, err := images.Resolve(nil)
 	Expect(err).NotTo(HaveOccurred())
 	ref := ""
@@ -97,7 +103,7 @@ func ctrStartLimited(ctx context.Context, name string, limits provider.Limits) *
 		}
 	}
 	Expect(ref).NotTo(BeEmpty(), "no image named %q", name)
-	b := &ctrBox{Sandbox: containers.StartLimited(ref, limits), image: name}
+	b := &ctrBox{Sandbox: containers.StartWith(ref, o), image: name}
 	b.Upload(
 		containers.File{Path: "/sandproof-conformance", Mode: 0o755, Dir: true},
 		containers.File{Path: ctrBin, Mode: 0o755, Dir: true},

@@ -107,6 +107,23 @@ func Start(ref string) *Sandbox {
 // fork bomb, say) instead of the provider's defaults.
 func StartLimited(ref string, limits provider.Limits) *Sandbox {
 	ginkgo.GinkgoHelper()
+	return StartWith(ref, Options{Limits: limits})
+}
+
+// Options are what StartWith may change of Start's container.
+type Options struct {
+	// Limits are the container's; the zero value sets none (Start
+	// passes provider.DefaultLimits).
+	Limits provider.Limits
+	// Binds are host directories mounted in the container, in the
+	// engine's "HOST:CONTAINER[:ro]" spelling; nil mounts nothing.
+	Binds []string
+}
+
+// StartWith is Start with o's limits and mounts.
+func StartWith(ref string, o Options) *Sandbox {
+	ginkgo.GinkgoHelper()
+	limits := o.Limits
 	p, err := Pool()
 	gomega.Expect(err).NotTo(gomega.HaveOccurred(), "no docker engine answers (images/engine.sh start)")
 	img, err := p.Client.InspectImage(ref)
@@ -132,6 +149,7 @@ func StartLimited(ref string, limits provider.Limits) *Sandbox {
 		hc.MemorySwap = limits.MemoryBytes
 		hc.CPUShares = limits.CPUShares
 		hc.OomScoreAdj = limits.OOMScoreAdj
+		hc.Binds = o.Binds
 	})
 	gomega.Expect(err).NotTo(gomega.HaveOccurred(), "start a container of %s", ref)
 	ginkgo.DeferCleanup(p.Purge, res)

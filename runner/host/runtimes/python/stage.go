@@ -110,7 +110,7 @@ func platformOf(want string, pins []debPin, arch string) (Platform, error) {
 // interpreter's site-packages through one artifact tree (its caps count
 // all the wheels together).
 func stage(ctx context.Context, c Config, arch string, plat Platform, dir string, stamp map[string]any) error {
-	cache, err := debCache()
+	cache, err := DebCache()
 	if err != nil {
 		return err
 	}
@@ -315,8 +315,11 @@ func wheelEntry(n string) string {
 	return ""
 }
 
-// debCache is where the interpreter's .debs are kept, beside the runtimes.
-func debCache() (string, error) {
+// DebCache is where the interpreter's .debs are kept, beside the
+// runtimes ($SANDPROOF_RUNTIME_CACHE or the user's cache dir): what
+// StageInterpreter's Cache is when the preparer stages, and for the
+// conformance suite's own tree.
+func DebCache() (string, error) {
 	d := os.Getenv(runtimes.CacheEnv)
 	if d == "" {
 		var err error
