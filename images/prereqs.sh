@@ -59,6 +59,8 @@ missing() {
 	has dockerd && has docker || echo docker.io
 	has mmdebstrap || echo mmdebstrap
 	has xmllint || echo libxml2-utils
+	# The python kind unpacks its pinned .debs' data.tar.xz.
+	has xz || echo xz-utils
 }
 
 mapfile -t need < <(missing)
