@@ -66,6 +66,8 @@ type File struct {
 	Hashes   struct {
 		SHA256 string `json:"sha256"`
 	} `json:"hashes"`
+	// RequiresPython is the file's Requires-Python, as the index lists it.
+	RequiresPython string `json:"requires-python"`
 	// PackageType is "bdist_wheel" or "sdist", from the file's name.
 	PackageType string `json:"-"`
 }
@@ -251,6 +253,7 @@ func Choose(r Requirement, files []File, p Platform) (File, Wheel, error) {
 	var bestW Wheel
 	score := 0
 	var wheels, fitting []string
+	needs := "" // a pinned, fitting wheel's Requires-Python that excludes p
 	for _, f := range files {
 		w, err := ParseWheelName(f.Filename)
 		if f.PackageType != "bdist_wheel" || err != nil {
@@ -265,6 +268,10 @@ func Choose(r Requirement, files []File, p Platform) (File, Wheel, error) {
 		if !slices.Contains(r.Hashes, f.Hashes.SHA256) {
 			continue
 		}
+		if allowed, _ := Allows(f.RequiresPython, [3]int{p.Major, p.Minor, p.Micro}); !allowed {
+			needs = f.RequiresPython
+			continue
+		}
 		if s > score || s == score && f.Filename < best.Filename {
 			best, bestW, score = f, w, s
 		}
@@ -274,6 +281,8 @@ func Choose(r Requirement, files []File, p Platform) (File, Wheel, error) {
 		return best, bestW, nil
 	case len(wheels) == 0:
 		return File{}, Wheel{}, fmt.Errorf("%s==%s (lock line %d) has no wheel on the index, only a source distribution: sandproof installs wheels only (--only-binary=:all:); pin a version that has one", r.Name, r.Version, r.Line)
+	case needs != "":
+		return File{}, Wheel{}, fmt.Errorf("%s==%s (lock line %d) requires Python %s; the tree's CPython is %d.%d.%d: pin a version that allows it, or resolve the lock with --python-version %d.%d", r.Name, r.Version, r.Line, needs, p.Major, p.Minor, p.Micro, p.Major, p.Minor)
 	case len(fitting) == 0:
 		return File{}, Wheel{}, fmt.Errorf("%s==%s (lock line %d) has no wheel for %s (the index has %s)", r.Name, r.Version, r.Line, p, strings.Join(wheels, ", "))
 	default:

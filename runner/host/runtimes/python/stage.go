@@ -96,9 +96,11 @@ func platformOf(want string, pins []debPin, arch string) (Platform, error) {
 			p.GlibcMinor, _ = strconv.Atoi(minor)
 		}
 	}
-	if got := interpInfo(pins).Version; !strings.HasPrefix(got, want+".") {
+	got := interpInfo(pins).Version
+	if !strings.HasPrefix(got, want+".") {
 		return p, fmt.Errorf("python %q: the pinned interpreter is %s", want, got)
 	}
+	p.Micro, _ = strconv.Atoi(strings.TrimPrefix(got, want+"."))
 	if p.GlibcMinor == 0 || p.Machine == "" {
 		return p, fmt.Errorf("python: no glibc or machine pinned for %s", arch)
 	}

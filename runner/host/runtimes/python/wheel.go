@@ -12,6 +12,7 @@ import (
 // carries (which sets the newest manylinux it can load).
 type Platform struct {
 	Major, Minor int    // 3, 13
+	Micro        int    // 5: what a wheel's Requires-Python is read against
 	Machine      string // x86_64, aarch64
 	GlibcMinor   int    // 41 for glibc 2.41
 }
