@@ -22,6 +22,7 @@ import (
 	"github.com/sandproof/sandproof/reports"
 	"github.com/sandproof/sandproof/runner/host/engine"
 	"github.com/sandproof/sandproof/runner/host/runtimes"
+
 	// npm registers its kind: the shipped manifests load.
 	_ "github.com/sandproof/sandproof/runner/host/runtimes/npm"
 )
@@ -193,7 +194,7 @@ func remoteFixtureRun(t *testing.T, e *remoteengine.Engine) (string, bool) {
 		code, out := sandproof(t, ctx, e.Env(os.Environ()), append(fixtureArgs(remoteRun.dir), toolArgs(t)...)...)
 		remoteRun.ok = code == 0
 		if code != 0 {
-			t.Errorf("DOCKER_HOST=%s sandproof certify --network none (fixtures x 3 images): exit %d\n%s", e.Host, code, out)
+			t.Errorf("DOCKER_HOST=%s sandproof certify --network none (fixtures x 3 images): exit %d\n%s%s", e.Host, code, out, failedCheckDetails(remoteRun.dir))
 		}
 	})
 	return remoteRun.dir, remoteRun.ok
@@ -313,4 +314,26 @@ func TestCertifyShardsOnTwoEngines(t *testing.T) {
 	if code != 2 || !strings.Contains(out, "shard 1/2 missing") {
 		t.Errorf("report merge of shard 2/2 alone: exit %d, %q; want 2 naming shard 1/2 missing", code, out)
 	}
+}
+
+// failedCheckDetails is every failed check of every failed case of the run in
+// dir, with its detail: what a failed run in CI says without its run dir.
+func failedCheckDetails(dir string) string {
+	b, err := os.ReadFile(filepath.Join(dir, "evidence.jsonl"))
+	if err != nil {
+		return "\n(no evidence: " + err.Error() + ")"
+	}
+	var out strings.Builder
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var ev reports.Evidence
+		if json.Unmarshal([]byte(line), &ev) != nil || ev.Status != reports.StatusFailed {
+			continue
+		}
+		for _, c := range ev.Checks {
+			if c.Status == reports.StatusFailed {
+				fmt.Fprintf(&out, "\n  %s: %s: %s", ev.CaseID, c.ID, c.Detail)
+			}
+		}
+	}
+	return out.String()
 }
