@@ -112,6 +112,9 @@ func relayRecord(t *testing.T, p string) []relay.Call {
 			out = append(out, c)
 		}
 	}
+	// In the order of the requests: the relay records a call as it ends,
+	// and under load a later request can end first.
+	slices.SortFunc(out, func(a, b relay.Call) int { return a.Seq - b.Seq })
 	return out
 }
 
