@@ -9,6 +9,10 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
+	"regexp"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -35,11 +39,16 @@ var suites = [][2]string{{"debian-security", "trixie-security"}, {"debian", "tri
 
 // TestInterpPins regenerates interp_pins.go from Debian's Packages
 // indexes (SANDPROOF_PY_PINS=write) or reports how the pins differ from
-// them (SANDPROOF_PY_PINS=check); without the variable it is skipped.
+// them (SANDPROOF_PY_PINS=check). Without the variable it checks the pins
+// offline: every arch pins interpPackages, in order, each .deb named by
+// its package, version and arch, with a size and a sha256.
 func TestInterpPins(t *testing.T) {
 	mode := os.Getenv("SANDPROOF_PY_PINS")
 	if mode == "" {
-		t.Skip("SANDPROOF_PY_PINS=write|check reads Debian's Packages indexes")
+		for _, p := range pinsProblems(interpPins) {
+			t.Error(p)
+		}
+		return
 	}
 	src, err := pinsSource(context.Background())
 	if err != nil {
@@ -250,5 +259,52 @@ func TestCompareVersions(t *testing.T) {
 		if got := compareVersions(tc.b, tc.a); got != -tc.want {
 			t.Errorf("compareVersions(%q, %q) = %d, want %d", tc.b, tc.a, got, -tc.want)
 		}
+	}
+}
+
+// pinsProblems is what is wrong with pins as interp_pins.go holds them.
+func pinsProblems(pins map[string][]debPin) []string {
+	var out []string
+	if len(pins) == 0 {
+		return []string{"no arch pinned"}
+	}
+	for arch, ps := range pins {
+		if len(ps) != len(interpPackages) {
+			out = append(out, fmt.Sprintf("%s: %d pins for %d packages", arch, len(ps), len(interpPackages)))
+			continue
+		}
+		for i, p := range ps {
+			_, version, _ := strings.Cut(p.Version, ":") // the epoch is not in the file name
+			if version == "" {
+				version = p.Version
+			}
+			file := fmt.Sprintf("%s_%s_%s.deb", p.Package, version, arch)
+			switch {
+			case p.Package != interpPackages[i]:
+				out = append(out, fmt.Sprintf("%s: pin %d is %s, want %s", arch, i, p.Package, interpPackages[i]))
+			case path.Base(p.Pool) != file:
+				out = append(out, fmt.Sprintf("%s: %s's pool path %s is not %s", arch, p.Package, p.Pool, file))
+			case p.Size <= 0 || !hex64.MatchString(p.SHA256):
+				out = append(out, fmt.Sprintf("%s: %s: size %d, sha256 %q", arch, p.Package, p.Size, p.SHA256))
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+var hex64 = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// The offline check finds what a hand edit of the pins breaks.
+func TestInterpPinsProblemsFindsABadEdit(t *testing.T) {
+	bad := map[string][]debPin{"amd64": slices.Clone(interpPins["amd64"])}
+	bad["amd64"][1].SHA256 = "ABC"
+	bad["amd64"][2].Pool = "pool/main/x/evil_1_amd64.deb"
+	bad["amd64"][3], bad["amd64"][4] = bad["amd64"][4], bad["amd64"][3]
+	if got := pinsProblems(bad); len(got) != 4 {
+		t.Errorf("problems %q, want the sha256, the pool path and the two swapped packages", got)
+	}
+	if got := pinsProblems(map[string][]debPin{"amd64": interpPins["amd64"][1:]}); len(got) != 1 {
+		t.Errorf("a pin left out: %q", got)
 	}
 }
