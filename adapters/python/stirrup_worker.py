@@ -71,8 +71,8 @@ class WorkdirShell(LocalCodeExecToolProvider):
         return None
 
 
-class FinishOnText:
-    """An LLM client that turns an answer calling no tool into a call of the finish tool."""
+class WrappedClient:
+    """An LLM client that is another's, but for what a subclass's generate adds."""
 
     def __init__(self, client) -> None:
         self._client = client
@@ -84,6 +84,13 @@ class FinishOnText:
     @property
     def context_window_tokens(self) -> int:
         return self._client.context_window_tokens
+
+    async def generate(self, messages, tools):
+        return await self._client.generate(messages, tools)
+
+
+class FinishOnText(WrappedClient):
+    """An LLM client that turns an answer calling no tool into a call of the finish tool."""
 
     async def generate(self, messages, tools):
         msg = await self._client.generate(messages, tools)
@@ -100,21 +107,13 @@ class FinishOnText:
         return msg.model_copy(update={"blocks": [*msg.blocks, call], "metadata": meta})
 
 
-class Streamed:
+class Streamed(WrappedClient):
     """An LLM client that writes each message of the conversation to out before the request that carries it."""
 
     def __init__(self, client, out) -> None:
-        self._client = client
+        super().__init__(client)
         self._out = out
         self._sent = 0
-
-    @property
-    def model_slug(self) -> str:
-        return self._client.model_slug
-
-    @property
-    def context_window_tokens(self) -> int:
-        return self._client.context_window_tokens
 
     async def generate(self, messages, tools):
         self.flush(messages)

@@ -262,6 +262,16 @@ func DefaultCacheDir() (string, error) {
 	return filepath.Join(d, "sandproof", "runtimes"), nil
 }
 
+// CacheDir is the runtimes' cache: $SANDPROOF_RUNTIME_CACHE, else
+// DefaultCacheDir. A kind that keeps downloads of its own beside the
+// runtimes (python's .debs) puts them under it.
+func CacheDir() (string, error) {
+	if d := os.Getenv(CacheEnv); d != "" {
+		return d, nil
+	}
+	return DefaultCacheDir()
+}
+
 // Logf, when set, receives one line per notable step (cache hit, rebuild
 // and why, stale lock broken).
 var Logf = func(format string, args ...any) {}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sandproof/sandproof/runner/host/adapter"
 	"github.com/sandproof/sandproof/runner/host/artifact"
+	"github.com/sandproof/sandproof/runner/host/hostfile"
 	"github.com/sandproof/sandproof/runner/host/runtimes"
 )
 
@@ -187,8 +188,8 @@ func precompile(ctx context.Context, root string) string {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
-	var out boundedBuffer
-	cmd.Stdout, cmd.Stderr = &out, &out
+	out := &hostfile.HeadBuffer{Max: 64 << 10}
+	cmd.Stdout, cmd.Stderr = out, out
 	start := time.Now()
 	err = cmd.Run()
 	if cmd.Process != nil {
@@ -249,16 +250,6 @@ func compileList(root string) (string, int, error) {
 		return "", 0, err
 	}
 	return f.Name(), skipped, nil
-}
-
-// boundedBuffer keeps the first 64 KiB written to it.
-type boundedBuffer struct{ strings.Builder }
-
-func (b *boundedBuffer) Write(p []byte) (int, error) {
-	if room := 64<<10 - b.Len(); room > 0 {
-		b.Builder.Write(p[:min(len(p), room)])
-	}
-	return len(p), nil
 }
 
 func clipLines(s string, n int) string {
@@ -322,12 +313,9 @@ func wheelEntry(n string) string {
 // StageInterpreter's Cache is when the preparer stages, and for the
 // conformance suite's own tree.
 func DebCache() (string, error) {
-	d := os.Getenv(runtimes.CacheEnv)
-	if d == "" {
-		var err error
-		if d, err = runtimes.DefaultCacheDir(); err != nil {
-			return "", err
-		}
+	d, err := runtimes.CacheDir()
+	if err != nil {
+		return "", err
 	}
 	return filepath.Join(d, ".python-debs"), nil
 }
