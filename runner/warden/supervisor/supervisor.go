@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sandproof/sandproof/runner/warden/threads"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/sandproof/sandproof/runner/warden/fds"
@@ -97,35 +99,14 @@ func BoundProcs() int {
 	return n
 }
 
-// reserveThreads makes n OS threads now and leaves them idle. Go's runtime
-// aborts the process ("failed to create new OS thread") when it needs a
-// thread and clone fails, and a harness sitting at its container's pids
-// limit makes every clone fail: seen here, the detached supervisor died
-// silently and the bomb lived on without a receipt. Each goroutine below
-// holds its own thread (LockOSThread) until all n exist; unlocked, the
-// threads return to the runtime's idle list, which it draws from before it
-// makes a new one and never shrinks.
+// reserveThreads makes n OS threads now and leaves them idle (see package
+// threads): seen here, a detached supervisor at its container's pids limit
+// died silently and the bomb lived on without a receipt.
 func reserveThreads(n int) {
 	if mutant.Is(mutant.NoThreads) {
 		return
 	}
-	var held sync.WaitGroup
-	release := make(chan struct{})
-	held.Add(n)
-	var done sync.WaitGroup
-	done.Add(n)
-	for i := 0; i < n; i++ {
-		go func() {
-			defer done.Done()
-			runtime.LockOSThread()
-			held.Done()
-			<-release
-			runtime.UnlockOSThread()
-		}()
-	}
-	held.Wait()
-	close(release)
-	done.Wait()
+	threads.Reserve(n)
 }
 
 // stderrToLog points fd 2 at the supervisor's log when it is /dev/null (a
