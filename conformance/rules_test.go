@@ -128,6 +128,64 @@ var _ = Describe("warden supervise, on a deadline,", framework.Local, func() {
 	})
 })
 
+var _ = Describe("warden renew --deadline, on a running launch,", framework.Local, func() {
+	framework.ConformanceIt("2 deadline", "should bring the deadline forward to SECONDS from the renew: a deadline stop, its TERM on time, the receipt's deadline_seconds the new one", func(ctx SpecContext) {
+		const forward = 1 * time.Second
+		state, _, record, harness := rulesSigwait(ctx, []string{"--deadline", "120", "--grace", "0.2"}, "record")
+		asked := time.Now()
+		res := procs.Warden(ctx, framework.Bin.Warden, "", "renew", "--state", state, "--deadline", "1")
+		Expect(res.Code).To(Equal(0), "%s", res)
+		w := procs.Warden(ctx, framework.Bin.Warden, "", "wait", "--state", state, "--timeout", "30")
+		Expect(w.Code).To(Equal(0), "no confirmed receipt within 30 s of a deadline brought to 1 s: %s", w)
+		r, err := witness.ReadReceipt(state)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(r.Cause).To(Equal("deadline"))
+		Expect(r.TimedOut).To(BeTrue())
+		Expect(procs.Alive(harness)).To(BeFalse())
+		data, err := os.ReadFile(record)
+		Expect(err).NotTo(HaveOccurred(), "the harness never got a TERM")
+		term := rulesStamp(strings.Split(strings.TrimSpace(string(data)), "\n")[0])
+		started := rulesTime(r.StartedAt)
+		AddReportEntry("deadline brought forward", fmt.Sprintf("renew at +%v, first TERM at +%v, deadline_seconds %.3f", asked.Sub(started), term.Sub(started), r.DeadlineSeconds))
+		Expect(term.Sub(asked)).To(BeNumerically(">=", forward-10*time.Millisecond), "the TERM came before the deadline the renew asked for")
+		Expect(term.Sub(asked)).To(BeNumerically("<=", forward+rulesSlack), "the stop started late")
+		want := asked.Add(forward).Sub(started).Seconds()
+		Expect(r.DeadlineSeconds).To(BeNumerically("~", want, rulesSlack.Seconds()), "deadline_seconds is not the deadline the renew set")
+	})
+
+	framework.ConformanceIt("2 deadline", "should never move the deadline later: the launch's --deadline stays its ceiling", func(ctx SpecContext) {
+		const deadline = 2 * time.Second
+		state, _, record, _ := rulesSigwait(ctx, []string{"--deadline", "2", "--grace", "0.2"}, "record")
+		res := procs.Warden(ctx, framework.Bin.Warden, "", "renew", "--state", state, "--deadline", "60")
+		Expect(res.Code).To(Equal(0), "%s", res)
+		w := procs.Warden(ctx, framework.Bin.Warden, "", "wait", "--state", state, "--timeout", "30")
+		Expect(w.Code).To(Equal(0), "no confirmed receipt within 30 s of a 2 s deadline: a later renew --deadline extended it: %s", w)
+		r, err := witness.ReadReceipt(state)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(r.Cause).To(Equal("deadline"))
+		data, err := os.ReadFile(record)
+		Expect(err).NotTo(HaveOccurred(), "the harness never got a TERM")
+		term := rulesStamp(strings.Split(strings.TrimSpace(string(data)), "\n")[0])
+		started := rulesTime(r.StartedAt)
+		Expect(term.Sub(started)).To(BeNumerically("<=", deadline+rulesSlack), "the stop came after the launch's own deadline")
+		Expect(r.DeadlineSeconds).To(BeNumerically("~", deadline.Seconds(), 0.001))
+	})
+
+	framework.ConformanceIt("4 exit statuses", "should refuse a bad --deadline with exit 2 naming the flag, and a launch that has ended with 1", func(ctx SpecContext) {
+		state, _, _, _ := rulesSigwait(ctx, []string{"--deadline", "120", "--grace", "0.2"}, "record")
+		for _, bad := range []string{"0", "-1", "1e2", "soon"} {
+			res := procs.Warden(ctx, framework.Bin.Warden, "", "renew", "--state", state, "--deadline", bad)
+			Expect(res.Code).To(Equal(2), "renew --deadline %q: %s", bad, res)
+			Expect(res.Stderr).To(ContainSubstring("--deadline"))
+			Expect(res.Stderr).To(ContainSubstring(strconv.Quote(bad)))
+		}
+		Expect(procs.Warden(ctx, framework.Bin.Warden, "", "stop", "--state", state, "--wait", "30").Code).To(Equal(0))
+		res := procs.Warden(ctx, framework.Bin.Warden, "", "renew", "--state", state, "--deadline", "1")
+		Expect(res.Code).To(Equal(1), "%s", res)
+		Expect(res.Stderr).To(ContainSubstring("has ended"))
+	})
+})
+
 // rulesLeaked opens descriptors the way a careless caller leaks them: a
 // pipe's two ends and a file, none close-on-exec in the child, which gets
 // them as 3, 4 and 5.

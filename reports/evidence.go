@@ -441,6 +441,22 @@ func jsonNames(t reflect.Type) []string {
 	return out
 }
 
+// DeadlineSeconds is the deadline in force when the launch ended, in
+// seconds from its started_at: warden's deadline_seconds (contract §2
+// deadline; sooner than launch_deadline_seconds when the owner brought it
+// forward). False when the receipt has none (an older warden's, a fenced
+// launch's) or it is not a positive number.
+func (r *Receipt) DeadlineSeconds() (float64, bool) {
+	if r == nil {
+		return 0, false
+	}
+	var d float64
+	if json.Unmarshal(r.Extra["deadline_seconds"], &d) != nil || !(d > 0) {
+		return 0, false
+	}
+	return d, true
+}
+
 // UnmarshalJSON decodes the known fields and keeps the rest in Extra.
 func (r *Receipt) UnmarshalJSON(b []byte) error {
 	var k receiptFields

@@ -310,9 +310,12 @@ func stopMarks(e *Evidence) []stopMark {
 	var out []stopMark
 	if d := e.LaunchDeadlineSeconds; d > 0 {
 		start, from := launchStart(e)
+		label := fmt.Sprintf("launch deadline %s after %s", FormatSeconds(d), from)
+		if in, ok := e.ActivationReceipt.DeadlineSeconds(); ok && in < d {
+			d, label = in, fmt.Sprintf("deadline brought forward to %s after %s (the launch's ceiling %s)", FormatSeconds(in), from, FormatSeconds(e.LaunchDeadlineSeconds))
+		}
 		if !start.IsZero() {
-			out = append(out, stopMark{start.Add(time.Duration(d * float64(time.Second))), "deadline",
-				fmt.Sprintf("launch deadline %s after %s", FormatSeconds(d), from)})
+			out = append(out, stopMark{start.Add(time.Duration(d * float64(time.Second))), "deadline", label})
 		}
 	} else if at, ok := deadlineStop(e.ActivationReceipt); ok {
 		out = append(out, stopMark{at, "deadline", "the deadline's stop began (the receipt's ended_at - stop_seconds)"})

@@ -51,6 +51,7 @@ var Catalog = []Mutant{
 	{mutant.FDLeak, "5 descriptors", "runner descriptors leaked to the CLI"},
 	{mutant.ExitCodes, "5 exit statuses", "126 and 127 confused"},
 	{mutant.LateDeadline, "2 deadline", "deadline timer armed late, by the grace"},
+	{mutant.DeadlineExtends, "2 deadline", "renew --deadline takes a later deadline too: the launch's --deadline no longer a ceiling"},
 	{mutant.SupFDLeak, "2 descriptors", "descriptors the caller leaked passed on to the harness under supervise"},
 	{mutant.ConfirmExit, "4 exit statuses", "foreground supervise exits 0 on an unconfirmed cleanup when the harness returned 0"},
 	{mutant.ClaimRace, "2 launch claim", "launch claim taken by look-then-rename, not an exclusive create"},

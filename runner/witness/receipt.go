@@ -14,24 +14,27 @@ import (
 // witness keeps its own copy of the schema so that it checks the contract,
 // not warden's struct.
 type Receipt struct {
-	Schema           string   `json:"schema"`
-	WardenVersion    string   `json:"warden_version"`
-	LaunchID         string   `json:"launch_id"`
-	CleanupConfirmed bool     `json:"cleanup_confirmed"`
-	ReturnCode       *int     `json:"return_code"`
-	Signal           *string  `json:"signal"`
-	TimedOut         bool     `json:"timed_out"`
-	Stopped          bool     `json:"stopped"`
-	Error            *string  `json:"error"`
-	Cause            string   `json:"cause"`
-	StartedAt        string   `json:"started_at"`
-	EndedAt          string   `json:"ended_at"`
-	StopSeconds      float64  `json:"stop_seconds"`
-	Tier             string   `json:"tier"`
-	Reached          []Member `json:"reached"`
-	Survivors        []Member `json:"survivors"`
-	Unverified       []Member `json:"unverified"`
-	Preserved        []Member `json:"preserved"`
+	Schema           string  `json:"schema"`
+	WardenVersion    string  `json:"warden_version"`
+	LaunchID         string  `json:"launch_id"`
+	CleanupConfirmed bool    `json:"cleanup_confirmed"`
+	ReturnCode       *int    `json:"return_code"`
+	Signal           *string `json:"signal"`
+	TimedOut         bool    `json:"timed_out"`
+	Stopped          bool    `json:"stopped"`
+	Error            *string `json:"error"`
+	Cause            string  `json:"cause"`
+	StartedAt        string  `json:"started_at"`
+	EndedAt          string  `json:"ended_at"`
+	StopSeconds      float64 `json:"stop_seconds"`
+	// DeadlineSeconds is additive (a receipt of an older warden has none:
+	// 0): the deadline in force when the launch ended, from started_at.
+	DeadlineSeconds float64  `json:"deadline_seconds"`
+	Tier            string   `json:"tier"`
+	Reached         []Member `json:"reached"`
+	Survivors       []Member `json:"survivors"`
+	Unverified      []Member `json:"unverified"`
+	Preserved       []Member `json:"preserved"`
 }
 
 // Member is one entry of a receipt's process lists.

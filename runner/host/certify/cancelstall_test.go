@@ -3,6 +3,7 @@ package certify
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -36,6 +37,7 @@ const stalledAfterWriter = 3
 type ownerRun struct {
 	stalled   chan struct{}
 	cancelled chan struct{}
+	forwarded chan struct{} // a timeout's owner brought the deadline forward
 	returned  chan struct{}
 	snapshots atomic.Int32  // the probe snapshots it took
 	witness   writerWitness // what it returned, once returned is closed
@@ -52,14 +54,22 @@ func writerProc(pid int) probe.Process {
 		Detail: &probe.Detail{GID: 1000, Cmdline: []string{"sh", "-c", model.WriterLoop(writerFile)}, Exe: "/usr/bin/dash"}}
 }
 
-// startOwner starts a cancel's owner (cancels) or a timeout's (its
-// cancel is nil).
+// startOwner starts a cancel's owner.
 func startOwner(ctx context.Context, sb *memSandbox, calls []model.Call, stallSeq int) *ownerRun {
-	return startWatch(ctx, sb, calls, stallSeq, true, time.Time{}, nil)
+	return startWatch(ctx, sb, calls, stallSeq, true, timeoutStop{}, nil)
 }
 
-func startWatch(ctx context.Context, sb *memSandbox, calls []model.Call, stallSeq int, cancels bool, lastLook time.Time, onLook func()) *ownerRun {
-	o := &ownerRun{stalled: make(chan struct{}), cancelled: make(chan struct{}), returned: make(chan struct{}), onLook: onLook}
+// timeoutStop is a timeout owner's stop for startWatch: forward answers
+// for `warden renew --deadline` (the instant it set, or its error);
+// ceiling is the launch's own deadline.
+type timeoutStop struct {
+	forward func() (time.Time, error)
+	ceiling time.Time
+}
+
+// startWatch starts a cancel's owner (cancels) or a timeout's (ts).
+func startWatch(ctx context.Context, sb *memSandbox, calls []model.Call, stallSeq int, cancels bool, ts timeoutStop, onLook func()) *ownerRun {
+	o := &ownerRun{stalled: make(chan struct{}), cancelled: make(chan struct{}), forwarded: make(chan struct{}), returned: make(chan struct{}), onLook: onLook}
 	sb.now = time.Now
 	// The probe's snapshot as the mem sandbox answers it, counted.
 	sb.execs[probePath+" snapshot"] = func(spec provider.ExecSpec) (provider.ExecResult, error) {
@@ -76,12 +86,16 @@ func startWatch(ctx context.Context, sb *memSandbox, calls []model.Call, stallSe
 			close(o.cancelled)
 		}
 	}
+	stop := stallStop{cancel: cancel}
 	if !cancels {
-		cancel = nil
+		stop = stallStop{ceiling: ts.ceiling, forward: func() (time.Time, error) {
+			close(o.forwarded)
+			return ts.forward()
+		}}
 	}
 	go func() {
 		defer close(o.returned)
-		o.witness = watchStall(ctx, o.stalled, func() int { return stallSeq }, func() []model.Call { return calls }, memDiffer{sb}, 1000, cancel, lastLook)
+		o.witness = watchStall(ctx, o.stalled, func() int { return stallSeq }, func() []model.Call { return calls }, memDiffer{sb}, 1000, stop)
 	}()
 	return o
 }
@@ -149,7 +163,7 @@ func TestCancelOwnerWaitsForTheWriterToWrite(t *testing.T) {
 	t.Parallel() // waits on the owner's real looks (seconds): after the quick tests, which -failfast may stop at
 	sb := newMemSandbox(nil)
 	var start atomic.Pointer[time.Time]
-	o := startWatch(context.Background(), sb, ranWriter, stalledAfterWriter, true, time.Time{}, liveWriter(sb, &start))
+	o := startWatch(context.Background(), sb, ranWriter, stalledAfterWriter, true, timeoutStop{}, liveWriter(sb, &start))
 	close(o.stalled)
 	o.awaitSnapshots(t, 2, 5*time.Second)
 	sb.write(writerFile, "0 1765000000\n")
@@ -206,30 +220,65 @@ func TestCancelOwnerClosesOnAWriterThatDoesNotWrite(t *testing.T) {
 }
 
 // A timeout's watch (no cancel) looks until the writer's file grew, then
-// once more at lastLook (a moment before the launch's deadline), so its
-// looks span the writer's run up to the stop; it closes nothing.
-func TestTimeoutWatchLooksAgainBeforeTheDeadline(t *testing.T) {
+// brings the launch's deadline forward (warden renew --deadline) and looks
+// once more nearStopLead before the instant it set, so its looks span the
+// writer's run up to the stop; it closes nothing.
+func TestTimeoutWatchBringsTheDeadlineForwardThenLooksAgain(t *testing.T) {
 	t.Parallel() // waits on the owner's real looks (seconds): after the quick tests, which -failfast may stop at
 	sb := newMemSandbox(nil)
 	var start atomic.Pointer[time.Time]
 	now := time.Now()
 	start.Store(&now)
-	lastLook := now.Add(2 * time.Second)
-	o := startWatch(context.Background(), sb, ranWriter, stalledAfterWriter, false, lastLook, liveWriter(sb, &start))
+	var stopAt time.Time
+	ts := timeoutStop{ceiling: now.Add(time.Hour), forward: func() (time.Time, error) {
+		stopAt = time.Now().Add(stallStopAfter)
+		return stopAt, nil
+	}}
+	o := startWatch(context.Background(), sb, ranWriter, stalledAfterWriter, false, ts, liveWriter(sb, &start))
 	close(o.stalled)
 	o.awaitSnapshots(t, 1, 5*time.Second)
+	if isClosed(o.forwarded) {
+		t.Fatal("the deadline was brought forward before the owner saw the writer")
+	}
 	sb.spawn(writerProc(70))
 	waitFor(t, o.returned, 10*time.Second, "the watch returns after its last look")
+	if !isClosed(o.forwarded) {
+		t.Fatal("a timeout's watch never brought the deadline forward")
+	}
 	ls := o.witness.sights
-	if o.witness.proc.PID != 70 || len(ls) < 3 || ls[len(ls)-1].at.Before(lastLook) {
-		t.Fatalf("witness of pid %d with %d look(s), the last at %v; want pid 70, its growth and a last look at %v or later",
-			o.witness.proc.PID, len(ls), ls, lastLook)
+	lastLook := stopAt.Add(-nearStopLead)
+	if o.witness.proc.PID != 70 || len(ls) < 3 || ls[len(ls)-1].at.Before(lastLook) || !ls[len(ls)-1].at.Before(stopAt) {
+		t.Fatalf("witness of pid %d with %d look(s), the last at %v; want pid 70, its growth and a last look between %v and the stop at %v",
+			o.witness.proc.PID, len(ls), ls, lastLook, stopAt)
 	}
 	if isClosed(o.cancelled) {
 		t.Error("a timeout's watch cancelled")
 	}
-	if v := o.witness.judge(1000, time.Time{}); !v.ok {
+	if v := o.witness.judge(1000, stopAt.Add(-lookMargin)); !v.ok {
 		t.Errorf("the looks at a live writer: %s", v.text())
+	}
+}
+
+// A timeout whose harness never ran the writer has its deadline brought
+// forward at the stall all the same, with no look: the stop must not wait
+// for the launch's ceiling. When the sandbox's warden refuses the request,
+// the owner's last look is anchored at the ceiling, and the witness keeps
+// why.
+func TestTimeoutWatchBringsTheDeadlineForwardWithoutTheWriter(t *testing.T) {
+	sb := newMemSandbox(nil)
+	refused := errors.New("warden renew --deadline: exit 2: unknown flag")
+	ts := timeoutStop{ceiling: time.Now().Add(-time.Second), forward: func() (time.Time, error) { return time.Time{}, refused }}
+	o := startWatch(context.Background(), sb, []model.Call{{Seq: 1, Reply: "start_writer"}}, 0, false, ts, nil)
+	close(o.stalled)
+	waitFor(t, o.returned, 5*time.Second, "the watch returns at the stall")
+	if !isClosed(o.forwarded) {
+		t.Fatal("the deadline was not brought forward at the stall")
+	}
+	if n := o.snapshots.Load(); n != 0 {
+		t.Errorf("%d snapshot(s) taken; a harness without the writer needs none", n)
+	}
+	if !errors.Is(o.witness.forwardErr, refused) {
+		t.Errorf("witness forwardErr %v, want the refusal", o.witness.forwardErr)
 	}
 }
 

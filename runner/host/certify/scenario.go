@@ -33,9 +33,11 @@ type Scenario struct {
 	// instead of waiting for the launch's deadline: the stop's receipt then
 	// has timed_out false.
 	ClosesAtStall bool
-	// Deadline is the launch's deadline in seconds, short where the
-	// scenario waits for it; 0 keeps the manifest's launch.deadline. A
-	// manifest's scenarios.NAME.deadline replaces it.
+	// Deadline is the launch's deadline in seconds; 0 keeps the
+	// manifest's launch.deadline. A manifest's scenarios.NAME.deadline
+	// replaces it. In a writer scenario it is a ceiling on reaching the
+	// stall: the owner stops the launch a fixed time after the stall
+	// (stallStop).
 	Deadline float64
 	// Writer says the model has the harness's shell tool start the
 	// detached writer (model.WriterCommand) before it stalls.

@@ -10,12 +10,8 @@ import (
 // server closes before verification (cause stopped).
 const ScenarioCancel = "cancel"
 
-// cancelDeadline bounds cancel's launch: the owner closes the session as
-// soon as the model stalls, long before it.
-const cancelDeadline = 120
-
 func init() {
 	register(Scenario{Name: ScenarioCancel, Order: 30, Script: model.Script{Flow: model.FlowWriterStall}, Writer: true,
-		ClosesAtStall: true, Deadline: cancelDeadline, Cause: receipt.CauseStopped, NoDeliverable: true,
+		ClosesAtStall: true, Deadline: stallCeiling, Cause: receipt.CauseStopped, NoDeliverable: true,
 		reads: writerReads, verify: verifyWriterStop})
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/sandproof/sandproof/runner/host/capture"
 	"github.com/sandproof/sandproof/runner/host/relay"
 	"github.com/sandproof/sandproof/runner/model"
+	"github.com/sandproof/sandproof/runner/warden/receipt"
 	"github.com/sandproof/sandproof/runner/witness"
 )
 
@@ -39,16 +40,34 @@ func skippedCheck(id, why string) reports.Check {
 
 // stopCheck is scenario.stop: the activation's receipt (close's, which
 // holds the stop) has the cause the scenario expects, timed_out only for
-// the deadline, and its cleanup confirmed.
-func stopCheck(sc Scenario, rec *reports.Receipt) reports.Check {
+// the deadline, and its cleanup confirmed. Its detail says where a
+// deadline stop's deadline fell (brought forward at the stall, or the
+// launch's own, and why: forwardErr).
+func stopCheck(sc Scenario, rec *reports.Receipt, launched float64, forwardErr error) reports.Check {
 	const id = "scenario.stop"
 	if rec == nil {
 		return scenarioCheck(id, false, "want the activation's receipt with cause %s, confirmed: the stop left no receipt", sc.Cause)
 	}
 	wantTimedOut := !sc.ClosesAtStall
 	ok := rec.Cause == sc.Cause && rec.TimedOut == wantTimedOut && rec.CleanupConfirmed
-	return scenarioCheck(id, ok, "activation receipt: cause %q (want %q), timed_out %t (want %t), cleanup_confirmed %t, return_code %s",
+	c := scenarioCheck(id, ok, "activation receipt: cause %q (want %q), timed_out %t (want %t), cleanup_confirmed %t, return_code %s",
 		rec.Cause, sc.Cause, rec.TimedOut, wantTimedOut, rec.CleanupConfirmed, intText(rec.ReturnCode))
+	if sc.ClosesAtStall || rec.Cause != receipt.CauseDeadline {
+		return c
+	}
+	in, known := rec.DeadlineSeconds()
+	switch {
+	case !known:
+		c.Detail += "; the receipt has no deadline_seconds (a warden older than the deadline brought forward)"
+	case launched > 0 && in < launched:
+		c.Detail += fmt.Sprintf("; its deadline brought forward at the stall to %s after the launch (the launch's ceiling %s)", reports.FormatSeconds(in), reports.FormatSeconds(launched))
+	default:
+		c.Detail += fmt.Sprintf("; the launch's own deadline, %s", reports.FormatSeconds(in))
+	}
+	if forwardErr != nil {
+		c.Detail += "; the owner could not bring it forward at the stall: " + truncate(forwardErr.Error(), 200)
+	}
+	return c
 }
 
 // writerSeen is what the owner read of the writer: whether the model's

@@ -55,7 +55,7 @@ func TestStopCheckRules(t *testing.T) {
 		{"timeout: cleanup not confirmed", timeout, &reports.Receipt{Cause: "deadline", TimedOut: true}, reports.StatusFailed},
 		{"no receipt", timeout, nil, reports.StatusFailed},
 	} {
-		if c := stopCheck(tc.sc, tc.rec); c.ID != "scenario.stop" || c.Status != tc.want || c.Clause != clauseScenario {
+		if c := stopCheck(tc.sc, tc.rec, 0, nil); c.ID != "scenario.stop" || c.Status != tc.want || c.Clause != clauseScenario {
 			t.Errorf("%s: %s %s (%s), want %s", tc.name, c.ID, c.Status, c.Detail, tc.want)
 		}
 	}
@@ -260,6 +260,12 @@ func TestStopBegan(t *testing.T) {
 	ev.LaunchDeadlineSeconds = 120
 	if got := stopBegan(ev); !got.Equal(time.Date(2026, 12, 4, 22, 51, 56, 5e8, time.UTC)) {
 		t.Errorf("deadline past the end: %s, want ended_at", got)
+	}
+	// Brought forward at the stall: the receipt's deadline_seconds, not
+	// the launch's ceiling.
+	rec.Extra["deadline_seconds"] = json.RawMessage(`7.25`)
+	if got := stopBegan(ev); !got.Equal(time.Date(2026, 12, 4, 22, 51, 13, 75e7, time.UTC)) {
+		t.Errorf("deadline brought forward to 7.25 s: %s, want started_at + 7.25 s", got)
 	}
 }
 

@@ -44,6 +44,26 @@ func (s *stallSignal) began(seq int) {
 // stalledSeq is the first stalled request's number; 0 before a stall.
 func (s *stallSignal) stalledSeq() int { return int(s.seq.Load()) }
 
+// stallStop is how a writer scenario's owner (timeout, cancel) stops the
+// launch once the model stalled and its looks are done, whatever they
+// showed: a cancel's closes the session (cancel ends the activation's
+// wait; close stops the launch); a timeout's brings the launch's deadline
+// forward to stallStopAfter from then (forward, `warden renew
+// --deadline`), so the stop is a real deadline stop a fixed time after
+// the stall whatever the harness needed to reach it, and looks once more
+// nearStopLead before it. ceiling is the launch's own deadline: the last
+// look's anchor when forward fails.
+type stallStop struct {
+	cancel  context.CancelFunc
+	forward func() (time.Time, error)
+	ceiling time.Time
+}
+
+// stallStopAfter is how long after the owner's looks at the stall a
+// timeout's deadline falls: room for its last look (nearStopLead before
+// the stop) and a look's exec on a loaded host.
+const stallStopAfter = 3 * time.Second
+
 // watchStall is the owner's watch at the stall of a writer scenario
 // (timeout, cancel): once the model stalls (stalled is closed), when the
 // harness ran the writer (calls, the model's record, with the stalled
@@ -51,25 +71,45 @@ func (s *stallSignal) stalledSeq() int { return int(s.seq.Load()) }
 // it), the owner's probe looks (writerSnapshot, the task user's uid) for
 // the process that runs the writer's command, bounded by writerShowWait;
 // once it saw it, it looks again until the looks show the writer's file
-// growing at its pace (writerPace), bounded by writerGrowWait; and a
-// timeout's owner (lastLook not zero) looks once more at lastLook, a
-// moment before the launch's deadline: scenario.writer_started's
-// witness (writerWitness.judge). A cancel's owner (cancel not nil)
-// closes the session once its looks are done (cancel ends the
-// activation's wait; close stops the launch), so its looks, too, span
-// the writer's run up to the stop; also when the harness never ran the
-// writer. ctx ending first (the launch ended, or the run's interrupt)
-// returns without cancelling.
-func watchStall(ctx context.Context, stalled <-chan struct{}, stallSeq func() int, calls func() []model.Call, sb provider.Sandbox, uid int, cancel context.CancelFunc, lastLook time.Time) writerWitness {
+// growing at its pace (writerPace), bounded by writerGrowWait:
+// scenario.writer_started's witness (writerWitness.judge). Then the
+// owner stops the launch (stallStop), also when the harness never ran
+// the writer; a timeout's owner looks once more a moment before the
+// deadline it set, so its looks, too, span the writer's run up to the
+// stop. ctx ending first (the launch ended, or the run's interrupt)
+// returns without stopping.
+func watchStall(ctx context.Context, stalled <-chan struct{}, stallSeq func() int, calls func() []model.Call, sb provider.Sandbox, uid int, stop stallStop) writerWitness {
 	var w writerWitness
 	select {
 	case <-ctx.Done():
 		return w
 	case <-stalled:
 	}
-	if cancel != nil {
-		defer cancel()
+	lk := looker{ctx: ctx, sb: sb, uid: uid, w: &w}
+	seen := lk.watch(stallSeq, calls)
+	if ctx.Err() != nil {
+		return w
 	}
+	if stop.cancel != nil {
+		stop.cancel()
+		return w
+	}
+	lastLook := stop.ceiling.Add(-nearStopLead)
+	if at, err := stop.forward(); err == nil {
+		lastLook = at.Add(-nearStopLead)
+	} else if ctx.Err() == nil {
+		w.forwardErr = err
+	}
+	if seen && time.Now().Before(lastLook) && lk.pause(time.Until(lastLook)) {
+		lk.look()
+	}
+	return w
+}
+
+// watch takes the looks at the stall up to the writer's growth, and says
+// whether the writer was seen with nothing failing (the last look is
+// then worth taking).
+func (lk looker) watch(stallSeq func() int, calls func() []model.Call) bool {
 	seen := calls()
 	// The model records a request when it is answered, and a stalled one
 	// is not answered until the stall ends: without it here, the request
@@ -79,29 +119,25 @@ func watchStall(ctx context.Context, stalled <-chan struct{}, stallSeq func() in
 		seen = append(seen, model.Call{Seq: seq, Reply: "stall"})
 	}
 	if state, _ := writerCalled(seen); state != writerRan {
-		return w
+		return false
 	}
-	lk := looker{ctx: ctx, sb: sb, uid: uid, w: &w}
 	for deadline := time.Now().Add(writerShowWait); ; {
 		if !lk.look() {
-			return w
+			return false
 		}
-		if w.seen() {
+		if lk.w.seen() {
 			break
 		}
 		if !time.Now().Before(deadline) || !lk.pause(100*time.Millisecond) {
-			return w
+			return false
 		}
 	}
-	for end, wait := time.Now().Add(writerGrowWait), writerSpan; len(writerPace(w.sights)) > 0 && time.Now().Before(end); wait = writerSpan / 2 {
+	for end, wait := time.Now().Add(writerGrowWait), writerSpan; len(writerPace(lk.w.sights)) > 0 && time.Now().Before(end); wait = writerSpan / 2 {
 		if !lk.pause(wait) || !lk.look() {
-			return w
+			return false
 		}
 	}
-	if cancel == nil && time.Now().Before(lastLook) && lk.pause(time.Until(lastLook)) {
-		lk.look()
-	}
-	return w
+	return true
 }
 
 // looker takes the owner's looks at the writer into w.
@@ -138,25 +174,24 @@ func (l looker) pause(d time.Duration) bool {
 }
 
 // watchWriter starts the stall's watch of a writer scenario (watchStall;
-// a cancel's owner closes through cancel; a timeout's looks once more
-// nearStopLead before its launch's deadline, deadline seconds from now)
-// and returns where its witness comes once ctx ends or the watch is done;
-// outside a writer scenario, or with a real model, the witness is empty
-// at once.
-func (cr *caseRun) watchWriter(ctx context.Context, ms modelSide, sb provider.Sandbox, cancel context.CancelFunc, deadline float64) <-chan writerWitness {
+// a cancel's owner closes through cancel; a timeout's brings the
+// deadline forward through forward, its launch's own deadline seconds
+// from now) and returns where its witness comes once ctx ends or the
+// watch is done; outside a writer scenario, or with a real model, the
+// witness is empty at once.
+func (cr *caseRun) watchWriter(ctx context.Context, ms modelSide, sb provider.Sandbox, cancel context.CancelFunc, forward func() (time.Time, error), deadline float64) <-chan writerWitness {
 	out := make(chan writerWitness, 1)
 	sc := cr.c.scenario
 	if !sc.Writer || ms.stall == nil || ms.srv == nil {
 		out <- writerWitness{}
 		return out
 	}
-	var lastLook time.Time
+	stop := stallStop{cancel: cancel}
 	if !sc.ClosesAtStall {
-		cancel = nil
-		lastLook = time.Now().Add(time.Duration(deadline*float64(time.Second)) - nearStopLead)
+		stop = stallStop{forward: forward, ceiling: time.Now().Add(time.Duration(deadline * float64(time.Second)))}
 	}
 	go func() {
-		out <- watchStall(ctx, ms.stall.ctx.Done(), ms.stall.stalledSeq, ms.srv.Calls, sb, cr.owner.uid, cancel, lastLook)
+		out <- watchStall(ctx, ms.stall.ctx.Done(), ms.stall.stalledSeq, ms.srv.Calls, sb, cr.owner.uid, stop)
 	}()
 	return out
 }
@@ -307,9 +342,11 @@ func (cr *caseRun) readWriter(ctx context.Context, sb provider.Sandbox, calls []
 }
 
 // stopBegan is when the activation's stop began by its receipt: the
-// deadline (started_at plus the launch deadline) when it came before
-// the launch ended, else ended_at (a harness that stops after its TERM's
-// grace ends later than its writer, which the TERM ended).
+// deadline (started_at plus the deadline in force: the receipt's
+// deadline_seconds, brought forward at the stall, else the launch
+// deadline) when it came before the launch ended, else ended_at (a
+// harness that stops after its TERM's grace ends later than its writer,
+// which the TERM ended).
 func stopBegan(ev *reports.Evidence) time.Time {
 	field := func(rec *reports.Receipt, name string) (time.Time, bool) {
 		raw, ok := rec.Extra[name]
@@ -327,8 +364,12 @@ func stopBegan(ev *reports.Evidence) time.Time {
 		if !ok {
 			continue
 		}
-		if start, ok := field(rec, "started_at"); ok && ev.LaunchDeadlineSeconds > 0 {
-			if dl := start.Add(time.Duration(ev.LaunchDeadlineSeconds * float64(time.Second))); dl.Before(end) {
+		deadline := ev.LaunchDeadlineSeconds
+		if in, ok := rec.DeadlineSeconds(); ok {
+			deadline = in
+		}
+		if start, ok := field(rec, "started_at"); ok && deadline > 0 {
+			if dl := start.Add(time.Duration(deadline * float64(time.Second))); dl.Before(end) {
 				return dl
 			}
 		}

@@ -6,21 +6,23 @@ import (
 )
 
 // ScenarioTimeout is timeout (contract §7.6 scenarios): the model has the
-// harness start a detached writer, then stalls, and the launch's deadline
+// harness start a detached writer, then stalls; once the owner's looks saw
+// the writer write, the owner brings the launch's deadline forward to
+// stallStopAfter from then (`warden renew --deadline`), and that deadline
 // stops the harness; the stop must end the writer too (the writer
 // family's checks, scenario.stop with cause deadline, the partial
 // transcript).
 const ScenarioTimeout = "timeout"
 
-// stopDeadline is the launch deadline of timeout: long enough for a
-// harness to start, read the challenge and run the writer on a loaded
-// machine (at 20 s, Pi, OpenCode and Kilo made no model call before it
-// in a run of three cases at once on a shared two-core host), short
-// enough to keep the matrix small.
-const stopDeadline = 40
+// stallCeiling is the launch deadline of timeout and cancel: a ceiling on
+// reaching the stall, not the stop, which comes a fixed time after it. It
+// is paid only by a harness that never reaches the stall, so it is
+// generous: at load 60-80 on two cores OpenClaw made no model request
+// within 90 s.
+const stallCeiling = 180
 
 func init() {
 	register(Scenario{Name: ScenarioTimeout, Order: 20, Script: model.Script{Flow: model.FlowWriterStall}, Writer: true,
-		Deadline: stopDeadline, Cause: receipt.CauseDeadline, NoDeliverable: true,
+		Deadline: stallCeiling, Cause: receipt.CauseDeadline, NoDeliverable: true,
 		reads: writerReads, verify: verifyWriterStop})
 }

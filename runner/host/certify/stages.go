@@ -561,7 +561,11 @@ func (cr *caseRun) activate(ctx context.Context, sess *session.Session, ms model
 			// still shows where its deadline would have fallen.
 			deadline := sc.launchDeadline(m)
 			cr.ev.LaunchDeadlineSeconds = deadline
-			watched := cr.watchWriter(wctx, ms, sb, cancel, deadline)
+			forward := func() (time.Time, error) {
+				at := time.Now().Add(stallStopAfter)
+				return at, sess.BringDeadlineForward(wctx, activation, stallStopAfter)
+			}
+			watched := cr.watchWriter(wctx, ms, sb, cancel, forward, deadline)
 			defer func() { cancel(); act.writer = <-watched }()
 			var err error
 			act.launched = true
@@ -628,7 +632,7 @@ func (cr *caseRun) closeSession(ctx context.Context, sess *session.Session, actx
 	}
 	cr.checkCaptures(cut)
 	if sc := cr.c.scenario; sc.Cause != "" && cr.intr.reason == "" {
-		ev.Checks = append(ev.Checks, stopCheck(sc, stopReceipt(ev)))
+		ev.Checks = append(ev.Checks, stopCheck(sc, stopReceipt(ev), ev.LaunchDeadlineSeconds, act.writer.forwardErr))
 	}
 	if cr.intr.reason == "" {
 		captures, _ := m.CapturePaths(actx, cr.sess.dir, cr.sess.home)

@@ -42,8 +42,9 @@ const (
 	maxWriterLooks = 16
 	// nearStopLead: a timeout's owner looks once more this long before
 	// the launch's deadline, so the looks span the writer's run up to
-	// the stop, not only its start.
-	nearStopLead = 4 * time.Second
+	// the stop, not only its start; more than lookMargin, so the look
+	// is judged.
+	nearStopLead = 2 * time.Second
 	// lookMargin: a look taken this close to the stop (or after it) is
 	// not judged; the stop holds the tree with SIGSTOP before it kills.
 	lookMargin = 1500 * time.Millisecond
@@ -102,6 +103,9 @@ type writerWitness struct {
 	// may be among the processes left unread.
 	limited bool
 	err     error // the last look's error
+	// forwardErr is why a timeout's owner could not bring the launch's
+	// deadline forward at the stall (its own deadline stopped it).
+	forwardErr error
 }
 
 // maxOthers bounds the comms a witness's detail names.

@@ -106,6 +106,29 @@ func (a *activation) wait(ctx context.Context, id string) (*Result, error) {
 	}
 }
 
+// BringDeadlineForward has the supervisor of activation id end it as a
+// deadline stop d from now (`warden renew --deadline`, contract §2
+// deadline), never later than the deadline it was launched with. An error
+// says the request was not recorded (the launch has ended, or the sandbox's
+// warden predates the flag and refused it as usage): the launch keeps its
+// own deadline.
+func (s *Session) BringDeadlineForward(ctx context.Context, id string, d time.Duration) error {
+	if !launch.ValidID(id) {
+		return fmt.Errorf("bring the deadline of %q forward: %w", id, ErrBadID)
+	}
+	if d <= 0 {
+		return fmt.Errorf("bring the deadline of %q forward: %v is not a positive time", id, d)
+	}
+	r, err := s.warden(ctx, "renew", "--state", s.x(path.Join(s.dir, "state", id)), "--deadline", secs(d))
+	if err != nil {
+		return err
+	}
+	if r.ExitCode != 0 {
+		return fmt.Errorf("warden renew --deadline %s of %q: exit %d: %s", secs(d), id, r.ExitCode, firstLine(r.Stderr))
+	}
+	return nil
+}
+
 // warden runs the uploaded warden as the provider's default user.
 func (s *Session) warden(ctx context.Context, args ...string) (provider.ExecResult, error) {
 	argv := append([]string{s.x(path.Join(s.dir, "bin", "warden"))}, args...)

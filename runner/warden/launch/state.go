@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,13 +21,16 @@ import (
 
 // Files in the state dir.
 const (
-	ClaimFile   = "claim"
-	StopFile    = "stop"
-	RenewFile   = "renew"
-	StdoutFile  = "stdout"
-	StderrFile  = "stderr"
-	LogFile     = "supervisor.log"
-	ServicesRcp = "services-receipt.json"
+	ClaimFile = "claim"
+	StopFile  = "stop"
+	RenewFile = "renew"
+	// DeadlineFile is `warden renew --deadline`'s request: the launch's
+	// deadline brought forward (DeadlineRequest).
+	DeadlineFile = "deadline"
+	StdoutFile   = "stdout"
+	StderrFile   = "stderr"
+	LogFile      = "supervisor.log"
+	ServicesRcp  = "services-receipt.json"
 )
 
 // ErrClaimed means another launch (or a stop) already claimed the state dir.
@@ -225,4 +229,46 @@ type ServiceRecord struct {
 	PID       int    `json:"pid,omitempty"`
 	StartTime uint64 `json:"start_time,omitempty"`
 	Error     string `json:"error,omitempty"`
+}
+
+// Monotonic is CLOCK_MONOTONIC now: one clock for every process of the
+// sandbox (the host's commands and the supervisor), so a deadline one of
+// them names is the same instant to the other, whenever it is read.
+func Monotonic() time.Duration {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return time.Duration(ts.Nano())
+}
+
+// DeadlineRequest is STATE/deadline: the instant, on CLOCK_MONOTONIC
+// (Monotonic), by which the launch's deadline falls.
+type DeadlineRequest struct {
+	MonotonicNS int64 `json:"monotonic_ns"`
+}
+
+// maxDeadlineRequest bounds what the supervisor reads of STATE/deadline.
+const maxDeadlineRequest = 256
+
+// ReadDeadlineRequest reads STATE/deadline, at most maxDeadlineRequest
+// bytes of it; a file that does not parse, or names no instant, is an
+// error (the supervisor logs it and keeps its deadline).
+func ReadDeadlineRequest(state string) (time.Duration, error) {
+	f, err := os.Open(filepath.Join(state, DeadlineFile))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	buf := make([]byte, maxDeadlineRequest+1)
+	n, _ := io.ReadFull(f, buf)
+	if n > maxDeadlineRequest {
+		return 0, fmt.Errorf("deadline request over %d bytes", maxDeadlineRequest)
+	}
+	var req DeadlineRequest
+	if err := json.Unmarshal(buf[:n], &req); err != nil {
+		return 0, fmt.Errorf("deadline request: %w", err)
+	}
+	if req.MonotonicNS <= 0 {
+		return 0, fmt.Errorf("deadline request: monotonic_ns %d is not an instant", req.MonotonicNS)
+	}
+	return time.Duration(req.MonotonicNS), nil
 }

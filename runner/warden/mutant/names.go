@@ -11,6 +11,7 @@ type Name string
 const (
 	CallerGroup      Name = "callergroup"
 	ClaimRace        Name = "claimrace"
+	DeadlineExtends  Name = "deadlineextends"
 	ConfirmExit      Name = "confirmexit"
 	ExitCodes        Name = "exitcodes"
 	FDLeak           Name = "fdleak"

@@ -42,24 +42,29 @@ const (
 // Receipt is STATE/receipt.json. Pointer fields are null when unknown:
 // return_code is never a made-up 0.
 type Receipt struct {
-	Schema           string        `json:"schema"`
-	WardenVersion    string        `json:"warden_version"`
-	LaunchID         string        `json:"launch_id"`
-	CleanupConfirmed bool          `json:"cleanup_confirmed"`
-	ReturnCode       *int          `json:"return_code"`
-	Signal           *string       `json:"signal"`
-	TimedOut         bool          `json:"timed_out"`
-	Stopped          bool          `json:"stopped"`
-	Error            *string       `json:"error"`
-	Cause            string        `json:"cause"`
-	StartedAt        string        `json:"started_at"`
-	EndedAt          string        `json:"ended_at"`
-	StopSeconds      float64       `json:"stop_seconds"`
-	Tier             string        `json:"tier"`
-	Reached          []stop.Member `json:"reached"`
-	Survivors        []stop.Member `json:"survivors"`
-	Unverified       []stop.Member `json:"unverified"`
-	Preserved        []stop.Member `json:"preserved"`
+	Schema           string  `json:"schema"`
+	WardenVersion    string  `json:"warden_version"`
+	LaunchID         string  `json:"launch_id"`
+	CleanupConfirmed bool    `json:"cleanup_confirmed"`
+	ReturnCode       *int    `json:"return_code"`
+	Signal           *string `json:"signal"`
+	TimedOut         bool    `json:"timed_out"`
+	Stopped          bool    `json:"stopped"`
+	Error            *string `json:"error"`
+	Cause            string  `json:"cause"`
+	StartedAt        string  `json:"started_at"`
+	EndedAt          string  `json:"ended_at"`
+	StopSeconds      float64 `json:"stop_seconds"`
+	// DeadlineSeconds is the launch's deadline when it ended, in seconds
+	// from started_at: its --deadline, or sooner when a `warden renew
+	// --deadline` brought it forward. Absent when the writer knew none (a
+	// stop that fenced the launch before it started).
+	DeadlineSeconds float64       `json:"deadline_seconds,omitempty"`
+	Tier            string        `json:"tier"`
+	Reached         []stop.Member `json:"reached"`
+	Survivors       []stop.Member `json:"survivors"`
+	Unverified      []stop.Member `json:"unverified"`
+	Preserved       []stop.Member `json:"preserved"`
 	// Truncated is set when the lists had to be shortened to fit the
 	// reserved space on a full disk.
 	Truncated bool `json:"truncated,omitempty"`

@@ -142,6 +142,10 @@ type supervisor struct {
 	exited   map[int]exitInfo
 	exitedCh chan struct{}
 
+	// deadline is the launch's deadline from start: cfg.Deadline, or
+	// sooner once a `warden renew --deadline` brought it forward.
+	deadline time.Duration
+
 	harness    proc.Identity
 	harnessPID int
 	services   map[string]proc.Identity
@@ -171,6 +175,7 @@ func Run(cfg Config, ready *os.File) int {
 		cfg:      cfg,
 		fs:       proc.NewFS(cfg.ProcRoot),
 		start:    time.Now(),
+		deadline: cfg.Deadline,
 		log:      io.Discard,
 		exited:   map[int]exitInfo{},
 		exitedCh: make(chan struct{}, 1),
@@ -307,6 +312,7 @@ func (s *supervisor) prepareStart() startState {
 	}
 	r := receipt.New(cfg.LaunchID, version.String())
 	r.StartedAt = receipt.Timestamp(s.start)
+	r.DeadlineSeconds = cfg.Deadline.Seconds()
 	r.Tier = stop.NewSignaller(s.fs).Tier()
 	st.receipt = r
 	return st
@@ -397,6 +403,7 @@ func (s *supervisor) finishRun(r *receipt.Receipt, watch *launch.Watcher, term <
 	if reqErr != "" {
 		r.Error = receipt.String(reqErr)
 	}
+	r.DeadlineSeconds = s.deadline.Seconds()
 	s.stopLaunch(r, cause, since)
 	s.finish(r)
 	s.serveServices(watch, term, since)
@@ -637,6 +644,9 @@ func (s *supervisor) loop(watch *launch.Watcher, term <-chan os.Signal) (cause s
 	}
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
+	// The deadline's instant on the sandbox's one monotonic clock: what a
+	// `warden renew --deadline` request is compared with.
+	deadlineAt := launch.Monotonic() + wait
 	var leaseC <-chan time.Time
 	var lease *time.Timer
 	if s.cfg.Lease > 0 {
@@ -674,6 +684,8 @@ func (s *supervisor) loop(watch *launch.Watcher, term <-chan os.Signal) (cause s
 		switch {
 		case name == launch.StopFile:
 			return receipt.CauseStopped, ""
+		case name == launch.DeadlineFile:
+			s.bringDeadlineForward(deadline, &deadlineAt)
 		case name == launch.RenewFile:
 			if lease != nil {
 				if !lease.Stop() {
@@ -690,12 +702,40 @@ func (s *supervisor) loop(watch *launch.Watcher, term <-chan os.Signal) (cause s
 	}
 }
 
+// bringDeadlineForward serves a `warden renew --deadline` request: the
+// deadline becomes the request's instant when that comes sooner, never
+// later (the launch's --deadline stays its ceiling), and the receipt's
+// deadline_seconds says so. A request already past ends the launch at
+// once, as a deadline.
+func (s *supervisor) bringDeadlineForward(timer *time.Timer, at *time.Duration) {
+	req, err := launch.ReadDeadlineRequest(s.cfg.State)
+	if err != nil {
+		s.logf("deadline request ignored: %v", err)
+		return
+	}
+	if req >= *at && !mutant.Is(mutant.DeadlineExtends) {
+		s.logf("deadline request ignored: it falls %v after the deadline the launch has", req-*at)
+		return
+	}
+	*at = req
+	if !timer.Stop() {
+		select {
+		case <-timer.C:
+		default:
+		}
+	}
+	left := max(req-launch.Monotonic(), 0)
+	timer.Reset(left)
+	s.deadline = time.Since(s.start) + left
+	s.logf("deadline brought forward: %v from now, %v from the start", left, s.deadline)
+}
+
 func (s *supervisor) listRequests() []string {
 	entries, _ := os.ReadDir(s.cfg.State)
 	var names []string
 	for _, e := range entries {
 		n := e.Name()
-		if n == launch.StopFile || strings.HasPrefix(n, "service.") && strings.HasSuffix(n, ".request") {
+		if n == launch.StopFile || n == launch.DeadlineFile || strings.HasPrefix(n, "service.") && strings.HasSuffix(n, ".request") {
 			names = append(names, n)
 		}
 	}

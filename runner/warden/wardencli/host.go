@@ -168,22 +168,32 @@ func awaitReceipt(state, name string, timeout time.Duration, stdout, stderr io.W
 	return exitNotConfirmed
 }
 
+// runRenew renews the launch's lease, or with --deadline brings its
+// deadline forward to SECONDS from now (never later than the deadline it
+// has: the supervisor keeps the sooner), which needs no lease.
 func runRenew(args []string, stdout, stderr io.Writer) int {
-	p, err := parseFlags(args, []flagSpec{{name: "state"}}, false)
+	p, err := parseFlags(args, []flagSpec{{name: "state"}, {name: "deadline"}}, false)
 	var state string
 	if err == nil {
 		state, err = stateFlag(p)
+	}
+	var within time.Duration
+	if err == nil && p.present["deadline"] {
+		within, err = ParseSeconds("deadline", p.values["deadline"], false)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "warden renew: %v\n", err)
 		return exitUsage
 	}
+	// The instant is taken before anything is read: the deadline is
+	// SECONDS from when renew was called, however long it then takes.
+	at := launch.Monotonic() + within
 	c, err := launch.ReadClaim(state)
 	if err != nil {
 		fmt.Fprintf(stderr, "warden renew: no launch in %s: %v\n", state, err)
 		return 1
 	}
-	if c.LeaseSeconds <= 0 {
+	if within == 0 && c.LeaseSeconds <= 0 {
 		fmt.Fprintf(stderr, "warden renew: launch %s has no lease\n", c.LaunchID)
 		return 1
 	}
@@ -195,7 +205,12 @@ func runRenew(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "warden renew: the supervisor of launch %s is gone\n", c.LaunchID)
 		return exitGone
 	}
-	if err := launch.WriteRequest(state, launch.RenewFile, []byte(fmt.Sprintf("%d\n", time.Now().UnixNano()))); err != nil {
+	name, data := launch.RenewFile, []byte(fmt.Sprintf("%d\n", time.Now().UnixNano()))
+	if within > 0 {
+		name = launch.DeadlineFile
+		data, _ = json.Marshal(launch.DeadlineRequest{MonotonicNS: int64(at)})
+	}
+	if err := launch.WriteRequest(state, name, data); err != nil {
 		fmt.Fprintf(stderr, "warden renew: %v\n", err)
 		return 1
 	}

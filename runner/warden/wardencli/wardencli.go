@@ -20,7 +20,7 @@ commands:
             [--tier auto|subreaper] -- COMMAND [ARG...]
   stop      --state DIR [--wait SECONDS] [--services]
   wait      --state DIR [--timeout SECONDS]
-  renew     --state DIR
+  renew     --state DIR [--deadline SECONDS]
   service   --state DIR --name NAME -- COMMAND [ARG...]
   run       --params FILE
   --version
