@@ -75,18 +75,8 @@ func (r *runner) prepareRuntimes(ctx context.Context, work, arch string, cases [
 	// A runtime the manifest mounts goes into a volume once per engine,
 	// and so does one whose version check runs before the cases (in a
 	// sandbox, which is where it mounts it).
-	r.rtVol = map[rtKey]string{}
-	for _, k := range order {
-		if err := r.layerVolume(ctx, k, prepared, skips, manifests[k.adapter]); err != nil {
-			return err
-		}
-		if rt := prepared[k]; rt != nil && rt.Dir != "" && (manifests[k.adapter].Runtime.Delivery == adapter.DeliveryMount || rt.VersionCheck != nil) {
-			name, err := r.volume(ctx, "runtime-"+k.adapter, rt.Dir)
-			if err != nil {
-				return err
-			}
-			r.rtVol[k] = name
-		}
+	if err := r.runtimeVolumes(ctx, order, manifests, prepared, skips); err != nil {
+		return err
 	}
 	if err := r.checkVersions(ctx, cases, order, manifests, prepared, skips); err != nil {
 		return err
@@ -136,17 +126,22 @@ func runtimeOrder(cases []caseSpec) (map[string]*adapter.Manifest, []rtKey) {
 	})
 }
 
-// runtimeResult is one runtime's preparation, as long as it took.
+// runtimeResult is one runtime's preparation, as long as it took, and
+// its provenance (the tree hashed), as long as that took.
 type runtimeResult struct {
-	rt   *adapter.Prepared
-	err  error
-	took time.Duration
+	rt     *adapter.Prepared
+	err    error
+	took   time.Duration
+	prov   *reports.HarnessRuntime
+	hashed time.Duration
 }
 
 // prepareAll prepares the runtimes of order side by side, one per CPU at
-// most, each result at its key's index. A runtime that cannot be made for
-// any reason but its platform or its source's absence stops the run: it
-// cancels the others at once.
+// most, each result at its key's index, and hashes each prepared tree for
+// its provenance in the same goroutine (a tree of 40,000 files takes a
+// second or more: one after another they were a tenth of the run's
+// start). A runtime that cannot be made for any reason but its platform
+// or its source's absence stops the run: it cancels the others at once.
 func prepareAll(ctx context.Context, work, arch string, manifests map[string]*adapter.Manifest, order []rtKey) ([]runtimeResult, error) {
 	results := make([]runtimeResult, len(order))
 	g, gctx := errgroup.WithContext(ctx)
@@ -154,11 +149,21 @@ func prepareAll(ctx context.Context, work, arch string, manifests map[string]*ad
 	for i, k := range order {
 		g.Go(func() error {
 			t := time.Now()
-			rt, err := manifests[k.adapter].PrepareFor(gctx, work, arch, k.libc)
-			results[i] = runtimeResult{rt, err, time.Since(t)}
+			m := manifests[k.adapter]
+			rt, err := m.PrepareFor(gctx, work, arch, k.libc)
+			res := runtimeResult{rt: rt, err: err, took: time.Since(t)}
+			defer func() { results[i] = res }()
 			if err != nil && !errors.Is(err, adapter.ErrPlatform) && !errors.Is(err, adapter.ErrUnavailable) {
 				return fmt.Errorf("certify: %w", err)
 			}
+			if err != nil {
+				return nil
+			}
+			t = time.Now()
+			if res.prov, err = runtimeProvenance(m, rt); err != nil {
+				return fmt.Errorf("certify: adapter %s: %w", k.adapter, err)
+			}
+			res.hashed = time.Since(t)
 			return nil
 		})
 	}
@@ -182,13 +187,9 @@ func (r *runner) collectRuntimes(manifests map[string]*adapter.Manifest, order [
 				name += " (" + res.rt.Platform + ")"
 			}
 			r.progress("adapter %s: runtime prepared in %.1fs", name, res.took.Seconds())
-			t := time.Now()
-			h, err := runtimeProvenance(manifests[k.adapter], res.rt)
-			if err != nil {
-				return nil, nil, fmt.Errorf("certify: adapter %s: %w", k.adapter, err)
-			}
+			h := res.prov
 			r.harness[k] = h
-			r.progress("adapter %s: runtime tree %s (%d files) hashed in %.1fs", name, h.TreeSHA256, h.TreeFiles, time.Since(t).Seconds())
+			r.progress("adapter %s: runtime tree %s (%d files) hashed in %.1fs", name, h.TreeSHA256, h.TreeFiles, res.hashed.Seconds())
 		case errors.Is(res.err, adapter.ErrPlatform), errors.Is(res.err, adapter.ErrUnavailable):
 			skips[k] = "runtime not prepared: " + res.err.Error()
 			r.progress("adapter %s: %s", k.adapter, skips[k])
@@ -217,30 +218,62 @@ func applyRuntimes(cases []caseSpec, ready map[rtKey]*adapter.Prepared, skips ma
 	}
 }
 
-// layerVolume puts a runtime's glibc layer (its glibc/ dir) into a volume
-// of its own, mounted at adapter.GlibcLayerMountDir, the short path its
-// executables' interpreter names. Only a mounted runtime can have one: an
+// volumeJob is one volume a runtime needs: its glibc layer's (layer) or
+// its tree's.
+type volumeJob struct {
+	k     rtKey
+	layer bool
+	kind  string
+	dir   string
+	name  string
+}
+
+// runtimeVolumes makes the volumes the prepared runtimes need, side by
+// side (each hashes its tree first: a second or more for 40,000 files):
+// a runtime's glibc layer (its glibc/ dir) in a volume of its own, mounted
+// at adapter.GlibcLayerMountDir, the short path its executables'
+// interpreter names; and the runtime's tree, for one the manifest mounts
+// or whose version check runs before the cases (in a sandbox, which is
+// where it mounts it). Only a mounted runtime can have a glibc layer: an
 // uploaded runtime lives in the session dir, whose path is too long for a
 // PT_INTERP, and its cases are skipped, named.
-func (r *runner) layerVolume(ctx context.Context, k rtKey, prepared map[rtKey]*adapter.Prepared, skips map[rtKey]string, m *adapter.Manifest) error {
-	rt := prepared[k]
-	if rt == nil || rt.GlibcLayer == nil {
-		return nil
+func (r *runner) runtimeVolumes(ctx context.Context, order []rtKey, manifests map[string]*adapter.Manifest, prepared map[rtKey]*adapter.Prepared, skips map[rtKey]string) error {
+	r.rtVol, r.layerVol = map[rtKey]string{}, map[rtKey]string{}
+	var jobs []*volumeJob
+	for _, k := range order {
+		m, rt := manifests[k.adapter], prepared[k]
+		if rt != nil && rt.GlibcLayer != nil {
+			if m.Runtime.Delivery != adapter.DeliveryMount {
+				delete(prepared, k)
+				skips[k] = "runtime not prepared: a glibc layer needs runtime.delivery: mount"
+				r.progress("adapter %s: %s", k.adapter, skips[k])
+				continue
+			}
+			jobs = append(jobs, &volumeJob{k: k, layer: true, kind: "glibc-" + k.adapter, dir: filepath.Join(rt.Dir, path.Dir(rt.GlibcLayer.Files[0].Path))})
+		}
+		if rt != nil && rt.Dir != "" && (m.Runtime.Delivery == adapter.DeliveryMount || rt.VersionCheck != nil) {
+			jobs = append(jobs, &volumeJob{k: k, kind: "runtime-" + k.adapter, dir: rt.Dir})
+		}
 	}
-	if r.layerVol == nil {
-		r.layerVol = map[rtKey]string{}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(1, runtime.NumCPU()))
+	for _, j := range jobs {
+		g.Go(func() (err error) {
+			j.name, err = r.volume(gctx, j.kind, j.dir)
+			return err
+		})
 	}
-	if m.Runtime.Delivery != adapter.DeliveryMount {
-		delete(prepared, k)
-		skips[k] = "runtime not prepared: a glibc layer needs runtime.delivery: mount"
-		r.progress("adapter %s: %s", k.adapter, skips[k])
-		return nil
-	}
-	name, err := r.volume(ctx, "glibc-"+k.adapter, filepath.Join(rt.Dir, path.Dir(rt.GlibcLayer.Files[0].Path)))
-	if err != nil {
+	if err := g.Wait(); err != nil {
 		return err
 	}
-	r.layerVol[k] = name
-	r.progress("adapter %s: glibc layer (%d files) for %s", k.adapter, len(rt.GlibcLayer.Files), rt.Platform)
+	for _, j := range jobs {
+		if !j.layer {
+			r.rtVol[j.k] = j.name
+			continue
+		}
+		r.layerVol[j.k] = j.name
+		rt := prepared[j.k]
+		r.progress("adapter %s: glibc layer (%d files) for %s", j.k.adapter, len(rt.GlibcLayer.Files), rt.Platform)
+	}
 	return nil
 }
