@@ -148,11 +148,19 @@ func faultCases() []faultCase {
 	// turn that carries the challenge.
 	retried := []relay.Call{with(answered(1, 429, 10), tPrompt), with(step(2, 1020), tPrompt), with(step(3, 1030), tPrompt, tRead, tChal),
 		with(side(4, 1040), tPrompt, tRead, tChal, tWrite, tWrote)}
+	// Kilo's title request (relay record of alpine-class/kilo/model-429,
+	// 2026-12-05): the prompt repeated, whole 2.3 ms after the 429's
+	// request and before the 429's answer was written (at 10 ms).
+	titleBeside429 := with(side(2, 12), tPrompt, tContext)
+	titleBeside429.Time, titleBeside429.ReceivedAt = faultEpoch.Add(9250*time.Microsecond), faultEpoch.Add(9500*time.Microsecond)
 	faulted400 := []relay.Call{with(step(1, 10), tPrompt), with(answered(2, 400, 20), tPrompt, tRead, tChal)}
 	return []faultCase{
 		// Passing shapes.
 		{"429, a retry, then finished", finished(3, f429(0, nil, retried...)),
 			reports.StatusPassed, false, "retried the 429's request (request 2, 1.009s after the 429 reached it, Retry-After 1s) and finished"},
+		{"429, Kilo's title request beside it (the prompt repeated, whole before the 429 reached the harness), then the retry", finished(4, f429(0, nil,
+			with(answered(1, 429, 10), tPrompt), titleBeside429, with(step(3, 1060), tPrompt), with(step(4, 1070), tPrompt, tRead, tChal))),
+			reports.StatusPassed, false, "retried the 429's request (request 3"},
 		{"429, OpenClaw's retry: the prompt re-stamped and wrapped", finished(3, f429(0, nil, with(answered(1, 429, 10), tPrompt, tContext),
 			with(step(2, 2210), tStamped, tContext), with(step(3, 2300), tStamped, tContext, tRead, tChal))),
 			reports.StatusPassed, false, "retried the 429's request (request 2"},

@@ -507,10 +507,13 @@ func retriedThrough(f faultSeen, fc, w relay.Call, order []relay.Call) (bool, st
 	// harness (a copy sent at once is no retry of it). The order is when
 	// each was whole (ReceivedAt), not its headers: a request opened
 	// before the 429's and finished at once after it is a retry that did
-	// not wait.
+	// not wait. A side request the model gave no work (sideAnswer: Kilo's
+	// title request, which repeats the prompt, sent 2 ms after the 429's
+	// on a loaded host) is no copy of the conversation: the harness did
+	// not go on with the task through it.
 	var retry relay.Call
 	for _, l := range order {
-		if l.Seq != fc.Seq && !l.ReceivedAt.Before(fc.ReceivedAt) && extends(fc, l) && (retry.Seq == 0 || l.ReceivedAt.Before(retry.ReceivedAt)) {
+		if l.Seq != fc.Seq && !sideAnswer(l) && !l.ReceivedAt.Before(fc.ReceivedAt) && extends(fc, l) && (retry.Seq == 0 || l.ReceivedAt.Before(retry.ReceivedAt)) {
 			retry = l
 		}
 	}
