@@ -288,6 +288,13 @@ const FreezeTimeout = 500 * time.Millisecond
 // waits until it is empty or until passes. It reports whether the cgroup
 // was empty at the end, and what it did, for the log.
 func (c *Cgroup) Stop(ctx context.Context, until time.Time) (empty bool, how string) {
+	return c.StopFrozen(ctx, until, nil)
+}
+
+// StopFrozen is Stop, calling frozen (when set) once the freeze is done or
+// its wait is over, before the kill: what it reads of the cgroup's members
+// then does not move under it.
+func (c *Cgroup) StopFrozen(ctx context.Context, until time.Time, frozen func()) (empty bool, how string) {
 	var steps []string
 	if err := os.WriteFile(filepath.Join(c.Dir, "cgroup.freeze"), []byte("1"), 0); err != nil {
 		steps = append(steps, fmt.Sprintf("freeze: %v", err))
@@ -301,6 +308,9 @@ func (c *Cgroup) Stop(ctx context.Context, until time.Time) (empty bool, how str
 		} else {
 			steps = append(steps, "not frozen in time")
 		}
+	}
+	if frozen != nil {
+		frozen()
 	}
 	killed := false
 	if mutant.Is(mutant.NoCgroupKill) {
@@ -370,6 +380,54 @@ func removeTree(dir string) error {
 func (e *Engine) cgroupKill(ctx context.Context, endAt time.Time) {
 	_, how := e.Cgroup.Stop(ctx, endAt)
 	e.logf("cgroup %s: %s", e.Cgroup.Dir, how)
+}
+
+// killFirst says whether the stop kills the launch's cgroup before its
+// first round: at grace 0 nothing is TERMed, so the grace is over at once
+// and the cgroup's kill, which comes first once it is (contract §2 stop
+// rules), needs no walk before it. Fake roots and stop --services keep the
+// rounds.
+func (e *Engine) killFirst() bool {
+	return e.Grace <= 0 && e.Cgroup != nil && e.Scanner.FS.IsReal() && !e.Scanner.ServicesOnly
+}
+
+// cgroupFirst freezes the launch's cgroup, records its members as reached
+// (one stat each, read while the cgroup is frozen, so none forks or exits
+// under the reading: the receipt's reached), and kills it. The rounds that
+// follow scan the table as after any cgroup kill: what is reached outside
+// the cgroup (the marker, a process moved out of it) is held and KILLed,
+// and the confirmation is the kernel's, as ever.
+func (e *Engine) cgroupFirst(ctx context.Context, r *run) {
+	r.cgroupKilled = true
+	_, how := e.Cgroup.StopFrozen(ctx, r.endAt, func() {
+		if !mutant.Is(mutant.CgroupBlind) {
+			r.note(e.Scanner.cgroupMembers(e.Cgroup.Procs()))
+		}
+	})
+	e.logf("cgroup %s (grace 0, before the first round): %s", e.Cgroup.Dir, how)
+}
+
+// cgroupMembers reads the stat of each pid of the launch's cgroup and
+// returns them as a snapshot's reached: the harness by its identity (its
+// group), a child of the supervisor as an orphan, any other as a
+// descendant. The dead and what cannot be read are left out.
+func (s *Scanner) cgroupMembers(pids []int) *Snapshot {
+	snap := &Snapshot{}
+	for _, st := range s.FS.ScanPIDs(pids) {
+		if st.Dead() || st.PID == s.Launch.Self {
+			continue
+		}
+		why := WhyDescendant
+		switch {
+		case st.Identity() == s.Launch.Harness:
+			why = WhyGroup
+		case st.PPID == s.Launch.Self:
+			why = WhyOrphan
+		}
+		snap.Reached = append(snap.Reached, Member{PID: st.PID, StartTime: st.StartTime, Comm: st.Comm, Why: why, State: string(st.State)})
+	}
+	sortMembers(snap.Reached)
+	return snap
 }
 
 // cgroupEmpty is the cgroup's part of a confirmation: the kernel must say

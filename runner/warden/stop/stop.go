@@ -90,6 +90,19 @@ type Result struct {
 // nothing reached is alive, graceStep while the grace lasts, killStep after.
 func (e *Engine) Run(ctx context.Context) Result {
 	r := e.newRun()
+	if e.killFirst() {
+		t := time.Now()
+		e.cgroupFirst(ctx, r)
+		r.spent(phaseCgroup, t)
+		if mutant.Is(mutant.CgroupOnly) {
+			// The mutant: the cgroup's kill taken for the whole stop.
+			if populated, err := e.Cgroup.Populated(); err == nil && !populated {
+				r.res.Confirmed = true
+				r.res.Seconds = r.clock.Now().Sub(r.start).Seconds()
+				return r.res
+			}
+		}
+	}
 	for round := 0; ; round++ {
 		t := time.Now()
 		snap, o := e.scanRound(ctx, r, round)
