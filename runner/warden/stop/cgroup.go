@@ -379,6 +379,7 @@ func removeTree(dir string) error {
 // looks for what lives outside it.
 func (e *Engine) cgroupKill(ctx context.Context, endAt time.Time) {
 	_, how := e.Cgroup.Stop(ctx, endAt)
+	e.reap()
 	e.logf("cgroup %s: %s", e.Cgroup.Dir, how)
 }
 
@@ -404,6 +405,7 @@ func (e *Engine) cgroupFirst(ctx context.Context, r *run) {
 			r.note(e.Scanner.cgroupMembers(e.Cgroup.Procs()))
 		}
 	})
+	e.reap()
 	e.logf("cgroup %s (grace 0, before the first round): %s", e.Cgroup.Dir, how)
 }
 

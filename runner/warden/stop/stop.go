@@ -55,6 +55,12 @@ type Engine struct {
 	Cgroup *Cgroup
 	// Log, when set, takes the stop's notes for the launch's log.
 	Log func(string)
+	// Reap, when set, reaps the supervisor's exited children. The stop
+	// calls it once a kill has been waited for (the cgroup's, a KILL
+	// round's pause), so that the rounds after it read a tree without the
+	// zombies of what was killed (a zombie is read, a stat each, on every
+	// walk until it is reaped). Nil leaves the reaping to the supervisor.
+	Reap func()
 }
 
 // Result is what a stop observed.
@@ -369,8 +375,17 @@ func (e *Engine) killStep(ctx context.Context, r *run, snap *Snapshot, round *in
 	r.spent(phaseKill, t)
 	t = time.Now()
 	e.pause(ctx, *round, members)
+	e.reap()
 	r.spent(phasePause, t)
 	return again
+}
+
+// reap reaps the supervisor's exited children, when the stop was given a
+// way to.
+func (e *Engine) reap() {
+	if e.Reap != nil {
+		e.Reap()
+	}
 }
 
 // settleUnheld withdraws the confirmation when the hold left a process it
