@@ -14,7 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sandproof/sandproof/internal/testsupport/testenv"
+	"github.com/sandproof/sandproof/runner/warden/launch"
 	"github.com/sandproof/sandproof/runner/warden/proc"
 )
 
@@ -106,6 +109,11 @@ func (p peerRun) runPhases(tb testing.TB) (time.Duration, map[string]float64) {
 	end := time.Now()
 	if _, rerr := os.Stat(ready); rerr != nil {
 		tb.Fatalf("%s %v: the harness never said its tool runs (%v); output %s", p.sup, p.args, err, out.Bytes())
+	}
+	if p.sup == wardenSup {
+		// The foreground front returns at the receipt; the supervisor
+		// process exits just after it.
+		awaitSupervisor(tb, state)
 	}
 	if left := carrying(tok); len(left) > 0 {
 		tb.Fatalf("%s %v: %d process(es) outlived the supervisor: %v", p.sup, p.args, len(left), left)
@@ -335,5 +343,34 @@ func (s phaseSums) report(b *testing.B, prefix string) {
 		if k != totalKey && v > 0 {
 			b.ReportMetric(v/total, prefix+k+"-share")
 		}
+	}
+}
+
+// awaitSupervisor waits (10 s at most) for the supervisor that holds the
+// state dir's claim to exit: its pidfd becomes readable then.
+func awaitSupervisor(tb testing.TB, state string) {
+	tb.Helper()
+	c, err := launch.ReadClaim(state)
+	if err != nil {
+		tb.Fatalf("read the claim: %v", err)
+	}
+	fd, err := unix.PidfdOpen(c.PID, 0)
+	if err != nil {
+		return // gone already
+	}
+	defer unix.Close(fd)
+	if st, err := proc.NewFS("").Stat(c.PID); err != nil || st.StartTime != c.StartTime {
+		return // gone, its pid reused
+	}
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(fds, 10000)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n == 0 {
+			tb.Fatalf("the supervisor %d still runs 10 s after its receipt (%v)", c.PID, err)
+		}
+		return
 	}
 }
