@@ -56,10 +56,11 @@ type Engine struct {
 	// Log, when set, takes the stop's notes for the launch's log.
 	Log func(string)
 	// Reap, when set, reaps the supervisor's exited children. The stop
-	// calls it once a kill has been waited for (the cgroup's, a KILL
-	// round's pause), so that the rounds after it read a tree without the
-	// zombies of what was killed (a zombie is read, a stat each, on every
-	// walk until it is reaped). Nil leaves the reaping to the supervisor.
+	// calls it after every pause of the grace or the kill and once the
+	// cgroup's kill has been waited for, so that the rounds after it read
+	// a tree without the zombies of what ended (a zombie is read, a stat
+	// each, on every walk until it is reaped). Nil leaves the reaping to
+	// the supervisor.
 	Reap func()
 }
 
@@ -344,6 +345,7 @@ func (e *Engine) graceStep(ctx context.Context, r *run, snap *Snapshot, round in
 		r.spent(phaseTerm, t)
 		t = time.Now()
 		e.pauseGrace(ctx, round, snap.Reached)
+		e.reap()
 		r.spent(phaseGrace, t)
 		return again
 	}
