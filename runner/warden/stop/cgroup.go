@@ -307,12 +307,13 @@ func (c *Cgroup) stop(ctx context.Context, until time.Time, freeze bool) (empty 
 		steps = append(steps, c.freeze(ctx, until))
 	}
 	killed := false
+	tk := time.Now()
 	if mutant.Is(mutant.NoCgroupKill) {
 		steps = append(steps, "kill skipped (mutant)")
 	} else if err := os.WriteFile(filepath.Join(c.Dir, "cgroup.kill"), []byte("1"), 0); err != nil {
 		steps = append(steps, fmt.Sprintf("kill: %v", err))
 	} else {
-		steps = append(steps, "killed")
+		steps = append(steps, "killed"+since(tk)) // the write: the kernel signals every member in it
 		killed = true
 	}
 	isEmpty := func(ev map[string]string) bool { return ev["populated"] == "0" }
@@ -418,7 +419,8 @@ func (e *Engine) killFirst() bool {
 // a dead process, another process, or none. A member still alive under its
 // identity was not in the cgroup at the kill (its pid reused by an
 // outsider between the list and its stat, or moved out by a root harness)
-// and is left to the rounds, which reach it if it is the launch's. The
+// or is not dead yet (the wait for populated 0 ran out), and is left to the
+// rounds, which reach it if it is the launch's. The
 // rounds that follow scan the table as after any cgroup kill: what is
 // reached outside the cgroup (the marker, a process moved out of it) is
 // held and KILLed, and the confirmation is the kernel's, as ever.
