@@ -128,7 +128,7 @@ soak: build
 	$(BIN)/sandproof soak --cycles $(CYCLES) --parallel 4
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 10x ./runner/warden/bench
+	$(GO) test -run '^$$' -bench . -benchtime 10x -timeout 60m ./runner/warden/bench
 	setpriv --bounding-set -sys_ptrace,-sys_admin,-perfmon $(GO) test -run '^$$' -bench EnvironAsOwner -benchtime 2000x -count 3 ./runner/warden/proc
 
 clean:

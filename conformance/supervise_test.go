@@ -461,6 +461,44 @@ var _ = Describe("warden supervise", framework.Local, func() {
 			expectGone("outsider with the marker", outsider)
 		})
 
+		framework.ConformanceIt("2 stop rules", "should, with --grace 0, KILL the harness, its daemon and a process outside its tree that carries the marker, listing each as reached", func(ctx SpecContext) {
+			// In tier cgroup the stop kills the launch's cgroup before its
+			// first round (nothing is TERMed at grace 0): the members it
+			// ended must still be listed, and the marker rule still holds
+			// for what lives outside the cgroup (mutants cgroupblind,
+			// cgrouponly). The subreaper tier goes the rounds' way.
+			l := newLaunch()
+			d := l.detach(ctx, []string{"--deadline", "60", "--grace", "0"}, "daemon")
+			rec := l.ready(ctx)
+			h, daemon := harness(rec), one(rec, "daemon")
+			outRec := filepath.Join(l.dir, "outsider")
+			procs.KillOnCleanup(func() []witness.ID { return witness.RecordedIDs(outRec) })
+			cmd := exec.Command(framework.Fixture("adversary"), "--record", outRec, "sleep")
+			cmd.Env = append(os.Environ(), "WARDEN_LAUNCH="+d.LaunchID)
+			Expect(cmd.Start()).To(Succeed())
+			waited := make(chan struct{})
+			go func() { cmd.Wait(); close(waited) }()
+			var orec *witness.Record
+			Eventually(ctx, func() bool {
+				var err error
+				orec, err = witness.ReadRecord(outRec)
+				return err == nil && orec.Ready
+			}).WithTimeout(readyTimeout).Should(BeTrue(), "the outsider never said it was ready")
+			outsider := harness(orec)
+			Expect(outsider.Marker).To(Equal(d.LaunchID), "positive control: the outsider carries the marker")
+			Expect(outsider.PPID).To(Equal(os.Getpid()), "positive control: the outsider's parent is this spec, not the supervisor")
+			_, err := witness.Proc.Table()
+			Expect(err).NotTo(HaveOccurred())
+
+			r := l.stopWait(ctx)
+			expectOutcome(r, "stopped", 137, "KILL", true)
+			expectReached(r, h, "group")
+			expectReached(r, daemon, "orphan", "descendant")
+			expectReached(r, outsider, "marker")
+			Eventually(ctx, waited).WithTimeout(10*time.Second).Should(BeClosed(), "the outsider outlived the stop")
+			expectGone("process", h, daemon, outsider)
+		})
+
 		framework.ConformanceIt("2 stop rules", "should list a crafted process name exactly and evaluate nothing in it", func(ctx SpecContext) {
 			l := newLaunch()
 			// A supervisor may work from / (daemons do): check it too, if

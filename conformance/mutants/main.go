@@ -67,6 +67,8 @@ var Catalog = []Mutant{
 	{mutant.ServiceEnv, "2 services by identity", "a process that sets WARDEN_SERVICE to the launch id is kept as a service"},
 	{mutant.NoThreads, "2 hold", "no OS threads reserved before the harness: a bomb at the pids limit kills the supervisor"},
 	{mutant.NoCgroupKill, "2 kernel confirms", "tier cgroup freezes the harness's cgroup but never writes cgroup.kill"},
+	{mutant.CgroupBlind, "2 stop rules", "at grace 0 tier cgroup does not record the members its kill of the harness's cgroup ended: the receipt lists none of the processes it ended"},
+	{mutant.CgroupOnly, "2 stop rules", "at grace 0 tier cgroup takes its cgroup's kill for the whole stop: a process outside the cgroup that carries the marker is left running under a confirmed receipt"},
 	{mutant.ZSkip, "2 kernel confirms", "a Z leader counts as dead whatever its threads: a tool that called pthread_exit in main writes on after a confirmed receipt"},
 	{mutant.ServicePID, "2 services by identity", "a declared service named by its pid alone: a harness process that reuses a dead service's pid is kept"},
 }

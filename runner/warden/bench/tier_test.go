@@ -13,10 +13,11 @@ import (
 
 // tierReceipt is what the tier benchmark reads from a receipt.
 type tierReceipt struct {
-	CleanupConfirmed bool              `json:"cleanup_confirmed"`
-	Tier             string            `json:"tier"`
-	Reached          []json.RawMessage `json:"reached"`
-	StopSeconds      float64           `json:"stop_seconds"`
+	CleanupConfirmed bool               `json:"cleanup_confirmed"`
+	Tier             string             `json:"tier"`
+	Reached          []json.RawMessage  `json:"reached"`
+	StopSeconds      float64            `json:"stop_seconds"`
+	Phases           map[string]float64 `json:"-"`
 }
 
 // killStop launches proctree with args under warden --grace 0 (the stop
@@ -39,6 +40,7 @@ func killStop(tb testing.TB, tier string, args ...string) (time.Duration, tierRe
 	if jerr := json.Unmarshal(out, &r); err != nil || jerr != nil || !r.CleanupConfirmed {
 		tb.Fatalf("stop: %v %v, receipt %s", err, jerr, out)
 	}
+	r.Phases = stopPhases(state)
 	return elapsed, r
 }
 
@@ -47,13 +49,15 @@ func killStop(tb testing.TB, tier string, args ...string) (time.Duration, tierRe
 // hold, a KILL per process), side by side in every iteration: the small
 // tree (harness, setsid'd tool, double-forked daemon) and the 1,100-process
 // tree (half in sessions of their own). Medians, from stop request to
-// confirmed receipt; a figure for the tiers' costs, no target.
+// confirmed receipt, and each phase's share of the big tree's stops (the
+// walk's is scan-share); a figure for the tiers' costs, no target.
 func BenchmarkTierKillStop(b *testing.B) {
 	if _, r := killStop(b, "auto", "small"); r.Tier != "cgroup" {
 		testenv.Missing(b, "a writable cgroup v2 for tier cgroup (warden chose "+r.Tier+")",
 			"run as root on a host with cgroup2 mounted (not in a container)")
 	}
 	var smallCg, smallSr, bigCg, bigSr []time.Duration
+	phCg, phSr := phaseSums{}, phaseSums{}
 	check := func(r tierReceipt, want string, min int) {
 		if !strings.HasPrefix(r.Tier, want) || len(r.Reached) < min {
 			b.Fatalf("receipt tier %q with %d reached, want %q and >= %d", r.Tier, len(r.Reached), want, min)
@@ -70,9 +74,11 @@ func BenchmarkTierKillStop(b *testing.B) {
 		d, r = killStop(b, "auto", "many", "--n", "1100", "--setsid-half")
 		check(r, "cgroup", 1100)
 		bigCg = append(bigCg, d)
+		phCg.add(d, r.Phases)
 		d, r = killStop(b, "subreaper", "many", "--n", "1100", "--setsid-half")
 		check(r, "subreaper+", 1100)
 		bigSr = append(bigSr, d)
+		phSr.add(d, r.Phases)
 	}
 	b.StopTimer()
 	ms := func(ds []time.Duration) float64 { return float64(median(ds).Microseconds()) / 1000 }
@@ -81,4 +87,6 @@ func BenchmarkTierKillStop(b *testing.B) {
 	b.ReportMetric(ms(bigCg), "big-cgroup-ms")
 	b.ReportMetric(ms(bigSr), "big-subreaper-ms")
 	b.ReportMetric(ms(bigSr)/ms(bigCg), "big-subreaper/cgroup")
+	phCg.report(b, "big-cgroup-")
+	phSr.report(b, "big-subreaper-")
 }

@@ -10,6 +10,8 @@ type Name string
 // The mutations, one per m_*.go file.
 const (
 	CallerGroup      Name = "callergroup"
+	CgroupBlind      Name = "cgroupblind"
+	CgroupOnly       Name = "cgrouponly"
 	ClaimRace        Name = "claimrace"
 	DeadlineExtends  Name = "deadlineextends"
 	ConfirmExit      Name = "confirmexit"

@@ -27,6 +27,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sandproof/sandproof/runner/warden/mutant"
+	"github.com/sandproof/sandproof/runner/warden/proc"
 )
 
 // ErrNoCgroup2 means the calling process has no cgroup v2 it can use: no
@@ -288,30 +289,35 @@ const FreezeTimeout = 500 * time.Millisecond
 // waits until it is empty or until passes. It reports whether the cgroup
 // was empty at the end, and what it did, for the log.
 func (c *Cgroup) Stop(ctx context.Context, until time.Time) (empty bool, how string) {
+	return c.stop(ctx, until, true)
+}
+
+// Kill is Stop without the freeze: cgroup.kill alone, which the kernel
+// applies to a fork racing it too, and the wait for populated 0. A freeze
+// costs a wake-up of every member (each is trapped in the freezer before
+// the kill wakes it again to die), which a stop that sends nothing before
+// the kill has no use for.
+func (c *Cgroup) Kill(ctx context.Context, until time.Time) (empty bool, how string) {
+	return c.stop(ctx, until, false)
+}
+
+func (c *Cgroup) stop(ctx context.Context, until time.Time, freeze bool) (empty bool, how string) {
 	var steps []string
-	if err := os.WriteFile(filepath.Join(c.Dir, "cgroup.freeze"), []byte("1"), 0); err != nil {
-		steps = append(steps, fmt.Sprintf("freeze: %v", err))
-	} else {
-		frozenBy := time.Now().Add(FreezeTimeout)
-		if until.Before(frozenBy) {
-			frozenBy = until
-		}
-		if c.wait(ctx, frozenBy, func(ev map[string]string) bool { return ev["frozen"] == "1" || ev["populated"] == "0" }) {
-			steps = append(steps, "frozen")
-		} else {
-			steps = append(steps, "not frozen in time")
-		}
+	if freeze {
+		steps = append(steps, c.freeze(ctx, until))
 	}
 	killed := false
+	tk := time.Now()
 	if mutant.Is(mutant.NoCgroupKill) {
 		steps = append(steps, "kill skipped (mutant)")
 	} else if err := os.WriteFile(filepath.Join(c.Dir, "cgroup.kill"), []byte("1"), 0); err != nil {
 		steps = append(steps, fmt.Sprintf("kill: %v", err))
 	} else {
-		steps = append(steps, "killed")
+		steps = append(steps, "killed"+since(tk)) // the write: the kernel signals every member in it
 		killed = true
 	}
 	isEmpty := func(ev map[string]string) bool { return ev["populated"] == "0" }
+	t := time.Now()
 	if killed {
 		empty = c.wait(ctx, until, isEmpty)
 	} else {
@@ -319,15 +325,40 @@ func (c *Cgroup) Stop(ctx context.Context, until time.Time) (empty bool, how str
 		// hold, which still stops what it reaches.
 		empty = c.wait(ctx, time.Now(), isEmpty)
 	}
-	// Thaw, so that a process the kill could not reach (moved in after it)
-	// is not left frozen for ever; killed ones are gone either way.
-	os.WriteFile(filepath.Join(c.Dir, "cgroup.freeze"), []byte("0"), 0)
+	if freeze {
+		// Thaw, so that a process the kill could not reach (moved in
+		// after it) is not left frozen for ever; killed ones are gone
+		// either way.
+		os.WriteFile(filepath.Join(c.Dir, "cgroup.freeze"), []byte("0"), 0)
+	}
 	if empty {
-		steps = append(steps, "populated 0")
+		steps = append(steps, "populated 0"+since(t))
 	} else {
-		steps = append(steps, "still populated")
+		steps = append(steps, "still populated"+since(t))
 	}
 	return empty, strings.Join(steps, ", ")
+}
+
+// freeze freezes the cgroup and waits (FreezeTimeout at most, never past
+// until) for frozen 1; it says how that went, for the log.
+func (c *Cgroup) freeze(ctx context.Context, until time.Time) string {
+	if err := os.WriteFile(filepath.Join(c.Dir, "cgroup.freeze"), []byte("1"), 0); err != nil {
+		return fmt.Sprintf("freeze: %v", err)
+	}
+	frozenBy := time.Now().Add(FreezeTimeout)
+	if until.Before(frozenBy) {
+		frozenBy = until
+	}
+	t := time.Now()
+	if c.wait(ctx, frozenBy, func(ev map[string]string) bool { return ev["frozen"] == "1" || ev["populated"] == "0" }) {
+		return "frozen" + since(t)
+	}
+	return "not frozen in time" + since(t)
+}
+
+// since says, for the log, how long ago t was: " (1.234 ms)".
+func since(t time.Time) string {
+	return fmt.Sprintf(" (%.3f ms)", float64(time.Since(t).Microseconds())/1000)
 }
 
 // Remove closes the cgroup and removes its directory (with any cgroup a
@@ -369,7 +400,90 @@ func removeTree(dir string) error {
 // looks for what lives outside it.
 func (e *Engine) cgroupKill(ctx context.Context, endAt time.Time) {
 	_, how := e.Cgroup.Stop(ctx, endAt)
+	e.reap()
 	e.logf("cgroup %s: %s", e.Cgroup.Dir, how)
+}
+
+// killFirst says whether the stop kills the launch's cgroup before its
+// first round: at grace 0 nothing is TERMed, so the grace is over at once
+// and the cgroup's kill, which comes first once it is (contract §2 stop
+// rules), needs no walk before it. Fake roots and stop --services keep the
+// rounds.
+func (e *Engine) killFirst() bool {
+	return e.Grace <= 0 && e.Cgroup != nil && e.Scanner.FS.IsReal() && !e.Scanner.ServicesOnly
+}
+
+// cgroupFirst reads the launch's cgroup's members (one stat each), kills
+// the cgroup (Kill: nothing was sent before, so nothing is frozen), and
+// records as reached the members the kill ended: those whose pid now names
+// a dead process, another process, or none. A member still alive under its
+// identity was not in the cgroup at the kill (its pid reused by an
+// outsider between the list and its stat, or moved out by a root harness)
+// or is not dead yet (the wait for populated 0 ran out), and is left to the
+// rounds, which reach it if it is the launch's. The
+// rounds that follow scan the table as after any cgroup kill: what is
+// reached outside the cgroup (the marker, a process moved out of it) is
+// held and KILLed, and the confirmation is the kernel's, as ever.
+func (e *Engine) cgroupFirst(ctx context.Context, r *run) {
+	r.cgroupKilled = true
+	t := time.Now()
+	members := e.Scanner.cgroupMembers(e.Cgroup.Procs())
+	read := since(t)
+	_, how := e.Cgroup.Kill(ctx, r.endAt)
+	t = time.Now()
+	if !mutant.Is(mutant.CgroupBlind) {
+		r.note(e.Scanner.ended(members))
+	}
+	ended := since(t)
+	t = time.Now()
+	e.reap()
+	e.logf("cgroup %s (grace 0, before the first round): %d members read%s, %s, ended checked%s, reaped%s",
+		e.Cgroup.Dir, len(members.Reached), read, how, ended, since(t))
+}
+
+// ended keeps of a snapshot's reached the members that are no longer
+// alive under their identity.
+func (s *Scanner) ended(snap *Snapshot) *Snapshot {
+	pids := make([]int, len(snap.Reached))
+	for i, m := range snap.Reached {
+		pids[i] = m.PID
+	}
+	alive := map[proc.Identity]bool{}
+	for _, st := range s.FS.ScanPIDs(pids) {
+		if !st.Dead() {
+			alive[st.Identity()] = true
+		}
+	}
+	out := &Snapshot{}
+	for _, m := range snap.Reached {
+		if !alive[m.Identity()] {
+			out.Reached = append(out.Reached, m)
+		}
+	}
+	return out
+}
+
+// cgroupMembers reads the stat of each pid of the launch's cgroup and
+// returns them as a snapshot's reached: the harness by its identity (its
+// group), a child of the supervisor as an orphan, any other as a
+// descendant. The dead and what cannot be read are left out.
+func (s *Scanner) cgroupMembers(pids []int) *Snapshot {
+	snap := &Snapshot{}
+	for _, st := range s.FS.ScanPIDs(pids) {
+		if st.Dead() || st.PID == s.Launch.Self {
+			continue
+		}
+		why := WhyDescendant
+		switch {
+		case st.Identity() == s.Launch.Harness:
+			why = WhyGroup
+		case st.PPID == s.Launch.Self:
+			why = WhyOrphan
+		}
+		snap.Reached = append(snap.Reached, Member{PID: st.PID, StartTime: st.StartTime, Comm: st.Comm, Why: why, State: string(st.State)})
+	}
+	sortMembers(snap.Reached)
+	return snap
 }
 
 // cgroupEmpty is the cgroup's part of a confirmation: the kernel must say

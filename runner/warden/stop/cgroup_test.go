@@ -238,3 +238,33 @@ func TestCgroupRemoveTakesNestedCgroups(t *testing.T) {
 		t.Fatalf("the top %s is left after its last cgroup: %v", top, err)
 	}
 }
+
+// The members a grace-0 stop records from its frozen cgroup before the
+// kill: the harness by its identity (group), a child of the supervisor
+// (orphan), anything else (descendant); the dead, the unreadable and the
+// supervisor itself are not listed.
+func TestCgroupMembersNamesEachMember(t *testing.T) {
+	root := t.TempDir()
+	write := procWriter(t, root)
+	write("100/stat", statLine("100", "warden", "S", "1"))
+	write("200/stat", statLine("200", "harness", "S", "100"))
+	write("300/stat", statLine("300", "daemon", "S", "100"))
+	write("400/stat", statLine("400", "tool", "S", "200"))
+	write("500/stat", statLine("500", "gone", "Z", "200"))
+	fs := proc.NewFS(root)
+	h, err := fs.Stat(200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Scanner{FS: fs, Launch: Launch{Self: 100, Harness: h.Identity()}}
+	got := s.cgroupMembers([]int{100, 200, 300, 400, 500, 600})
+	want := map[int]string{200: WhyGroup, 300: WhyOrphan, 400: WhyDescendant}
+	if len(got.Reached) != len(want) {
+		t.Fatalf("reached %+v, want pids %v", got.Reached, want)
+	}
+	for _, m := range got.Reached {
+		if want[m.PID] != m.Why || m.StartTime != h.StartTime {
+			t.Fatalf("member %+v, want why %q and the stat's start time", m, want[m.PID])
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -54,6 +55,13 @@ type Engine struct {
 	Cgroup *Cgroup
 	// Log, when set, takes the stop's notes for the launch's log.
 	Log func(string)
+	// Reap, when set, reaps the supervisor's exited children. The stop
+	// calls it after every pause of the grace or the kill and once the
+	// cgroup's kill has been waited for, so that the rounds after it read
+	// a tree without the zombies of what ended (a zombie is read, a stat
+	// each, on every walk until it is reaped). Nil leaves the reaping to
+	// the supervisor.
+	Reap func()
 }
 
 // Result is what a stop observed.
@@ -89,10 +97,27 @@ type Result struct {
 // nothing reached is alive, graceStep while the grace lasts, killStep after.
 func (e *Engine) Run(ctx context.Context) Result {
 	r := e.newRun()
+	if e.killFirst() {
+		t := time.Now()
+		e.cgroupFirst(ctx, r)
+		r.spent(phaseCgroup, t)
+		if mutant.Is(mutant.CgroupOnly) {
+			// The mutant: the cgroup's kill taken for the whole stop.
+			if populated, err := e.Cgroup.Populated(); err == nil && !populated {
+				r.res.Confirmed = true
+				r.res.Seconds = r.clock.Now().Sub(r.start).Seconds()
+				return r.res
+			}
+		}
+	}
 	for round := 0; ; round++ {
+		t := time.Now()
 		snap, o := e.scanRound(ctx, r, round)
+		r.spent(phaseScan, t)
 		if o == pass && len(snap.Reached) == 0 {
+			t = time.Now()
 			o = e.onEmpty(ctx, r, snap, round)
+			r.spent(phaseConfirm, t)
 		}
 		if o == pass {
 			o = e.graceStep(ctx, r, snap, round)
@@ -107,7 +132,49 @@ func (e *Engine) Run(ctx context.Context) Result {
 	r.settleUnheld()
 	r.res.Seconds = r.clock.Now().Sub(r.start).Seconds()
 	sortMembers(r.res.Reached)
+	e.logPhases(r)
 	return r.res
+}
+
+// The phases a stop's time is counted in, for its log line (logPhases):
+// the rounds' scans (the listing, the kernel's tree walk, the marker
+// reads), the TERMs and the grace's pauses, the cgroup's freeze and kill,
+// the hold (its SIGSTOPs, readings and pauses), the KILLs and their
+// pauses, and a confirmation's second reading and cgroup check.
+const (
+	phaseScan    = "scan"
+	phaseTerm    = "term"
+	phaseGrace   = "grace-pause"
+	phaseCgroup  = "cgroup"
+	phaseHold    = "hold"
+	phaseKill    = "kill"
+	phasePause   = "kill-pause"
+	phaseConfirm = "confirm"
+)
+
+// phaseOrder is the order of the phases in a stop's log line, which reads
+// "stop phases: scan 1.234 ms, term ...".
+var phaseOrder = []string{phaseScan, phaseTerm, phaseGrace, phaseCgroup, phaseHold, phaseKill, phasePause, phaseConfirm}
+
+// spent adds the real time since t to phase.
+func (r *run) spent(phase string, t time.Time) {
+	if r.phases == nil {
+		r.phases = map[string]time.Duration{}
+	}
+	r.phases[phase] += time.Since(t)
+}
+
+// logPhases logs where the stop's time went, phase by phase, on the real
+// clock (a fake clock's stop shows its real cost).
+func (e *Engine) logPhases(r *run) {
+	if e.Log == nil {
+		return
+	}
+	var parts []string
+	for _, p := range phaseOrder {
+		parts = append(parts, fmt.Sprintf("%s %.3f ms", p, float64(r.phases[p].Microseconds())/1000))
+	}
+	e.logf("stop phases: %s", strings.Join(parts, ", "))
 }
 
 // run is one stop's state across its rounds.
@@ -130,6 +197,8 @@ type run struct {
 	prev []Member
 	// unheld are the processes the hold could not stop.
 	unheld []Member
+	// phases is the real time spent in each phase (logPhases).
+	phases map[string]time.Duration
 }
 
 // outcome is what a step of a round leaves the loop to do.
@@ -271,8 +340,13 @@ func (e *Engine) graceStep(ctx context.Context, r *run, snap *Snapshot, round in
 	}
 	r.prev = snap.Reached
 	if now.Before(r.killAt) || mutant.Is(mutant.NoKill) {
+		t := time.Now()
 		e.signalAll(snap.Reached, syscall.SIGTERM, r.sent)
+		r.spent(phaseTerm, t)
+		t = time.Now()
 		e.pauseGrace(ctx, round, snap.Reached)
+		e.reap()
+		r.spent(phaseGrace, t)
 		return again
 	}
 	return pass
@@ -286,20 +360,34 @@ func (e *Engine) killStep(ctx context.Context, r *run, snap *Snapshot, round *in
 		// Everything in the cgroup at once; the rescan then finds
 		// what lives outside it, for the hold.
 		r.cgroupKilled = true
+		t := time.Now()
 		e.cgroupKill(ctx, r.endAt)
+		r.spent(phaseCgroup, t)
 		return again
 	}
+	members := snap.Reached
 	if !r.held && !mutant.Is(mutant.NoHold) {
 		r.held = true
-		var members []Member
+		t := time.Now()
 		members, r.unheld = e.hold(ctx, round, snap, r.clock, r.endAt, r.note)
-		e.signalAll(members, syscall.SIGKILL, r.sent)
-		e.pause(ctx, *round, members)
-		return again
+		r.spent(phaseHold, t)
 	}
-	e.signalAll(snap.Reached, syscall.SIGKILL, r.sent)
-	e.pause(ctx, *round, snap.Reached)
+	t := time.Now()
+	e.signalAll(members, syscall.SIGKILL, r.sent)
+	r.spent(phaseKill, t)
+	t = time.Now()
+	e.pause(ctx, *round, members)
+	e.reap()
+	r.spent(phasePause, t)
 	return again
+}
+
+// reap reaps the supervisor's exited children, when the stop was given a
+// way to.
+func (e *Engine) reap() {
+	if e.Reap != nil {
+		e.Reap()
+	}
 }
 
 // settleUnheld withdraws the confirmation when the hold left a process it

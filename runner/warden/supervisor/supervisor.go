@@ -778,6 +778,7 @@ func (s *supervisor) stopLaunch(r *receipt.Receipt, cause string, since uint64) 
 		QuickFirstRound: s.fs.IsReal(),
 		Cgroup:          s.cgroup,
 		Log:             func(line string) { s.logf("%s", line) },
+		Reap:            s.reapNow,
 	}
 	res := eng.Run(context.Background())
 	// Every process below the supervisor is dead now; collect the zombies
