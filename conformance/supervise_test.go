@@ -433,22 +433,7 @@ var _ = Describe("warden supervise", framework.Local, func() {
 			l.ready(ctx)
 			// Started by this spec, not by the harness: only its marker
 			// ties it to the launch (a tool server's client would be one).
-			outRec := filepath.Join(l.dir, "outsider")
-			procs.KillOnCleanup(func() []witness.ID { return witness.RecordedIDs(outRec) })
-			cmd := exec.Command(framework.Fixture("adversary"), "--record", outRec, "sleep")
-			cmd.Env = append(os.Environ(), "WARDEN_LAUNCH="+d.LaunchID)
-			Expect(cmd.Start()).To(Succeed())
-			waited := make(chan struct{})
-			go func() { cmd.Wait(); close(waited) }()
-			var orec *witness.Record
-			Eventually(ctx, func() bool {
-				var err error
-				orec, err = witness.ReadRecord(outRec)
-				return err == nil && orec.Ready
-			}).WithTimeout(readyTimeout).Should(BeTrue(), "the outsider never said it was ready")
-			outsider := harness(orec)
-			Expect(outsider.Marker).To(Equal(d.LaunchID), "positive control: the outsider carries the marker")
-			Expect(outsider.PPID).To(Equal(os.Getpid()), "positive control: the outsider's parent is this spec, not the supervisor")
+			outsider, waited := startOutsider(ctx, l, d.LaunchID)
 			// Its /proc entry exists before the stop lists the table (the
 			// birth fence judges a listed entry by its inode's ctime).
 			_, err := witness.Proc.Table()
@@ -471,22 +456,7 @@ var _ = Describe("warden supervise", framework.Local, func() {
 			d := l.detach(ctx, []string{"--deadline", "60", "--grace", "0"}, "daemon")
 			rec := l.ready(ctx)
 			h, daemon := harness(rec), one(rec, "daemon")
-			outRec := filepath.Join(l.dir, "outsider")
-			procs.KillOnCleanup(func() []witness.ID { return witness.RecordedIDs(outRec) })
-			cmd := exec.Command(framework.Fixture("adversary"), "--record", outRec, "sleep")
-			cmd.Env = append(os.Environ(), "WARDEN_LAUNCH="+d.LaunchID)
-			Expect(cmd.Start()).To(Succeed())
-			waited := make(chan struct{})
-			go func() { cmd.Wait(); close(waited) }()
-			var orec *witness.Record
-			Eventually(ctx, func() bool {
-				var err error
-				orec, err = witness.ReadRecord(outRec)
-				return err == nil && orec.Ready
-			}).WithTimeout(readyTimeout).Should(BeTrue(), "the outsider never said it was ready")
-			outsider := harness(orec)
-			Expect(outsider.Marker).To(Equal(d.LaunchID), "positive control: the outsider carries the marker")
-			Expect(outsider.PPID).To(Equal(os.Getpid()), "positive control: the outsider's parent is this spec, not the supervisor")
+			outsider, waited := startOutsider(ctx, l, d.LaunchID)
 			_, err := witness.Proc.Table()
 			Expect(err).NotTo(HaveOccurred())
 
@@ -1067,4 +1037,29 @@ func snapshotDir(dir string) map[string]string {
 		out[e.Name()] = fi.Mode().String() + " " + strconv.FormatInt(fi.Size(), 10) + " " + fi.ModTime().String() + " " + string(data)
 	}
 	return out
+}
+
+// startOutsider starts, as a child of this spec (not of the supervisor),
+// an adversary that carries launchID's marker, waits until it is ready,
+// and returns it (its marker and parent proved) and a channel closed once
+// it has exited.
+func startOutsider(ctx SpecContext, l *launch, launchID string) (witness.Line, <-chan struct{}) {
+	GinkgoHelper()
+	outRec := filepath.Join(l.dir, "outsider")
+	procs.KillOnCleanup(func() []witness.ID { return witness.RecordedIDs(outRec) })
+	cmd := exec.Command(framework.Fixture("adversary"), "--record", outRec, "sleep")
+	cmd.Env = append(os.Environ(), "WARDEN_LAUNCH="+launchID)
+	Expect(cmd.Start()).To(Succeed())
+	waited := make(chan struct{})
+	go func() { cmd.Wait(); close(waited) }()
+	var orec *witness.Record
+	Eventually(ctx, func() bool {
+		var err error
+		orec, err = witness.ReadRecord(outRec)
+		return err == nil && orec.Ready
+	}).WithTimeout(readyTimeout).Should(BeTrue(), "the outsider never said it was ready")
+	outsider := harness(orec)
+	Expect(outsider.Marker).To(Equal(launchID), "positive control: the outsider carries the marker")
+	Expect(outsider.PPID).To(Equal(os.Getpid()), "positive control: the outsider's parent is this spec, not the supervisor")
+	return outsider, waited
 }
