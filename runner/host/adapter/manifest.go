@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -45,9 +46,14 @@ type Manifest struct {
 	// per case under warden, in the launch's environment, for the
 	// evidence's provenance).
 	VersionArgv []string
-	State       State
-	Captures    Captures
-	Result      Result
+	// VersionDeadline bounds the version launch (seconds); 0 means
+	// DefaultVersionDeadline. A CLI that lingers after printing its
+	// version (Cline's --version, 20 s and more) is stopped at it and its
+	// first line still kept.
+	VersionDeadline float64
+	State           State
+	Captures        Captures
+	Result          Result
 	// Relay raises the model relay's limits for this adapter's cases;
 	// zero fields keep the run's.
 	Relay Relay
@@ -199,8 +205,26 @@ type ItemRule struct {
 // Placeholders are the names a template may use.
 var Placeholders = []string{"prompt", "model_url", "model_origin", "model", "api_key_env", "session_dir", "task_dir", "home", "runtime_dir"}
 
-// Requirements are the names `requires` may list.
+// Requirements are the names `requires` may list. An absolute path is a
+// requirement too (IsPathRequirement): that file must exist in the image,
+// for a harness that runs a program by a fixed path (Cline's /bin/bash)
+// where a program on PATH, which `bash` provides, is not enough.
 var Requirements = []string{"glibc", "musl", "libstdc++", "libgcc", "bash", "python3", "sh"}
+
+// pathRequirementRe is what a path requirement may be: absolute, of plain
+// name characters (the probe is given the list comma-joined), bounded.
+var pathRequirementRe = regexp.MustCompile(`^/[A-Za-z0-9._+-][A-Za-z0-9._+/-]{0,254}$`)
+
+// IsPathRequirement says r names a file of the image (it begins with /)
+// rather than one of Requirements.
+func IsPathRequirement(r string) bool { return strings.HasPrefix(r, "/") }
+
+// DefaultVersionDeadline bounds the version launch when the manifest
+// gives no version_deadline; MaxVersionDeadline is the most it may give.
+const (
+	DefaultVersionDeadline = 30
+	MaxVersionDeadline     = 300
+)
 
 // DefaultAPIKeyEnv is used when the manifest names none.
 const DefaultAPIKeyEnv = "SANDPROOF_API_KEY"
@@ -423,13 +447,22 @@ func (d *decoder) manifest(n *yaml.Node, m *Manifest) {
 		},
 		"launch":       func(k string, v *yaml.Node) { d.launch(k, v, m) },
 		"version_argv": func(k string, v *yaml.Node) { m.VersionArgv = d.argv(k, v) },
-		"state":        func(k string, v *yaml.Node) { stateNode = v; d.state(k, v, m) },
-		"captures":     func(k string, v *yaml.Node) { d.captures(k, v, m) },
-		"result":       func(k string, v *yaml.Node) { d.result(k, v, m) },
-		"relay":        func(k string, v *yaml.Node) { d.relay(k, v, m) },
-		"scratch":      func(k string, v *yaml.Node) { d.scratch(k, v, m) },
-		"scenarios":    func(k string, v *yaml.Node) { d.scenarios(k, v, m) },
+		"version_deadline": func(k string, v *yaml.Node) {
+			m.VersionDeadline = d.seconds(k, v)
+			if m.VersionDeadline > MaxVersionDeadline {
+				d.errf(v, k, "bad seconds %q (want at most %d: the version launch runs in every case)", v.Value, MaxVersionDeadline)
+			}
+		},
+		"state":     func(k string, v *yaml.Node) { stateNode = v; d.state(k, v, m) },
+		"captures":  func(k string, v *yaml.Node) { d.captures(k, v, m) },
+		"result":    func(k string, v *yaml.Node) { d.result(k, v, m) },
+		"relay":     func(k string, v *yaml.Node) { d.relay(k, v, m) },
+		"scratch":   func(k string, v *yaml.Node) { d.scratch(k, v, m) },
+		"scenarios": func(k string, v *yaml.Node) { d.scenarios(k, v, m) },
 	})
+	if m.VersionDeadline > 0 && len(m.VersionArgv) == 0 {
+		d.errf(n, "version_deadline", "given without version_argv")
+	}
 	if stateNode == nil {
 		m.State = DefaultState()
 	}
@@ -446,6 +479,14 @@ func (d *decoder) manifest(n *yaml.Node, m *Manifest) {
 			d.errf(n, "result.from", "names file capture %q, which captures.files does not declare", name)
 		}
 	}
+}
+
+// VersionSeconds is the version launch's deadline in seconds.
+func (m *Manifest) VersionSeconds() float64 {
+	if m.VersionDeadline > 0 {
+		return m.VersionDeadline
+	}
+	return DefaultVersionDeadline
 }
 
 // DefaultState is the state env used when a manifest gives none.
@@ -481,8 +522,13 @@ func (d *decoder) env(k string, v *yaml.Node) map[string]string {
 func (d *decoder) requires(k string, v *yaml.Node, m *Manifest) {
 	d.list(k, v, func(k string, v *yaml.Node) {
 		r := d.str(k, v)
-		if r != "" && !slices.Contains(Requirements, r) {
-			d.errf(v, k, "unknown requirement %q (known: %s)", r, strings.Join(Requirements, ", "))
+		if IsPathRequirement(r) {
+			if !pathRequirementRe.MatchString(r) || path.Clean(r) != r {
+				d.errf(v, k, "bad path requirement %q (want a clean absolute path of letters, digits and ._+-/, at most 256 bytes)", r)
+				return
+			}
+		} else if r != "" && !slices.Contains(Requirements, r) {
+			d.errf(v, k, "unknown requirement %q (known: %s, or an absolute path the image must have)", r, strings.Join(Requirements, ", "))
 			return
 		}
 		if !slices.Contains(m.Requires, r) {

@@ -48,6 +48,11 @@ func TestManifestErrorsNameKeyAndLine(t *testing.T) {
 		{"bad deadline", strings.Replace(good, "deadline: 60", "deadline: 1e3", 1), `x.yaml:5: launch.deadline: bad seconds "1e3"`},
 		{"bad mode", strings.Replace(good, "  deadline: 60", "  deadline: 60\n  mode: stream", 1), `x.yaml:6: launch.mode: bad value "stream"`},
 		{"unknown requirement", good + "requires: [glibc, gnu]\n", `x.yaml:6: requires[1]: unknown requirement "gnu"`},
+		{"relative path requirement", good + "requires: [bin/bash]\n", `requires[0]: unknown requirement "bin/bash"`},
+		{"unclean path requirement", good + "requires: [/bin/../etc/passwd]\n", `requires[0]: bad path requirement "/bin/../etc/passwd"`},
+		{"path requirement with a comma", good + "requires: [\"/bin/a,b\"]\n", `requires[0]: bad path requirement "/bin/a,b"`},
+		{"version deadline without argv", good + "version_deadline: 5\n", `version_deadline: given without version_argv`},
+		{"version deadline too long", good + "version_argv: [x]\nversion_deadline: 301\n", `version_deadline: bad seconds "301" (want at most 300`},
 		{"unknown preparer", good + "runtime:\n  prepare:\n    name: pip\n", `x.yaml:8: runtime.prepare.name: no preparer "pip"`},
 		{"state outside session", good + "state:\n  env:\n    HOME: /root\n", `x.yaml:8: state.env.HOME: "/root" is not inside {session_dir}`},
 		{"capture outside", good + "captures:\n  files:\n    - {name: a, path: /etc/passwd}\n", `x.yaml:8: captures.files[0].path: "/etc/passwd" is not inside`},
@@ -76,6 +81,28 @@ func TestManifestErrorsNameKeyAndLine(t *testing.T) {
 	}
 	if _, err := adapter.Parse("x.yaml", t.TempDir(), []byte(good)); err != nil {
 		t.Fatalf("the base document is refused: %v", err)
+	}
+}
+
+// A path requirement and version_deadline are kept as given; without
+// version_deadline the version launch gets the default.
+func TestPathRequirementAndVersionDeadline(t *testing.T) {
+	m, err := adapter.Parse("x.yaml", t.TempDir(), []byte(good+"requires: [bash, /bin/bash]\nversion_argv: [x, --version]\nversion_deadline: 5\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Requires) != 2 || m.Requires[1] != "/bin/bash" || !adapter.IsPathRequirement(m.Requires[1]) || adapter.IsPathRequirement(m.Requires[0]) {
+		t.Errorf("requires %q", m.Requires)
+	}
+	if m.VersionSeconds() != 5 {
+		t.Errorf("version seconds %v, want 5", m.VersionSeconds())
+	}
+	m, err = adapter.Parse("x.yaml", t.TempDir(), []byte(good+"version_argv: [x, --version]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.VersionSeconds() != adapter.DefaultVersionDeadline {
+		t.Errorf("version seconds %v, want the default %d", m.VersionSeconds(), adapter.DefaultVersionDeadline)
 	}
 }
 

@@ -613,6 +613,12 @@ func missingRequirements(reqs []string, s probe.Snapshot, hostBash bool) []strin
 				out = append(out, "python3 (none on the image's PATH)")
 			}
 		default:
+			if adapter.IsPathRequirement(q) {
+				if !imageHas(s, q) {
+					out = append(out, fmt.Sprintf("%s (no such file in the image)", q))
+				}
+				continue
+			}
 			if !slices.ContainsFunc(requirementPaths[q], func(p string) bool { return imageHas(s, p) }) {
 				out = append(out, fmt.Sprintf("%s (none of %s)", q, strings.Join(requirementPaths[q], ", ")))
 			}

@@ -592,9 +592,6 @@ func runtimeProvenance(m *adapter.Manifest, rt *adapter.Prepared) (*reports.Harn
 	return h, nil
 }
 
-// versionDeadline bounds the CLI's version launch, in seconds.
-const versionDeadline = 30
-
 // readVersion returns the first non-empty line of the version launch's
 // output (read bounded, capped), or why there is none.
 func (cr *caseRun) readVersion(res *session.Result, err error) (string, string) {

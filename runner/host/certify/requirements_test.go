@@ -26,3 +26,24 @@ func TestEveryRequirementIsLookedFor(t *testing.T) {
 		}
 	}
 }
+
+// A path requirement is looked for as that file, by the probe's --present,
+// and is missing exactly when the probe did not find it.
+func TestPathRequirementIsLookedFor(t *testing.T) {
+	o := ownerPathsFor(Options{TaskHome: "/home/task"}, []string{"bash", "/bin/bash"})
+	if !slices.Contains(o.reqPaths, "/bin/bash") {
+		t.Fatalf("reqPaths %q: the path requirement is not looked for", o.reqPaths)
+	}
+	missing := missingRequirements([]string{"/bin/bash"}, probe.Snapshot{}, false)
+	if len(missing) != 1 || missing[0] != "/bin/bash (no such file in the image)" {
+		t.Errorf("on an empty image: missing %q", missing)
+	}
+	there := probe.Snapshot{Present: []probe.Marker{{Path: "/bin/bash"}}}
+	if missing := missingRequirements([]string{"/bin/bash"}, there, false); len(missing) != 0 {
+		t.Errorf("with /bin/bash present: missing %q", missing)
+	}
+	gone := probe.Snapshot{Present: []probe.Marker{{Path: "/bin/bash", Missing: true}}}
+	if missing := missingRequirements([]string{"/bin/bash"}, gone, false); len(missing) != 1 {
+		t.Errorf("with /bin/bash missing: missing %q", missing)
+	}
+}

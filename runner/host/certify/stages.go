@@ -156,6 +156,10 @@ func ownerPathsFor(opts Options, requires []string) ownerPaths {
 	}
 	o.markers = session.OwnerMarkers(o.home)
 	for _, q := range requires {
+		if adapter.IsPathRequirement(q) {
+			o.reqPaths = append(o.reqPaths, q)
+			continue
+		}
 		o.reqPaths = append(o.reqPaths, requirementPaths[q]...)
 	}
 	// What verify hashes: the markers. The requirements' files are the
@@ -591,7 +595,7 @@ func (cr *caseRun) activate(ctx context.Context, sess *session.Session, ms model
 	}
 	// A cancel's owner closes the session now, not after a version run.
 	if !stopsCase(err) && cr.intr.reason == "" && len(m.VersionArgv) > 0 && act.cancelled.IsZero() {
-		act.version, act.versionErr = sess.Activate(ctx, adapter.VersionLaunchID, "", versionDeadline)
+		act.version, act.versionErr = sess.Activate(ctx, adapter.VersionLaunchID, "", m.VersionSeconds())
 	}
 	return act, err
 }
