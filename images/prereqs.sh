@@ -16,6 +16,8 @@
 #   mmdebstrap       the image builds (runner/host/images/build.go)
 #   libxml2-utils    xmllint: junit.xml checked against the JUnit XSD
 #                    (reports/junit_test.go)
+#   chromium         a real browser: report.html's width measured at a
+#                    laptop's (reports/layout_test.go)
 #
 # Installing needs root and apt-get (Debian 12); when everything is present
 # it installs nothing, needs neither and prints nothing. Debian 12 cannot
@@ -59,6 +61,7 @@ missing() {
 	has dockerd && has docker || echo docker.io
 	has mmdebstrap || echo mmdebstrap
 	has xmllint || echo libxml2-utils
+	has chromium || echo chromium
 	# The python kind unpacks its pinned .debs' data.tar.xz.
 	has xz || echo xz-utils
 }

@@ -53,6 +53,8 @@ type htmlView struct {
 
 type htmlRun struct {
 	*Run
+	// Grid is the run's verdicts as the page lays them out.
+	Grid verdictGrid
 	// Cases are in the order a reader needs them: failed, unknown,
 	// passed, skipped (each in evidence order).
 	Cases []htmlCase
@@ -430,7 +432,7 @@ func round1(f float64) float64 { return math.Round(f*10) / 10 }
 func WriteHTML(w io.Writer, rep *Report) error {
 	v := htmlView{Report: rep}
 	for _, r := range rep.Runs {
-		hr := htmlRun{Run: r}
+		hr := htmlRun{Run: r, Grid: newVerdictGrid(r)}
 		for _, c := range r.Cases {
 			hc := htmlCase{
 				Case:     c,

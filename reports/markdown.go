@@ -65,42 +65,32 @@ func detailed(r *Run) []*Case {
 	return out
 }
 
-// writeMarkdownMatrix draws the image x harness matrix; with scenarios,
-// the image x harness x scenario matrix, one column per harness and
-// scenario, a harness's scenarios side by side (Markdown has no column
-// spans, so each header names both: "pi · timeout").
+// writeMarkdownMatrix draws the run's verdictGrid: a row per harness x
+// image (the harness named on its first row, the harnesses with a failure
+// first), a column per scenario, each cell linked to its case.
 func writeMarkdownMatrix(p func(string, ...any), r *Run, links map[*Case]string) {
 	byAnchor := make(map[string]*Case, len(links))
 	for c := range links {
 		byAnchor[c.Anchor] = c
 	}
-	cells := func(c Cell) []Cell { return []Cell{c} }
-	heads := []string{}
-	for _, h := range r.Harnesses {
-		if r.Scenarios == nil {
-			heads = append(heads, mdText(h))
-			continue
-		}
-		for _, sc := range r.Scenarios {
-			heads = append(heads, mdText(h+" · "+sc))
-		}
+	g := newVerdictGrid(r)
+	p("| harness | image |")
+	for _, col := range g.Columns {
+		p(" %s |", mdText(col))
 	}
-	if r.Scenarios != nil {
-		cells = func(c Cell) []Cell { return c.Scenarios }
-	}
-	p("| image |")
-	for _, h := range heads {
-		p(" %s |", h)
-	}
-	p("\n|---|")
-	for range heads {
+	p("\n|---|---|")
+	for range g.Columns {
 		p("---|")
 	}
 	p("\n")
-	for i, img := range r.Images {
-		p("| %s |", mdText(img))
-		for _, group := range r.Matrix[i] {
-			for _, cell := range cells(group) {
+	for _, grp := range g.Groups {
+		for i, row := range grp.Rows {
+			name := ""
+			if i == 0 {
+				name = mdText(grp.Harness)
+			}
+			p("| %s | %s |", name, mdText(row.Image))
+			for _, cell := range row.Cells {
 				slug := links[byAnchor[cell.Anchor]]
 				if cell.Anchor == "" || slug == "" {
 					p(" %s |", cell.Label)
@@ -108,8 +98,8 @@ func writeMarkdownMatrix(p func(string, ...any), r *Run, links map[*Case]string)
 				}
 				p(" [%s](#%s) |", cell.Label, slug)
 			}
+			p("\n")
 		}
-		p("\n")
 	}
 	p("\n")
 }
