@@ -35,8 +35,9 @@ type chatRequest struct {
 	Tools []struct {
 		Type     string `json:"type"`
 		Function struct {
-			Name       string         `json:"name"`
-			Parameters map[string]any `json:"parameters"`
+			Name        string         `json:"name"`
+			Description string         `json:"description"`
+			Parameters  map[string]any `json:"parameters"`
 		} `json:"function"`
 	} `json:"tools"`
 }
@@ -50,7 +51,7 @@ func parseChat(body []byte) (conversation, error) {
 	c.IncludeUsage = r.StreamOptions != nil && r.StreamOptions.IncludeUsage
 	for _, t := range r.Tools {
 		if t.Function.Name != "" {
-			c.Tools = append(c.Tools, Tool{Name: t.Function.Name, Parameters: t.Function.Parameters})
+			c.Tools = append(c.Tools, Tool{Name: t.Function.Name, Description: t.Function.Description, Parameters: t.Function.Parameters})
 		}
 	}
 	var user []string

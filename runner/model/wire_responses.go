@@ -22,9 +22,10 @@ type responsesRequest struct {
 	Stream bool            `json:"stream"`
 	Input  json.RawMessage `json:"input"`
 	Tools  []struct {
-		Type       string         `json:"type"`
-		Name       string         `json:"name"`
-		Parameters map[string]any `json:"parameters"`
+		Type        string         `json:"type"`
+		Name        string         `json:"name"`
+		Description string         `json:"description"`
+		Parameters  map[string]any `json:"parameters"`
 	} `json:"tools"`
 }
 
@@ -36,7 +37,7 @@ func parseResponses(body []byte) (conversation, error) {
 	c := conversation{Model: r.Model, Stream: r.Stream, IncludeUsage: true}
 	for _, t := range r.Tools {
 		if t.Type == "function" && t.Name != "" {
-			c.Tools = append(c.Tools, Tool{Name: t.Name, Parameters: t.Parameters})
+			c.Tools = append(c.Tools, Tool{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
 		}
 	}
 	// input is either one string (the user's text) or a list of items.
