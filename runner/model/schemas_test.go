@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/sandproof/sandproof/runner/model"
@@ -77,6 +78,9 @@ func TestPlansPinEachHarnessChoice(t *testing.T) {
 			plan{"bash", `{"command":"` + printfSh + `"}`}, plan{}},
 		{"stirrup", plan{"code_exec", `{"cmd":"cat ` + catArg + `"}`}, plan{"code_exec", `{"cmd":"` + printfSh + `"}`},
 			plan{"code_exec", `{"cmd":"` + printfSh + `"}`}, plan{}},
+		// Cline 3.0.65: arrays and nested objects (issue 38).
+		{"cline", plan{"read_files", `{"files":[{"path":"/task/challenge.txt"}]}`}, plan{"editor", `{"new_text":"proof-1","path":"/task/deliverable.txt"}`},
+			plan{"run_commands", `{"commands":["` + printfSh + `"]}`}, plan{}},
 	}
 	for _, c := range cases {
 		t.Run(c.harness, func(t *testing.T) {
@@ -95,5 +99,91 @@ func TestPlansPinEachHarnessChoice(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// decl parses one tool declaration written as JSON.
+func decl(t *testing.T, name, description, parameters string) model.Tool {
+	t.Helper()
+	var p map[string]any
+	if err := json.Unmarshal([]byte(parameters), &p); err != nil {
+		t.Fatalf("schema of %s: %v", name, err)
+	}
+	return model.Tool{Name: name, Description: description, Parameters: p}
+}
+
+// TestPlansFollowWhatSchemasExpress: the read, write and shell tools are
+// found by what their schemas can express, their names and descriptions
+// only ordering them or ruling one out; required arguments are filled
+// from the schema (an enum's create value, a nested object's own
+// requirements) or rule the tool out (another operation's operand).
+func TestPlansFollowWhatSchemasExpress(t *testing.T) {
+	const printfSh = `printf '%s' 'proof-1' \u003e '/task/deliverable.txt'`
+	cases := []struct {
+		name         string
+		tools        [][3]string // name, description, schema
+		read, write  plan
+		writeIsShell bool
+	}{
+		{name: "an editor whose command enum is filled with create",
+			tools: [][3]string{{"str_replace_based_edit_tool", "Custom editing tool for viewing, creating and editing files.",
+				`{"type":"object","properties":{"command":{"type":"string","enum":["view","create","str_replace","insert"]},"path":{"type":"string"},"file_text":{"type":"string"},"old_str":{"type":"string"},"new_str":{"type":"string"}},"required":["command","path"]}`}},
+			write: plan{"str_replace_based_edit_tool", `{"command":"create","file_text":"proof-1","path":"/task/deliverable.txt"}`}},
+		{name: "a path alone does not make a read tool",
+			tools: [][3]string{
+				{"view_image", "View a local image from the filesystem.", `{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`},
+				{"finish", "Signal task completion.", `{"type":"object","properties":{"reason":{"type":"string"},"paths":{"type":"array","items":{"type":"string"}}},"required":["reason","paths"]}`},
+				{"Glob", "Fast file pattern matching; reads nothing.", `{"type":"object","properties":{"pattern":{"type":"string"},"path":{"type":"string"}},"required":["pattern"]}`},
+				{"search_files", "Searches and reads file contents.", `{"type":"object","properties":{"pattern":{"type":"string"},"path":{"type":"string"}}}`},
+			}},
+		{name: "a description that says read, with an array of paths",
+			tools: [][3]string{{"fs_get", "Reads the files at the given paths.", `{"type":"object","properties":{"paths":{"type":"array","items":{"type":"string"}}},"required":["paths"]}`}},
+			read:  plan{"fs_get", `{"paths":["/task/challenge.txt"]}`}},
+		{name: "a nullable path, a nullable timeout and a required nested object built from its schema",
+			tools: [][3]string{{"save_file", "", `{"type":"object","properties":{"target":{"anyOf":[{"type":"string"},{"type":"null"}]},"body":{"type":"string"},"options":{"type":"object","properties":{"mode":{"type":"string","enum":["append","overwrite"]},"note":{"type":"string"}},"required":["mode"]},"timeout_ms":{"anyOf":[{"type":"integer"},{"type":"null"}]}},"required":["target","body","options","timeout_ms"]}`}},
+			write: plan{"save_file", `{"body":"proof-1","options":{"mode":"overwrite"},"target":"/task/deliverable.txt","timeout_ms":60000}`}},
+		{name: "an edit that requires the old text is no write tool",
+			tools: [][3]string{
+				{"edit_file", "Replace text in a file.", `{"type":"object","properties":{"path":{"type":"string"},"old_text":{"type":"string"},"new_text":{"type":"string"}},"required":["path","old_text","new_text"]}`},
+				{"sandbox", "Runs a command in the sandbox.", `{"type":"object","properties":{"cmd":{"type":"string"}},"required":["cmd"]}`},
+			},
+			read: plan{"sandbox", `{"cmd":"cat '/task/challenge.txt'"}`}, write: plan{"sandbox", `{"cmd":"` + printfSh + `"}`}},
+		{name: "a command enum is no shell",
+			tools: [][3]string{{"process", "Manage processes: run, list, kill.", `{"type":"object","properties":{"command":{"type":"string","enum":["list","kill"]}},"required":["command"]}`}}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var tools []model.Tool
+			for _, d := range c.tools {
+				tools = append(tools, decl(t, d[0], d[1], d[2]))
+			}
+			if got := planned(model.PlanReadCall(tools, "/task/challenge.txt")); got != c.read {
+				t.Errorf("read: got %s %s, want %s %s", got.name, got.args, c.read.name, c.read.args)
+			}
+			if got := planned(model.PlanToolCall(tools, "/task/deliverable.txt", "proof-1", model.PreferWrite)); got != c.write {
+				t.Errorf("write: got %s %s, want %s %s", got.name, got.args, c.write.name, c.write.args)
+			}
+		})
+	}
+}
+
+// TestToolShapesNameWhatTheModelWasOffered: the reason the scripted model
+// gives when no tool fits shows each tool's arguments, so a reader can
+// tell the model's limit from the harness's fault; it is bounded, since
+// the names come from the harness.
+func TestToolShapesNameWhatTheModelWasOffered(t *testing.T) {
+	got := model.ToolShapes(harnessTools(t, "cline"))
+	for _, want := range []string{"read_files{files:[{path}]}", "run_commands{commands:[string]}", "editor{path,new_text}", "fetch_web_content{requests:[{url,prompt}]}"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("ToolShapes(cline) = %q, lacks %q", got, want)
+		}
+	}
+	many := make([]model.Tool, 40)
+	for i := range many {
+		many[i] = model.Tool{Name: strings.Repeat("x", 500)}
+	}
+	got = model.ToolShapes(many)
+	if !strings.HasSuffix(got, ", and 24 more") || len(got) > 16*(96+len("…, "))+len("and 24 more") {
+		t.Errorf("ToolShapes(40 long names) is not bounded: %d bytes, ends %q", len(got), got[max(0, len(got)-40):])
 	}
 }
