@@ -187,3 +187,43 @@ func TestToolShapesNameWhatTheModelWasOffered(t *testing.T) {
 		t.Errorf("ToolShapes(40 long names) is not bounded: %d bytes, ends %q", len(got), got[max(0, len(got)-40):])
 	}
 }
+
+// TestNoFittingToolIsTheModelsRecordedLimit: a harness whose tools the
+// scripted model cannot call gets a text answer, and the call's record
+// says why as the model's own limit, with every tool's shape, for
+// certify's checks; tools it can call leave no limit. The tools travel
+// as a harness sends them (Chat Completions, descriptions included: a
+// description that says the tool reads makes it the read tool).
+func TestNoFittingToolIsTheModelsRecordedLimit(t *testing.T) {
+	wire := func(tools ...model.Tool) []any {
+		out := make([]any, len(tools))
+		for i, tl := range tools {
+			out[i] = map[string]any{"type": "function", "function": map[string]any{"name": tl.Name, "description": tl.Description, "parameters": tl.Parameters}}
+		}
+		return out
+	}
+	image := decl(t, "view_image", "View a local image.", `{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`)
+	finish := decl(t, "finish", "Signal task completion.", `{"type":"object","properties":{"reason":{"type":"string"},"paths":{"type":"array","items":{"type":"string"}}},"required":["reason","paths"]}`)
+	getter := decl(t, "fs_get", "Reads the file at path.", `{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`)
+	msgs := []any{map[string]any{"role": "user", "content": model.ChallengePrompt("/task/challenge.txt", "/task/deliverable.txt")}}
+
+	s := start(t, model.Options{})
+	call, text := ask(t, s, wire(image, finish), msgs)
+	if call != nil || text != "I have no tool that can read a file." {
+		t.Fatalf("answer = %+v %q; want the text saying no tool can read", call, text)
+	}
+	calls := s.Calls()
+	want := "the scripted model found no read or shell tool it can call among: view_image{path}, finish{reason,paths:[string]}"
+	if len(calls) != 1 || calls[0].Limit != want || calls[0].Reply != "no_task" {
+		t.Fatalf("calls = %+v; want one no_task call whose limit is %q", calls, want)
+	}
+
+	s = start(t, model.Options{})
+	call, text = ask(t, s, wire(image, getter), msgs)
+	if call == nil || call.Function.Name != "fs_get" || call.Function.Arguments != `{"path":"/task/challenge.txt"}` {
+		t.Fatalf("answer = %+v %q; want fs_get reading the challenge", call, text)
+	}
+	if calls := s.Calls(); len(calls) != 1 || calls[0].Limit != "" {
+		t.Fatalf("calls = %+v; want one call with no limit", calls)
+	}
+}

@@ -701,7 +701,10 @@ func (cr *caseRun) verifyCase(ctx context.Context, ms modelSide, bx sandboxed, a
 			return err
 		}
 		v.derived = derived
-		return cr.scenarioVerify(ctx, ms, bx, act, v)
+		err = cr.scenarioVerify(ctx, ms, bx, act, v)
+		seq, limit := modelLimit(ms.modelCalls())
+		cr.ev.Checks = limitChecks(cr.ev.Checks, seq, limit)
+		return err
 	})
 }
 
