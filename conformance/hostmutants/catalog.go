@@ -73,6 +73,24 @@ var Catalog = []Mutant{
 		Old: "\t\tev.Passed = false\n\t\treturn", New: "\t\tev.Passed = true\n\t\treturn",
 		Rule: "a skipped case's passed field is false"},
 
+	// certify: the scripted model's limit (issue 38), not the harness's fault.
+	{Name: "judge-model-limit-fails", Pkg: "certify", File: "runner/host/certify/case.go",
+		Old: "if !failed && modelLimited(ev.Checks) {", New: "if false && modelLimited(ev.Checks) {",
+		Rule: "a case the scripted model could not drive, no owner check failed, is unknown (model_limit), not failed"},
+	{Name: "model-limit-hides-owner-failure", Pkg: "certify", File: "runner/host/certify/modellimit.go",
+		Old: "if c.Status == reports.StatusFailed && slices.Contains(modelDriven, c.ID) {", New: "if c.Status == reports.StatusFailed {",
+		Rule: "the scripted model's limit never hides a failed check the owner judges alone"},
+	{Name: "model-limit-unneeded", Pkg: "certify", File: "runner/host/certify/modellimit.go",
+		Old: "\tif first < 0 {\n\t\treturn checks\n\t}", New: "\tif first < 0 {\n\t\tfirst = 0\n\t}",
+		Rule: "a limit the case did not need (no check of the chain failed) leaves its verdict as it was"},
+	{Name: "model-limit-not-recorded", Pkg: "model", File: "runner/model/server.go",
+		Old:  "c.Reply, c.ToolCall, c.Error, c.Limit = string(rep.Kind), rep.ToolName, rep.Note, rep.Limit",
+		New:  "c.Reply, c.ToolCall, c.Error = string(rep.Kind), rep.ToolName, rep.Note",
+		Rule: "the scripted model records its limit, with the tools' shapes, for certify's checks"},
+	{Name: "model-read-by-path-alone", Pkg: "model", File: "runner/model/tools.go",
+		Old: "return ranked(tools, 1, readRank,", New: "return ranked(tools, 2, readRank,",
+		Rule: "a path argument alone does not make a read tool (view_image, finish{paths})"},
+
 	// certify: infrastructure failures (the engine's word, not the harness's).
 	{Name: "infra-not-witnessed", Pkg: "certify", File: "runner/host/certify/case.go",
 		Old: "\t\t\terr = cr.witness(name, err)\n", New: "\t\t\tcr.witness(name, err)\n",

@@ -134,6 +134,7 @@ func TestPlansFollowWhatSchemasExpress(t *testing.T) {
 				{"view_image", "View a local image from the filesystem.", `{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`},
 				{"finish", "Signal task completion.", `{"type":"object","properties":{"reason":{"type":"string"},"paths":{"type":"array","items":{"type":"string"}}},"required":["reason","paths"]}`},
 				{"Glob", "Fast file pattern matching; reads nothing.", `{"type":"object","properties":{"pattern":{"type":"string"},"path":{"type":"string"}},"required":["pattern"]}`},
+				{"attach", "Attach a local file to the conversation.", `{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`},
 				{"search_files", "Searches and reads file contents.", `{"type":"object","properties":{"pattern":{"type":"string"},"path":{"type":"string"}}}`},
 			}},
 		{name: "a description that says read, with an array of paths",
