@@ -38,13 +38,14 @@ func modelLimit(calls []model.Call) (seq int, limit string) {
 // limitChecks files a case the scripted model could not drive as the
 // model's limit (contract §7.2; docs/contract.md, Decisions: a case the
 // scripted model cannot drive is unknown): when the model recorded one
-// and a check it had to drive failed, those checks become unknown, their
+// in calls (modelLimit) and a check it had to drive failed, those checks become unknown, their
 // detail saying why, and model.tools_understood, unknown, comes first
 // among them so the report's headline names the limit. A case whose
 // checks all passed despite a limit (a side request with fewer tools)
 // is left as it is, and so is every check the owner judges alone: judge
 // fails the case on any of them.
-func limitChecks(checks []reports.Check, seq int, limit string) []reports.Check {
+func limitChecks(checks []reports.Check, calls []model.Call) []reports.Check {
+	seq, limit := modelLimit(calls)
 	if limit == "" {
 		return checks
 	}

@@ -702,8 +702,7 @@ func (cr *caseRun) verifyCase(ctx context.Context, ms modelSide, bx sandboxed, a
 		}
 		v.derived = derived
 		err = cr.scenarioVerify(ctx, ms, bx, act, v)
-		seq, limit := modelLimit(ms.modelCalls())
-		cr.ev.Checks = limitChecks(cr.ev.Checks, seq, limit)
+		cr.ev.Checks = limitChecks(cr.ev.Checks, ms.modelCalls())
 		return err
 	})
 }
