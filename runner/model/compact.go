@@ -24,11 +24,28 @@ import (
 // model writes: what tells a resumed conversation (one that carries a
 // summary of the model's) from any other, in whichever turn the harness
 // puts the summary (Claude Code and Codex a user turn, OpenCode the
-// assistant's).
+// assistant's). The mark's line ends with the summary's id, ", s7]" (the
+// number of the request it answered), which the answers name in
+// SummaryHeader and ResumesHeader.
 const (
-	SummaryMark = "[sandproof summary of the conversation so far]"
+	SummaryMark = "[sandproof summary of the conversation so far"
 	summaryEnd  = "[end of the summary]"
 )
+
+// summaryIDs finds the ids of the model's summaries in a text.
+var summaryIDs = regexp.MustCompile(regexp.QuoteMeta(SummaryMark) + `, (s[0-9]+)\]`)
+
+// resumesFrom is the id of the last of the model's summaries c carries,
+// "" for none.
+func resumesFrom(c conversation) string {
+	id := ""
+	for _, t := range []string{c.SystemText, c.UserText, c.AssistantText} {
+		if m := summaryIDs.FindAllStringSubmatch(t, -1); m != nil {
+			id = m[len(m)-1][1]
+		}
+	}
+	return id
+}
 
 var (
 	// summaryAsk is an instruction asking for a summary of the
@@ -141,7 +158,7 @@ func (d decider) taskOf(c conversation) (task, bool) {
 // the deliverable was written.
 func (d decider) summary(c conversation) reply {
 	t, ok := d.taskOf(c)
-	lines := []string{SummaryMark}
+	lines := []string{SummaryMark + ", " + d.summaryID + "]"}
 	switch {
 	case !ok:
 		lines = append(lines, "No task was found in the conversation.")
@@ -156,7 +173,7 @@ func (d decider) summary(c conversation) reply {
 	default:
 		lines = append(lines, "The user's task, in their words: "+CertPrompt(t.target, t.token))
 	}
-	return reply{Kind: replySummary, Text: strings.Join(append(lines, summaryEnd), "\n")}
+	return reply{Kind: replySummary, Text: strings.Join(append(lines, summaryEnd), "\n"), Summary: d.summaryID}
 }
 
 // inputs are the files the task gave the model to read: the challenge

@@ -241,11 +241,17 @@ func TestCompactionKeepsToTheChallengeFlow(t *testing.T) {
 				}
 				// The summary request, with its tools and without: a summary
 				// that keeps the task and the challenge, never a tool call.
-				var summary string
-				for _, tools := range []bool{true, false} {
-					name, args, text := turnOf(t, s, f, req, tools)
+				var summary, id string
+				for i, tools := range []bool{true, false} {
+					a := post(t, s.URL()+f.path, f.build(req, tools), nil)
+					name, args, text := f.answer(t, a.body)
 					if name != "" || !strings.HasPrefix(text, model.SummaryMark) || !strings.Contains(text, prompt) || !strings.Contains(text, compactChallenge) {
 						t.Fatalf("summary request (tools %t) answered %s %s %q; want a summary keeping the task and the challenge", tools, name, args, text)
+					}
+					// Its id (the request's number) on the answer and in the
+					// mark: what the relay ties a resumed conversation by.
+					if id = a.header.Get(model.SummaryHeader); id != fmt.Sprintf("s%d", 2+i) || !strings.Contains(text, ", "+id+"]") {
+						t.Fatalf("summary request (tools %t): %s %q, text %q; want s%d in both", tools, model.SummaryHeader, id, text, 2+i)
 					}
 					summary = text
 				}
@@ -260,9 +266,13 @@ func TestCompactionKeepsToTheChallengeFlow(t *testing.T) {
 					"the assistant's turn (OpenCode)": {{kind: "assistant", text: summary}, {kind: "user", text: "Continue if you have next steps"}},
 				}
 				for how, resumed := range resumedAs {
-					name, args, text := turnOf(t, s, f, resumed, true)
+					a := post(t, s.URL()+f.path, f.build(resumed, true), nil)
+					name, args, text := f.answer(t, a.body)
 					if name != writeName || args != want {
 						t.Fatalf("resumed with the summary in %s: answered %s %s %q; want %s %s", how, name, args, text, writeName, want)
+					}
+					if got := a.header.Get(model.ResumesHeader); got != id {
+						t.Fatalf("resumed with the summary in %s: %s %q; want %q", how, model.ResumesHeader, got, id)
 					}
 					after := append(append([]turn(nil), resumed...), turn{kind: "call", name: name, args: args}, turn{kind: "result", text: "written"})
 					if name, args, text := turnOf(t, s, f, after, true); name != "" || text != "done" {
@@ -272,6 +282,9 @@ func TestCompactionKeepsToTheChallengeFlow(t *testing.T) {
 				for _, c := range s.Calls() {
 					if c.Reply == "no_task" {
 						t.Errorf("call %d answered no_task: %s", c.Seq, c.Error)
+					}
+					if (c.Resumes != "") != (c.Seq > 3) || c.Resumes != "" && c.Resumes != id {
+						t.Errorf("call %d recorded resumes %q; want %q from request 4 on", c.Seq, c.Resumes, id)
 					}
 				}
 			})
