@@ -849,9 +849,11 @@ func (r *Relay) relayAnswer(ctx context.Context, w http.ResponseWriter, resp *ht
 	for k, vs := range resp.Header {
 		w.Header()[k] = vs
 	}
-	for _, h := range []string{"Connection", "Keep-Alive", "Transfer-Encoding", "Trailer", "Upgrade", "Content-Length", model.FaultHeader, model.SummaryHeader, model.ResumesHeader} {
+	for _, h := range []string{"Connection", "Keep-Alive", "Transfer-Encoding", "Trailer", "Upgrade", "Content-Length", model.FaultHeader} {
 		w.Header().Del(h)
 	}
+	w.Header().Del(model.SummaryHeader)
+	w.Header().Del(model.ResumesHeader)
 	w.WriteHeader(resp.StatusCode)
 	c.Status, c.Fault = resp.StatusCode, r.text(resp.Header.Get(model.FaultHeader))
 	c.Summary, c.Resumes = r.text(resp.Header.Get(model.SummaryHeader)), r.text(resp.Header.Get(model.ResumesHeader))
