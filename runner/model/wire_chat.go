@@ -35,8 +35,9 @@ type chatRequest struct {
 	Tools []struct {
 		Type     string `json:"type"`
 		Function struct {
-			Name       string         `json:"name"`
-			Parameters map[string]any `json:"parameters"`
+			Name        string         `json:"name"`
+			Description string         `json:"description"`
+			Parameters  map[string]any `json:"parameters"`
 		} `json:"function"`
 	} `json:"tools"`
 }
@@ -50,24 +51,30 @@ func parseChat(body []byte) (conversation, error) {
 	c.IncludeUsage = r.StreamOptions != nil && r.StreamOptions.IncludeUsage
 	for _, t := range r.Tools {
 		if t.Function.Name != "" {
-			c.Tools = append(c.Tools, Tool{Name: t.Function.Name, Parameters: t.Function.Parameters})
+			c.Tools = append(c.Tools, Tool{Name: t.Function.Name, Description: t.Function.Description, Parameters: t.Function.Parameters})
 		}
 	}
-	var user []string
-	for _, m := range r.Messages {
+	var user, assistant, system []string
+	for i, m := range r.Messages {
 		switch m.Role {
 		case "user":
 			user = append(user, contentText(m.Content))
+			if i == len(r.Messages)-1 {
+				c.LastUserText = user[len(user)-1]
+			}
+		case "system", "developer":
+			system = append(system, contentText(m.Content))
 		case "tool", "function":
 			c.HasToolResult = true
 			c.ToolResults = append(c.ToolResults, contentText(m.Content))
 		case "assistant":
+			assistant = append(assistant, contentText(m.Content))
 			for _, tc := range m.ToolCalls {
 				c.CalledArgs = append(c.CalledArgs, tc.Function.Arguments)
 			}
 		}
 	}
-	c.UserText = strings.Join(user, "\n")
+	c.UserText, c.AssistantText, c.SystemText = strings.Join(user, "\n"), strings.Join(assistant, "\n"), strings.Join(system, "\n")
 	return c, nil
 }
 

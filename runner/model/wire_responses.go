@@ -18,13 +18,15 @@ func init() { apis[wire.Responses.Name] = openAIAPI(parseResponses, writeRespons
 
 // responsesRequest is the part of a Responses API request the server reads.
 type responsesRequest struct {
-	Model  string          `json:"model"`
-	Stream bool            `json:"stream"`
-	Input  json.RawMessage `json:"input"`
-	Tools  []struct {
-		Type       string         `json:"type"`
-		Name       string         `json:"name"`
-		Parameters map[string]any `json:"parameters"`
+	Model        string          `json:"model"`
+	Stream       bool            `json:"stream"`
+	Instructions string          `json:"instructions"`
+	Input        json.RawMessage `json:"input"`
+	Tools        []struct {
+		Type        string         `json:"type"`
+		Name        string         `json:"name"`
+		Description string         `json:"description"`
+		Parameters  map[string]any `json:"parameters"`
 	} `json:"tools"`
 }
 
@@ -33,16 +35,16 @@ func parseResponses(body []byte) (conversation, error) {
 	if err := json.Unmarshal(body, &r); err != nil {
 		return conversation{}, fmt.Errorf("decode responses request: %w", err)
 	}
-	c := conversation{Model: r.Model, Stream: r.Stream, IncludeUsage: true}
+	c := conversation{Model: r.Model, Stream: r.Stream, IncludeUsage: true, SystemText: r.Instructions}
 	for _, t := range r.Tools {
 		if t.Type == "function" && t.Name != "" {
-			c.Tools = append(c.Tools, Tool{Name: t.Name, Parameters: t.Parameters})
+			c.Tools = append(c.Tools, Tool{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
 		}
 	}
 	// input is either one string (the user's text) or a list of items.
 	var s string
 	if json.Unmarshal(r.Input, &s) == nil {
-		c.UserText = s
+		c.UserText, c.LastUserText = s, s
 		return c, nil
 	}
 	var items []struct {
@@ -58,8 +60,8 @@ func parseResponses(body []byte) (conversation, error) {
 			return conversation{}, fmt.Errorf("decode responses input: %w", err)
 		}
 	}
-	var user []string
-	for _, it := range items {
+	var user, assistant, system []string
+	for i, it := range items {
 		switch {
 		case it.Type == "function_call_output" || it.Type == "custom_tool_call_output":
 			c.HasToolResult = true
@@ -70,9 +72,19 @@ func parseResponses(body []byte) (conversation, error) {
 			c.CalledArgs = append(c.CalledArgs, it.Input)
 		case it.Role == "user":
 			user = append(user, contentText(it.Content))
+			if i == len(items)-1 {
+				c.LastUserText = user[len(user)-1]
+			}
+		case it.Role == "assistant":
+			assistant = append(assistant, contentText(it.Content))
+		case it.Role == "system" || it.Role == "developer":
+			system = append(system, contentText(it.Content))
 		}
 	}
-	c.UserText = strings.Join(user, "\n")
+	if len(system) > 0 {
+		c.SystemText = strings.Join(append([]string{c.SystemText}, system...), "\n")
+	}
+	c.UserText, c.AssistantText = strings.Join(user, "\n"), strings.Join(assistant, "\n")
 	return c, nil
 }
 

@@ -483,7 +483,10 @@ func (cr *caseRun) verdict() {
 // ("" when the interrupt did not reach it) and the engine's word on its
 // own failure (ev.Infrastructure, "" when it did not fail the case). An
 // unknown check makes a case unknown only for these two causes, which
-// the harness cannot bring about; for any other it fails the case.
+// the harness cannot bring about, and for the scripted model's own limit
+// (model.tools_understood, limitChecks: the harness's tools are not
+// blamed for what the model cannot call, and nothing is proven, so the
+// case never passes); for any other it fails the case.
 func judge(ev *reports.Evidence, interrupted string) {
 	if interrupted != "" && ev.Status != reports.StatusSkipped {
 		// What the interrupt cut short proves nothing either way; a
@@ -519,6 +522,11 @@ func judge(ev *reports.Evidence, interrupted string) {
 		ev.Status = reports.StatusUnknown
 		t := "infrastructure"
 		ev.ErrorType = &t
+		return
+	}
+	if !failed && modelLimited(ev.Checks) {
+		ev.Status = reports.StatusUnknown
+		setErrType(ev, "model_limit")
 		return
 	}
 	if pass {

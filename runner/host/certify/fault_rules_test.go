@@ -85,7 +85,23 @@ const (
 	tOther   = "uAnotherTask"
 	tList    = "aList"
 	tListed  = "rListed"
+	// tResumed is a resumed conversation's user turn holding the model's
+	// summary (Claude Code's "This session is being continued ...").
+	tResumed = "uResumedFromTheSummary"
 )
+
+// summarised marks c the model's summary id; resumedFrom marks c a
+// request that carried the summary id (model.SummaryHeader,
+// ResumesHeader, as the relay records them).
+func summarised(c relay.Call, id string) relay.Call {
+	c.Summary = id
+	return c
+}
+
+func resumedFrom(c relay.Call, id string) relay.Call {
+	c.Resumes = id
+	return c
+}
 
 // step is a 200 that asked for a step of the task (a tool call); side one
 // that asked for none (a title, the model's text).
@@ -170,6 +186,16 @@ func faultCases() []faultCase {
 		{"400, compacted to the prompt, the challenge read again, then finished", finished(4, f400(0, nil, append(faulted400,
 			with(step(3, 30), tPrompt), with(step(4, 40), tPrompt, tRead, tChal))...)),
 			reports.StatusPassed, false, "compacted (request 3: 1 turn(s), the 400's 3) and finished the challenge through it (the write asked in request 4)"},
+		// Claude Code's and OpenCode's compaction (issue 38): the summary
+		// request keeps at most the model's read, the resumed
+		// conversation none of the 400's turns; the model's marks tie
+		// them (relay.Call.Summary, Resumes).
+		{"400, compacted into the model's summary, the write in the conversation resumed from it", finished(4, f400(0, nil, append(faulted400,
+			summarised(with(side(3, 30), tContext, tRead, tSummary), "s3"), resumedFrom(with(step(4, 40), tSummary, tResumed), "s3"))...)),
+			reports.StatusPassed, false, "compacted the 400's conversation into the model's summary (request 3) and finished the challenge through the conversation resumed from it (request 4; the write asked in request 4)"},
+		{"400, compacted into the model's summary, the challenge read again in the resumed conversation, then the write", finished(5, f400(0, nil, append(faulted400,
+			summarised(with(side(3, 30), tSummary), "s3"), resumedFrom(with(step(4, 40), tResumed), "s3"), resumedFrom(with(step(5, 50), tResumed, tRead, tChal), "s3"))...)),
+			reports.StatusPassed, false, "resumed from it (request 4; the write asked in request 5)"},
 		{"429 then an exit with an error naming the rate limit", f429(1, rateLimited, answered(1, 429, 10)),
 			reports.StatusPassed, true, `"rate limit" in its stderr`},
 		{"exit right after reading the 400, reporting it in its result", f400(1, contextLimit, step(1, 10), answered(2, 400, 20)),
@@ -246,6 +272,18 @@ func faultCases() []faultCase {
 			reports.StatusFailed, false, "did not come through the 400's conversation"},
 		{"400: compacted, the write in another conversation after it", finished(4, f400(0, nil, append(faulted400,
 			with(side(3, 30), tSummary, tPrompt), with(step(4, 40), tOther, tList, tListed))...)),
+			reports.StatusFailed, false, "did not come through the 400's conversation"},
+		{"400: a summary asked before the 400 reached the harness, the write resumed from it", finished(4, f400(0, nil, append(faulted400,
+			summarised(sentAt(with(side(3, 30), tSummary), 15), "s3"), resumedFrom(with(step(4, 40), tResumed), "s3"))...)),
+			reports.StatusFailed, false, "did not come through the 400's conversation"},
+		{"400: the 400's conversation sent again with the model's summary in it", finished(4, f400(0, nil, append(faulted400,
+			summarised(with(side(3, 30), tSummary), "s3"), resumedFrom(with(step(4, 40), tPrompt, tRead, tChal, tResumed), "s3"))...)),
+			reports.StatusFailed, false, "did not come through the 400's conversation"},
+		{"400: the write resumed from another summary than the one asked after the 400", finished(4, f400(0, nil, append(faulted400,
+			summarised(with(side(3, 30), tSummary), "s3"), resumedFrom(with(step(4, 40), tResumed), "s1"))...)),
+			reports.StatusFailed, false, "did not come through the 400's conversation"},
+		{"400: the resumed request whole before the summary was written", finished(4, f400(0, nil, append(faulted400,
+			summarised(with(side(3, 30), tSummary), "s3"), resumedFrom(sentAt(with(step(4, 40), tResumed), 25), "s3"))...)),
 			reports.StatusFailed, false, "did not come through the 400's conversation"},
 		{"400: a bad request padded with the conversation answered 400 first, then the 400's request sent again", finished(4, f400(0, nil, with(step(1, 10), tPrompt),
 			with(badRequest(2, 15), tPrompt, tRead, tChal, tSummary), with(answered(3, 400, 20), tPrompt, tRead, tChal), with(step(4, 30), tPrompt, tRead, tChal))),

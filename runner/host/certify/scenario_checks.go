@@ -493,7 +493,39 @@ func finishedThrough(f faultSeen, t faultTrail) (bool, string) {
 				l.Seq, len(l.History), len(fc.History), w.Seq)
 		}
 	}
+	if ok, why := resumedThrough(fc, w, order); ok {
+		return true, why
+	}
 	return false, fmt.Sprintf("exit 0 with the deliverable, yet the write (asked in request %d) did not come through the 400's conversation made shorter or compacted: the harness sent it again as it was, or left it for another", w.Seq)
+}
+
+// resumedThrough is finishedThrough's compaction by a summary (Claude
+// Code, OpenCode: the summary replaces the turns, which the resumed
+// conversation keeps none of, word for word): once the 400 had reached
+// the harness, it asked the model for a summary (l, the model's summary
+// answer, relay.Call.Summary), went on from that summary (r: the model
+// found its summary in r, relay.Call.Resumes, received whole after l's
+// answer was written; not the 400's conversation sent again), and the
+// write was asked in r or in a request going on with r, received whole
+// after r's answer was written. The marks are the scripted model's,
+// which the relay takes off its answers: a harness can neither set nor
+// see them.
+func resumedThrough(fc, w relay.Call, order []relay.Call) (bool, string) {
+	for _, l := range order {
+		if l.Summary == "" || l.Seq == fc.Seq || !answeredBefore(fc, l) {
+			continue
+		}
+		for _, r := range order {
+			if r.Resumes != l.Summary || !writtenBefore(l, r) || extends(fc, r) {
+				continue
+			}
+			if r.Seq == w.Seq || extends(r, w) && writtenBefore(r, w) {
+				return true, fmt.Sprintf("the harness compacted the 400's conversation into the model's summary (request %d) and finished the challenge through the conversation resumed from it (request %d; the write asked in request %d)",
+					l.Seq, r.Seq, w.Seq)
+			}
+		}
+	}
+	return false, ""
 }
 
 // retriedThrough is finishedThrough after a 429: the retry, its delay,

@@ -705,7 +705,9 @@ func (cr *caseRun) verifyCase(ctx context.Context, ms modelSide, bx sandboxed, a
 			return err
 		}
 		v.derived = derived
-		return cr.scenarioVerify(ctx, ms, bx, act, v)
+		err = cr.scenarioVerify(ctx, ms, bx, act, v)
+		cr.ev.Checks = limitChecks(cr.ev.Checks, ms.modelCalls())
+		return err
 	})
 }
 

@@ -203,3 +203,39 @@ func TestRelayRecordsTheScriptedFaultsMark(t *testing.T) {
 		t.Errorf("recorded %+v; want the first marked 400, the second not", cs)
 	}
 }
+
+// The scripted model marks its summary's answer and the answer to a
+// request resumed from it (model.SummaryHeader, ResumesHeader): the relay
+// records both (Call.Summary, Resumes) and takes them off the answer the
+// harness gets.
+func TestRelayRecordsTheSummaryMarks(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		io.Copy(io.Discard, req.Body)
+		switch req.URL.Query().Get("mark") {
+		case "summary":
+			w.Header().Set(model.SummaryHeader, "s2")
+		case "resumes":
+			w.Header().Set(model.ResumesHeader, "s2")
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"choices":[{"message":{"role":"assistant","content":"ok"}}]}`)
+	}))
+	defer up.Close()
+	r := startRelay(t, relay.Options{Upstream: up.URL + "/v1"})
+	for _, q := range []string{"?mark=summary", "?mark=resumes", ""} {
+		resp, err := http.Post(r.URL()+"/chat/completions"+q, "application/json", strings.NewReader(`{"model":"m"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || resp.Header.Get(model.SummaryHeader) != "" || resp.Header.Get(model.ResumesHeader) != "" {
+			t.Errorf("%q: answered %d with the marks %q %q; want 200 without them", q, resp.StatusCode,
+				resp.Header.Get(model.SummaryHeader), resp.Header.Get(model.ResumesHeader))
+		}
+	}
+	cs := r.Calls()
+	if len(cs) != 3 || cs[0].Summary != "s2" || cs[0].Resumes != "" || cs[1].Resumes != "s2" || cs[1].Summary != "" || cs[2].Summary+cs[2].Resumes != "" {
+		t.Errorf("recorded %+v; want the summary's id on the first, the resumed one's on the second, none on the third", cs)
+	}
+}

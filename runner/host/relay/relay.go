@@ -267,6 +267,14 @@ type Call struct {
 	// harness); "" for any other answer, and for every answer of a real
 	// model.
 	Fault string `json:"fault,omitempty"`
+	// Summary is the id of the scripted model's summary the answer was
+	// (model.SummaryHeader: the answer to a summary request), Resumes the
+	// id of the model's summary the request carried (model.ResumesHeader:
+	// a conversation resumed from it); both taken off before the answer
+	// reaches the harness, "" for any other answer and every answer of a
+	// real model. scenario.model_fault ties a compaction by them.
+	Summary string `json:"summary,omitempty"`
+	Resumes string `json:"resumes,omitempty"`
 }
 
 // Relay is a running relay.
@@ -844,8 +852,11 @@ func (r *Relay) relayAnswer(ctx context.Context, w http.ResponseWriter, resp *ht
 	for _, h := range []string{"Connection", "Keep-Alive", "Transfer-Encoding", "Trailer", "Upgrade", "Content-Length", model.FaultHeader} {
 		w.Header().Del(h)
 	}
+	w.Header().Del(model.SummaryHeader)
+	w.Header().Del(model.ResumesHeader)
 	w.WriteHeader(resp.StatusCode)
 	c.Status, c.Fault = resp.StatusCode, r.text(resp.Header.Get(model.FaultHeader))
+	c.Summary, c.Resumes = r.text(resp.Header.Get(model.SummaryHeader)), r.text(resp.Header.Get(model.ResumesHeader))
 	sse := strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
 	kept := &capped{max: r.opts.MaxBody}
 	buf := make([]byte, 32<<10)
