@@ -559,6 +559,24 @@ func retriedThrough(f faultSeen, fc, w relay.Call, order []relay.Call) (bool, st
 	case delay < f.retryAfter-retryTolerance:
 		return false, fmt.Sprintf("retried in request %d %s after the 429 reached it, before its Retry-After (%s): the rate limit was not honoured", retry.Seq, delay.Round(time.Millisecond), f.retryAfter)
 	}
+	// Whatever its history, a request the model gave work, received whole
+	// after the 429's and before its Retry-After had passed, is the rate
+	// limit not honoured: a harness controls its history's shape (a turn
+	// put before the prompt, red team rt39), not that the model worked,
+	// and a copy sent before the 429 reached it is no wait for it either.
+	for _, l := range order {
+		if l.Seq == fc.Seq || sideAnswer(l) || l.ReceivedAt.Before(fc.ReceivedAt) {
+			continue
+		}
+		switch d := l.ReceivedAt.Sub(fc.WrittenAt); {
+		case d < 0:
+			return false, fmt.Sprintf("request %d, given work by the model, came %s before the 429 reached the harness: the task was sent again without waiting for the 429's Retry-After (%s)",
+				l.Seq, (-d).Round(time.Millisecond), f.retryAfter)
+		case d < f.retryAfter-retryTolerance:
+			return false, fmt.Sprintf("request %d, given work by the model %s after the 429 reached the harness, came before its Retry-After (%s): the rate limit was not honoured",
+				l.Seq, d.Round(time.Millisecond), f.retryAfter)
+		}
+	}
 	return true, fmt.Sprintf("the harness retried the 429's request (request %d, %s after the 429 reached it, Retry-After %s) and finished the challenge through that conversation (the write asked in request %d)",
 		retry.Seq, delay.Round(time.Millisecond), f.retryAfter, w.Seq)
 }
