@@ -21,7 +21,7 @@ func init() { addCommand(newModelCmd) }
 func newModelCmd(stdout, stderr io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "model",
-		Short: "The scripted model server (OpenAI Chat Completions and Responses on loopback)",
+		Short: "The scripted model server (Chat Completions, Responses, Messages and Gemini on loopback)",
 		Args:  cobra.NoArgs,
 	}
 	cmd.AddCommand(newModelServeCmd(stdout, stderr))
@@ -37,7 +37,8 @@ func newModelServeCmd(stdout, stderr io.Writer) *cobra.Command {
 		Use:   "serve",
 		Short: "Serve the scripted model until INT or TERM; prints the base URL first",
 		Long: `Serve the scripted model on loopback. The first line on stdout is the base URL
-(http://127.0.0.1:PORT/v1) to configure a harness with. The default script does
+(http://127.0.0.1:PORT/v1) to configure a harness with (Gemini's clients are given
+http://127.0.0.1:PORT and put /v1beta in the path themselves). The default script does
 the certification task: for a challenge prompt, a tool call that reads the
 challenge, then the write of a token derived from it, then "done" (--script
 challenge forces it); otherwise one tool call that writes the prompt's token,
@@ -85,7 +86,7 @@ neither answered normally and not counted (what model-429 and model-400 use).`,
 	f.StringVar(&addr, "addr", "127.0.0.1:0", "listen address; must be on the loopback")
 	f.StringVar(&script, "script", "default", "default, challenge, prompt-token, or a fault: 429, 400, 500, stall or malformed, optionally @N[,M] for those requests only")
 	f.StringVar(&logPath, "log", "", "append one JSON line per call to this file")
-	f.StringVar(&keyFile, "api-key-file", "", "require the key in this file (Authorization: Bearer, or x-api-key as the Messages API sends it)")
+	f.StringVar(&keyFile, "api-key-file", "", "require the key in this file (Authorization: Bearer, x-api-key as the Messages API sends it, or x-goog-api-key or ?key= as Gemini's do)")
 	f.StringVar(&prefer, "prefer", "write", "tool used when both a shell and a write tool are declared: write or shell")
 	f.StringVar(&shellPrefix, "shell-prefix", "", "shell command run before writing the deliverable (forces the shell tool)")
 	f.DurationVar(&stallMax, "stall-max", 60*time.Second, "longest a stall holds a request")

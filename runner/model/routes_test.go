@@ -13,16 +13,25 @@ import (
 	wiretable "github.com/sandproof/sandproof/runner/wire"
 )
 
-// concrete is a path of the pattern p: each segment in braces filled.
-func concrete(p string) string {
-	segs := strings.Split(p, "/")
+// concrete is the path from the origin of an endpoint (below "/v1", or
+// its own root): each name in braces filled, a verb after it kept.
+func concrete(e wiretable.Endpoint) string {
+	segs := strings.Split(e.FullPath("/v1"), "/")
 	for i, s := range segs {
 		if strings.HasPrefix(s, "{") {
-			segs[i] = "fake-model"
+			_, verb, _ := strings.Cut(s, "}")
+			segs[i] = "fake-model" + verb
 		}
 	}
 	return strings.Join(segs, "/")
 }
+
+// nearMisses are paths no endpoint has: a near miss of each kind of
+// segment, and Gemini's paths below the wrong root or with a bad name or
+// verb.
+var nearMisses = []string{"/v1/files", "/v1/models/a/b", "/v1/models/", "/v1/chat", "/v1/messages/count_tokens/x",
+	"/v1beta/models/:generateContent", "/v1beta/models/fake-model:generate", "/v1beta/models/a:b:generateContent",
+	"/v1beta/models/a/b:generateContent", "/v1beta/models/fake-model", "/v1/models/fake-model:streamGenerateContent/x"}
 
 // The scripted model serves exactly the wire table's routes (runner/wire):
 // every endpoint with its method is answered by its handler, any other
@@ -30,15 +39,15 @@ func concrete(p string) string {
 // when its endpoint is a turn.
 func TestModelRoutesAreTheWireTable(t *testing.T) {
 	s := start(t, model.Options{})
-	paths := []string{"/files", "/models/a/b", "/models/", "/chat", "/messages/count_tokens/x"}
+	paths := slices.Clone(nearMisses)
 	for _, e := range wiretable.Endpoints() {
-		paths = append(paths, concrete(e.Path))
+		paths = append(paths, concrete(e))
 	}
 	served, unknowns, calls := 0, 0, 0
 	for _, p := range paths {
 		for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch} {
-			i := slices.IndexFunc(wiretable.Endpoints(), func(e wiretable.Endpoint) bool { return e.Method == m && concrete(e.Path) == p })
-			req, _ := http.NewRequest(m, s.URL()+p, strings.NewReader("{}"))
+			i := slices.IndexFunc(wiretable.Endpoints(), func(e wiretable.Endpoint) bool { return e.Method == m && concrete(e) == p })
+			req, _ := http.NewRequest(m, "http://"+s.Addr()+p, strings.NewReader("{}"))
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				t.Fatalf("%s %s: %v", m, p, err)
@@ -47,7 +56,7 @@ func TestModelRoutesAreTheWireTable(t *testing.T) {
 			resp.Body.Close()
 			unknown := resp.StatusCode == http.StatusNotFound && strings.Contains(string(body), `"unknown_url"`)
 			if unknown == (i >= 0) {
-				t.Errorf("%s /v1%s: status %d %s; in the table: %v", m, p, resp.StatusCode, body, i >= 0)
+				t.Errorf("%s %s: status %d %s; in the table: %v", m, p, resp.StatusCode, body, i >= 0)
 			}
 			if i < 0 {
 				unknowns++
@@ -64,7 +73,7 @@ func TestModelRoutesAreTheWireTable(t *testing.T) {
 				time.Sleep(5 * time.Millisecond)
 			}
 			if got := s.ModelCalls(); got != calls {
-				t.Errorf("%s /v1%s: %d model calls, want %d", m, p, got, calls)
+				t.Errorf("%s %s: %d model calls, want %d", m, p, got, calls)
 			}
 		}
 	}

@@ -77,6 +77,30 @@ var wires = []wire{
 				map[string]any{"name": "Write", "input_schema": map[string]any{"type": "object", "properties": map[string]any{
 					"file_path": map[string]any{"type": "string"}, "content": map[string]any{"type": "string"}}}}}}
 		}},
+	{"gemini", "/v1beta/models/fake-model:streamGenerateContent?alt=sse",
+		func() map[string]any {
+			return map[string]any{"contents": []any{map[string]any{"role": "user", "parts": []any{map[string]any{"text": "warm-up"}}}}}
+		},
+		func(prompt, result string) map[string]any {
+			contents := []any{map[string]any{"role": "user", "parts": []any{map[string]any{"text": prompt}}}}
+			if result != "" {
+				contents = append(contents,
+					map[string]any{"role": "model", "parts": []any{map[string]any{"functionCall": map[string]any{"name": "read_file",
+						"args": map[string]any{"file_path": "/task/challenge.txt"}}}}},
+					map[string]any{"role": "user", "parts": []any{map[string]any{"functionResponse": map[string]any{"name": "read_file",
+						"response": map[string]any{"output": result}}}}})
+			}
+			return map[string]any{"contents": contents, "tools": geminiCLITools}
+		}},
+}
+
+// wireURL is a wire's URL at the model: below its base URL, or at its
+// origin for Gemini's paths (their clients put "/v1beta" in themselves).
+func wireURL(s *model.Server, path string) string {
+	if strings.HasPrefix(path, "/v1beta/") {
+		return "http://" + s.Addr() + path
+	}
+	return s.URL() + path
 }
 
 // withoutTools is req with no tools declared: OpenCode's and Kilo's
@@ -99,7 +123,7 @@ type step struct {
 func runSteps(t *testing.T, s *model.Server, w wire, steps []step) {
 	t.Helper()
 	for i, st := range steps {
-		a := post(t, s.URL()+w.path, st.req, nil)
+		a := post(t, wireURL(s, w.path), st.req, nil)
 		if a.status != st.status {
 			t.Errorf("%s: request %d (%s) answered %d %.200s; want %d", w.name, i+1, st.what, a.status, a.body, st.status)
 		}

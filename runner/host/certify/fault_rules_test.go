@@ -390,6 +390,8 @@ func TestFaultNamed(t *testing.T) {
 		{model.Fault400, "Codex ran out of room in the model's context window.", "context window"},
 		{model.Fault400, "prompt is too long: 9000 tokens > 8192 maximum", "prompt is too long"},
 		{model.Fault400, `{"name":"ContextOverflowError"}`, "contextoverflow"},
+		{model.Fault400, `{"code":400,"message":"The input token count (9000) exceeds the maximum number of tokens allowed (8192).","status":"INVALID_ARGUMENT"}`, "exceeds the maximum number of tokens"},
+		{model.Fault400, `{"code":400,"status":"INVALID_ARGUMENT"}`, ""},
 		{model.Fault400, "HTTP 400 Bad Request", ""},
 		{model.FaultStall, "rate limit", ""},
 	} {

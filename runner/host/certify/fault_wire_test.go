@@ -92,6 +92,39 @@ var faultWires = []struct {
 			map[string]any{"name": "read", "input_schema": readSchema},
 			map[string]any{"name": "write", "input_schema": writeSchema}}}
 	}},
+	// Gemini's calls have no ids; Gemini CLI names them itself.
+	{"gemini", geminiPath, func(w wireTurns) any {
+		var contents []any
+		for _, u := range []string{w.summary, w.prompt} {
+			if u != "" {
+				contents = append(contents, map[string]any{"role": "user", "parts": []any{map[string]any{"text": u}}})
+			}
+		}
+		for i, r := range w.rounds {
+			id := fmt.Sprintf("%s__%s%d", r[0], w.id, i)
+			contents = append(contents, map[string]any{"role": "model", "parts": []any{map[string]any{"functionCall": map[string]any{
+				"id": id, "name": r[0], "args": json.RawMessage(r[1])}}}},
+				map[string]any{"role": "user", "parts": []any{map[string]any{"functionResponse": map[string]any{"id": id, "name": r[0],
+					"response": map[string]any{"output": r[2]}}}}})
+		}
+		return map[string]any{"systemInstruction": map[string]any{"parts": []any{map[string]any{"text": "You are a harness."}}},
+			"contents": contents, "tools": []any{map[string]any{"functionDeclarations": []any{
+				map[string]any{"name": "read", "parametersJsonSchema": readSchema},
+				map[string]any{"name": "write", "parametersJsonSchema": writeSchema}}}}}
+	}},
+}
+
+// geminiPath is Gemini's turn, below the origin: its clients put the
+// version in the path themselves (wire.Endpoint.Root).
+const geminiPath = "/v1beta/models/fake-model:generateContent"
+
+// wireURL is path's URL at base (the relay's "http://HOST:PORT/v1"), or
+// at its origin for a path of Gemini's.
+func wireURL(base, path string) string {
+	if strings.HasPrefix(path, "/v1beta/") {
+		return strings.TrimSuffix(base, "/v1") + path
+	}
+	return base + path
 }
 
 // wireFlow sends each conversation through a relay in front of the
@@ -112,7 +145,7 @@ func wireFlow(t *testing.T, script model.Script, path string, bodies []any) ([]r
 	var status []int
 	for _, b := range bodies {
 		raw, _ := json.Marshal(b)
-		resp, err := http.Post(rel.URL()+path, "application/json", strings.NewReader(string(raw)))
+		resp, err := http.Post(wireURL(rel.URL(), path), "application/json", strings.NewReader(string(raw)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -139,6 +172,9 @@ func TestFaultContinuationInEveryWireFormat(t *testing.T) {
 			warm := warmUp
 			if w.path == "/responses" {
 				warm = map[string]any{"model": "fake-model", "input": "warm-up"}
+			}
+			if w.path == geminiPath {
+				warm = map[string]any{"contents": []any{map[string]any{"role": "user", "parts": []any{map[string]any{"text": "warm-up"}}}}}
 			}
 			// model-429 (the scenario's own script): the warm-up is
 			// answered, the task's first turn takes the 429 (request 2).

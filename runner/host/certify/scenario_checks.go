@@ -240,12 +240,13 @@ var faultStatus = map[model.Fault]int{model.Fault429: 429, model.Fault400: 400}
 // rate limit (the 429's reason phrase, the OpenAI error's code and
 // wording, Claude Code's "Rate limit reached"), the context limit (the
 // 400's code and wording, Codex's "context window", OpenCode's
-// ContextOverflowError, OpenClaw's stored message). A bare status number
+// ContextOverflowError, OpenClaw's stored message, Gemini's "input token
+// count ... exceeds the maximum number of tokens"). A bare status number
 // is not enough: "400" is in too much output that has nothing to do with
 // the fault.
 var faultTerms = map[model.Fault]*regexp.Regexp{
 	model.Fault429: regexp.MustCompile(`(?i)rate[ _-]?limit|too many requests`),
-	model.Fault400: regexp.MustCompile(`(?i)context[ _-]?(length|window|limit|overflow)|maximum context|prompt is too long|too many tokens`),
+	model.Fault400: regexp.MustCompile(`(?i)context[ _-]?(length|window|limit|overflow)|maximum context|prompt is too long|too many tokens|exceeds the maximum number of tokens`),
 }
 
 // faultNames say what each fault is, for details.

@@ -83,6 +83,21 @@ var historyWires = []struct {
 		}
 		return map[string]any{"model": "m", "system": c.system, "messages": msgs}
 	}},
+	// Gemini's path is below the origin, its model in it; the ids are
+	// the client's (Gemini CLI names its calls), a thought part of the
+	// model's says nothing, and the args and response are objects.
+	{"gemini", "/v1beta/models/m:generateContent", func(c convo) any {
+		contents := []any{map[string]any{"role": "user", "parts": []any{map[string]any{"text": c.prompt}}}}
+		for i, s := range c.steps() {
+			id := fmt.Sprintf("%s_%d", c.id, i)
+			contents = append(contents,
+				map[string]any{"role": "model", "parts": []any{map[string]any{"text": "thinking " + id, "thought": true},
+					map[string]any{"functionCall": map[string]any{"id": id, "name": s[0], "args": json.RawMessage(s[1])}}}},
+				map[string]any{"role": "user", "parts": []any{map[string]any{"functionResponse": map[string]any{"id": id, "name": s[0],
+					"response": map[string]any{"output": s[2]}}}}})
+		}
+		return map[string]any{"systemInstruction": map[string]any{"parts": []any{map[string]any{"text": c.system}}}, "contents": contents}
+	}},
 }
 
 // historyOf sends each body through a relay and returns the recorded
@@ -98,7 +113,11 @@ func historyOf(t *testing.T, path string, bodies ...any) []relay.Call {
 	r := startRelay(t, relay.Options{Upstream: up.URL + "/v1"})
 	for _, b := range bodies {
 		raw, _ := json.Marshal(b)
-		resp, err := http.Post(r.URL()+path, "application/json", strings.NewReader(string(raw)))
+		u := r.URL() + path
+		if strings.HasPrefix(path, "/v1beta/") {
+			u = "http://" + hostOf(r) + path // below the origin
+		}
+		resp, err := http.Post(u, "application/json", strings.NewReader(string(raw)))
 		if err != nil {
 			t.Fatal(err)
 		}

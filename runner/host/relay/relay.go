@@ -439,25 +439,40 @@ func (r *Relay) record(c Call) {
 // ones).
 var keys = append(wire.Keys(), wire.KeyAliases...)
 
-// keyOf is the key header the sandbox sent its key in: the upstream key
-// goes out in the same one, with the same prefix.
-func keyOf(h http.Header) wire.Key {
+// keyOf is where the sandbox sent its key: the first key header present,
+// else a format's key query parameter present (inQuery; Gemini's
+// "?key="). The upstream key goes out in the same place, with the same
+// prefix; keys[0] when neither is there.
+func keyOf(req *http.Request) (k wire.Key, inQuery bool) {
 	for _, k := range keys {
-		if h.Get(k.Header) != "" {
-			return k
+		if req.Header.Get(k.Header) != "" {
+			return k, false
 		}
 	}
-	return keys[0]
+	for _, k := range keys {
+		if k.Query != "" && len(queryKeys(req.URL.RawQuery, k.Query)) > 0 {
+			return k, true
+		}
+	}
+	return keys[0], false
 }
 
-// auth reads the sandbox's key in constant time, from the header it came
-// in.
-func (r *Relay) auth(h http.Header) string {
+// auth reads the sandbox's key in constant time, from where it came
+// (keyOf). A query key parameter given twice is wrong: the relay takes
+// both out, and the upstream must not be left to choose.
+func (r *Relay) auth(req *http.Request) string {
 	if r.opts.SandboxKey == "" {
 		return "any"
 	}
-	k := keyOf(h)
-	got := strings.TrimPrefix(h.Get(k.Header), k.Prefix)
+	k, inQuery := keyOf(req)
+	got := strings.TrimPrefix(req.Header.Get(k.Header), k.Prefix)
+	if inQuery {
+		vals := queryKeys(req.URL.RawQuery, k.Query)
+		if len(vals) != 1 {
+			return "wrong"
+		}
+		got = vals[0]
+	}
 	switch {
 	case got == "":
 		return "missing"
@@ -465,6 +480,66 @@ func (r *Relay) auth(h http.Header) string {
 		return "canary"
 	}
 	return "wrong"
+}
+
+// queryNames are the key query parameters of the formats (wire.Key.Query).
+var queryNames = func() []string {
+	var out []string
+	for _, k := range keys {
+		if k.Query != "" && !slices.Contains(out, k.Query) {
+			out = append(out, k.Query)
+		}
+	}
+	return out
+}()
+
+// queryParam splits a raw query's "name=value" piece, each unescaped
+// (kept as sent where it does not unescape).
+func queryParam(piece string) (name, value string) {
+	n, v, _ := strings.Cut(piece, "=")
+	if u, err := url.QueryUnescape(n); err == nil {
+		n = u
+	}
+	if u, err := url.QueryUnescape(v); err == nil {
+		v = u
+	}
+	return n, v
+}
+
+// queryKeys are the values of the raw query's parameter name, in order.
+func queryKeys(raw, name string) []string {
+	var out []string
+	for _, piece := range strings.Split(raw, "&") {
+		if n, v := queryParam(piece); piece != "" && n == name {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// forwardQuery is the raw query without the key parameters (queryNames),
+// every other piece kept byte for byte as sent: the sandbox's key is
+// never forwarded, and nothing else is re-encoded.
+func forwardQuery(raw string) string {
+	if raw == "" {
+		return ""
+	}
+	var kept []string
+	for _, piece := range strings.Split(raw, "&") {
+		if n, _ := queryParam(piece); !slices.Contains(queryNames, n) {
+			kept = append(kept, piece)
+		}
+	}
+	return strings.Join(kept, "&")
+}
+
+// addQuery is query with name=value added, value escaped.
+func addQuery(query, name, value string) string {
+	p := url.QueryEscape(name) + "=" + url.QueryEscape(value)
+	if query == "" {
+		return p
+	}
+	return query + "&" + p
 }
 
 // hopHeaders are not forwarded: RFC 9110 section 7.6.1's, the framing
@@ -494,34 +569,16 @@ func (r *Relay) route(req *http.Request) (string, wire.Endpoint) {
 	if req.URL.RawPath != "" || req.URL.EscapedPath() != p || path.Clean(p) != p || req.URL.Opaque != "" {
 		return "", wire.Endpoint{}
 	}
+	// An endpoint is below the upstream's base path, or, when it has a
+	// root of its own (Gemini's "/v1beta"), below the origin: the path
+	// sent on is then that same path on the upstream's origin.
 	base := strings.TrimRight(r.upstream.Path, "/")
-	rest, ok := strings.CutPrefix(p, base)
-	if !ok {
-		return "", wire.Endpoint{}
-	}
 	for _, e := range endpoints {
-		if e.Method == req.Method && pathMatches(e.Path, rest) {
-			return base + rest, e
+		if _, ok := wire.Match(e.FullPath(base), p); ok && e.Method == req.Method {
+			return p, e
 		}
 	}
 	return "", wire.Endpoint{}
-}
-
-// pathMatches says whether p is the endpoint path pattern pat: segment by
-// segment equal, a segment in braces standing for one non-empty segment
-// ("/models/{id}" is one model, never "/models/" or "/models/a/b").
-func pathMatches(pat, p string) bool {
-	ps, qs := strings.Split(pat, "/"), strings.Split(p, "/")
-	if len(ps) != len(qs) {
-		return false
-	}
-	for i, seg := range ps {
-		wild := strings.HasPrefix(seg, "{") && strings.HasSuffix(seg, "}")
-		if wild && qs[i] == "" || !wild && seg != qs[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // dropBody makes sure what is left of a refused request's body is never
@@ -549,13 +606,17 @@ func refuse(w http.ResponseWriter, c *Call, status int, reason, msg string) {
 	w.Write(b)
 }
 
-// scanCanary says where the request carries the case's key: its URL, a
-// header the relay forwards, or its body; "" when nowhere.
-func (r *Relay) scanCanary(req *http.Request, fwd http.Header, body []byte) string {
+// scanCanary says where the request carries the case's key: its URL as
+// forwarded (the path and the query without its key parameters, which the
+// relay takes out), a header the relay forwards, or its body; "" when
+// nowhere.
+func (r *Relay) scanCanary(req *http.Request, query string, fwd http.Header, body []byte) string {
 	if r.needle.Empty() {
 		return ""
 	}
-	if how, ok := r.needle.Find([]byte(req.URL.RequestURI())); ok {
+	u := *req.URL
+	u.RawQuery = query
+	if how, ok := r.needle.Find([]byte(u.RequestURI())); ok {
 		return "URL, " + how
 	}
 	for k, vs := range fwd {
@@ -679,7 +740,7 @@ func (b *bodyReader) read(w http.ResponseWriter, req *http.Request) (string, err
 // when the upstream fails mid-answer, where the relay ends the answer and
 // records why. Each of those would change what the harness sees.
 func (r *Relay) handle(w http.ResponseWriter, req *http.Request) {
-	c := Call{Method: req.Method, Path: req.URL.Path, Time: time.Now(), Auth: r.auth(req.Header)}
+	c := Call{Method: req.Method, Path: req.URL.Path, Time: time.Now(), Auth: r.auth(req)}
 	defer func() { r.record(c) }()
 	upPath, ep := r.route(req)
 	if upPath == "" {
@@ -706,8 +767,8 @@ func (r *Relay) handle(w http.ResponseWriter, req *http.Request) {
 	if !ok {
 		return
 	}
-	fwd := forwardHeaders(req.Header)
-	if where := r.scanCanary(req, fwd, body); where != "" {
+	fwd, query := forwardHeaders(req.Header), forwardQuery(req.URL.RawQuery)
+	if where := r.scanCanary(req, query, fwd, body); where != "" {
 		r.mu.Lock()
 		if len(r.bounds.Canary) < 20 {
 			r.bounds.Canary = append(r.bounds.Canary, where)
@@ -716,8 +777,8 @@ func (r *Relay) handle(w http.ResponseWriter, req *http.Request) {
 		refuse(w, &c, http.StatusForbidden, RefusedCanary, "the request carries the case's key ("+where+"); not forwarded")
 		return
 	}
-	r.parseRequest(&c, body)
-	r.forward(w, req, &c, upPath, fwd, body)
+	r.parseRequest(&c, ep, body)
+	r.forward(w, req, &c, upPath, query, fwd, body)
 }
 
 // sequence numbers a model request: a call of a turn endpoint
@@ -795,14 +856,20 @@ func forwardHeaders(h http.Header) http.Header {
 // the harness left (forward).
 const upstreamGrace = 2 * time.Second
 
-// forward sends the request upstream with the upstream key in the header
-// the sandbox's came in, and passes the answer on as it arrives.
-func (r *Relay) forward(w http.ResponseWriter, req *http.Request, c *Call, upPath string, fwd http.Header, body []byte) {
+// forward sends the request upstream with the upstream key where the
+// sandbox's came in (a header, or the query parameter), the query
+// without the sandbox's key parameters (query), and passes the answer on
+// as it arrives.
+func (r *Relay) forward(w http.ResponseWriter, req *http.Request, c *Call, upPath, query string, fwd http.Header, body []byte) {
 	// The upstream path: the relay's own path with the upstream's base in
 	// place of the relay's (which is the same).
 	target := *r.upstream
 	target.Path, target.RawPath = upPath, ""
-	target.RawQuery = req.URL.RawQuery
+	k, inQuery := keyOf(req)
+	target.RawQuery = query
+	if inQuery && r.opts.UpstreamKey != "" {
+		target.RawQuery = addQuery(query, k.Query, r.opts.UpstreamKey)
+	}
 	// The upstream is read on for upstreamGrace after the harness leaves:
 	// a harness that closes once it has an answer's last event can leave
 	// before the upstream's own end reaches the relay, and that answer was
@@ -826,8 +893,7 @@ func (r *Relay) forward(w http.ResponseWriter, req *http.Request, c *Call, upPat
 	}
 	out.Header = fwd
 	out.Header.Set("Accept-Encoding", "identity")
-	if r.opts.UpstreamKey != "" {
-		k := keyOf(req.Header)
+	if r.opts.UpstreamKey != "" && !inQuery {
 		out.Header.Set(k.Header, k.Prefix+r.opts.UpstreamKey)
 	}
 	resp, err := r.client.Do(out)
@@ -927,13 +993,14 @@ func delivered(ctx context.Context, w http.ResponseWriter, lastWrite time.Time) 
 	return true, time.Now()
 }
 
-// redact keeps the upstream key out of recorded errors.
+// redact keeps the keys out of recorded errors, as they are and as a
+// query carries them (an upstream error names the URL, "?key=" and all).
 func (r *Relay) redact(s string) string {
-	if r.opts.UpstreamKey != "" {
-		s = strings.ReplaceAll(s, r.opts.UpstreamKey, "[upstream key]")
-	}
-	if r.opts.SandboxKey != "" {
-		s = strings.ReplaceAll(s, r.opts.SandboxKey, "[canary]")
+	for _, k := range []struct{ key, name string }{{r.opts.UpstreamKey, "[upstream key]"}, {r.opts.SandboxKey, "[canary]"}} {
+		if k.key != "" {
+			s = strings.ReplaceAll(s, k.key, k.name)
+			s = strings.ReplaceAll(s, url.QueryEscape(k.key), k.name)
+		}
 	}
 	return s
 }

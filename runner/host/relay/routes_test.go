@@ -10,16 +10,25 @@ import (
 	"github.com/sandproof/sandproof/runner/wire"
 )
 
-// concrete is a path of the pattern p: each segment in braces filled.
-func concrete(p string) string {
-	segs := strings.Split(p, "/")
+// concrete is the path from the origin of an endpoint (below "/v1", or
+// its own root): each name in braces filled, a verb after it kept.
+func concrete(e wire.Endpoint) string {
+	segs := strings.Split(e.FullPath("/v1"), "/")
 	for i, s := range segs {
 		if strings.HasPrefix(s, "{") {
-			segs[i] = "fake-model"
+			_, verb, _ := strings.Cut(s, "}")
+			segs[i] = "fake-model" + verb
 		}
 	}
 	return strings.Join(segs, "/")
 }
+
+// nearMisses are paths no endpoint has: a near miss of each kind of
+// segment, and Gemini's paths below the wrong root or with a bad name or
+// verb.
+var nearMisses = []string{"/v1/files", "/v1/models/a/b", "/v1/models/", "/v1/chat", "/v1/messages/count_tokens/x",
+	"/v1beta/models/:generateContent", "/v1beta/models/fake-model:generate", "/v1beta/models/a:b:generateContent",
+	"/v1beta/models/a/b:generateContent", "/v1beta/models/fake-model", "/v1/models/fake-model:streamGenerateContent/x"}
 
 // probes are every method of interest on every table path (filled), and
 // some near misses, each with whether the table holds it and, if so, its
@@ -29,13 +38,13 @@ func probes() (out []struct {
 	ep           wire.Endpoint
 	ok           bool
 }) {
-	paths := []string{"/files", "/models/a/b", "/models/", "/chat", "/messages/count_tokens/x"}
+	paths := slices.Clone(nearMisses)
 	for _, e := range wire.Endpoints() {
-		paths = append(paths, concrete(e.Path))
+		paths = append(paths, concrete(e))
 	}
 	for _, p := range paths {
 		for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch} {
-			i := slices.IndexFunc(wire.Endpoints(), func(e wire.Endpoint) bool { return e.Method == m && concrete(e.Path) == p })
+			i := slices.IndexFunc(wire.Endpoints(), func(e wire.Endpoint) bool { return e.Method == m && concrete(e) == p })
 			pr := struct {
 				method, path string
 				ep           wire.Endpoint
@@ -60,7 +69,7 @@ func TestRelayRoutesAreTheWireTable(t *testing.T) {
 	addr := hostOf(r)
 	forwarded, calls := 0, 0
 	for i, p := range probes() {
-		st := raw(t, addr, p.method+" /v1"+p.path+" HTTP/1.1\r\nHost: "+addr+"\r\nAuthorization: Bearer sk-canary-1\r\nContent-Length: 2\r\n\r\n{}")
+		st := raw(t, addr, p.method+" "+p.path+" HTTP/1.1\r\nHost: "+addr+"\r\nAuthorization: Bearer sk-canary-1\r\nContent-Length: 2\r\n\r\n{}")
 		if p.ok {
 			forwarded++
 		}
@@ -68,13 +77,13 @@ func TestRelayRoutesAreTheWireTable(t *testing.T) {
 			calls++
 		}
 		if got := len(up.requests()); got != forwarded || (st == http.StatusOK) != p.ok {
-			t.Errorf("%s /v1%s: status %d, %d forwarded so far; in the table: %v", p.method, p.path, st, got, p.ok)
+			t.Errorf("%s %s: status %d, %d forwarded so far; in the table: %v", p.method, p.path, st, got, p.ok)
 		}
 		// A call is recorded (and counted) as its handler ends, after
 		// its answer went out.
 		waitFor(t, "the call recorded", func() bool { return len(r.Calls()) == i+1 })
 		if got := r.ModelCalls(); got != calls {
-			t.Errorf("%s /v1%s: %d model calls, want %d (a turn: %v)", p.method, p.path, got, calls, p.ep.Turn)
+			t.Errorf("%s %s: %d model calls, want %d (a turn: %v)", p.method, p.path, got, calls, p.ep.Turn)
 		}
 	}
 	// Positive control: every endpoint was probed and reached the upstream.

@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"strings"
+
+	"github.com/sandproof/sandproof/runner/wire"
 )
 
 // MaxClaimed caps the claimed tool calls recorded of one request (a
@@ -16,23 +18,29 @@ const MaxClaimed = 64
 // MaxHistory caps the turn digests recorded of one request (Call.History).
 const MaxHistory = 64
 
-// request is the envelope of a Chat Completions, Responses or Anthropic
-// Messages request: every field any of the three carries that the relay
-// reads, decoded in one json.Unmarshal, so a body that fails to decode
-// is read for none of them (all or nothing, as before the formats had a
-// file each). Each format's reader then takes its part, in this order:
-// messages (Chat Completions, then Anthropic Messages), then input
-// (Responses).
+// request is the envelope of a Chat Completions, Responses, Anthropic
+// Messages or Gemini request: every field any of the four carries that
+// the relay reads, decoded in one json.Unmarshal, so a body that fails to
+// decode is read for none of them (all or nothing, as before the formats
+// had a file each). Each format's reader then takes its part, in this
+// order: messages (Chat Completions, then Anthropic Messages), then input
+// (Responses), then contents (Gemini).
 type request struct {
 	Model    string           `json:"model"`
 	Stream   bool             `json:"stream"`
 	Messages []requestMessage `json:"messages"`
 	Input    json.RawMessage  `json:"input"`
+	Contents []geminiContent  `json:"contents"`
 	Tools    []struct {
 		Name     string `json:"name"`
 		Function struct {
 			Name string `json:"name"`
 		} `json:"function"`
+		// FunctionDeclarations are Gemini's: one tools entry
+		// declares many functions.
+		FunctionDeclarations []struct {
+			Name string `json:"name"`
+		} `json:"functionDeclarations"`
 	} `json:"tools"`
 }
 
@@ -47,21 +55,29 @@ type requestMessage struct {
 
 // parseRequest reads the model, stream flag, declared tools, the tool
 // results (each with the id of the call it answers) and the assistant tool
-// calls the history claims of a Chat Completions, Responses or Anthropic
-// Messages request.
-func (r *Relay) parseRequest(c *Call, body []byte) {
+// calls the history claims of a Chat Completions, Responses, Anthropic
+// Messages or Gemini request (ep is its endpoint: Gemini's path names the
+// model and the stream).
+func (r *Relay) parseRequest(c *Call, ep wire.Endpoint, body []byte) {
 	var q request
 	if json.Unmarshal(body, &q) != nil {
 		return
 	}
 	c.Model, c.Stream = q.Model, q.Stream
+	r.geminiPath(c, ep)
 	for _, t := range q.Tools {
 		n := t.Function.Name
 		if n == "" {
 			n = t.Name
 		}
-		if n != "" && len(c.Tools) < 64 {
-			c.Tools = append(c.Tools, r.text(n))
+		names := []string{n}
+		for _, f := range t.FunctionDeclarations {
+			names = append(names, f.Name)
+		}
+		for _, n := range names {
+			if n != "" && len(c.Tools) < 64 {
+				c.Tools = append(c.Tools, r.text(n))
+			}
 		}
 	}
 	h := history{r: r, c: c}
@@ -71,6 +87,7 @@ func (r *Relay) parseRequest(c *Call, body []byte) {
 		h.turn(messageTurn(m))
 	}
 	h.responsesInput(q.Input)
+	h.geminiContents(q.Contents)
 }
 
 // history records a request's tool results and claimed tool calls into
@@ -256,6 +273,7 @@ type answer struct {
 	chatAnswer
 	responsesAnswer
 	messagesAnswer
+	geminiAnswer
 	// Usage is Chat Completions' (prompt_, completion_tokens), or a
 	// Responses answer's or a Messages message_delta's (input_,
 	// output_tokens).
@@ -282,6 +300,7 @@ func (r *Relay) parseJSON(c *Call, body []byte) {
 	r.chatChoices(c, a.chatAnswer, &text)
 	r.responsesItems(c, a.Output, &text)
 	r.messagesBlocks(c, a.messagesAnswer, &text)
+	r.geminiCandidates(c, a.geminiAnswer, &text)
 	if a.Usage != nil {
 		c.Usage = &Usage{Input: a.Usage.PromptTokens + a.Usage.InputTokens, Output: a.Usage.CompletionTokens + a.Usage.OutputTokens}
 	}
@@ -290,9 +309,10 @@ func (r *Relay) parseJSON(c *Call, body []byte) {
 
 // parseSSE reads a streamed answer: Chat Completions chunks (tool call
 // arguments arrive in pieces, by index), Responses events (the final
-// response.completed holds the output) or Anthropic Messages events
+// response.completed holds the output), Anthropic Messages events
 // (tool_use blocks whose input arrives as input_json_delta pieces, by
-// block index; input tokens in message_start, output in message_delta).
+// block index; input tokens in message_start, output in message_delta) or
+// Gemini's GenerateContentResponse chunks (calls whole in one).
 func (r *Relay) parseSSE(c *Call, body []byte) {
 	st := &sseState{r: r, c: c}
 	sc := bufio.NewScanner(bytes.NewReader(body))
@@ -312,6 +332,7 @@ func (r *Relay) parseSSE(c *Call, body []byte) {
 			continue
 		}
 		st.chatDeltas(a)
+		st.r.geminiCandidates(c, a.geminiAnswer, &st.text)
 		if st.messagesEvent(a) {
 			continue
 		}
