@@ -26,6 +26,15 @@ var pinnedKeys = []string{
 	"claude-code anthropic-ai+claude-code@2.1.332-linux-x64-f22ded407662",
 	"claude-code anthropic-ai+claude-code@2.1.332-linux-x64-glibc-layer-f22ded407662",
 	"claude-code anthropic-ai+claude-code@2.1.332-linux-x64-musl-7b7804353a3e",
+	"cline cline+cli-linux-x64@3.0.65-linux-arm64-72da74e1dade",
+	"cline cline+cli-linux-x64@3.0.65-linux-arm64-glibc-layer-72da74e1dade",
+	"cline cline+cli-linux-x64@3.0.65-linux-arm64-musl-72da74e1dade",
+	"cline cline+cli-linux-x64@3.0.65-linux-x64-72da74e1dade",
+	"cline cline+cli-linux-x64@3.0.65-linux-x64-baseline-72da74e1dade",
+	"cline cline+cli-linux-x64@3.0.65-linux-x64-baseline-glibc-layer-72da74e1dade",
+	"cline cline+cli-linux-x64@3.0.65-linux-x64-baseline-musl-72da74e1dade",
+	"cline cline+cli-linux-x64@3.0.65-linux-x64-glibc-layer-72da74e1dade",
+	"cline cline+cli-linux-x64@3.0.65-linux-x64-musl-72da74e1dade",
 	"codex openai+codex@0.171.0-linux-x64-linux-arm64-114cfac5574e",
 	"codex openai+codex@0.171.0-linux-x64-linux-arm64-glibc-layer-114cfac5574e",
 	"codex openai+codex@0.171.0-linux-x64-linux-arm64-musl-114cfac5574e",
@@ -128,8 +137,8 @@ func TestShippedManifestKeysArePinned(t *testing.T) {
 			}
 		}
 	}
-	if manifests != 6 {
-		t.Fatalf("%d npm manifests in adapters/, want the six shipped (a new one: pin its keys here)", manifests)
+	if manifests != 7 {
+		t.Fatalf("%d npm manifests in adapters/, want the seven shipped (a new one: pin its keys here)", manifests)
 	}
 	slices.Sort(got)
 	if !slices.Equal(got, pinnedKeys) {
