@@ -273,6 +273,54 @@ var _ = Describe("warden supervise, facing processes that try to outrun the stop
 		Eventually(ctx, waited).WithTimeout(10*time.Second).Should(Receive(&werr), "the outsider lives after a confirmed receipt")
 		Expect(werr).To(MatchError(ContainSubstring("killed")), "the outsider was ended by the cgroup's kill")
 	})
+
+	framework.ConformanceIt("2 stop rules", "should, in tier cgroup with a grace, TERM the harness and its daemon and let them act on it, and end a process that joined the harness's cgroup from outside its tree by the cgroup's kill, without a TERM and unlisted", tierLabel("cgroup"), func(ctx SpecContext) {
+		// With a grace, tier cgroup sends its first TERM to the members of
+		// the frozen cgroup that belong to the supervisor's tree, then
+		// thaws it. A process of this spec's own that joined the cgroup is
+		// no member of the tree: it must not be TERMed (mutant
+		// cgrouptermall), and the harness must run again to act on its TERM
+		// (mutant cgroupnothaw: the grace, three times the stop's
+		// allowance, would be waited out).
+		flags := append([]string{"--deadline", "600", "--grace", graceLong}, tierFlags("cgroup")...)
+		l := newLaunch()
+		l.detach(ctx, flags, "daemon")
+		rec := l.ready(ctx)
+		h, daemon := harness(rec), one(rec, "daemon")
+		cg, err := witness.CgroupOf(h.PID)
+		Expect(err).NotTo(HaveOccurred())
+		mount, err := witness.Cgroup2Mount()
+		Expect(err).NotTo(HaveOccurred())
+		outsider := exec.Command("sleep", "1000")
+		outsider.Env = []string{}
+		Expect(outsider.Start()).To(Succeed())
+		DeferCleanup(func() { outsider.Process.Kill() })
+		waited := make(chan error, 1)
+		go func() { waited <- outsider.Wait() }()
+		Expect(os.WriteFile(filepath.Join(mount, cg, "cgroup.procs"), []byte(strconv.Itoa(outsider.Process.Pid)), 0)).To(Succeed())
+		// Positive controls: the outsider is in the harness's cgroup and
+		// runs, and so does the daemon, adopted by the supervisor.
+		Expect(witness.CgroupOf(outsider.Process.Pid)).To(Equal(cg), "positive control: the outsider joined the harness's cgroup")
+		Expect(witness.CgroupOf(daemon.PID)).To(Equal(cg), "positive control: the daemon is in the harness's cgroup")
+		st, err := witness.Proc.ReadStat(outsider.Process.Pid)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(st.Dead()).To(BeFalse(), "positive control: the outsider runs")
+
+		res := l.warden(ctx, "stop", "--state", l.state, "--wait", graceWait)
+		Expect(res.Code).To(Equal(0), "no confirmed receipt within %s s of a %s s grace: %s%s", graceWait, graceLong, res, l.diagnose())
+		r := l.receiptPrinted(res)
+		expectOutcome(r, "stopped", 143, "TERM", true)
+		expectTier(r, "cgroup")
+		expectReached(r, h, "group")
+		expectReached(r, daemon, "orphan", "descendant")
+		for _, m := range r.Reached {
+			Expect(m.PID).NotTo(Equal(outsider.Process.Pid), "the outsider, of no rule's reach, is listed as reached: %+v", m)
+		}
+		var werr error
+		Eventually(ctx, waited).WithTimeout(10*time.Second).Should(Receive(&werr), "the outsider lives after a confirmed receipt")
+		Expect(werr).To(MatchError(ContainSubstring("killed")), "the outsider was ended by the cgroup's kill, not a TERM")
+		expectGone("process", h, daemon)
+	})
 })
 
 // hostPidsCgroup makes a pids cgroup (v1's pids controller, as on these

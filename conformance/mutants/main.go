@@ -69,6 +69,8 @@ var Catalog = []Mutant{
 	{mutant.NoCgroupKill, "2 kernel confirms", "tier cgroup freezes the harness's cgroup but never writes cgroup.kill"},
 	{mutant.CgroupBlind, "2 stop rules", "at grace 0 tier cgroup does not record the members its kill of the harness's cgroup ended: the receipt lists none of the processes it ended"},
 	{mutant.CgroupOnly, "2 stop rules", "at grace 0 tier cgroup takes its cgroup's kill for the whole stop: a process outside the cgroup that carries the marker is left running under a confirmed receipt"},
+	{mutant.CgroupNoThaw, "2 stop rules", "with a grace, tier cgroup never thaws the harness's cgroup after the walk-free first TERM to its frozen members: the harness cannot act on its TERM, and the stop waits out the grace"},
+	{mutant.CgroupTermAll, "2 stop rules", "with a grace, tier cgroup's walk-free first TERM goes to every process the cgroup lists, without the check that it is of the launch's tree: a process that joined the cgroup from outside is TERMed and listed as reached"},
 	{mutant.ZSkip, "2 kernel confirms", "a Z leader counts as dead whatever its threads: a tool that called pthread_exit in main writes on after a confirmed receipt"},
 	{mutant.ServicePID, "2 services by identity", "a declared service named by its pid alone: a harness process that reuses a dead service's pid is kept"},
 }

@@ -11,7 +11,9 @@ type Name string
 const (
 	CallerGroup      Name = "callergroup"
 	CgroupBlind      Name = "cgroupblind"
+	CgroupNoThaw     Name = "cgroupnothaw"
 	CgroupOnly       Name = "cgrouponly"
+	CgroupTermAll    Name = "cgrouptermall"
 	ClaimRace        Name = "claimrace"
 	DeadlineExtends  Name = "deadlineextends"
 	ConfirmExit      Name = "confirmexit"

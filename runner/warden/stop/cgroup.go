@@ -342,8 +342,15 @@ func (c *Cgroup) stop(ctx context.Context, until time.Time, freeze bool) (empty 
 // freeze freezes the cgroup and waits (FreezeTimeout at most, never past
 // until) for frozen 1; it says how that went, for the log.
 func (c *Cgroup) freeze(ctx context.Context, until time.Time) string {
+	_, how := c.freezeWait(ctx, until)
+	return how
+}
+
+// freezeWait is freeze, also reporting whether the kernel said frozen 1
+// (or populated 0) in time.
+func (c *Cgroup) freezeWait(ctx context.Context, until time.Time) (bool, string) {
 	if err := os.WriteFile(filepath.Join(c.Dir, "cgroup.freeze"), []byte("1"), 0); err != nil {
-		return fmt.Sprintf("freeze: %v", err)
+		return false, fmt.Sprintf("freeze: %v", err)
 	}
 	frozenBy := time.Now().Add(FreezeTimeout)
 	if until.Before(frozenBy) {
@@ -351,9 +358,14 @@ func (c *Cgroup) freeze(ctx context.Context, until time.Time) string {
 	}
 	t := time.Now()
 	if c.wait(ctx, frozenBy, func(ev map[string]string) bool { return ev["frozen"] == "1" || ev["populated"] == "0" }) {
-		return "frozen" + since(t)
+		return true, "frozen" + since(t)
 	}
-	return "not frozen in time" + since(t)
+	return false, "not frozen in time" + since(t)
+}
+
+// thaw lets the cgroup's members run again (cgroup.freeze 0).
+func (c *Cgroup) thaw() error {
+	return os.WriteFile(filepath.Join(c.Dir, "cgroup.freeze"), []byte("0"), 0)
 }
 
 // since says, for the log, how long ago t was: " (1.234 ms)".
@@ -441,6 +453,117 @@ func (e *Engine) cgroupFirst(ctx context.Context, r *run) {
 		e.Cgroup.Dir, len(members.Reached), read, how, ended, since(t))
 }
 
+// termFirst says whether the stop's first TERM goes, walk-free, to the
+// launch's cgroup's members (cgroupTerm) rather than to a walk of the
+// supervisor's tree: tier cgroup with a grace (at grace 0 the cgroup is
+// killed first instead). Fake roots and stop --services keep the rounds.
+func (e *Engine) termFirst() bool {
+	return e.Grace > 0 && e.Cgroup != nil && e.Scanner.FS.IsReal() && !e.Scanner.ServicesOnly
+}
+
+// cgroupTerm is the first TERM of a stop with a grace in tier cgroup, in
+// place of the first round's walk of the tree: it freezes the launch's
+// cgroup, reads its members (cgroup.procs, a stat each: cgroupTree),
+// TERMs those of the supervisor's tree (with CONT to the stopped), and
+// thaws the cgroup, so that the TERMed handle their TERM and exit only
+// once every one has been sent it (their exits do not take the cores from
+// the sending, as in a walk's round). It returns the members TERMed; the
+// rounds after it scan the whole table as ever (the marker, what lives
+// outside the cgroup), TERM what they reach that was not TERMed here,
+// then hold, KILL and confirm.
+//
+// Each TERM goes to a process identified first, as every signal does: a
+// frozen member cannot run, so it cannot exec, fork or exit of itself,
+// and the pid, start time and parent its stat shows after the listing
+// still name the process the listing named when the signal is sent. Only a
+// fatal signal from outside the cgroup can end a frozen task, and its pid
+// stays taken until its parent reaps it; send pins each process with a
+// pidfd and re-reads its start time all the same, so not even that lets a
+// TERM land on another process. A freeze that does not take in time (a
+// member in an uninterruptible sleep) leaves the pass as sound, only
+// slower: the members that run may fork (the next round's scan finds the
+// child) or exit (send finds them gone).
+func (e *Engine) cgroupTerm(ctx context.Context, r *run) []Member {
+	if populated, err := e.Cgroup.Populated(); err == nil && !populated {
+		return nil // the harness left nothing in it: the rounds decide
+	}
+	_, froze := e.Cgroup.freezeWait(ctx, r.endAt)
+	t := time.Now()
+	snap := e.Scanner.cgroupTree(e.Cgroup.Procs())
+	read := since(t)
+	t = time.Now()
+	e.signalAll(snap.Reached, syscall.SIGTERM, r.sent)
+	termed := since(t)
+	t = time.Now()
+	thawed := "thawed"
+	if mutant.Is(mutant.CgroupNoThaw) {
+		thawed = "thaw skipped (mutant)"
+	} else if err := e.Cgroup.thaw(); err != nil {
+		// The grace then runs out on frozen members, and the cgroup's
+		// kill (which thaws) ends them: slower, never unsound.
+		thawed = fmt.Sprintf("thaw: %v", err)
+	}
+	r.note(snap)
+	r.prev = snap.Reached
+	e.logf("cgroup %s (first TERM, walk-free): %s, %d members of the tree read%s, TERMed%s, %s%s",
+		e.Cgroup.Dir, froze, len(snap.Reached), read, termed, thawed, since(t))
+	return snap.Reached
+}
+
+// cgroupTree reads the stat of each pid of the launch's cgroup and returns
+// as a snapshot's reached those of the supervisor's tree by their stat
+// parent links: a member whose parent is the supervisor (the harness, an
+// adopted orphan) or, link by link, another such member; named as
+// cgroupMembers names them. A member whose chain of parents leaves the
+// cgroup before it reaches the supervisor (a process that joined the
+// cgroup from outside the tree, or a child of one) is not reached here:
+// the rounds reach it if a rule of the contract does (the marker, a tree
+// process a root harness moved out of the cgroup), and the cgroup's kill
+// ends it otherwise, without a TERM first. A declared service is never
+// reached, nor is anything below one. The dead, the supervisor and what
+// cannot be read are left out.
+func (s *Scanner) cgroupTree(pids []int) *Snapshot {
+	byPID := map[int]proc.Stat{}
+	for _, st := range s.FS.ScanPIDs(pids) {
+		if !st.Dead() && st.PID != s.Launch.Self {
+			byPID[st.PID] = st
+		}
+	}
+	service := map[proc.Identity]bool{}
+	for _, id := range s.Launch.Services {
+		service[id] = true
+	}
+	in := make(map[int]bool, len(byPID))
+	var inTree func(pid, depth int) bool
+	inTree = func(pid, depth int) bool {
+		if v, ok := in[pid]; ok {
+			return v
+		}
+		st := byPID[pid]
+		v := false
+		switch {
+		case service[st.Identity()]:
+		case st.PPID == s.Launch.Self:
+			v = true
+		case depth < len(byPID):
+			// depth bounds a chain that loops (no kernel shows one).
+			if _, member := byPID[st.PPID]; member {
+				v = inTree(st.PPID, depth+1)
+			}
+		}
+		in[pid] = v
+		return v
+	}
+	snap := &Snapshot{}
+	for pid, st := range byPID {
+		if inTree(pid, 0) || mutant.Is(mutant.CgroupTermAll) {
+			snap.Reached = append(snap.Reached, s.cgroupMember(st))
+		}
+	}
+	sortMembers(snap.Reached)
+	return snap
+}
+
 // ended keeps of a snapshot's reached the members that are no longer
 // alive under their identity.
 func (s *Scanner) ended(snap *Snapshot) *Snapshot {
@@ -473,17 +596,24 @@ func (s *Scanner) cgroupMembers(pids []int) *Snapshot {
 		if st.Dead() || st.PID == s.Launch.Self {
 			continue
 		}
-		why := WhyDescendant
-		switch {
-		case st.Identity() == s.Launch.Harness:
-			why = WhyGroup
-		case st.PPID == s.Launch.Self:
-			why = WhyOrphan
-		}
-		snap.Reached = append(snap.Reached, Member{PID: st.PID, StartTime: st.StartTime, Comm: st.Comm, Why: why, State: string(st.State)})
+		snap.Reached = append(snap.Reached, s.cgroupMember(st))
 	}
 	sortMembers(snap.Reached)
 	return snap
+}
+
+// cgroupMember names one member of the launch's cgroup: the harness by
+// its identity (its group), a child of the supervisor as an orphan, any
+// other as a descendant.
+func (s *Scanner) cgroupMember(st proc.Stat) Member {
+	why := WhyDescendant
+	switch {
+	case st.Identity() == s.Launch.Harness:
+		why = WhyGroup
+	case st.PPID == s.Launch.Self:
+		why = WhyOrphan
+	}
+	return Member{PID: st.PID, StartTime: st.StartTime, Comm: st.Comm, Why: why, State: string(st.State)}
 }
 
 // cgroupEmpty is the cgroup's part of a confirmation: the kernel must say

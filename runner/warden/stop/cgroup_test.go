@@ -268,3 +268,120 @@ func TestCgroupMembersNamesEachMember(t *testing.T) {
 		}
 	}
 }
+
+// The walk-free first TERM reaches, of the cgroup's members, only the
+// supervisor's tree by the stat parent links: the harness, its child and
+// grandchild, an adopted orphan; not a process that joined the cgroup from
+// outside (its parent is no member), nor its child, nor a declared service
+// or what is below it, nor the dead, nor a child read before the kernel
+// moved it from its dead parent.
+func TestCgroupTreeKeepsOnlyTheSupervisorsTree(t *testing.T) {
+	root := t.TempDir()
+	write := procWriter(t, root)
+	write("100/stat", statLine("100", "warden", "S", "1"))
+	write("200/stat", statLine("200", "harness", "S", "100"))
+	write("210/stat", statLine("210", "tool", "S", "200"))
+	write("220/stat", statLine("220", "deep", "S", "210"))
+	write("300/stat", statLine("300", "daemon", "S", "100"))
+	write("400/stat", statLine("400", "outsider", "S", "1"))
+	write("410/stat", statLine("410", "outchild", "S", "400"))
+	write("500/stat", statLine("500", "service", "S", "100"))
+	write("510/stat", statLine("510", "svcchild", "S", "500"))
+	write("600/stat", statLine("600", "gone", "Z", "200"))
+	write("610/stat", statLine("610", "orphan", "S", "600"))
+	fs := proc.NewFS(root)
+	h, err := fs.Stat(200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := fs.Stat(500)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Scanner{FS: fs, Launch: Launch{Self: 100, Harness: h.Identity(), Services: []proc.Identity{svc.Identity()}}}
+	got := s.cgroupTree([]int{100, 200, 210, 220, 300, 400, 410, 500, 510, 600, 610, 700})
+	want := map[int]string{200: WhyGroup, 210: WhyDescendant, 220: WhyDescendant, 300: WhyOrphan}
+	var pids []int
+	for _, m := range got.Reached {
+		pids = append(pids, m.PID)
+		if want[m.PID] != m.Why {
+			t.Errorf("member %+v, want why %q", m, want[m.PID])
+		}
+	}
+	if len(got.Reached) != len(want) {
+		t.Fatalf("reached pids %v, want %v", pids, want)
+	}
+}
+
+// cgroupTerm TERMs the tree's members while the cgroup is frozen and thaws
+// it: the harness (a child of this test, which stands in for the
+// supervisor) ends of its TERM, a process that joined the cgroup from
+// outside the tree (orphaned to init) is left alive and unlisted, and the
+// kernel says frozen 0 afterwards.
+func TestCgroupTermTERMsTheTreeAndThaws(t *testing.T) {
+	id := fmt.Sprintf("stoptest-%d-%d", os.Getpid(), time.Now().UnixNano())
+	cg := writableCgroup(t, id)
+	pidFile := filepath.Join(t.TempDir(), "outsider.pid")
+	// The outsider: a sleep whose parent exits at once, so init adopts it.
+	out := exec.Command("sh", "-c", `sleep 1000 & echo $! > "$0"`, pidFile)
+	if err := out.Run(); err != nil {
+		t.Fatal(err)
+	}
+	var outsider int
+	waitFor(t, "the outsider's pid", func() bool {
+		data, err := os.ReadFile(pidFile)
+		_, serr := fmt.Sscan(string(data), &outsider)
+		return err == nil && serr == nil && outsider > 0
+	})
+	t.Cleanup(func() { syscall.Kill(outsider, syscall.SIGKILL) })
+	if err := os.WriteFile(filepath.Join(cg.Dir, "cgroup.procs"), []byte(fmt.Sprint(outsider)), 0); err != nil {
+		t.Fatal(err)
+	}
+	h := exec.Command("sleep", "1000")
+	h.SysProcAttr = &syscall.SysProcAttr{}
+	cg.CloneIntoCgroup(h.SysProcAttr)
+	if err := h.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- h.Wait() }()
+	fs := proc.NewFS("")
+	hst, err := fs.Stat(h.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Positive control: both are members.
+	if pids := cg.Procs(); len(pids) != 2 {
+		t.Fatalf("positive control: cgroup members %v, want the harness %d and the outsider %d", pids, h.Process.Pid, outsider)
+	}
+	e := &Engine{
+		Scanner:   &Scanner{FS: fs, Launch: Launch{ID: id, Self: os.Getpid(), Harness: hst.Identity()}},
+		Signaller: NewSignaller(fs),
+		Grace:     time.Minute,
+		Cgroup:    cg,
+		Log:       func(line string) { t.Log(line) },
+	}
+	if !e.termFirst() {
+		t.Fatal("termFirst is false for a grace in tier cgroup")
+	}
+	r := e.newRun()
+	termed := e.cgroupTerm(context.Background(), r)
+	if len(termed) != 1 || termed[0].Identity() != hst.Identity() || r.sent[hst.Identity()] != syscall.SIGTERM {
+		t.Fatalf("TERMed %+v (sent %v), want the harness %v alone", termed, r.sent, hst.Identity())
+	}
+	ev, err := cg.events()
+	if err != nil || ev["frozen"] != "0" {
+		t.Fatalf("cgroup.events after the pass: %v, %v; want frozen 0", ev, err)
+	}
+	select {
+	case err := <-waited:
+		if err == nil || !strings.Contains(err.Error(), "terminated") {
+			t.Fatalf("the harness ended with %v, want its TERM", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the harness did not end of its TERM: still frozen?")
+	}
+	if st, err := fs.Stat(outsider); err != nil || st.Dead() {
+		t.Fatalf("the outsider was ended by the pass: %+v, %v", st, err)
+	}
+}

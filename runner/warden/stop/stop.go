@@ -49,9 +49,10 @@ type Engine struct {
 	// process count: a small stop then lists /proc once (to confirm), not
 	// twice. A first round that finds nothing is scanned in full at once.
 	QuickFirstRound bool
-	// Cgroup, when set, is the launch's own cgroup v2 (tier cgroup): frozen
-	// and killed once the grace has passed, and required empty for a
-	// confirmation (cgroup.go).
+	// Cgroup, when set, is the launch's own cgroup v2 (tier cgroup): with a
+	// grace, its members of the tree get the first TERM while it is frozen,
+	// before the first round (cgroupTerm); it is frozen and killed once the
+	// grace has passed, and required empty for a confirmation (cgroup.go).
 	Cgroup *Cgroup
 	// Log, when set, takes the stop's notes for the launch's log.
 	Log func(string)
@@ -108,6 +109,19 @@ func (e *Engine) Run(ctx context.Context) Result {
 				r.res.Seconds = r.clock.Now().Sub(r.start).Seconds()
 				return r.res
 			}
+		}
+	} else if e.termFirst() {
+		t := time.Now()
+		termed := e.cgroupTerm(ctx, r)
+		r.spent(phaseTerm, t)
+		if len(termed) > 0 {
+			// The pause of the first round, whose TERM this was: the
+			// rounds then scan the whole table, with no quick look first.
+			r.termed = true
+			t = time.Now()
+			e.pauseGrace(ctx, 0, termed)
+			e.reap()
+			r.spent(phaseGrace, t)
 		}
 	}
 	for round := 0; ; round++ {
@@ -189,8 +203,10 @@ type run struct {
 	sent map[proc.Identity]syscall.Signal
 	seen map[proc.Identity]bool
 	res  Result
-	// held and cgroupKilled say the hold and the cgroup's kill were done.
-	held, cgroupKilled bool
+	// held and cgroupKilled say the hold and the cgroup's kill were done;
+	// termed that the cgroup's members had their first TERM before the
+	// first round (cgroupTerm).
+	held, cgroupKilled, termed bool
 	// tail counts the rounds since the harness was seen gone; prev is the
 	// reached set of the round before.
 	tail int
@@ -259,7 +275,7 @@ func (r *run) note(snap *Snapshot) {
 func (e *Engine) scanRound(ctx context.Context, r *run, round int) (*Snapshot, outcome) {
 	var snap *Snapshot
 	var err error
-	if round == 0 && e.QuickFirstRound && !e.Scanner.ServicesOnly && !mutant.Is(mutant.NoKernelWalk) {
+	if round == 0 && e.QuickFirstRound && !r.termed && !e.Scanner.ServicesOnly && !mutant.Is(mutant.NoKernelWalk) {
 		if snap = e.Scanner.ScanTree(); len(snap.Reached) == 0 || snap.TreeErr != nil {
 			snap, err = e.Scanner.Scan()
 		}
