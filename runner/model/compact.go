@@ -57,11 +57,14 @@ var (
 	summaryAsk = regexp.MustCompile(`(?i)\b(?:create|write|provide|produce|generate|give)\b[^.\n]{0,80}(?:\bsummary\b|\bhandoff\b|<?\bstate_snapshot\b)` +
 		`|\bsummari[sz](?:e|ing)\b[^.\n]{0,40}\b(?:conversation|chat|history|session)s?\b|\bcontinuing our conversation\b|\bcontext checkpoint compaction\b`)
 	// summarySystem is a system prompt whose whole job is the summary
-	// (OpenCode's compaction agent, Qwen Code's compression prompt),
+	// (OpenCode's compaction agent; Qwen Code 0.24.4's "You are the
+	// component that summarizes a conversation when its context window is
+	// about to overflow"),
 	// narrower than summaryAsk: a harness's own system prompt may well
 	// speak of summaries it makes at other times (Claude Code's "the
 	// current context is summarized").
-	summarySystem = regexp.MustCompile(`(?i)\btasked with summari[sz]ing\b|\bcompress(?:es|ing)? (?:the )?(?:internal )?chat history\b|\bcontext checkpoint compaction\b`)
+	summarySystem = regexp.MustCompile(`(?i)\btasked with summari[sz]ing\b|\bcompress(?:es|ing)? (?:the )?(?:internal )?chat history\b|\bcontext checkpoint compaction\b` +
+		`|\bsummari[sz]es a conversation when its context window\b`)
 	// reminders are Claude Code's <system-reminder> blocks, which it puts
 	// beside the user's own words and which are not the user's ask.
 	reminders = regexp.MustCompile(`(?s)<system-reminder>.*?</system-reminder>`)

@@ -213,6 +213,10 @@ const (
 // The summary requests of the harnesses the issue names, each with the
 // turns before it: the task, the read and its result (Claude Code left
 // the prompt itself out of its summary request).
+// qwenCompress is the first line of Qwen Code 0.24.4's compression
+// prompt (its npm package).
+const qwenCompress = "You are the component that summarizes a conversation when its context window is about to overflow."
+
 func summaryRequests(f format, prompt string) map[string][]turn {
 	read := []turn{{kind: "call", name: map[bool]string{true: "Read", false: "read"}[f.name == "messages"], args: readArgsOf(f, "/task/challenge.txt")},
 		{kind: "result", text: "1\t" + compactChallenge + "\n"}}
@@ -223,8 +227,12 @@ func summaryRequests(f format, prompt string) map[string][]turn {
 		"Codex": append(append([]turn(nil), withPrompt...), turn{kind: "user", text: "You are performing a CONTEXT CHECKPOINT COMPACTION. Create a handoff summary for another LLM that will resume the task."}),
 		"OpenCode and Kilo": append(append([]turn{{kind: "system", text: "You are a helpful AI assistant tasked with summarizing conversations."}}, withPrompt...),
 			turn{kind: "user", text: "Provide a detailed prompt for continuing our conversation above. Focus on information that would be helpful for continuing the conversation."}),
-		"Qwen Code": append(append([]turn{{kind: "system", text: "You are the component that compresses internal chat history into a durable state snapshot."}}, withPrompt...),
+		"Qwen Code": append(append([]turn{{kind: "system", text: qwenCompress}}, withPrompt...),
 			turn{kind: "user", text: "First, reason in your <analysis> block. Then, produce the <state_snapshot> XML."}),
+		// The system prompt alone decides: a last turn that asks for no
+		// summary in words the user rule knows.
+		"Qwen Code (its system prompt alone)": append(append([]turn{{kind: "system", text: qwenCompress}}, withPrompt...),
+			turn{kind: "user", text: "First, reason in your <analysis> block."}),
 	}
 }
 
