@@ -166,7 +166,9 @@ var fitsRe = regexp.MustCompile(`data-fits="(true|false)" data-scroll-width="(\d
 // With SANDPROOF_REPORT_SHOT=DIR it also leaves DIR/wide.png, the page as
 // the browser drew it.
 func TestHTMLFitsALaptopInABrowser(t *testing.T) {
-	if testing.Short() {
+	// -short skips the browser, except in strict mode (make test), where
+	// every check must run.
+	if testing.Short() && !testenv.Strict() {
 		t.Skip("starts a browser")
 	}
 	browser, err := exec.LookPath("chromium")
