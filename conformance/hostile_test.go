@@ -245,26 +245,7 @@ var _ = Describe("warden supervise, facing processes that try to outrun the stop
 		l := newLaunch()
 		l.detach(ctx, flags, "sleep")
 		h := harness(l.ready(ctx))
-		cg, err := witness.CgroupOf(h.PID)
-		Expect(err).NotTo(HaveOccurred())
-		mount, err := witness.Cgroup2Mount()
-		Expect(err).NotTo(HaveOccurred())
-
-		// A process of the spec's own, outside the supervisor's tree and
-		// without the marker: nothing but the cgroup links it to the launch.
-		outsider := exec.Command("sleep", "1000")
-		outsider.Env = []string{}
-		Expect(outsider.Start()).To(Succeed())
-		DeferCleanup(func() { outsider.Process.Kill() })
-		waited := make(chan error, 1)
-		go func() { waited <- outsider.Wait() }()
-		Expect(os.WriteFile(filepath.Join(mount, cg, "cgroup.procs"), []byte(strconv.Itoa(outsider.Process.Pid)), 0)).To(Succeed())
-		// Positive control: the kernel lists the outsider in the harness's
-		// cgroup, and it runs.
-		Expect(witness.CgroupOf(outsider.Process.Pid)).To(Equal(cg), "positive control: the outsider joined the harness's cgroup")
-		st, err := witness.Proc.ReadStat(outsider.Process.Pid)
-		Expect(err).NotTo(HaveOccurred())
-		Expect(st.Dead()).To(BeFalse(), "positive control: the outsider runs")
+		_, waited := joinCgroupOutsider(h.PID)
 
 		r := l.stopWait(ctx)
 		expectOutcome(r, "stopped", 143, "TERM", true)
@@ -287,24 +268,12 @@ var _ = Describe("warden supervise, facing processes that try to outrun the stop
 		l.detach(ctx, flags, "daemon")
 		rec := l.ready(ctx)
 		h, daemon := harness(rec), one(rec, "daemon")
+		outsider, waited := joinCgroupOutsider(h.PID)
+		// Positive control: the daemon, adopted by the supervisor, is in
+		// the harness's cgroup too.
 		cg, err := witness.CgroupOf(h.PID)
 		Expect(err).NotTo(HaveOccurred())
-		mount, err := witness.Cgroup2Mount()
-		Expect(err).NotTo(HaveOccurred())
-		outsider := exec.Command("sleep", "1000")
-		outsider.Env = []string{}
-		Expect(outsider.Start()).To(Succeed())
-		DeferCleanup(func() { outsider.Process.Kill() })
-		waited := make(chan error, 1)
-		go func() { waited <- outsider.Wait() }()
-		Expect(os.WriteFile(filepath.Join(mount, cg, "cgroup.procs"), []byte(strconv.Itoa(outsider.Process.Pid)), 0)).To(Succeed())
-		// Positive controls: the outsider is in the harness's cgroup and
-		// runs, and so does the daemon, adopted by the supervisor.
-		Expect(witness.CgroupOf(outsider.Process.Pid)).To(Equal(cg), "positive control: the outsider joined the harness's cgroup")
 		Expect(witness.CgroupOf(daemon.PID)).To(Equal(cg), "positive control: the daemon is in the harness's cgroup")
-		st, err := witness.Proc.ReadStat(outsider.Process.Pid)
-		Expect(err).NotTo(HaveOccurred())
-		Expect(st.Dead()).To(BeFalse(), "positive control: the outsider runs")
 
 		res := l.warden(ctx, "stop", "--state", l.state, "--wait", graceWait)
 		Expect(res.Code).To(Equal(0), "no confirmed receipt within %s s of a %s s grace: %s%s", graceWait, graceLong, res, l.diagnose())
@@ -546,3 +515,27 @@ var _ = Describe("warden service, facing a process that claims to be a service,"
 			WithTimeout(10*time.Second).ShouldNot(BeADirectory(), "the launch's cgroups are removed once the services are stopped")
 	})
 })
+
+// joinCgroupOutsider starts a process of the spec's own, outside the
+// supervisor's tree and without the marker, and moves it into the cgroup
+// of the harness pid: nothing but the cgroup links it to the launch. It
+// returns the process and the channel its Wait's error arrives on, after
+// the positive controls: the kernel lists it in that cgroup, and it runs.
+func joinCgroupOutsider(harnessPID int) (*exec.Cmd, chan error) {
+	cg, err := witness.CgroupOf(harnessPID)
+	Expect(err).NotTo(HaveOccurred())
+	mount, err := witness.Cgroup2Mount()
+	Expect(err).NotTo(HaveOccurred())
+	outsider := exec.Command("sleep", "1000")
+	outsider.Env = []string{}
+	Expect(outsider.Start()).To(Succeed())
+	DeferCleanup(func() { outsider.Process.Kill() })
+	waited := make(chan error, 1)
+	go func() { waited <- outsider.Wait() }()
+	Expect(os.WriteFile(filepath.Join(mount, cg, "cgroup.procs"), []byte(strconv.Itoa(outsider.Process.Pid)), 0)).To(Succeed())
+	Expect(witness.CgroupOf(outsider.Process.Pid)).To(Equal(cg), "positive control: the outsider joined the harness's cgroup")
+	st, err := witness.Proc.ReadStat(outsider.Process.Pid)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(st.Dead()).To(BeFalse(), "positive control: the outsider runs")
+	return outsider, waited
+}
